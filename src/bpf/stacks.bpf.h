@@ -1,0 +1,73 @@
+/* Exact stack storage. The kernel's STACK_TRACE map drops a stack whenever
+ * its bucket holds a different one (a hash collision), which biases the
+ * profile against whichever stack lost. Here a stack is keyed by a 64-bit
+ * hash of all its frames, in an ordinary hash map: two different stacks
+ * share a key only with probability ~2^-64 per pair. */
+#ifndef FGBPF_STACKS_BPF_H
+#define FGBPF_STACKS_BPF_H
+
+#include "common.h"
+
+struct stack_buf {
+	__u64 ips[MAX_STACK_DEPTH];
+};
+
+/* Sized by the loader before load. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct stack_buf);
+} stacks SEC(".maps");
+
+/* One scratch buffer per CPU: user stack in slot 0, kernel stack in 1. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, struct stack_buf);
+} stack_scratch SEC(".maps");
+
+#define STACK_NONE 0ULL /* no stack of that kind (or not asked for) */
+
+static __always_inline __u64 mix64(__u64 h, __u64 v)
+{
+	h ^= v * 0x9E3779B97F4A7C15ULL;
+	h = (h << 31) | (h >> 33);
+	return h * 0xC2B2AE3D27D4EB4FULL;
+}
+
+/* Takes the current stack (BPF_F_USER_STACK or 0 in flags) and returns
+ * its key in `stacks`, STACK_NONE if there is no such stack. Sets *lost
+ * when the stack existed but could not be stored. */
+static __always_inline __u64 store_stack(void *ctx, __u32 slot, __u64 flags, bool *lost)
+{
+	struct stack_buf *buf = bpf_map_lookup_elem(&stack_scratch, &slot);
+	__u64 h = 0x2545F4914F6CDD1DULL;
+	long bytes, n;
+
+	if (!buf)
+		return STACK_NONE;
+	/* The helper zero-fills the buffer past the frames it wrote. */
+	bytes = bpf_get_stack(ctx, buf->ips, sizeof(buf->ips), flags);
+	if (bytes <= 0)
+		return STACK_NONE;
+	n = bytes / sizeof(__u64);
+	for (int i = 0; i < MAX_STACK_DEPTH; i++) {
+		if (i >= n)
+			break;
+		h = mix64(h, buf->ips[i]);
+	}
+	h = mix64(h, n);
+	if (h == STACK_NONE)
+		h = 1;
+	if (!bpf_map_lookup_elem(&stacks, &h)) {
+		long err = bpf_map_update_elem(&stacks, &h, buf, BPF_NOEXIST);
+
+		if (err && err != -EEXIST)
+			*lost = true;
+	}
+	return h;
+}
+
+#endif

@@ -1,0 +1,137 @@
+/* Target selection and process tracking shared by fgbpf's BPF programs.
+ * Included once per program object: each object owns its own copy of these
+ * maps, and its loader fills them (see src/capture/targets.rs). */
+#ifndef FGBPF_TARGETS_BPF_H
+#define FGBPF_TARGETS_BPF_H
+
+#include "common.h"
+
+#define MAX_TARGETS 8192
+#define MAX_KNOWN_PROCS 65536
+
+const volatile bool filter_pids = false;
+const volatile bool filter_tids = false;
+const volatile bool follow_children = false;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_TARGETS);
+	__type(key, __u32);
+	__type(value, __u8);
+} target_pids SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_TARGETS);
+	__type(key, __u32);
+	__type(value, __u8);
+} target_tids SEC(".maps");
+
+/* Processes user space has been told about. LRU so that a long system-wide
+ * capture with many short processes never fills it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, MAX_KNOWN_PROCS);
+	__type(key, __u32);
+	__type(value, __u8);
+} known_procs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+} proc_events SEC(".maps");
+
+/* Never used: makes struct fg_proc_event part of the object's BTF so the
+ * skeleton generates its Rust type. */
+struct fg_proc_event fg_proc_event_type = {};
+
+/* Counted when proc_events is full; user space reports it. */
+__u64 proc_events_lost = 0;
+
+static __always_inline bool is_target(__u32 pid, __u32 tid)
+{
+	if (!filter_pids && !filter_tids)
+		return true;
+	if (filter_pids && bpf_map_lookup_elem(&target_pids, &pid))
+		return true;
+	if (filter_tids && bpf_map_lookup_elem(&target_tids, &tid))
+		return true;
+	return false;
+}
+
+static __always_inline void send_proc_event(__u32 pid, __u32 kind, struct task_struct *task)
+{
+	struct fg_proc_event *e = bpf_ringbuf_reserve(&proc_events, sizeof(*e), 0);
+
+	if (!e) {
+		__sync_fetch_and_add(&proc_events_lost, 1);
+		return;
+	}
+	e->pid = pid;
+	e->kind = kind;
+	BPF_CORE_READ_STR_INTO(&e->comm, task, group_leader, comm);
+	bpf_ringbuf_submit(e, 0);
+}
+
+/* Tells user space about a process the first time one of its samples is
+ * stored, so it can read the process's mappings while the process lives. */
+static __always_inline void note_process(__u32 pid)
+{
+	__u8 one = 1;
+
+	if (bpf_map_update_elem(&known_procs, &pid, &one, BPF_NOEXIST) == 0)
+		send_proc_event(pid, FG_PROC_NEW, bpf_get_current_task_btf());
+}
+
+static __always_inline void on_fork(struct task_struct *parent, struct task_struct *child)
+{
+	__u32 ppid = BPF_CORE_READ(parent, tgid);
+	__u32 cpid = BPF_CORE_READ(child, tgid);
+	__u8 one = 1;
+
+	/* New threads share the parent's tgid and are already covered. */
+	if (!follow_children || ppid == cpid)
+		return;
+	if (bpf_map_lookup_elem(&target_pids, &ppid))
+		bpf_map_update_elem(&target_pids, &cpid, &one, BPF_ANY);
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(fork_btf, struct task_struct *parent, struct task_struct *child)
+{
+	on_fork(parent, child);
+	return 0;
+}
+
+SEC("raw_tp/sched_process_fork")
+int BPF_PROG(fork_raw, struct task_struct *parent, struct task_struct *child)
+{
+	on_fork(parent, child);
+	return 0;
+}
+
+/* After execve the old mappings are gone: forget the process so that its
+ * next sample announces it again, with the new mappings in place. */
+static __always_inline void on_exec(struct task_struct *task)
+{
+	__u32 pid = BPF_CORE_READ(task, tgid);
+
+	if (bpf_map_delete_elem(&known_procs, &pid) == 0)
+		send_proc_event(pid, FG_PROC_EXEC, task);
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(exec_btf, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	on_exec(p);
+	return 0;
+}
+
+SEC("raw_tp/sched_process_exec")
+int BPF_PROG(exec_raw, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	on_exec(p);
+	return 0;
+}
+
+#endif

@@ -1,0 +1,80 @@
+//! Loading and attaching fgbpf's BPF programs, one module per program.
+//! Everything here runs before or during the capture window; what the
+//! programs aggregated is read out by [`crate::drain`].
+
+pub mod oncpu;
+pub mod perf;
+pub mod procs;
+pub mod targets;
+
+use std::fmt;
+use std::mem::MaybeUninit;
+
+use libbpf_rs::OpenObject;
+
+pub use targets::Targets;
+
+/// Storage for an opened BPF object. libbpf-rs skeletons borrow it for
+/// their whole life; a capture lives until the process ends, so the few
+/// bytes are leaked rather than threaded through every caller's stack frame.
+pub(crate) fn object_storage() -> &'static mut MaybeUninit<OpenObject> {
+    Box::leak(Box::new(MaybeUninit::uninit()))
+}
+
+/// A failure to set up a capture, with what the user can do about it.
+#[derive(Debug)]
+pub struct CaptureError {
+    pub message: String,
+}
+
+impl CaptureError {
+    pub fn new(message: impl Into<String>) -> Self {
+        CaptureError {
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for CaptureError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for CaptureError {}
+
+/// Explains a libbpf failure at `step` in terms of what to check.
+pub(crate) fn bpf_error(step: &str, err: libbpf_rs::Error) -> CaptureError {
+    let hint = match err.kind() {
+        libbpf_rs::ErrorKind::PermissionDenied => {
+            " (run as root, or grant CAP_BPF and CAP_PERFMON)"
+        }
+        libbpf_rs::ErrorKind::NotFound => {
+            " (the kernel lacks a needed BPF feature or tracepoint; see README, 'Requirements')"
+        }
+        _ => "",
+    };
+    CaptureError::new(format!("{step}: {err}{hint}"))
+}
+
+/// libbpf's own messages would interleave with fgbpf's one-line errors;
+/// every failure it reports also comes back as an error we explain.
+pub(crate) fn quiet_libbpf() {
+    libbpf_rs::set_print(None);
+}
+
+/// BPF memory is charged to the cgroup on current kernels; older ones need
+/// RLIMIT_MEMLOCK raised. Where that is refused, loading may still work.
+pub(crate) fn raise_memlock() {
+    let unlimited = libc::rlimit {
+        rlim_cur: libc::RLIM_INFINITY,
+        rlim_max: libc::RLIM_INFINITY,
+    };
+    // SAFETY: plain syscall with a valid pointer to a stack value.
+    let _ = unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &unlimited) };
+}
+
+/// Whether BTF tracepoints (`tp_btf`) can be used: they need kernel BTF.
+pub(crate) fn have_btf_tracepoints() -> bool {
+    std::path::Path::new("/sys/kernel/btf/vmlinux").exists()
+}

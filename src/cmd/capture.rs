@@ -1,0 +1,189 @@
+//! Steps every capture command takes: checks before the capture (targets,
+//! privileges, kernel, output directory) and writing the outputs after.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use super::CliError;
+use crate::capture::Targets;
+use crate::cli::CaptureArgs;
+use crate::output::{files, folded, report, svg};
+use crate::profile::Profile;
+use crate::session::{command, targets};
+
+/// A capture that passed every check and has its output directory.
+pub struct Prepared {
+    pub out_dir: PathBuf,
+    pub targets: Targets,
+    /// What was profiled, for titles and reports.
+    pub target: String,
+}
+
+/// Everything that can be checked before the capture starts, so that bad
+/// input fails fast with one line and writes nothing.
+pub fn preflight(args: &CaptureArgs, kind: &str, outputs: &[&str]) -> Result<Prepared, CliError> {
+    targets::check(&args.pids, &args.tids).map_err(CliError::usage)?;
+    if let Some(program) = args.command.first() {
+        command::resolve(program).map_err(CliError::usage)?;
+    }
+    check_privileges()?;
+    check_kernel()?;
+    let out_dir = args.output.clone().unwrap_or_else(|| default_dir(kind));
+    files::prepare_dir(&out_dir, outputs).map_err(CliError::usage)?;
+    Ok(Prepared {
+        out_dir,
+        targets: Targets {
+            pids: args.pids.clone(),
+            tids: args.tids.clone(),
+            follow_children: !args.command.is_empty(),
+        },
+        target: describe(args),
+    })
+}
+
+fn describe(args: &CaptureArgs) -> String {
+    let list = |ids: &[u32]| ids.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+    if !args.command.is_empty() {
+        return args.command.join(" ");
+    }
+    let mut parts = Vec::new();
+    if !args.pids.is_empty() {
+        let names: Vec<String> = args
+            .pids
+            .iter()
+            .map(|p| {
+                let comm = fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default();
+                format!("{} ({p})", comm.trim())
+            })
+            .collect();
+        parts.push(format!("pid {}", names.join(", ")));
+    }
+    if !args.tids.is_empty() {
+        parts.push(format!("tid {}", list(&args.tids)));
+    }
+    if parts.is_empty() {
+        let host = fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        return format!("all processes on {}", host.trim());
+    }
+    parts.join(" and ")
+}
+
+/// `./fgbpf-KIND-YYYYmmdd-HHMMSS` in local time.
+fn default_dir(kind: &str) -> PathBuf {
+    PathBuf::from(format!("fgbpf-{kind}-{}", local_timestamp("%Y%m%d-%H%M%S")))
+}
+
+pub fn local_timestamp(format: &str) -> String {
+    let fmt = std::ffi::CString::new(format).expect("format has no NUL");
+    let mut buf = [0u8; 64];
+    // SAFETY: time/localtime_r/strftime with valid, sized buffers.
+    let n = unsafe {
+        let t = libc::time(std::ptr::null_mut());
+        let mut tm: libc::tm = std::mem::zeroed();
+        libc::localtime_r(&t, &mut tm);
+        libc::strftime(buf.as_mut_ptr().cast(), buf.len(), fmt.as_ptr(), &tm)
+    };
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+/// Root, or CAP_BPF and CAP_PERFMON (plus CAP_SYS_ADMIN for reading other
+/// processes' mappings).
+fn check_privileges() -> Result<(), CliError> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return Ok(());
+    }
+    let status = fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let eff = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .unwrap_or(0);
+    const CAP_PERFMON: u32 = 38;
+    const CAP_BPF: u32 = 39;
+    let missing: Vec<&str> = [(CAP_BPF, "CAP_BPF"), (CAP_PERFMON, "CAP_PERFMON")]
+        .iter()
+        .filter(|(bit, _)| eff & (1 << bit) == 0)
+        .map(|&(_, name)| name)
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(CliError::usage(format!(
+        "not running as root and missing {}: run with sudo, or grant them with `setcap cap_bpf,cap_perfmon,cap_sys_admin+ep fgbpf`",
+        missing.join(" and ")
+    )))
+}
+
+fn check_kernel() -> Result<(), CliError> {
+    if !Path::new("/sys/kernel/btf/vmlinux").exists() {
+        return Err(CliError::usage(
+            "this kernel exposes no BTF (/sys/kernel/btf/vmlinux is missing): fgbpf needs a kernel built with CONFIG_DEBUG_INFO_BTF=y (see README, 'Requirements')",
+        ));
+    }
+    Ok(())
+}
+
+/// Writes the folded stacks, the SVG and the report of one view.
+pub fn write_view(
+    dir: &Path,
+    stem: &str,
+    profile: &Profile,
+    svg_opts: &svg::Options,
+    report_opts: Option<&report::Options>,
+) -> Result<Vec<PathBuf>, CliError> {
+    let mut written = Vec::new();
+    let mut write = |name: String, f: &dyn Fn(&mut dyn std::io::Write) -> std::io::Result<()>| {
+        let path = dir.join(name);
+        files::write_atomic(&path, f)
+            .map_err(|e| CliError::failed(format!("writing {}: {e}", path.display())))?;
+        written.push(path);
+        Ok::<(), CliError>(())
+    };
+    let fopts = folded::Options {
+        leading: svg_opts.leading,
+    };
+    write(format!("{stem}.folded"), &|w| {
+        folded::write(profile, &fopts, w)
+    })?;
+    write(format!("{stem}.svg"), &|w| svg::write(profile, svg_opts, w))?;
+    if let Some(ropts) = report_opts {
+        write("report.txt".to_string(), &|w| {
+            report::write(profile, ropts, w)
+        })?;
+    }
+    Ok(written)
+}
+
+/// The end-of-capture summary lines.
+pub fn summary(profile: &Profile, written: &[PathBuf]) -> String {
+    let total = profile.total();
+    let unknown = if total == 0 {
+        0.0
+    } else {
+        profile.unknown_leaf_weight() as f64 * 100.0 / total as f64
+    };
+    let mut out = format!(
+        "fgbpf: {total} {} in {} unique stacks over {:.1} s; {:.1}% with an unresolved leaf frame\n",
+        profile.unit.name(),
+        profile.stacks().len(),
+        profile.meta.duration.as_secs_f64(),
+        unknown
+    );
+    if profile.meta.losses.entries.is_empty() {
+        out.push_str("fgbpf: lost: none\n");
+    }
+    for l in &profile.meta.losses.entries {
+        out.push_str(&format!(
+            "fgbpf: lost {} {} ({})\n",
+            l.count, l.what, l.remedy
+        ));
+    }
+    if total == 0 {
+        out.push_str("fgbpf: no samples: the target did not run during the capture\n");
+    }
+    for p in written {
+        out.push_str(&format!("fgbpf: wrote {}\n", p.display()));
+    }
+    out
+}

@@ -1,0 +1,283 @@
+//! The text report: hotspots by self and total weight, the heaviest callees
+//! of the top functions, per-thread totals, and what the capture lost.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt::Write as _;
+use std::io::{self, Write};
+
+use super::folded::{leading_frames, sanitize, Leading};
+use crate::profile::{FrameId, Profile};
+
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// What kind of profile this is, e.g. "on-CPU".
+    pub kind: String,
+    /// Rows in each top list.
+    pub top: usize,
+    /// Functions whose callees are listed.
+    pub callees_of: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            kind: "on-CPU".into(),
+            top: 20,
+            callees_of: 5,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FunctionRow {
+    pub name: String,
+    pub self_weight: u64,
+    pub total_weight: u64,
+    /// Heaviest direct callees (name, weight), heaviest first.
+    pub callees: Vec<(String, u64)>,
+}
+
+/// The numbers behind the report, also usable by other writers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Summary {
+    pub total: u64,
+    pub by_self: Vec<FunctionRow>,
+    pub by_total: Vec<FunctionRow>,
+    /// (thread frame, weight), heaviest first.
+    pub threads: Vec<(String, u64)>,
+}
+
+fn frame_name(profile: &Profile, id: FrameId) -> String {
+    let f = profile.frame(id);
+    format!("{}{}", sanitize(&f.name), f.kind.suffix())
+}
+
+pub fn summarize(profile: &Profile, opts: &Options) -> Summary {
+    let mut self_w: HashMap<FrameId, u64> = HashMap::new();
+    let mut total_w: HashMap<FrameId, u64> = HashMap::new();
+    let mut callees: HashMap<FrameId, HashMap<Option<FrameId>, u64>> = HashMap::new();
+    let mut threads: HashMap<String, u64> = HashMap::new();
+    for s in profile.stacks() {
+        if let Some(&leaf) = s.frames.last() {
+            *self_w.entry(leaf).or_default() += s.weight;
+        }
+        let mut seen = HashSet::new();
+        for (i, &f) in s.frames.iter().enumerate() {
+            // Recursion counts a function's time once per stack.
+            if seen.insert(f) {
+                *total_w.entry(f).or_default() += s.weight;
+                *callees
+                    .entry(f)
+                    .or_default()
+                    .entry(s.frames.get(i + 1).copied())
+                    .or_default() += s.weight;
+            }
+        }
+        if let Some(t) = s.thread {
+            let name = leading_frames(profile.thread(t), Leading::ProcessAndThread).join(" / ");
+            *threads.entry(name).or_default() += s.weight;
+        }
+    }
+    let row = |f: FrameId, with_callees: bool| {
+        let mut cs: Vec<(String, u64)> = if with_callees {
+            callees[&f]
+                .iter()
+                .map(|(c, &w)| {
+                    (
+                        c.map_or_else(|| "(self)".to_string(), |c| frame_name(profile, c)),
+                        w,
+                    )
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        cs.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        cs.truncate(5);
+        FunctionRow {
+            name: frame_name(profile, f),
+            self_weight: self_w.get(&f).copied().unwrap_or(0),
+            total_weight: total_w[&f],
+            callees: cs,
+        }
+    };
+    let ranked = |m: &HashMap<FrameId, u64>| {
+        let mut v: Vec<(FrameId, u64)> = m.iter().map(|(&f, &w)| (f, w)).collect();
+        v.sort_by(|a, b| {
+            b.1.cmp(&a.1)
+                .then_with(|| frame_name(profile, a.0).cmp(&frame_name(profile, b.0)))
+        });
+        v.truncate(opts.top);
+        v
+    };
+    let by_self = ranked(&self_w)
+        .into_iter()
+        .map(|(f, _)| row(f, false))
+        .collect();
+    let by_total = ranked(&total_w)
+        .into_iter()
+        .enumerate()
+        .map(|(i, (f, _))| row(f, i < opts.callees_of))
+        .collect();
+    let mut threads: Vec<(String, u64)> = threads.into_iter().collect();
+    threads.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    threads.truncate(opts.top);
+    Summary {
+        total: profile.total(),
+        by_self,
+        by_total,
+        threads,
+    }
+}
+
+fn pct(part: u64, total: u64) -> f64 {
+    if total == 0 {
+        0.0
+    } else {
+        part as f64 * 100.0 / total as f64
+    }
+}
+
+pub fn render(profile: &Profile, opts: &Options) -> String {
+    let s = summarize(profile, opts);
+    let unit = profile.unit.name();
+    let m = &profile.meta;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "fgbpf {} profile of {}",
+        opts.kind,
+        sanitize(&m.target)
+    );
+    let mut line = format!("duration: {:.2} s", m.duration.as_secs_f64());
+    if let Some(hz) = m.frequency {
+        let _ = write!(line, ", frequency: {hz} Hz");
+    }
+    let _ = writeln!(out, "{line}");
+    let _ = writeln!(
+        out,
+        "total: {} {unit} in {} unique stacks",
+        s.total,
+        profile.stacks().len()
+    );
+    let lost = m.losses.total();
+    if lost == 0 {
+        let _ = writeln!(out, "lost: none");
+    } else {
+        for l in &m.losses.entries {
+            let _ = writeln!(out, "lost: {} {} ({})", l.count, l.what, l.remedy);
+        }
+    }
+    let _ = writeln!(
+        out,
+        "unresolved leaf frames: {:.1}% of {unit}",
+        pct(profile.unknown_leaf_weight(), s.total)
+    );
+    if s.total == 0 {
+        let _ = writeln!(
+            out,
+            "\nNo samples were recorded: the target did not run during the capture."
+        );
+        return out;
+    }
+
+    let table = |out: &mut String, title: &str, rows: &[FunctionRow]| {
+        let _ = writeln!(out, "\n{title}");
+        let _ = writeln!(
+            out,
+            "{:>7} {:>10} {:>7} {:>10}  function",
+            "self%", "self", "total%", "total"
+        );
+        for r in rows {
+            let _ = writeln!(
+                out,
+                "{:>6.1}% {:>10} {:>6.1}% {:>10}  {}",
+                pct(r.self_weight, s.total),
+                r.self_weight,
+                pct(r.total_weight, s.total),
+                r.total_weight,
+                r.name
+            );
+        }
+    };
+    table(
+        &mut out,
+        &format!("Top functions by self {unit}"),
+        &s.by_self,
+    );
+    table(
+        &mut out,
+        &format!("Top functions by total {unit}"),
+        &s.by_total,
+    );
+
+    let _ = writeln!(out, "\nHeaviest callees of the top functions by total");
+    for r in s.by_total.iter().filter(|r| !r.callees.is_empty()) {
+        let _ = writeln!(out, "{} ({:.1}%)", r.name, pct(r.total_weight, s.total));
+        for (c, w) in &r.callees {
+            let _ = writeln!(out, "  {:>6.1}% of it  {c}", pct(*w, r.total_weight));
+        }
+    }
+    if !s.threads.is_empty() {
+        let _ = writeln!(out, "\nThreads");
+        for (t, w) in &s.threads {
+            let _ = writeln!(out, "{:>6.1}% {:>10}  {t}", pct(*w, s.total), w);
+        }
+    }
+    out
+}
+
+pub fn write(profile: &Profile, opts: &Options, out: &mut dyn Write) -> io::Result<()> {
+    out.write_all(render(profile, opts).as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::{Frame, FrameKind, Stack, Unit};
+
+    #[test]
+    fn self_total_and_callees() {
+        let mut p = Profile::new(Unit::Samples);
+        let main = p.intern_frame(Frame::new("main", FrameKind::User));
+        let a = p.intern_frame(Frame::new("a", FrameKind::User));
+        let b = p.intern_frame(Frame::new("b", FrameKind::User));
+        p.push(Stack {
+            thread: None,
+            frames: vec![main, a],
+            weight: 6,
+        });
+        p.push(Stack {
+            thread: None,
+            frames: vec![main, b],
+            weight: 3,
+        });
+        p.push(Stack {
+            thread: None,
+            frames: vec![main, a, a],
+            weight: 1,
+        });
+        p.coalesce();
+        let s = summarize(&p, &Options::default());
+        assert_eq!(s.total, 10);
+        assert_eq!(s.by_self[0].name, "a");
+        assert_eq!(s.by_self[0].self_weight, 7);
+        assert_eq!(s.by_total[0].name, "main");
+        assert_eq!(s.by_total[0].total_weight, 10);
+        assert_eq!(
+            s.by_total[0].callees,
+            vec![("a".to_string(), 7), ("b".to_string(), 3)]
+        );
+        let a_row = s.by_total.iter().find(|r| r.name == "a").unwrap();
+        assert_eq!(a_row.total_weight, 7, "recursion counted once");
+        let text = render(&p, &Options::default());
+        assert!(
+            text.contains("total: 10 samples in 3 unique stacks"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  70.0%          7   70.0%          7  a"),
+            "{text}"
+        );
+    }
+}

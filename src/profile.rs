@@ -1,0 +1,322 @@
+//! The one in-memory model every output is written from: weighted stacks of
+//! interned frames, with a unit and the threads they belong to.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::time::Duration;
+
+/// What a stack's weight counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unit {
+    /// On-CPU samples, one per timer tick.
+    Samples,
+    /// Time, in microseconds (off-CPU and wall-clock views).
+    Microseconds,
+}
+
+impl Unit {
+    /// The word used for the unit in flamegraphs and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Unit::Samples => "samples",
+            Unit::Microseconds => "us",
+        }
+    }
+}
+
+/// Where a frame's code lives; decides its folded suffix and its colour.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FrameKind {
+    User,
+    Kernel,
+    /// A function inlined into its caller (from DWARF).
+    Inlined,
+    /// JIT-compiled code named from a perf map.
+    Jit,
+    /// A frame fgbpf adds that is not code: a process, thread or state.
+    Pseudo,
+}
+
+impl FrameKind {
+    /// The suffix the folded format uses for this kind of frame.
+    pub fn suffix(self) -> &'static str {
+        match self {
+            FrameKind::Kernel => "_[k]",
+            FrameKind::Inlined => "_[i]",
+            FrameKind::Jit => "_[j]",
+            FrameKind::User | FrameKind::Pseudo => "",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Frame {
+    pub name: String,
+    pub kind: FrameKind,
+}
+
+impl Frame {
+    pub fn new(name: impl Into<String>, kind: FrameKind) -> Self {
+        Frame {
+            name: name.into(),
+            kind,
+        }
+    }
+
+    /// True for frames that could not be named at all.
+    pub fn is_unknown(&self) -> bool {
+        self.name == UNKNOWN
+    }
+}
+
+impl fmt::Display for Frame {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{}", self.name, self.kind.suffix())
+    }
+}
+
+/// The name of a frame nothing is known about.
+pub const UNKNOWN: &str = "[unknown]";
+
+pub type FrameId = u32;
+pub type ThreadId = u32;
+
+/// A thread as the capture saw it. Names come from the target and are
+/// untrusted: outputs sanitize or escape them.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Thread {
+    pub pid: u32,
+    pub tid: u32,
+    pub process: String,
+    pub name: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stack {
+    /// Index into [`Profile::threads`]; `None` for profiles read from
+    /// folded files that carry no thread identity.
+    pub thread: Option<ThreadId>,
+    /// Root first.
+    pub frames: Vec<FrameId>,
+    pub weight: u64,
+}
+
+/// Samples or time that the capture could not keep, by cause.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Losses {
+    /// (what was lost, how many, the option that raises the limit)
+    pub entries: Vec<Loss>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Loss {
+    pub what: String,
+    pub count: u64,
+    pub remedy: String,
+}
+
+impl Losses {
+    pub fn add(&mut self, what: &str, count: u64, remedy: &str) {
+        if count > 0 {
+            self.entries.push(Loss {
+                what: what.into(),
+                count,
+                remedy: remedy.into(),
+            });
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.entries.iter().map(|l| l.count).sum()
+    }
+}
+
+/// Facts about the capture that outputs print alongside the stacks.
+#[derive(Clone, Debug, Default)]
+pub struct Meta {
+    /// What was profiled, e.g. the command line or "pid 1234".
+    pub target: String,
+    pub duration: Duration,
+    /// Sampling frequency (on-CPU captures).
+    pub frequency: Option<u64>,
+    pub losses: Losses,
+}
+
+#[derive(Clone, Debug)]
+pub struct Profile {
+    pub unit: Unit,
+    pub meta: Meta,
+    frames: Vec<Frame>,
+    frame_ids: HashMap<Frame, FrameId>,
+    threads: Vec<Thread>,
+    thread_ids: HashMap<Thread, ThreadId>,
+    stacks: Vec<Stack>,
+}
+
+impl Profile {
+    pub fn new(unit: Unit) -> Self {
+        Profile {
+            unit,
+            meta: Meta::default(),
+            frames: Vec::new(),
+            frame_ids: HashMap::new(),
+            threads: Vec::new(),
+            thread_ids: HashMap::new(),
+            stacks: Vec::new(),
+        }
+    }
+
+    pub fn intern_frame(&mut self, frame: Frame) -> FrameId {
+        if let Some(&id) = self.frame_ids.get(&frame) {
+            return id;
+        }
+        let id = FrameId::try_from(self.frames.len()).expect("fewer than 2^32 distinct frames");
+        self.frames.push(frame.clone());
+        self.frame_ids.insert(frame, id);
+        id
+    }
+
+    pub fn intern_thread(&mut self, thread: Thread) -> ThreadId {
+        if let Some(&id) = self.thread_ids.get(&thread) {
+            return id;
+        }
+        let id = ThreadId::try_from(self.threads.len()).expect("fewer than 2^32 threads");
+        self.threads.push(thread.clone());
+        self.thread_ids.insert(thread, id);
+        id
+    }
+
+    /// Adds a stack; zero-weight stacks carry nothing and are dropped.
+    pub fn push(&mut self, stack: Stack) {
+        if stack.weight > 0 {
+            self.stacks.push(stack);
+        }
+    }
+
+    pub fn frame(&self, id: FrameId) -> &Frame {
+        &self.frames[id as usize]
+    }
+
+    pub fn frames(&self) -> &[Frame] {
+        &self.frames
+    }
+
+    pub fn thread(&self, id: ThreadId) -> &Thread {
+        &self.threads[id as usize]
+    }
+
+    pub fn threads(&self) -> &[Thread] {
+        &self.threads
+    }
+
+    pub fn stacks(&self) -> &[Stack] {
+        &self.stacks
+    }
+
+    pub fn total(&self) -> u64 {
+        self.stacks.iter().map(|s| s.weight).sum()
+    }
+
+    /// Weight of the stacks whose leaf frame could not be named.
+    pub fn unknown_leaf_weight(&self) -> u64 {
+        self.stacks
+            .iter()
+            .filter(|s| s.frames.last().is_some_and(|&f| self.frame(f).is_unknown()))
+            .map(|s| s.weight)
+            .sum()
+    }
+
+    /// Merges stacks with the same thread and frames, heaviest first, so
+    /// outputs are small and deterministic.
+    pub fn coalesce(&mut self) {
+        let mut merged: HashMap<(Option<ThreadId>, Vec<FrameId>), u64> = HashMap::new();
+        for s in self.stacks.drain(..) {
+            *merged.entry((s.thread, s.frames)).or_default() += s.weight;
+        }
+        self.stacks = merged
+            .into_iter()
+            .map(|((thread, frames), weight)| Stack {
+                thread,
+                frames,
+                weight,
+            })
+            .collect();
+        self.stacks.sort_by(|a, b| {
+            b.weight
+                .cmp(&a.weight)
+                .then_with(|| a.thread.cmp(&b.thread))
+                .then_with(|| a.frames.cmp(&b.frames))
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interning_dedupes_frames_and_threads() {
+        let mut p = Profile::new(Unit::Samples);
+        let a = p.intern_frame(Frame::new("main", FrameKind::User));
+        let b = p.intern_frame(Frame::new("main", FrameKind::Kernel));
+        assert_ne!(a, b);
+        assert_eq!(a, p.intern_frame(Frame::new("main", FrameKind::User)));
+        let t = Thread {
+            pid: 1,
+            tid: 2,
+            process: "p".into(),
+            name: "t".into(),
+        };
+        assert_eq!(p.intern_thread(t.clone()), p.intern_thread(t));
+        assert_eq!(p.threads().len(), 1);
+    }
+
+    #[test]
+    fn coalesce_merges_and_orders_by_weight() {
+        let mut p = Profile::new(Unit::Samples);
+        let a = p.intern_frame(Frame::new("a", FrameKind::User));
+        let b = p.intern_frame(Frame::new("b", FrameKind::User));
+        p.push(Stack {
+            thread: None,
+            frames: vec![a],
+            weight: 2,
+        });
+        p.push(Stack {
+            thread: None,
+            frames: vec![a, b],
+            weight: 3,
+        });
+        p.push(Stack {
+            thread: None,
+            frames: vec![a],
+            weight: 2,
+        });
+        p.push(Stack {
+            thread: None,
+            frames: vec![b],
+            weight: 0,
+        });
+        p.coalesce();
+        let w: Vec<u64> = p.stacks().iter().map(|s| s.weight).collect();
+        assert_eq!(w, vec![4, 3]);
+        assert_eq!(p.total(), 7);
+    }
+
+    #[test]
+    fn unknown_leaf_weight_counts_only_unknown_leaves() {
+        let mut p = Profile::new(Unit::Samples);
+        let a = p.intern_frame(Frame::new("a", FrameKind::User));
+        let u = p.intern_frame(Frame::new(UNKNOWN, FrameKind::User));
+        p.push(Stack {
+            thread: None,
+            frames: vec![a, u],
+            weight: 5,
+        });
+        p.push(Stack {
+            thread: None,
+            frames: vec![u, a],
+            weight: 7,
+        });
+        assert_eq!(p.unknown_leaf_weight(), 5);
+    }
+}
