@@ -1,10 +1,29 @@
+use clap::error::ErrorKind;
 use clap::Parser;
 
 use fgbpf::cli::{Cli, Command};
 use fgbpf::cmd;
 
 fn main() {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
+            e.exit()
+        }
+        Err(e) if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => e.exit(),
+        Err(e) => {
+            // One line, not clap's usage block: the message already names
+            // the argument, and --help is one command away.
+            let text = e.render().to_string();
+            let first = text
+                .lines()
+                .next()
+                .unwrap_or("invalid arguments")
+                .trim_start_matches("error: ");
+            eprintln!("fgbpf: error: {first} (see fgbpf --help)");
+            std::process::exit(2);
+        }
+    };
     let result = match &cli.command {
         Command::Oncpu(args) => cmd::oncpu::run(args).map(|_| ()),
         Command::Demo(args) => cmd::demo::run(args),

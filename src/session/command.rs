@@ -152,9 +152,12 @@ mod tests {
         assert!(resolve("/nonexistent/x")
             .unwrap_err()
             .contains("no such file"));
-        assert!(resolve("/etc/hostname")
-            .unwrap_err()
-            .contains("not an executable"));
+        let plain = std::env::temp_dir().join(format!("fgbpf-plain-{}", std::process::id()));
+        std::fs::write(&plain, b"data").unwrap();
+        std::fs::set_permissions(&plain, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let err = resolve(plain.to_str().unwrap()).unwrap_err();
+        std::fs::remove_file(&plain).unwrap();
+        assert!(err.contains("not an executable"), "{err}");
     }
 
     #[test]

@@ -1,0 +1,130 @@
+//! Helpers for tests that run the real fgbpf binary against workloads
+//! with known answers (built here with clang and frame pointers).
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Mutex;
+
+/// True when the test may load BPF programs. Under CI a non-root run is a
+/// failure, never a silent skip.
+pub fn require_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!("CI is set but the tests are not running as root: BPF capture tests need root");
+    }
+    eprintln!("SKIPPED: this test loads BPF programs and needs root");
+    false
+}
+
+pub fn fgbpf() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_fgbpf"))
+}
+
+static BUILT: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// Compiles `tests/workloads/NAME.c` once per test run and returns the
+/// binary's path.
+pub fn workload(name: &str) -> PathBuf {
+    let out_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("workloads");
+    let bin = out_dir.join(name);
+    let mut built = BUILT.lock().unwrap();
+    if !built.iter().any(|b| b == name) {
+        std::fs::create_dir_all(&out_dir).unwrap();
+        let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/workloads")
+            .join(format!("{name}.c"));
+        // clang keeps the frame pointer in leaf functions too; gcc 12 does not.
+        let status = Command::new("clang")
+            .args([
+                "-O1",
+                "-g",
+                "-fno-omit-frame-pointer",
+                "-mno-omit-leaf-frame-pointer",
+                "-pthread",
+                "-o",
+            ])
+            .arg(&bin)
+            .arg(&src)
+            .status()
+            .expect("clang is installed (scripts/setup.sh installs it)");
+        assert!(status.success(), "compiling {}", src.display());
+        built.push(name.to_string());
+    }
+    bin
+}
+
+/// A fresh, not yet existing output directory for one test.
+pub fn out_dir(test: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("out")
+        .join(test);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.parent().unwrap()).unwrap();
+    dir
+}
+
+pub fn run(cmd: &mut Command) -> Output {
+    let out = cmd.output().expect("running fgbpf");
+    eprintln!(
+        "--- stderr of {cmd:?}:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+pub fn assert_ok(out: &Output) {
+    assert!(
+        out.status.success(),
+        "fgbpf failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Parses a folded file into (frames, weight) pairs, checking every line.
+pub fn read_folded(path: &Path) -> Vec<(Vec<String>, u64)> {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    text.lines()
+        .map(|line| {
+            let (stack, count) = line
+                .rsplit_once(' ')
+                .unwrap_or_else(|| panic!("malformed folded line {line:?}"));
+            let weight = count
+                .parse()
+                .unwrap_or_else(|_| panic!("bad count in {line:?}"));
+            (stack.split(';').map(String::from).collect(), weight)
+        })
+        .collect()
+}
+
+pub fn total(stacks: &[(Vec<String>, u64)]) -> u64 {
+    stacks.iter().map(|(_, w)| w).sum()
+}
+
+/// Weight of the stacks containing a frame equal to `frame`.
+pub fn weight_with(stacks: &[(Vec<String>, u64)], frame: &str) -> u64 {
+    stacks
+        .iter()
+        .filter(|(f, _)| f.iter().any(|x| x == frame))
+        .map(|(_, w)| w)
+        .sum()
+}
+
+/// Percentage of the total under `frame`.
+pub fn share(stacks: &[(Vec<String>, u64)], frame: &str) -> f64 {
+    weight_with(stacks, frame) as f64 * 100.0 / total(stacks).max(1) as f64
+}
+
+/// Weight per thread frame (the second frame of each stack).
+pub fn by_thread(stacks: &[(Vec<String>, u64)]) -> HashMap<String, u64> {
+    let mut m = HashMap::new();
+    for (f, w) in stacks {
+        *m.entry(f.get(1).cloned().unwrap_or_default()).or_default() += w;
+    }
+    m
+}

@@ -1,0 +1,347 @@
+//! `fgbpf oncpu` against real BPF and workloads with known answers.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+#[test]
+fn split_50_30_20_is_measured_within_3_points() {
+    if !require_root() {
+        return;
+    }
+    let mut child = Command::new(workload("split")).arg("6").spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let dir = out_dir("split");
+    let out = run(fgbpf()
+        .args([
+            "oncpu",
+            "-F",
+            "999",
+            "-d",
+            "4",
+            "-p",
+            &child.id().to_string(),
+            "-o",
+        ])
+        .arg(&dir));
+    child.kill().ok();
+    child.wait().ok();
+    assert_ok(&out);
+    let stacks = read_folded(&dir.join("oncpu.folded"));
+    assert!(total(&stacks) > 2000, "too few samples: {}", total(&stacks));
+    for (f, want) in [
+        ("work_fifty", 50.0),
+        ("work_thirty", 30.0),
+        ("work_twenty", 20.0),
+    ] {
+        let got = share(&stacks, f);
+        assert!(
+            (got - want).abs() <= 3.0,
+            "{f}: {got:.1}% instead of {want}%"
+        );
+    }
+    // Every stack is rooted in the process and its thread, then main.
+    for (frames, _) in &stacks {
+        assert!(frames[0].starts_with("split-"), "{frames:?}");
+        assert!(frames.contains(&"main".to_string()), "{frames:?}");
+    }
+    let report = std::fs::read_to_string(dir.join("report.txt")).unwrap();
+    assert!(
+        report.contains("work_fifty") && report.contains("frequency: 999 Hz"),
+        "{report}"
+    );
+    let svg = std::fs::read_to_string(dir.join("oncpu.svg")).unwrap();
+    assert!(
+        svg.starts_with("<?xml")
+            && svg.contains("work_thirty")
+            && svg.trim_end().ends_with("</svg>")
+    );
+}
+
+#[test]
+fn twenty_deep_chain_appears_whole() {
+    if !require_root() {
+        return;
+    }
+    let dir = out_dir("deep");
+    let out = run(fgbpf()
+        .args(["oncpu", "-F", "499", "-o"])
+        .arg(&dir)
+        .arg("--")
+        .arg(workload("deep"))
+        .arg("1.5"));
+    assert_ok(&out);
+    let stacks = read_folded(&dir.join("oncpu.folded"));
+    let want: Vec<String> = std::iter::once("main".to_string())
+        .chain((1..=20).map(|i| format!("level_{i}")))
+        .chain(std::iter::once("leaf_burn".to_string()))
+        .collect();
+    let whole: u64 = stacks
+        .iter()
+        .filter(|(f, _)| f.windows(want.len()).any(|w| w == want.as_slice()))
+        .map(|(_, w)| w)
+        .sum();
+    assert!(
+        whole as f64 >= 0.9 * total(&stacks) as f64,
+        "only {whole} of {} samples have the whole chain",
+        total(&stacks)
+    );
+}
+
+#[test]
+fn named_threads_are_attributed_to_their_names() {
+    if !require_root() {
+        return;
+    }
+    let dir = out_dir("threads");
+    let out = run(fgbpf()
+        .args(["oncpu", "-F", "499", "-o"])
+        .arg(&dir)
+        .arg("--")
+        .arg(workload("threads"))
+        .arg("1.5"));
+    assert_ok(&out);
+    let stacks = read_folded(&dir.join("oncpu.folded"));
+    for (name, func) in [
+        ("alpha", "burn_in_alpha"),
+        ("beta", "burn_in_beta"),
+        ("gamma", "burn_in_gamma"),
+    ] {
+        let mine: Vec<_> = stacks
+            .iter()
+            .filter(|(f, _)| f[1].starts_with(&format!("{name}-")))
+            .collect();
+        let w: u64 = mine.iter().map(|(_, w)| w).sum();
+        assert!(w > 100, "thread {name} has {w} samples");
+        let wrong: u64 = mine
+            .iter()
+            .filter(|(f, _)| !f.contains(&func.to_string()))
+            .map(|(_, w)| w)
+            .sum();
+        assert!(
+            wrong * 20 < w,
+            "thread {name}: {wrong} of {w} samples outside {func}"
+        );
+    }
+}
+
+#[test]
+fn command_is_profiled_from_its_start_until_it_exits() {
+    if !require_root() {
+        return;
+    }
+    let dir = out_dir("command");
+    let started = Instant::now();
+    let out = run(fgbpf()
+        .args(["oncpu", "-F", "999", "-o"])
+        .arg(&dir)
+        .arg("--")
+        .arg(workload("split"))
+        .arg("1"));
+    assert_ok(&out);
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "capture did not end with the command"
+    );
+    let stacks = read_folded(&dir.join("oncpu.folded"));
+    let t = total(&stacks);
+    // One busy thread for 1 s at 999 Hz.
+    assert!(
+        (800..=1150).contains(&t),
+        "{t} samples for a 1 s command at 999 Hz"
+    );
+    assert!(share(&stacks, "work_fifty") > 40.0);
+    // The dynamic loader runs before main: seeing it proves the capture
+    // began at the first instruction. It is brief, so accept its absence
+    // only when main's samples account for all but a handful.
+    let before_main = t - weight_with(&stacks, "main");
+    assert!(before_main < 50, "{before_main} samples outside main");
+}
+
+#[test]
+fn ctrl_c_ends_the_capture_and_writes_everything() {
+    if !require_root() {
+        return;
+    }
+    let mut target = Command::new(workload("split")).arg("20").spawn().unwrap();
+    let dir = out_dir("ctrlc");
+    let child = fgbpf()
+        .args(["oncpu", "-F", "499", "-p", &target.id().to_string(), "-o"])
+        .arg(&dir)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    target.kill().ok();
+    target.wait().ok();
+    assert_ok(&out);
+    let stacks = read_folded(&dir.join("oncpu.folded"));
+    assert!(total(&stacks) > 200, "{} samples", total(&stacks));
+    assert!(dir.join("oncpu.svg").exists() && dir.join("report.txt").exists());
+}
+
+#[test]
+fn capture_ends_when_the_last_target_exits() {
+    if !require_root() {
+        return;
+    }
+    let target = Command::new(workload("split")).arg("1").spawn().unwrap();
+    let dir = out_dir("target-exit");
+    let started = Instant::now();
+    let out = run(fgbpf()
+        .args(["oncpu", "-F", "499", "-p", &target.id().to_string(), "-o"])
+        .arg(&dir));
+    assert_ok(&out);
+    assert!(started.elapsed() < Duration::from_secs(6));
+    assert!(total(&read_folded(&dir.join("oncpu.folded"))) > 200);
+}
+
+#[test]
+fn whole_system_sees_a_busy_process_and_skips_idle() {
+    if !require_root() {
+        return;
+    }
+    let mut target = Command::new(workload("split")).arg("4").spawn().unwrap();
+    let dir = out_dir("system");
+    let out = run(fgbpf()
+        .args(["oncpu", "-F", "499", "-d", "1.5", "-o"])
+        .arg(&dir));
+    target.kill().ok();
+    target.wait().ok();
+    assert_ok(&out);
+    let stacks = read_folded(&dir.join("oncpu.folded"));
+    let pid = format!("split-{}", target.id());
+    let mine: u64 = stacks
+        .iter()
+        .filter(|(f, _)| f[0] == pid)
+        .map(|(_, w)| w)
+        .sum();
+    assert!(mine > 300, "{mine} samples of {pid}");
+    assert!(
+        stacks.iter().all(|(f, _)| !f[0].ends_with("-0")),
+        "idle samples present without --include-idle"
+    );
+}
+
+#[test]
+fn idle_target_writes_no_samples_outputs() {
+    if !require_root() {
+        return;
+    }
+    let mut sleeper = Command::new("sleep").arg("10").spawn().unwrap();
+    let dir = out_dir("idle");
+    let out = run(fgbpf()
+        .args(["oncpu", "-d", "1", "-p", &sleeper.id().to_string(), "-o"])
+        .arg(&dir));
+    sleeper.kill().ok();
+    sleeper.wait().ok();
+    assert_ok(&out);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no samples"));
+    let svg = std::fs::read_to_string(dir.join("oncpu.svg")).unwrap();
+    assert!(svg.contains("No samples"));
+    assert_eq!(
+        std::fs::read_to_string(dir.join("oncpu.folded")).unwrap(),
+        ""
+    );
+}
+
+#[test]
+fn hostile_thread_names_are_escaped_and_folded_stays_parseable() {
+    if !require_root() {
+        return;
+    }
+    let dir = out_dir("hostile");
+    let evil = "<svg onload=alert(1)>";
+    let out = run(fgbpf()
+        .args(["oncpu", "-F", "499", "-o"])
+        .arg(&dir)
+        .arg("--")
+        .arg(workload("threads"))
+        .args(["1", evil, "a;b&c\"d", "new\nline"]));
+    assert_ok(&out);
+    let svg = std::fs::read_to_string(dir.join("oncpu.svg")).unwrap();
+    assert!(
+        !svg.contains("<svg onload"),
+        "markup from a thread name reached the SVG"
+    );
+    assert!(svg.contains("&lt;svg onload"));
+    // Every line parses and has the expected two leading frames.
+    let stacks = read_folded(&dir.join("oncpu.folded"));
+    let threads = by_thread(&stacks);
+    assert!(
+        threads.keys().any(|t| t.starts_with("a:b&c\"d-")),
+        "{threads:?}"
+    );
+    assert!(
+        threads.keys().any(|t| t.starts_with("new?line-")),
+        "{threads:?}"
+    );
+}
+
+#[test]
+fn bad_input_fails_fast_with_one_line_and_writes_nothing() {
+    // Checked before any BPF is loaded, so no root is needed.
+    let dir = out_dir("bad-input");
+    let file = dir.with_extension("file");
+    std::fs::write(&file, b"x").unwrap();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec!["-p".into(), "999999999".into()],
+            "no process with PID 999999999",
+        ),
+        (
+            vec!["-t".into(), "999999999".into()],
+            "no thread with TID 999999999",
+        ),
+        (vec!["-F".into(), "0".into()], "at least 1 Hz"),
+        (vec!["-F".into(), "50000".into()], "limit"),
+        (vec!["-d".into(), "0".into()], "more than 0 seconds"),
+        (
+            vec!["--".into(), "/nonexistent/prog".into()],
+            "cannot start /nonexistent/prog",
+        ),
+        (
+            vec!["--".into(), "no-such-command-xyz".into()],
+            "command not found",
+        ),
+        (
+            vec!["-p".into(), "1".into(), "--".into(), "ls".into()],
+            "cannot be used with",
+        ),
+    ];
+    for (args, want) in cases {
+        let started = Instant::now();
+        let out = fgbpf()
+            .arg("oncpu")
+            .args(&args)
+            .arg("-o")
+            .arg(&dir)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: expected {want:?} in {err:?}");
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "{args:?} took {:?}",
+            started.elapsed()
+        );
+        assert!(!dir.exists(), "{args:?} created the output directory");
+    }
+    if require_root() {
+        let out = fgbpf()
+            .args(["oncpu", "-d", "1", "-o"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("existing file"));
+    }
+}
