@@ -39,7 +39,16 @@ pub enum Command {
 
 /// What to profile, for how long, and where the outputs go: shared by
 /// every capture command.
-#[derive(Debug, Args, Clone, Default)]
+/// A file format a capture can write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Svg,
+    Folded,
+    Pprof,
+    Speedscope,
+}
+
+#[derive(Debug, Args, Clone)]
 pub struct CaptureArgs {
     /// Profile these processes (comma-separated PIDs) and all their threads.
     #[arg(short = 'p', long = "pid", value_delimiter = ',', value_name = "PID")]
@@ -65,6 +74,16 @@ pub struct CaptureArgs {
     /// Record kernel stacks only.
     #[arg(long)]
     pub kernel_only: bool,
+
+    /// Output formats besides report.txt, comma-separated: svg, folded,
+    /// pprof (.pb.gz), speedscope (.speedscope.json).
+    #[arg(
+        long = "format",
+        value_delimiter = ',',
+        value_name = "FORMATS",
+        default_value = "svg,folded"
+    )]
+    pub formats: Vec<Format>,
 
     /// Start this command and profile it, its threads and its children
     /// until it exits.
@@ -103,6 +122,21 @@ pub struct DemoArgs {
     /// Output directory; earlier demo outputs in it are replaced.
     #[arg(short = 'o', long = "output", default_value = "fgbpf-demo")]
     pub output: PathBuf,
+}
+
+impl Default for CaptureArgs {
+    fn default() -> Self {
+        CaptureArgs {
+            pids: Vec::new(),
+            tids: Vec::new(),
+            duration: None,
+            output: None,
+            user_only: false,
+            kernel_only: false,
+            formats: vec![Format::Svg, Format::Folded],
+            command: Vec::new(),
+        }
+    }
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {

@@ -131,9 +131,25 @@ impl Losses {
     }
 }
 
+/// What the weights measure, beyond their unit: decides pprof sample types
+/// and titles.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Kind {
+    /// On-CPU samples (unit: samples).
+    OnCpu,
+    /// Time blocked off-CPU (unit: microseconds).
+    OffCpu,
+    /// On-CPU and off-CPU time together (unit: microseconds).
+    Wall,
+    /// Read from a folded file of unknown origin.
+    #[default]
+    Other,
+}
+
 /// Facts about the capture that outputs print alongside the stacks.
 #[derive(Clone, Debug, Default)]
 pub struct Meta {
+    pub kind: Kind,
     /// What was profiled, e.g. the command line or "pid 1234".
     pub target: String,
     pub duration: Duration,

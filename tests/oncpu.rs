@@ -46,9 +46,16 @@ fn split_50_30_20_is_measured_within_3_points() {
     // Every stack is rooted in the process and its thread, then main. A
     // sample on a function's first instructions, before it has pushed its
     // frame pointer, skips its caller (as with perf): allow a sliver.
-    assert!(stacks.iter().all(|(f, _)| f[0].starts_with("split-")), "{stacks:?}");
+    assert!(
+        stacks.iter().all(|(f, _)| f[0].starts_with("split-")),
+        "{stacks:?}"
+    );
     let under_main = weight_with(&stacks, "main");
-    assert!(under_main as f64 >= 0.98 * total(&stacks) as f64, "{under_main} of {} under main", total(&stacks));
+    assert!(
+        under_main as f64 >= 0.98 * total(&stacks) as f64,
+        "{under_main} of {} under main",
+        total(&stacks)
+    );
     let report = std::fs::read_to_string(dir.join("report.txt")).unwrap();
     assert!(
         report.contains("work_fifty") && report.contains("frequency: 999 Hz"),

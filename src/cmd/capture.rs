@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use super::CliError;
 use crate::capture::Targets;
-use crate::cli::CaptureArgs;
-use crate::output::{files, folded, report, svg};
+use crate::cli::{CaptureArgs, Format};
+use crate::output::{files, folded, pprof, report, speedscope, svg};
 use crate::profile::Profile;
 use crate::session::{command, targets};
 
@@ -124,11 +124,25 @@ fn check_kernel() -> Result<(), CliError> {
     Ok(())
 }
 
-/// Writes the folded stacks, the SVG and the report of one view.
+/// The file names a view named `stem` is written to, by format.
+pub fn view_files(stem: &str, formats: &[Format]) -> Vec<String> {
+    formats
+        .iter()
+        .map(|f| match f {
+            Format::Svg => format!("{stem}.svg"),
+            Format::Folded => format!("{stem}.folded"),
+            Format::Pprof => format!("{stem}.pb.gz"),
+            Format::Speedscope => format!("{stem}.speedscope.json"),
+        })
+        .collect()
+}
+
+/// Writes one view in each of `formats`, and the report if asked.
 pub fn write_view(
     dir: &Path,
     stem: &str,
     profile: &Profile,
+    formats: &[Format],
     svg_opts: &svg::Options,
     report_opts: Option<&report::Options>,
 ) -> Result<Vec<PathBuf>, CliError> {
@@ -143,10 +157,14 @@ pub fn write_view(
     let fopts = folded::Options {
         leading: svg_opts.leading,
     };
-    write(format!("{stem}.folded"), &|w| {
-        folded::write(profile, &fopts, w)
-    })?;
-    write(format!("{stem}.svg"), &|w| svg::write(profile, svg_opts, w))?;
+    for (format, name) in formats.iter().zip(view_files(stem, formats)) {
+        match format {
+            Format::Svg => write(name, &|w| svg::write(profile, svg_opts, w))?,
+            Format::Folded => write(name, &|w| folded::write(profile, &fopts, w))?,
+            Format::Pprof => write(name, &|w| pprof::write(profile, w))?,
+            Format::Speedscope => write(name, &|w| speedscope::write(profile, w))?,
+        }
+    }
     if let Some(ropts) = report_opts {
         write("report.txt".to_string(), &|w| {
             report::write(profile, ropts, w)

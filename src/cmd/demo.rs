@@ -9,8 +9,10 @@ pub fn run(args: &DemoArgs) -> Result<(), CliError> {
     let exe = std::env::current_exe()
         .map_err(|e| CliError::failed(format!("cannot find fgbpf's own binary: {e}")))?;
     // The demo is meant to be re-run: replace its own earlier outputs.
-    for name in oncpu::OUTPUTS {
-        let _ = fs::remove_file(args.output.join(name));
+    if let Ok(entries) = fs::read_dir(&args.output) {
+        for e in entries.flatten() {
+            let _ = fs::remove_file(e.path());
+        }
     }
     let oncpu_args = OncpuArgs {
         capture: CaptureArgs {

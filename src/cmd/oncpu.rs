@@ -4,19 +4,17 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::capture::{local_timestamp, preflight, summary, write_view};
+use super::capture::{local_timestamp, preflight, summary, view_files, write_view};
 use super::CliError;
 use crate::capture::oncpu::{OncpuOptions, OncpuSampler};
 use crate::capture::procs::ProcEvent;
 use crate::cli::OncpuArgs;
 use crate::output::{folded::Leading, palette::Heat, report, svg};
-use crate::profile::{Meta, Unit};
+use crate::profile::{Kind, Meta, Unit};
 use crate::session::command::HeldCommand;
 use crate::session::signals::StopFlag;
 use crate::session::window::{EndReason, Live, Window};
 use crate::symbolize::{self, Symbolizer};
-
-pub const OUTPUTS: &[&str] = &["oncpu.folded", "oncpu.svg", "report.txt"];
 
 impl Live for OncpuSampler {
     fn poll_processes(&self, timeout: Duration) -> Vec<ProcEvent> {
@@ -35,7 +33,10 @@ pub struct Outcome {
 }
 
 pub fn run(args: &OncpuArgs) -> Result<Outcome, CliError> {
-    let prepared = preflight(&args.capture, "oncpu", OUTPUTS)?;
+    let mut outputs = view_files("oncpu", &args.capture.formats);
+    outputs.push("report.txt".into());
+    let names: Vec<&str> = outputs.iter().map(String::as_str).collect();
+    let prepared = preflight(&args.capture, "oncpu", &names)?;
     let stop = StopFlag::install().map_err(CliError::failed)?;
     let mut held = match args.capture.command.is_empty() {
         true => None,
@@ -85,6 +86,7 @@ pub fn run(args: &OncpuArgs) -> Result<Outcome, CliError> {
 
     let mut profile = symbolizer.profile(&drained.stacks, Unit::Samples);
     profile.meta = Meta {
+        kind: Kind::OnCpu,
         target: prepared.target.clone(),
         duration: elapsed,
         frequency: Some(args.frequency),
@@ -106,6 +108,7 @@ pub fn run(args: &OncpuArgs) -> Result<Outcome, CliError> {
         &prepared.out_dir,
         "oncpu",
         &profile,
+        &args.capture.formats,
         &svg_opts,
         Some(&report::Options::default()),
     )?;

@@ -4,5 +4,7 @@
 pub mod files;
 pub mod folded;
 pub mod palette;
+pub mod pprof;
 pub mod report;
+pub mod speedscope;
 pub mod svg;
