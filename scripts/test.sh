@@ -7,4 +7,35 @@ if [ "$(id -u)" -ne 0 ]; then
     exec sudo --preserve-env=PATH,CARGO_HOME,RUSTUP_HOME,CI "$0" "$@"
 fi
 scripts/setup.sh --deps-only
+
+# Consumers of the pprof and speedscope exports, for tests/post.rs:
+# `go tool pprof` must load fgbpf's .pb.gz files, and speedscope's
+# published file-format schema (shipped in its npm package) must accept its
+# .speedscope.json files, checked with ajv-cli. Go and npm come from apt;
+# the schema and the validator are cached in target/consumers/, where the
+# tests look, so later runs need no network. Versions are pinned so that a
+# run is reproducible. With CI=true the tests fail if any is missing.
+consumers=target/consumers
+missing=()
+command -v go >/dev/null || missing+=(golang-go)
+command -v npm >/dev/null || missing+=(npm)
+if [ "${#missing[@]}" -gt 0 ]; then
+    echo "test: installing ${missing[*]}" >&2
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+if [ ! -f "$consumers/speedscope/file-format-schema.json" ]; then
+    echo "test: fetching speedscope's file-format schema" >&2
+    mkdir -p "$consumers/speedscope"
+    tarball=$(cd "$consumers" && npm pack --silent speedscope@1.25.0 | tail -n 1)
+    tar -xzf "$consumers/$tarball" -C "$consumers/speedscope" --strip-components=3 \
+        package/dist/release/file-format-schema.json
+    rm -f "$consumers/$tarball"
+fi
+if [ ! -x "$consumers/node_modules/.bin/ajv" ]; then
+    echo "test: installing ajv-cli" >&2
+    npm install --silent --no-audit --no-fund --prefix "$consumers" ajv-cli@5.0.0 >/dev/null
+fi
+export FGBPF_CONSUMERS="$PWD/$consumers"
+
 cargo test --locked "$@"

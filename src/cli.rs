@@ -27,6 +27,10 @@ pub struct Cli {
 pub enum Command {
     /// Sample on-CPU stacks and write a CPU flamegraph, folded stacks and a report.
     Oncpu(OncpuArgs),
+    /// Measure where threads wait off-CPU (sleeping, disk I/O, run queue) and why.
+    Offcpu(OffcpuArgs),
+    /// On-CPU and off-CPU together: CPU, off-CPU and a combined wall-clock flamegraph.
+    Wall(WallArgs),
     /// Profile the built-in demo workload and write its outputs to ./fgbpf-demo/.
     Demo(DemoArgs),
     /// The demo workload itself (run by `fgbpf demo`).
@@ -35,6 +39,14 @@ pub enum Command {
         #[arg(long, default_value = "5")]
         seconds: f64,
     },
+    /// Print the report of a folded file or capture directory (no root needed).
+    Report(ReportArgs),
+    /// Re-render a folded file as a flamegraph: filters, icicle layout, threads merged.
+    Flamegraph(FlamegraphArgs),
+    /// Compare two folded files: differential flamegraphs and the functions that moved.
+    Diff(DiffArgs),
+    /// Convert a folded file to pprof (.pb.gz) or speedscope (.speedscope.json).
+    Convert(ConvertArgs),
 }
 
 /// What to profile, for how long, and where the outputs go: shared by
@@ -91,11 +103,27 @@ pub struct CaptureArgs {
     pub command: Vec<String>,
 }
 
+/// Sizes of the kernel maps that hold what a capture gathers.
 #[derive(Debug, Args, Clone)]
-pub struct OncpuArgs {
-    #[command(flatten)]
-    pub capture: CaptureArgs,
+pub struct MapArgs {
+    /// Entries of the stack map: distinct user and kernel stacks kept.
+    #[arg(long, value_name = "N", default_value = "16384", value_parser = clap::value_parser!(u32).range(64..=4_194_304))]
+    pub max_stacks: u32,
 
+    /// Entries of the counts map: distinct (thread, stacks) keys kept.
+    #[arg(long, value_name = "N", default_value = "65536", value_parser = clap::value_parser!(u32).range(64..=16_777_216))]
+    pub max_entries: u32,
+}
+
+impl Default for MapArgs {
+    fn default() -> Self {
+        MapArgs { max_stacks: 16384, max_entries: 65536 }
+    }
+}
+
+/// How on-CPU samples are taken.
+#[derive(Debug, Args, Clone)]
+pub struct SamplingArgs {
     /// Samples per second on each CPU.
     #[arg(short = 'F', long = "frequency", value_name = "HZ", default_value = "99", value_parser = parse_frequency)]
     pub frequency: u64,
@@ -103,14 +131,74 @@ pub struct OncpuArgs {
     /// Also count samples of the idle task.
     #[arg(long)]
     pub include_idle: bool,
+}
 
-    /// Entries of the stack map: distinct user and kernel stacks kept.
-    #[arg(long, value_name = "N", default_value = "16384", value_parser = clap::value_parser!(u32).range(64..=4_194_304))]
-    pub max_stacks: u32,
+impl Default for SamplingArgs {
+    fn default() -> Self {
+        SamplingArgs { frequency: 99, include_idle: false }
+    }
+}
 
-    /// Entries of the counts map: distinct (thread, stack) pairs kept.
-    #[arg(long, value_name = "N", default_value = "65536", value_parser = clap::value_parser!(u32).range(64..=16_777_216))]
-    pub max_entries: u32,
+/// Which off-CPU intervals are recorded.
+#[derive(Debug, Args, Clone, Default)]
+pub struct BlockArgs {
+    /// Record only intervals of at least this many microseconds.
+    #[arg(long, value_name = "USECS")]
+    pub min_block: Option<u64>,
+
+    /// Record only intervals of at most this many microseconds.
+    #[arg(long, value_name = "USECS")]
+    pub max_block: Option<u64>,
+
+    /// Record only these states, comma-separated: sleeping, uninterruptible,
+    /// runqueue (or S, D, R). Default: all.
+    #[arg(long = "state", value_name = "STATES", value_delimiter = ',', value_parser = parse_state)]
+    pub states: Vec<String>,
+
+    /// Record one context switch in N and scale times by N (for very busy
+    /// hosts).
+    #[arg(long = "sample", value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub sample_every: Option<u32>,
+}
+
+#[derive(Debug, Args, Clone, Default)]
+pub struct OncpuArgs {
+    #[command(flatten)]
+    pub capture: CaptureArgs,
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
+    #[command(flatten)]
+    pub maps: MapArgs,
+}
+
+#[derive(Debug, Args, Clone, Default)]
+pub struct OffcpuArgs {
+    #[command(flatten)]
+    pub capture: CaptureArgs,
+    #[command(flatten)]
+    pub blocks: BlockArgs,
+    #[command(flatten)]
+    pub maps: MapArgs,
+}
+
+#[derive(Debug, Args, Clone, Default)]
+pub struct WallArgs {
+    #[command(flatten)]
+    pub capture: CaptureArgs,
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
+    #[command(flatten)]
+    pub blocks: BlockArgs,
+    #[command(flatten)]
+    pub maps: MapArgs,
+
+    /// Give each thread its own root frame (the default).
+    #[arg(long, conflicts_with = "per_process")]
+    pub per_thread: bool,
+
+    /// Merge the threads of each process under one root frame.
+    #[arg(long)]
+    pub per_process: bool,
 }
 
 #[derive(Debug, Args, Clone)]
@@ -154,6 +242,13 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
+fn parse_state(s: &str) -> Result<String, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "sleeping" | "s" | "uninterruptible" | "d" | "runqueue" | "r" => Ok(s.trim().to_ascii_lowercase()),
+        _ => Err(format!("unknown state '{s}': use sleeping, uninterruptible or runqueue (or S, D, R)")),
+    }
+}
+
 fn parse_frequency(s: &str) -> Result<u64, String> {
     let hz: i64 = s
         .parse()
@@ -169,6 +264,117 @@ fn parse_frequency(s: &str) -> Result<u64, String> {
     Ok(hz as u64)
 }
 
+/// `fgbpf report`: the hotspots of a profile already on disk.
+#[derive(Debug, Args, Clone)]
+pub struct ReportArgs {
+    /// A .folded file, or a capture directory: then its main view is read,
+    /// wall.folded, else oncpu.folded, else offcpu.folded (else its only
+    /// .folded file). Files named offcpu* or wall* count microseconds,
+    /// others samples.
+    #[arg(value_name = "INPUT")]
+    pub input: PathBuf,
+
+    /// Functions in each top list; each listed function shows its heaviest
+    /// callees.
+    #[arg(long, value_name = "N", default_value = "20", value_parser = clap::value_parser!(u64).range(1..))]
+    pub top: u64,
+
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `fgbpf flamegraph`: re-render folded stacks.
+#[derive(Debug, Args, Clone)]
+pub struct FlamegraphArgs {
+    /// Folded stacks, from fgbpf or another tool (stackcollapse-perf.pl,
+    /// inferno, bcc -f).
+    #[arg(value_name = "INPUT.folded")]
+    pub input: PathBuf,
+
+    /// The SVG file to write.
+    #[arg(short = 'o', long = "output", value_name = "OUT.svg")]
+    pub output: PathBuf,
+
+    /// Title (default: the kind of profile and the input's file name).
+    #[arg(long, value_name = "T")]
+    pub title: Option<String>,
+
+    /// Omit frames narrower than this percentage of the total.
+    #[arg(long, value_name = "PCT", default_value = "0.1", value_parser = parse_percent)]
+    pub min_width: f64,
+
+    /// Icicle layout: roots at the top, callees below.
+    #[arg(long)]
+    pub inverted: bool,
+
+    /// One tower per thread, as captured (fgbpf's files only; the default
+    /// for them).
+    #[arg(long, conflicts_with = "per_process")]
+    pub per_thread: bool,
+
+    /// Merge the threads of each process (fgbpf's files only: lines that
+    /// start PROCESS-PID;THREAD-TID;).
+    #[arg(long)]
+    pub per_process: bool,
+
+    /// Keep only stacks whose line (frames joined by `;`, as in the file,
+    /// without the count) matches this regex.
+    #[arg(long, value_name = "REGEX")]
+    pub grep: Option<String>,
+
+    /// Drop stacks whose line matches this regex.
+    #[arg(long, value_name = "REGEX")]
+    pub exclude: Option<String>,
+}
+
+/// `fgbpf diff`: compare two profiles of the same workload.
+#[derive(Debug, Args, Clone)]
+pub struct DiffArgs {
+    #[arg(value_name = "BEFORE.folded")]
+    pub before: PathBuf,
+
+    #[arg(value_name = "AFTER.folded")]
+    pub after: PathBuf,
+
+    /// Directory for diff.svg (AFTER's widths), diff-before.svg (BEFORE's
+    /// widths) and regressions.txt; created if missing.
+    #[arg(short = 'o', long = "output", value_name = "DIR")]
+    pub output: PathBuf,
+
+    /// Scale BEFORE to AFTER's total before comparing (in diff-before.svg,
+    /// AFTER to BEFORE's), so that a longer or busier run is not all red.
+    #[arg(long)]
+    pub normalize: bool,
+
+    /// List in regressions.txt the functions whose share of the total
+    /// changed by more than this many percentage points.
+    #[arg(long, value_name = "PCT", default_value = "5", value_parser = parse_percent)]
+    pub threshold: f64,
+}
+
+/// `fgbpf convert`: folded stacks to another tool's format.
+#[derive(Debug, Args, Clone)]
+pub struct ConvertArgs {
+    #[arg(value_name = "INPUT.folded")]
+    pub input: PathBuf,
+
+    /// The file to write: OUT.pb.gz for pprof, OUT.speedscope.json (or
+    /// .json) for speedscope.
+    #[arg(short = 'o', long = "output", value_name = "OUT")]
+    pub output: PathBuf,
+}
+
+fn parse_percent(s: &str) -> Result<f64, String> {
+    let pct: f64 = s
+        .parse()
+        .map_err(|_| format!("'{s}' is not a percentage"))?;
+    if !(0.0..=100.0).contains(&pct) {
+        return Err(format!("{s} is not a percentage between 0 and 100"));
+    }
+    Ok(pct)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,7 +388,7 @@ mod tests {
         let Command::Oncpu(a) = parse(&["oncpu", "-p", "1,2", "-t", "3"]).unwrap().command else {
             panic!()
         };
-        assert_eq!(a.frequency, 99);
+        assert_eq!(a.sampling.frequency, 99);
         assert_eq!(a.capture.pids, vec![1, 2]);
         assert_eq!(a.capture.tids, vec![3]);
         assert_eq!(a.capture.duration, None);
@@ -199,7 +405,7 @@ mod tests {
         };
         assert_eq!(a.capture.command, vec!["ls", "-l"]);
         assert_eq!(a.capture.duration, Some(Duration::from_millis(2500)));
-        assert_eq!(a.frequency, 999);
+        assert_eq!(a.sampling.frequency, 999);
     }
 
     #[test]
@@ -214,6 +420,9 @@ mod tests {
             &["oncpu", "--user-only", "--kernel-only"],
             &["oncpu", "-p", "1", "--", "ls"],
             &["oncpu", "-p", "x"],
+            &["offcpu", "--state", "zombie"],
+            &["offcpu", "--sample", "0"],
+            &["wall", "--per-thread", "--per-process"],
         ] {
             assert!(parse(bad).is_err(), "accepted {bad:?}");
         }

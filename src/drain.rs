@@ -5,6 +5,9 @@ use std::collections::HashMap;
 
 use libbpf_rs::{MapCore, MapFlags};
 
+/// Stands for the frames of a stack the kernel could not store.
+pub const LOST_STACK: &str = "[lost stack]";
+
 /// A stack as the kernel recorded it: instruction pointers, leaf first.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RawStack {
@@ -16,9 +19,12 @@ pub struct RawStack {
     pub kernel: Vec<u64>,
     /// Samples, or microseconds for time-weighted captures.
     pub weight: u64,
-    /// A stack that was taken but could not be stored (its frames are
-    /// missing; the weight is kept).
-    pub stack_lost: bool,
+    /// Kernel frames already named (leaf first), where no addresses could
+    /// be had, e.g. from /proc/TID/stack.
+    pub kernel_names: Vec<String>,
+    /// A pseudo-frame standing in for missing frames at the root, e.g. for
+    /// a stack that could not be stored.
+    pub root_note: Option<&'static str>,
     /// A pseudo-frame to put below the leaf, e.g. an off-CPU state.
     pub leaf_note: Option<&'static str>,
 }

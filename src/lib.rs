@@ -9,6 +9,7 @@ pub mod cli;
 pub mod cmd;
 pub mod demo;
 pub mod drain;
+pub mod input;
 pub mod output;
 pub mod profile;
 pub mod session;

@@ -26,11 +26,17 @@ fn main() {
     };
     let result = match &cli.command {
         Command::Oncpu(args) => cmd::oncpu::run(args).map(|_| ()),
+        Command::Offcpu(args) => cmd::offcpu::run(args).map(|_| ()),
+        Command::Wall(args) => cmd::wall::run(args).map(|_| ()),
         Command::Demo(args) => cmd::demo::run(args),
         Command::DemoWorkload { seconds } => {
             fgbpf::demo::run(*seconds);
             Ok(())
         }
+        Command::Report(args) => cmd::report::run(args),
+        Command::Flamegraph(args) => cmd::flamegraph::run(args),
+        Command::Diff(args) => cmd::diff::run(args),
+        Command::Convert(args) => cmd::convert::run(args),
     };
     if let Err(e) = result {
         eprintln!("fgbpf: error: {e}");

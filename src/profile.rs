@@ -242,6 +242,20 @@ impl Profile {
             .sum()
     }
 
+    /// Adds every stack of `other`, its weight mapped by `scale`; frames and
+    /// threads are re-interned, so the same code path shares frames.
+    pub fn absorb(&mut self, other: &Profile, scale: impl Fn(u64) -> u64) {
+        let frames: Vec<FrameId> = other.frames.iter().map(|f| self.intern_frame(f.clone())).collect();
+        let threads: Vec<ThreadId> = other.threads.iter().map(|t| self.intern_thread(t.clone())).collect();
+        for s in &other.stacks {
+            self.push(Stack {
+                thread: s.thread.map(|t| threads[t as usize]),
+                frames: s.frames.iter().map(|&f| frames[f as usize]).collect(),
+                weight: scale(s.weight),
+            });
+        }
+    }
+
     /// Merges stacks with the same thread and frames, heaviest first, so
     /// outputs are small and deterministic.
     pub fn coalesce(&mut self) {
@@ -316,6 +330,24 @@ mod tests {
         let w: Vec<u64> = p.stacks().iter().map(|s| s.weight).collect();
         assert_eq!(w, vec![4, 3]);
         assert_eq!(p.total(), 7);
+    }
+
+    #[test]
+    fn absorb_shares_frames_and_scales() {
+        let mut a = Profile::new(Unit::Microseconds);
+        let mut b = Profile::new(Unit::Samples);
+        let t = Thread { pid: 1, tid: 1, process: "p".into(), name: "p".into() };
+        let bt = b.intern_thread(t.clone());
+        let x = b.intern_frame(Frame::new("x", FrameKind::User));
+        b.push(Stack { thread: Some(bt), frames: vec![x], weight: 3 });
+        let at = a.intern_thread(t);
+        let ax = a.intern_frame(Frame::new("x", FrameKind::User));
+        a.push(Stack { thread: Some(at), frames: vec![ax], weight: 5 });
+        a.absorb(&b, |w| w * 10);
+        a.coalesce();
+        assert_eq!(a.frames().len(), 1);
+        assert_eq!(a.stacks().len(), 1);
+        assert_eq!(a.total(), 35);
     }
 
     #[test]

@@ -16,9 +16,6 @@ use blazesym::Pid;
 use crate::drain::RawStack;
 use crate::profile::{Frame, FrameKind, Profile, Stack, Thread, Unit, UNKNOWN};
 
-/// Stands for the frames of a stack the kernel could not store.
-pub const LOST_STACK: &str = "[lost stack]";
-
 #[derive(Clone, Debug, Default)]
 pub struct Options {
     /// Extra directories searched for separate debug files.
@@ -84,8 +81,8 @@ impl Symbolizer {
                 name: r.comm.clone(),
             });
             let mut frames = Vec::new();
-            if r.stack_lost {
-                frames.push(profile.intern_frame(Frame::new(LOST_STACK, FrameKind::Pseudo)));
+            if let Some(note) = r.root_note {
+                frames.push(profile.intern_frame(Frame::new(note, FrameKind::Pseudo)));
             }
             for (i, &ip) in r.user.iter().enumerate().rev() {
                 for f in &user[&(r.pid, caller_adjusted(ip, i))] {
@@ -96,6 +93,9 @@ impl Symbolizer {
                 for f in &kernel[&caller_adjusted(ip, i)] {
                     frames.push(profile.intern_frame(f.clone()));
                 }
+            }
+            for name in r.kernel_names.iter().rev() {
+                frames.push(profile.intern_frame(Frame::new(name.as_str(), FrameKind::Kernel)));
             }
             if let Some(note) = r.leaf_note {
                 frames.push(profile.intern_frame(Frame::new(note, FrameKind::Pseudo)));

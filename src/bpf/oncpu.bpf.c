@@ -84,7 +84,7 @@ int do_sample(struct bpf_perf_event_data *ctx)
 	} else if (err) {
 		st->lost_map_full++;
 	} else if (pid) {
-		note_process(pid);
+		note_process(pid, bpf_get_current_task_btf());
 	}
 	return 0;
 }

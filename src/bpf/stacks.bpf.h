@@ -37,19 +37,12 @@ static __always_inline __u64 mix64(__u64 h, __u64 v)
 	return h * 0xC2B2AE3D27D4EB4FULL;
 }
 
-/* Takes the current stack (BPF_F_USER_STACK or 0 in flags) and returns
- * its key in `stacks`, STACK_NONE if there is no such stack. Sets *lost
- * when the stack existed but could not be stored. */
-static __always_inline __u64 store_stack(void *ctx, __u32 slot, __u64 flags, bool *lost)
+/* Keys the `bytes` of frames in `buf` and stores them; see store_stack. */
+static __always_inline __u64 keep_stack(struct stack_buf *buf, long bytes, bool *lost)
 {
-	struct stack_buf *buf = bpf_map_lookup_elem(&stack_scratch, &slot);
 	__u64 h = 0x2545F4914F6CDD1DULL;
-	long bytes, n;
+	long n;
 
-	if (!buf)
-		return STACK_NONE;
-	/* The helper zero-fills the buffer past the frames it wrote. */
-	bytes = bpf_get_stack(ctx, buf->ips, sizeof(buf->ips), flags);
 	if (bytes <= 0)
 		return STACK_NONE;
 	n = bytes / sizeof(__u64);
@@ -68,6 +61,29 @@ static __always_inline __u64 store_stack(void *ctx, __u32 slot, __u64 flags, boo
 			*lost = true;
 	}
 	return h;
+}
+
+/* Takes the current task's stack (BPF_F_USER_STACK or 0 in flags) and
+ * returns its key in `stacks`, STACK_NONE if there is no such stack. Sets
+ * *lost when the stack existed but could not be stored. */
+static __always_inline __u64 store_stack(void *ctx, __u32 slot, __u64 flags, bool *lost)
+{
+	struct stack_buf *buf = bpf_map_lookup_elem(&stack_scratch, &slot);
+
+	if (!buf)
+		return STACK_NONE;
+	/* The helper zero-fills the buffer past the frames it wrote. */
+	return keep_stack(buf, bpf_get_stack(ctx, buf->ips, sizeof(buf->ips), flags), lost);
+}
+
+/* The saved kernel stack of a task that is not running. */
+static __always_inline __u64 store_task_kernel_stack(struct task_struct *task, __u32 slot, bool *lost)
+{
+	struct stack_buf *buf = bpf_map_lookup_elem(&stack_scratch, &slot);
+
+	if (!buf)
+		return STACK_NONE;
+	return keep_stack(buf, bpf_get_task_stack(task, buf->ips, sizeof(buf->ips), 0), lost);
 }
 
 #endif

@@ -73,14 +73,14 @@ static __always_inline void send_proc_event(__u32 pid, __u32 kind, struct task_s
 	bpf_ringbuf_submit(e, 0);
 }
 
-/* Tells user space about a process the first time one of its samples is
+/* Tells user space about a process the first time one of its stacks is
  * stored, so it can read the process's mappings while the process lives. */
-static __always_inline void note_process(__u32 pid)
+static __always_inline void note_process(__u32 pid, struct task_struct *task)
 {
 	__u8 one = 1;
 
 	if (bpf_map_update_elem(&known_procs, &pid, &one, BPF_NOEXIST) == 0)
-		send_proc_event(pid, FG_PROC_NEW, bpf_get_current_task_btf());
+		send_proc_event(pid, FG_PROC_NEW, task);
 }
 
 static __always_inline void on_fork(struct task_struct *parent, struct task_struct *child)

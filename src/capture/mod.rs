@@ -2,6 +2,7 @@
 //! Everything here runs before or during the capture window; what the
 //! programs aggregated is read out by [`crate::drain`].
 
+pub mod offcpu;
 pub mod oncpu;
 pub mod perf;
 pub mod procs;
@@ -10,7 +11,7 @@ pub mod targets;
 use std::fmt;
 use std::mem::MaybeUninit;
 
-use libbpf_rs::OpenObject;
+use libbpf_rs::{Link, OpenObject, ProgramMut};
 
 pub use targets::Targets;
 
@@ -77,4 +78,47 @@ pub(crate) fn raise_memlock() {
 /// Whether BTF tracepoints (`tp_btf`) can be used: they need kernel BTF.
 pub(crate) fn have_btf_tracepoints() -> bool {
     std::path::Path::new("/sys/kernel/btf/vmlinux").exists()
+}
+
+/// Applies what every fgbpf program shares (src/bpf/targets.bpf.h and
+/// stacks.bpf.h) to an opened skeleton: target filters, map sizes, and the
+/// choice between BTF and raw tracepoints. Skeleton types differ per
+/// program, their field names do not.
+macro_rules! configure_common {
+    ($open:expr, $targets:expr, $max_stacks:expr, $max_entries:expr, $btf:expr) => {{
+        let ro = $open.maps.rodata_data.as_deref_mut().expect("every fgbpf program has read-only config");
+        ro.filter_pids = !$targets.pids.is_empty();
+        ro.filter_tids = !$targets.tids.is_empty();
+        ro.follow_children = $targets.follow_children;
+        $open.maps.stacks.set_max_entries($max_stacks).map_err(|e| bpf_error("sizing the stack map", e))?;
+        $open.maps.counts.set_max_entries($max_entries).map_err(|e| bpf_error("sizing the counts map", e))?;
+        $open.progs.fork_btf.set_autoload($btf);
+        $open.progs.exec_btf.set_autoload($btf);
+        $open.progs.fork_raw.set_autoload(!$btf);
+        $open.progs.exec_raw.set_autoload(!$btf);
+    }};
+}
+pub(crate) use configure_common;
+
+/// Makes a skeleton's generated `fg_proc_event` readable by [`procs`].
+macro_rules! impl_proc_event {
+    ($ty:ty) => {
+        // SAFETY: a plain C struct of integers and a byte array, generated
+        // from src/bpf/common.h; every bit pattern is valid.
+        unsafe impl plain::Plain for $ty {}
+        impl $crate::capture::procs::RawProcEvent for $ty {
+            fn decode(&self) -> $crate::capture::procs::ProcEvent {
+                $crate::capture::procs::decode(self.pid, self.kind, &self.comm)
+            }
+        }
+    };
+}
+pub(crate) use impl_proc_event;
+
+/// Attaches the fork and exec tracepoints of targets.bpf.h.
+pub(crate) fn attach_tracking(fork: &ProgramMut, exec: &ProgramMut) -> Result<Vec<Link>, CaptureError> {
+    Ok(vec![
+        fork.attach().map_err(|e| bpf_error("attaching to sched_process_fork", e))?,
+        exec.attach().map_err(|e| bpf_error("attaching to sched_process_exec", e))?,
+    ])
 }

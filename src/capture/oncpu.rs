@@ -7,12 +7,12 @@ use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags};
 
 use super::perf::{online_cpus, open_cpu_clock};
-use super::procs::{self, ProcEvent, ProcWatcher, RawProcEvent};
+use super::procs::{ProcEvent, ProcWatcher};
 use super::{
-    bpf_error, have_btf_tracepoints, object_storage, quiet_libbpf, raise_memlock, CaptureError,
-    Targets,
+    attach_tracking, bpf_error, configure_common, have_btf_tracepoints, impl_proc_event, object_storage,
+    quiet_libbpf, raise_memlock, CaptureError, Targets,
 };
-use crate::drain::{c_name, entries, RawStack, StackReader};
+use crate::drain::{c_name, entries, RawStack, StackReader, LOST_STACK};
 use crate::profile::Losses;
 
 mod skel {
@@ -22,16 +22,10 @@ mod skel {
 use skel::{types, OncpuSkel, OncpuSkelBuilder};
 
 // SAFETY: plain C structs of integers and byte arrays, generated from
-// src/bpf/oncpu.h and src/bpf/common.h; every bit pattern is valid.
+// src/bpf/oncpu.h; every bit pattern is valid.
 unsafe impl plain::Plain for types::oncpu_key {}
 unsafe impl plain::Plain for types::oncpu_stats {}
-unsafe impl plain::Plain for types::fg_proc_event {}
-
-impl RawProcEvent for types::fg_proc_event {
-    fn decode(&self) -> ProcEvent {
-        procs::decode(self.pid, self.kind, &self.comm)
-    }
-}
+impl_proc_event!(types::fg_proc_event);
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OncpuOptions {
@@ -90,6 +84,7 @@ pub struct OncpuSampler {
     /// From the start of loading to the last perf event attached.
     pub attach_time: Duration,
     pub cpus: usize,
+    pub frequency: u64,
 }
 
 impl OncpuSampler {
@@ -103,50 +98,19 @@ impl OncpuSampler {
             .open(object_storage())
             .map_err(|e| bpf_error("opening the on-CPU BPF program", e))?;
 
-        let ro = open
-            .maps
-            .rodata_data
-            .as_deref_mut()
-            .expect("oncpu.bpf.c has read-only config");
-        ro.filter_pids = !opts.targets.pids.is_empty();
-        ro.filter_tids = !opts.targets.tids.is_empty();
-        ro.follow_children = opts.targets.follow_children;
+        let btf = have_btf_tracepoints();
+        configure_common!(open, opts.targets, opts.max_stacks, opts.max_entries, btf);
+        let ro = open.maps.rodata_data.as_deref_mut().expect("configured above");
         ro.include_idle = opts.include_idle;
         ro.user_stacks = opts.user_stacks;
         ro.kern_stacks = opts.kernel_stacks;
-        open.maps
-            .stacks
-            .set_max_entries(opts.max_stacks)
-            .map_err(|e| bpf_error("sizing the stack map", e))?;
-        open.maps
-            .counts
-            .set_max_entries(opts.max_entries)
-            .map_err(|e| bpf_error("sizing the counts map", e))?;
-        let btf = have_btf_tracepoints();
-        open.progs.fork_btf.set_autoload(btf);
-        open.progs.exec_btf.set_autoload(btf);
-        open.progs.fork_raw.set_autoload(!btf);
-        open.progs.exec_raw.set_autoload(!btf);
 
-        let skel = open
-            .load()
-            .map_err(|e| bpf_error("loading the on-CPU BPF program", e))?;
-        opts.targets
-            .fill(&skel.maps.target_pids, &skel.maps.target_tids)?;
-
-        let mut links = Vec::new();
-        let (fork, exec) = match btf {
-            true => (&skel.progs.fork_btf, &skel.progs.exec_btf),
-            false => (&skel.progs.fork_raw, &skel.progs.exec_raw),
+        let skel = open.load().map_err(|e| bpf_error("loading the on-CPU BPF program", e))?;
+        opts.targets.fill(&skel.maps.target_pids, &skel.maps.target_tids)?;
+        let mut links = match btf {
+            true => attach_tracking(&skel.progs.fork_btf, &skel.progs.exec_btf)?,
+            false => attach_tracking(&skel.progs.fork_raw, &skel.progs.exec_raw)?,
         };
-        links.push(
-            fork.attach()
-                .map_err(|e| bpf_error("attaching to sched_process_fork", e))?,
-        );
-        links.push(
-            exec.attach()
-                .map_err(|e| bpf_error("attaching to sched_process_exec", e))?,
-        );
         let watcher = ProcWatcher::new::<types::fg_proc_event>(&skel.maps.proc_events)?;
 
         let mut cpus = 0;
@@ -174,6 +138,7 @@ impl OncpuSampler {
             skel,
             attach_time: started.elapsed(),
             cpus,
+            frequency: opts.frequency,
         })
     }
 
@@ -232,7 +197,8 @@ impl OncpuSampler {
                 pid: key.pid,
                 tid: key.tid,
                 comm: c_name(&key.comm),
-                stack_lost: user.is_none() || kernel.is_none(),
+                root_note: (user.is_none() || kernel.is_none()).then_some(LOST_STACK),
+                kernel_names: Vec::new(),
                 user: user.unwrap_or_default(),
                 kernel: kernel.unwrap_or_default(),
                 weight,

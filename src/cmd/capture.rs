@@ -3,13 +3,88 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use super::CliError;
 use crate::capture::Targets;
 use crate::cli::{CaptureArgs, Format};
-use crate::output::{files, folded, pprof, report, speedscope, svg};
+use crate::output::{files, folded, pprof, speedscope, svg};
 use crate::profile::Profile;
+use crate::session::command::HeldCommand;
+use crate::session::signals::StopFlag;
+use crate::session::window::{EndReason, Live, Window};
 use crate::session::{command, targets};
+use crate::symbolize::{self, Symbolizer};
+
+/// What a finished capture window leaves for the command to write out.
+pub struct Finished<R> {
+    pub prepared: Prepared,
+    pub recorder: R,
+    pub symbolizer: Symbolizer,
+    pub elapsed: Duration,
+    pub end: EndReason,
+    /// Local time the window opened, for subtitles.
+    pub started_at: String,
+}
+
+/// Runs the steps every capture command shares: checks, output directory,
+/// the held `-- COMMAND`, starting the recorder (`start` gets the final
+/// targets), the window, and stopping at its end. `what` names the
+/// recording for the start message, e.g. "on-CPU samples at 99 Hz".
+pub fn capture<R: Live>(
+    args: &CaptureArgs,
+    kind: &str,
+    outputs: &[String],
+    what: &str,
+    start: impl FnOnce(Targets) -> Result<R, CliError>,
+) -> Result<Finished<R>, CliError> {
+    let names: Vec<&str> = outputs.iter().map(String::as_str).collect();
+    let prepared = preflight(args, kind, &names)?;
+    let stop = StopFlag::install().map_err(CliError::failed)?;
+    let mut held = match args.command.is_empty() {
+        true => None,
+        false => Some(HeldCommand::spawn(&args.command).map_err(CliError::usage)?),
+    };
+    let mut targets = prepared.targets.clone();
+    if let Some(h) = &held {
+        targets.pids.push(h.pid);
+    }
+    let loading = std::time::Instant::now();
+    let mut recorder = start(targets)?;
+    let attach_ms = loading.elapsed().as_secs_f64() * 1000.0;
+    let mut symbolizer = Symbolizer::new(&symbolize::Options::default());
+    if let Some(h) = held.as_mut() {
+        h.release().map_err(CliError::usage)?;
+    }
+    eprintln!(
+        "fgbpf: recording {what} of {} (attached in {attach_ms:.0} ms){}",
+        prepared.target,
+        if args.duration.is_none() { "; Ctrl-C to stop" } else { "" }
+    );
+    let started_at = local_timestamp("%Y-%m-%d %H:%M:%S");
+    let window = Window {
+        duration: args.duration,
+        stop: &stop,
+        command: held.as_mut(),
+        watched: [&args.pids[..], &args.tids[..]].concat(),
+    };
+    let (elapsed, end) = window.run(&recorder, &mut symbolizer);
+    recorder.stop();
+    if let EndReason::CommandExited(code) = end {
+        if code != 0 {
+            eprintln!("fgbpf: the command exited with status {code}");
+        }
+    }
+    Ok(Finished { prepared, recorder, symbolizer, elapsed, end, started_at })
+}
+
+/// The output file names of a capture: each view in each format, and the
+/// report.
+pub fn output_names(stems: &[&str], formats: &[Format]) -> Vec<String> {
+    let mut names: Vec<String> = stems.iter().flat_map(|s| view_files(s, formats)).collect();
+    names.push("report.txt".into());
+    names
+}
 
 /// A capture that passed every check and has its output directory.
 pub struct Prepared {
@@ -137,14 +212,14 @@ pub fn view_files(stem: &str, formats: &[Format]) -> Vec<String> {
         .collect()
 }
 
-/// Writes one view in each of `formats`, and the report if asked.
+/// Writes one view in each of `formats`, and `report.txt` if given.
 pub fn write_view(
     dir: &Path,
     stem: &str,
     profile: &Profile,
     formats: &[Format],
     svg_opts: &svg::Options,
-    report_opts: Option<&report::Options>,
+    report_text: Option<&str>,
 ) -> Result<Vec<PathBuf>, CliError> {
     let mut written = Vec::new();
     let mut write = |name: String, f: &dyn Fn(&mut dyn std::io::Write) -> std::io::Result<()>| {
@@ -165,10 +240,8 @@ pub fn write_view(
             Format::Speedscope => write(name, &|w| speedscope::write(profile, w))?,
         }
     }
-    if let Some(ropts) = report_opts {
-        write("report.txt".to_string(), &|w| {
-            report::write(profile, ropts, w)
-        })?;
+    if let Some(text) = report_text {
+        write("report.txt".to_string(), &|w| w.write_all(text.as_bytes()))?;
     }
     Ok(written)
 }
@@ -203,5 +276,20 @@ pub fn summary(profile: &Profile, written: &[PathBuf]) -> String {
     for p in written {
         out.push_str(&format!("fgbpf: wrote {}\n", p.display()));
     }
+    let (cpu, rss_mb) = own_footprint();
+    out.push_str(&format!("fgbpf: own use: {cpu:.2} s CPU, {rss_mb:.0} MB peak memory\n"));
     out
+}
+
+/// fgbpf's own CPU time (user + system) and peak resident memory, so that
+/// its cost on the host is visible after every capture.
+fn own_footprint() -> (f64, f64) {
+    // SAFETY: getrusage fills the zeroed struct it is given.
+    let usage = unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut u);
+        u
+    };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (secs(usage.ru_utime) + secs(usage.ru_stime), usage.ru_maxrss as f64 / 1024.0)
 }

@@ -1,9 +1,10 @@
-//! `fgbpf demo`: profiles the built-in workload into `./fgbpf-demo/`.
+//! `fgbpf demo`: profiles the built-in workload with `fgbpf wall` into
+//! `./fgbpf-demo/`: CPU, off-CPU and wall-clock flamegraphs and a report.
 
 use std::fs;
 
-use super::{oncpu, CliError};
-use crate::cli::{CaptureArgs, DemoArgs, OncpuArgs};
+use super::{wall, CliError};
+use crate::cli::{CaptureArgs, DemoArgs, SamplingArgs, WallArgs};
 
 pub fn run(args: &DemoArgs) -> Result<(), CliError> {
     let exe = std::env::current_exe()
@@ -14,7 +15,7 @@ pub fn run(args: &DemoArgs) -> Result<(), CliError> {
             let _ = fs::remove_file(e.path());
         }
     }
-    let oncpu_args = OncpuArgs {
+    let wall_args = WallArgs {
         capture: CaptureArgs {
             output: Some(args.output.clone()),
             command: vec![
@@ -25,15 +26,13 @@ pub fn run(args: &DemoArgs) -> Result<(), CliError> {
             ],
             ..Default::default()
         },
-        frequency: 499,
-        include_idle: false,
-        max_stacks: 16384,
-        max_entries: 65536,
+        sampling: SamplingArgs { frequency: 499, include_idle: false },
+        ..Default::default()
     };
-    oncpu::run(&oncpu_args)?;
+    wall::run(&wall_args)?;
     eprintln!(
-        "fgbpf: open {}/oncpu.svg in a browser",
-        args.output.display()
+        "fgbpf: open {dir}/wall.svg (and oncpu.svg, offcpu.svg) in a browser; the numbers are in {dir}/report.txt",
+        dir = args.output.display()
     );
     Ok(())
 }

@@ -1,8 +1,15 @@
 //! One module per subcommand; `main.rs` dispatches here.
 
 pub mod capture;
+pub mod convert;
 pub mod demo;
+pub mod diff;
+pub mod flamegraph;
+pub mod offcpu;
 pub mod oncpu;
+pub mod post;
+pub mod report;
+pub mod wall;
 
 use std::fmt;
 

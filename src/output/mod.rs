@@ -1,6 +1,8 @@
 //! Writers, one file per format. Each takes a [`crate::profile::Profile`]
 //! and its own options.
 
+pub mod breakdown;
+pub mod diff;
 pub mod files;
 pub mod folded;
 pub mod palette;

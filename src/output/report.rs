@@ -5,6 +5,8 @@ use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
+use serde::Serialize;
+
 use super::folded::{leading_frames, sanitize, Leading};
 use crate::profile::{FrameId, Profile};
 
@@ -16,6 +18,9 @@ pub struct Options {
     pub top: usize,
     /// Functions whose callees are listed.
     pub callees_of: usize,
+    /// The file the profile was read from, for reports made after the
+    /// capture: such files record no duration or losses, so none are shown.
+    pub source: Option<String>,
 }
 
 impl Default for Options {
@@ -24,27 +29,50 @@ impl Default for Options {
             kind: "on-CPU".into(),
             top: 20,
             callees_of: 5,
+            source: None,
         }
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct FunctionRow {
     pub name: String,
+    #[serde(rename = "self")]
     pub self_weight: u64,
+    #[serde(rename = "total")]
     pub total_weight: u64,
-    /// Heaviest direct callees (name, weight), heaviest first.
+    /// Heaviest direct callees (name, weight), heaviest first; `(self)` is
+    /// the function's own time.
+    #[serde(
+        serialize_with = "named_weights",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub callees: Vec<(String, u64)>,
 }
 
 /// The numbers behind the report, also usable by other writers.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Summary {
     pub total: u64,
     pub by_self: Vec<FunctionRow>,
     pub by_total: Vec<FunctionRow>,
     /// (thread frame, weight), heaviest first.
+    #[serde(serialize_with = "named_weights")]
     pub threads: Vec<(String, u64)>,
+}
+
+/// `[{"name": .., "weight": ..}]` rather than bare pairs, so that scripts
+/// read fields by name.
+fn named_weights<S: serde::Serializer>(v: &[(String, u64)], s: S) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct Named<'a> {
+        name: &'a str,
+        weight: u64,
+    }
+    s.collect_seq(v.iter().map(|(name, weight)| Named {
+        name,
+        weight: *weight,
+    }))
 }
 
 fn frame_name(profile: &Profile, id: FrameId) -> String {
@@ -143,17 +171,26 @@ pub fn render(profile: &Profile, opts: &Options) -> String {
     let unit = profile.unit.name();
     let m = &profile.meta;
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "fgbpf {} profile of {}",
-        opts.kind,
-        sanitize(&m.target)
-    );
-    let mut line = format!("duration: {:.2} s", m.duration.as_secs_f64());
-    if let Some(hz) = m.frequency {
-        let _ = write!(line, ", frequency: {hz} Hz");
+    if let Some(source) = &opts.source {
+        let _ = writeln!(
+            out,
+            "fgbpf {} profile read from {}",
+            opts.kind,
+            sanitize(source)
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "fgbpf {} profile of {}",
+            opts.kind,
+            sanitize(&m.target)
+        );
+        let mut line = format!("duration: {:.2} s", m.duration.as_secs_f64());
+        if let Some(hz) = m.frequency {
+            let _ = write!(line, ", frequency: {hz} Hz");
+        }
+        let _ = writeln!(out, "{line}");
     }
-    let _ = writeln!(out, "{line}");
     let _ = writeln!(
         out,
         "total: {} {unit} in {} unique stacks",
@@ -161,9 +198,11 @@ pub fn render(profile: &Profile, opts: &Options) -> String {
         profile.stacks().len()
     );
     let lost = m.losses.total();
-    if lost == 0 {
+    // A file records no losses: "none" would be a claim it cannot make.
+    let capture = opts.source.is_none();
+    if capture && lost == 0 {
         let _ = writeln!(out, "lost: none");
-    } else {
+    } else if capture {
         for l in &m.losses.entries {
             let _ = writeln!(out, "lost: {} {} ({})", l.count, l.what, l.remedy);
         }
@@ -231,6 +270,33 @@ pub fn write(profile: &Profile, opts: &Options, out: &mut dyn Write) -> io::Resu
     out.write_all(render(profile, opts).as_bytes())
 }
 
+/// The report as one JSON document for scripts: the [`Summary`] with the
+/// unit and where the profile came from. Weights are raw counts in `unit`;
+/// shares are left to the reader (`weight / total`).
+pub fn render_json(profile: &Profile, opts: &Options) -> String {
+    #[derive(Serialize)]
+    struct Document<'a> {
+        kind: &'a str,
+        source: Option<&'a str>,
+        unit: &'a str,
+        unique_stacks: usize,
+        unresolved_leaf: u64,
+        #[serde(flatten)]
+        summary: Summary,
+    }
+    let doc = Document {
+        kind: &opts.kind,
+        source: opts.source.as_deref(),
+        unit: profile.unit.name(),
+        unique_stacks: profile.stacks().len(),
+        unresolved_leaf: profile.unknown_leaf_weight(),
+        summary: summarize(profile, opts),
+    };
+    let mut text = serde_json::to_string_pretty(&doc).expect("plain data serializes");
+    text.push('\n');
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -279,5 +345,37 @@ mod tests {
             text.contains("  70.0%          7   70.0%          7  a"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn reports_of_files_claim_no_duration_or_losses_and_render_json() {
+        let mut p = Profile::new(Unit::Samples);
+        let main = p.intern_frame(Frame::new("main", FrameKind::User));
+        let a = p.intern_frame(Frame::new("a", FrameKind::Kernel));
+        p.push(Stack {
+            thread: None,
+            frames: vec![main, a],
+            weight: 4,
+        });
+        let opts = Options {
+            kind: "folded".into(),
+            source: Some("x.folded".into()),
+            ..Default::default()
+        };
+        let text = render(&p, &opts);
+        assert!(text.starts_with("fgbpf folded profile read from x.folded\n"));
+        assert!(
+            !text.contains("duration") && !text.contains("lost"),
+            "{text}"
+        );
+        let v: serde_json::Value = serde_json::from_str(&render_json(&p, &opts)).unwrap();
+        assert_eq!(v["source"], "x.folded");
+        assert_eq!(v["total"], 4);
+        let main_row = &v["by_total"][1];
+        assert_eq!(main_row["name"], "main", "ties ordered by name");
+        assert_eq!(main_row["callees"][0]["name"], "a_[k]");
+        assert_eq!(main_row["callees"][0]["weight"], 4);
+        assert_eq!(v["by_self"][0]["self"], 4);
+        assert!(v["by_self"][0].get("callees").is_none());
     }
 }

@@ -1,10 +1,204 @@
-//! speedscope export: its JSON file format, one profile per thread plus an
-//! all-threads profile.
+//! speedscope export (https://www.speedscope.app): its JSON file format,
+//! with an all-threads profile first (stacks under their process and
+//! thread frames, as in the flamegraph) and then one profile per thread,
+//! heaviest thread first. Frame names are the folded output's.
 
+use std::collections::HashMap;
 use std::io::{self, Write};
 
-use crate::profile::Profile;
+use serde::Serialize;
 
-pub fn write(_profile: &Profile, _out: &mut dyn Write) -> io::Result<()> {
-    Err(io::Error::other("speedscope output is not implemented yet"))
+use super::folded::{leading_frames, sanitize, Leading};
+use crate::profile::{Profile, ThreadId, Unit};
+
+const SCHEMA: &str = "https://www.speedscope.app/file-format-schema.json";
+
+#[derive(Serialize)]
+struct File {
+    #[serde(rename = "$schema")]
+    schema: &'static str,
+    shared: Shared,
+    profiles: Vec<Sampled>,
+    name: String,
+    #[serde(rename = "activeProfileIndex")]
+    active_profile_index: usize,
+    exporter: &'static str,
+}
+
+#[derive(Serialize)]
+struct Shared {
+    frames: Vec<SharedFrame>,
+}
+
+#[derive(Serialize)]
+struct SharedFrame {
+    name: String,
+}
+
+#[derive(Serialize)]
+struct Sampled {
+    r#type: &'static str,
+    name: String,
+    unit: &'static str,
+    #[serde(rename = "startValue")]
+    start_value: u64,
+    #[serde(rename = "endValue")]
+    end_value: u64,
+    /// Indices into `shared.frames`, root first.
+    samples: Vec<Vec<usize>>,
+    weights: Vec<u64>,
+}
+
+/// `shared.frames`, each distinct name once.
+#[derive(Default)]
+struct Frames {
+    names: Vec<SharedFrame>,
+    index: HashMap<String, usize>,
+}
+
+impl Frames {
+    fn get(&mut self, name: String) -> usize {
+        if let Some(&i) = self.index.get(&name) {
+            return i;
+        }
+        let i = self.names.len();
+        self.index.insert(name.clone(), i);
+        self.names.push(SharedFrame { name });
+        i
+    }
+}
+
+/// The samples of one speedscope profile, in step with their weights.
+#[derive(Default)]
+struct Track {
+    samples: Vec<Vec<usize>>,
+    weights: Vec<u64>,
+}
+
+impl Track {
+    fn push(&mut self, stack: Vec<usize>, weight: u64) {
+        self.samples.push(stack);
+        self.weights.push(weight);
+    }
+}
+
+fn build(profile: &Profile) -> File {
+    let unit = match profile.unit {
+        Unit::Samples => "none",
+        Unit::Microseconds => "microseconds",
+    };
+    let mut frames = Frames::default();
+    let code: Vec<usize> = profile
+        .frames()
+        .iter()
+        .map(|f| frames.get(format!("{}{}", sanitize(&f.name), f.kind.suffix())))
+        .collect();
+    let sampled = |name: String, track: Track| Sampled {
+        r#type: "sampled",
+        name,
+        unit,
+        start_value: 0,
+        end_value: track.weights.iter().sum(),
+        samples: track.samples,
+        weights: track.weights,
+    };
+
+    let mut all = Track::default();
+    let mut by_thread: HashMap<ThreadId, Track> = HashMap::new();
+    for s in profile.stacks() {
+        let stack: Vec<usize> = s.frames.iter().map(|&f| code[f as usize]).collect();
+        let mut full = Vec::with_capacity(stack.len() + 2);
+        if let Some(t) = s.thread {
+            let lead = leading_frames(profile.thread(t), Leading::ProcessAndThread);
+            full.extend(lead.into_iter().map(|n| frames.get(n)));
+            by_thread
+                .entry(t)
+                .or_default()
+                .push(stack.clone(), s.weight);
+        }
+        full.extend(stack);
+        all.push(full, s.weight);
+    }
+
+    let all_name = if by_thread.is_empty() {
+        "all stacks"
+    } else {
+        "all threads"
+    };
+    let mut profiles = vec![sampled(all_name.into(), all)];
+    let mut threads: Vec<(ThreadId, Track)> = by_thread.into_iter().collect();
+    threads.sort_by_key(|(t, track)| (std::cmp::Reverse(track.weights.iter().sum::<u64>()), *t));
+    for (t, track) in threads {
+        let name = leading_frames(profile.thread(t), Leading::ProcessAndThread).join(" / ");
+        profiles.push(sampled(name, track));
+    }
+    let name = if profile.meta.target.is_empty() {
+        "fgbpf profile".to_string()
+    } else {
+        sanitize(&profile.meta.target)
+    };
+    File {
+        schema: SCHEMA,
+        shared: Shared {
+            frames: frames.names,
+        },
+        profiles,
+        name,
+        active_profile_index: 0,
+        exporter: "fgbpf",
+    }
+}
+
+pub fn write(profile: &Profile, out: &mut dyn Write) -> io::Result<()> {
+    serde_json::to_writer(&mut *out, &build(profile)).map_err(io::Error::other)?;
+    out.write_all(b"\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::{Frame, FrameKind, Stack, Thread};
+
+    #[test]
+    fn all_threads_first_then_each_thread() {
+        let mut p = Profile::new(Unit::Microseconds);
+        let thread = |p: &mut Profile, tid| {
+            p.intern_thread(Thread {
+                pid: 1,
+                tid,
+                process: "srv".into(),
+                name: format!("w{tid}"),
+            })
+        };
+        let (t1, t2) = (thread(&mut p, 1), thread(&mut p, 2));
+        let main = p.intern_frame(Frame::new("main", FrameKind::User));
+        let k = p.intern_frame(Frame::new("read", FrameKind::Kernel));
+        for (t, frames, weight) in [(t1, vec![main], 2), (t2, vec![main, k], 5)] {
+            p.push(Stack {
+                thread: Some(t),
+                frames,
+                weight,
+            });
+        }
+        let mut out = Vec::new();
+        write(&p, &mut out).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["$schema"], SCHEMA);
+        assert_eq!(v["exporter"], "fgbpf");
+        let names: Vec<&str> = v["shared"]["frames"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["main", "read_[k]", "srv-1", "w1-1", "w2-2"]);
+        let profiles = v["profiles"].as_array().unwrap();
+        assert_eq!(profiles.len(), 3);
+        assert_eq!(profiles[0]["name"], "all threads");
+        assert_eq!(profiles[0]["unit"], "microseconds");
+        assert_eq!(profiles[0]["endValue"], 7);
+        assert_eq!(profiles[0]["samples"][1], serde_json::json!([2, 4, 0, 1]));
+        assert_eq!(profiles[1]["name"], "srv-1 / w2-2", "heaviest thread first");
+        assert_eq!(profiles[1]["samples"][0], serde_json::json!([0, 1]));
+    }
 }

@@ -5,6 +5,7 @@ use std::io::{self, Write};
 
 use inferno::flamegraph::{self, color::PaletteMap, Direction};
 
+use super::breakdown;
 use super::folded::{self, sanitize, Leading};
 use super::palette::{self, Heat};
 use crate::profile::{Frame, FrameKind, Profile};
@@ -19,6 +20,9 @@ pub struct Options {
     pub min_width: f64,
     /// Icicle layout: roots at the top.
     pub inverted: bool,
+    /// Colours prepared by the caller (e.g. the wall-clock view's warm and
+    /// cool frames); by default every frame is coloured with `heat`.
+    pub palette: Option<PaletteMap>,
 }
 
 impl Default for Options {
@@ -30,6 +34,7 @@ impl Default for Options {
             heat: Heat::OnCpu,
             min_width: 0.1,
             inverted: false,
+            palette: None,
         }
     }
 }
@@ -38,22 +43,40 @@ impl Default for Options {
 /// process and thread frames.
 pub fn palette_for(profile: &Profile, leading: Leading, heat: Heat) -> PaletteMap {
     let mut map = PaletteMap::default();
-    let frames = profile.frames().iter().map(|f| {
-        (
-            format!("{}{}", sanitize(&f.name), f.kind.suffix()),
-            f.clone(),
-        )
-    });
-    palette::fill(&mut map, frames, heat);
-    let pseudo = profile
-        .threads()
-        .iter()
-        .flat_map(|t| folded::leading_frames(t, leading));
-    palette::fill(
-        &mut map,
-        pseudo.map(|n| (n.clone(), Frame::new(n, FrameKind::Pseudo))),
-        heat,
-    );
+    extend_palette(&mut map, profile, leading, heat);
+    map
+}
+
+/// Colours the frames of `profile` not yet in `map` with `heat`.
+pub fn extend_palette(map: &mut PaletteMap, profile: &Profile, leading: Leading, heat: Heat) {
+    let frames = profile.frames().iter().map(|f| (format!("{}{}", sanitize(&f.name), f.kind.suffix()), f.clone()));
+    palette::fill(map, frames, heat);
+    let pseudo = profile.threads().iter().flat_map(|t| folded::leading_frames(t, leading));
+    palette::fill(map, pseudo.map(|n| (n.clone(), Frame::new(n, FrameKind::Pseudo))), heat);
+}
+
+/// The wall-clock view's palette. inferno colours by name, so a name gets
+/// one colour: warm when most of its time was on CPU, cool when most of it
+/// was spent waiting (in stacks that end in an off-CPU state frame).
+pub fn wall_palette(profile: &Profile, leading: Leading) -> PaletteMap {
+    let mut on = vec![0u64; profile.frames().len()];
+    let mut all = vec![0u64; profile.frames().len()];
+    for s in profile.stacks() {
+        let waiting = breakdown::is_off_cpu(profile, s);
+        let mut seen = std::collections::HashSet::new();
+        for &f in s.frames.iter().filter(|&&f| seen.insert(f)) {
+            all[f as usize] += s.weight;
+            if !waiting {
+                on[f as usize] += s.weight;
+            }
+        }
+    }
+    let mut map = PaletteMap::default();
+    for (i, f) in profile.frames().iter().enumerate() {
+        let heat = if on[i] * 2 >= all[i] { Heat::OnCpu } else { Heat::OffCpu };
+        palette::fill(&mut map, [(format!("{}{}", sanitize(&f.name), f.kind.suffix()), f.clone())], heat);
+    }
+    extend_palette(&mut map, profile, leading, Heat::OnCpu);
     map
 }
 
@@ -64,7 +87,7 @@ pub fn write(profile: &Profile, opts: &Options, out: &mut dyn Write) -> io::Resu
             leading: opts.leading,
         },
     );
-    let mut palette = palette_for(profile, opts.leading, opts.heat);
+    let mut palette = opts.palette.clone().unwrap_or_else(|| palette_for(profile, opts.leading, opts.heat));
     write_lines(&lines, profile.unit.name(), opts, &mut palette, out)
 }
 
@@ -190,5 +213,28 @@ mod tests {
             weight: 1,
         });
         assert_eq!(render(&p, "t"), render(&p, "t"));
+    }
+}
+
+#[cfg(test)]
+mod wall_palette_tests {
+    use super::*;
+    use crate::profile::{Stack, Thread, Unit};
+
+    #[test]
+    fn waiting_frames_are_cool_and_computing_frames_warm() {
+        let mut p = Profile::new(Unit::Microseconds);
+        let t = p.intern_thread(Thread { pid: 1, tid: 1, process: "p".into(), name: "p".into() });
+        let main = p.intern_frame(Frame::new("main", FrameKind::User));
+        let work = p.intern_frame(Frame::new("work", FrameKind::User));
+        let nap = p.intern_frame(Frame::new("nap", FrameKind::User));
+        let state = p.intern_frame(Frame::new("[sleeping]", FrameKind::Pseudo));
+        p.push(Stack { thread: Some(t), frames: vec![main, work], weight: 30 });
+        p.push(Stack { thread: Some(t), frames: vec![main, nap, state], weight: 70 });
+        let map = wall_palette(&p, Leading::ProcessAndThread);
+        let nap_c = map.get("nap").unwrap();
+        let work_c = map.get("work").unwrap();
+        assert!(nap_c.b > nap_c.r, "{nap_c:?}");
+        assert!(work_c.r > work_c.b, "{work_c:?}");
     }
 }

@@ -17,6 +17,8 @@ pub trait Live {
     fn poll_processes(&self, timeout: Duration) -> Vec<ProcEvent>;
     /// Progress figure for the status line, e.g. "1234 samples".
     fn progress(&self) -> String;
+    /// Ends recording; what was gathered stays readable.
+    fn stop(&mut self);
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

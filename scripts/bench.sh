@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Benchmarks fgbpf side by side with perf, bpftrace and libbpf-tools in one
+# run on this machine, and rewrites BENCHMARKS.md. Run as root on a quiet
+# machine; takes about 15 minutes. Usage: scripts/bench.sh [--quick]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ "$(id -u)" -ne 0 ]; then
+    exec sudo --preserve-env=PATH,CARGO_HOME,RUSTUP_HOME "$0" "$@"
+fi
+
+scripts/setup.sh
+# The peers, from the distribution; inferno's CLI from crates.io.
+peers=(linux-perf bpftrace libbpf-tools time)
+missing=()
+for p in "${peers[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+tools="target/bench-tools"
+if [ ! -x "$tools/bin/inferno-flamegraph" ]; then
+    cargo install --locked --root "$tools" inferno >/dev/null
+fi
+# perf and bpftrace read tracepoint formats from tracefs.
+if ! mountpoint -q /sys/kernel/tracing; then
+    mount -t tracefs nodev /sys/kernel/tracing
+fi
+
+exec python3 scripts/bench/bench.py --tools "$tools/bin" "$@"

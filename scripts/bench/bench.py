@@ -1,0 +1,426 @@
+#!/usr/bin/env python3
+"""Runs fgbpf and its peers side by side on this machine and writes
+BENCHMARKS.md. Called by scripts/bench.sh, which installs the peers.
+
+Every figure is a ratio or difference measured in this one run, with
+configurations interleaved round by round so that drift on a shared,
+noisy machine spreads over all of them."""
+
+import argparse
+import os
+import platform
+import random
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+FGBPF = ROOT / "target" / "release" / "fgbpf"
+CFLAGS = ["-O1", "-g", "-fno-omit-frame-pointer", "-mno-omit-leaf-frame-pointer", "-pthread"]
+
+
+def log(msg):
+    print(f"bench: {msg}", file=sys.stderr, flush=True)
+
+
+def build(tmp):
+    out = {}
+    for name, src in [
+        ("cpuburn", ROOT / "scripts/bench/cpuburn.c"),
+        ("pingpong", ROOT / "scripts/bench/pingpong.c"),
+        ("split", ROOT / "tests/workloads/split.c"),
+    ]:
+        out[name] = str(tmp / name)
+        subprocess.run(["clang", *CFLAGS, "-o", out[name], str(src)], check=True)
+    return out
+
+
+def timed(cmd, **kw):
+    start = time.monotonic()
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=True, text=True, **kw)
+    return time.monotonic() - start, proc.stdout
+
+
+class Background:
+    """A profiler running in the background, stopped with SIGINT."""
+
+    def __init__(self, cmd, settle=1.5):
+        self.cmd = cmd
+        self.proc = None
+        self.settle = settle
+
+    def __enter__(self):
+        if self.cmd:
+            self.proc = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(self.settle)
+        return self
+
+    def __exit__(self, *exc):
+        if self.proc:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def stats(values):
+    med = statistics.median(values)
+    return med, min(values), max(values)
+
+
+def fmt_spread(values, unit="s", digits=3):
+    med, lo, hi = stats(values)
+    return f"{med:.{digits}f} {unit} ({lo:.{digits}f}–{hi:.{digits}f})"
+
+
+def machine():
+    model = "unknown CPU"
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            model = line.split(":", 1)[1].strip()
+            break
+    mem = int(Path("/proc/meminfo").read_text().split()[1]) // 1024 // 1024
+    tool_versions = []
+    for cmd in (["perf", "--version"], ["bpftrace", "--version"]):
+        try:
+            tool_versions.append(subprocess.run(cmd, capture_output=True, text=True).stdout.strip())
+        except OSError:
+            pass
+    return (
+        f"{os.cpu_count()} × {model}, {mem} GiB, Linux {platform.release()}; "
+        + "; ".join(tool_versions)
+        + "; libbpf-tools offcputime from the distribution"
+    )
+
+
+# --- 1. on-CPU overhead ----------------------------------------------------
+
+def oncpu_overhead(w, rounds, tmp):
+    burn = [w["cpuburn"], "1200"]
+    configs = [("alone", None)]
+    for hz in (99, 999, 4999):
+        configs += [
+            (f"fgbpf oncpu -F {hz}", [str(FGBPF), "oncpu", "-F", str(hz), "-o", str(tmp / f"on{hz}")]),
+            (f"perf record -g -F {hz}", ["perf", "record", "-a", "-g", "-F", str(hz), "-o", str(tmp / f"perf{hz}.data")]),
+            (f"bpftrace profile:hz:{hz} (stacks)", ["bpftrace", "-e", f"profile:hz:{hz} {{ @[kstack, ustack] = count(); }}"]),
+            (f"bpftrace profile:hz:{hz} (empty counter)", ["bpftrace", "-e", f"profile:hz:{hz} {{ @c = count(); }}"]),
+        ]
+    times = {name: [] for name, _ in configs}
+    for r in range(rounds):
+        for name, cmd in configs:
+            if cmd and cmd[0] == str(FGBPF):
+                subprocess.run(["rm", "-rf", cmd[-1]])
+            with Background(cmd):
+                t, _ = timed(burn)
+            times[name].append(t)
+            log(f"on-CPU round {r + 1}/{rounds}: {name}: {t:.3f} s")
+    return times
+
+
+# --- 2. off-CPU overhead ---------------------------------------------------
+
+def offcpu_overhead(w, rounds, tmp):
+    pp = [w["pingpong"], "200000"]
+    configs = [
+        ("alone", None),
+        ("fgbpf offcpu", [str(FGBPF), "offcpu", "-o", str(tmp / "off-default")]),
+        ("fgbpf offcpu --min-block 1000", [str(FGBPF), "offcpu", "--min-block", "1000", "-o", str(tmp / "off-min")]),
+        ("fgbpf offcpu --sample 100", [str(FGBPF), "offcpu", "--sample", "100", "-o", str(tmp / "off-sample")]),
+        ("offcputime (libbpf-tools)", ["offcputime"]),
+        ("offcputime -m 1000", ["offcputime", "-m", "1000"]),
+        ("perf record -e sched:sched_switch -g", ["perf", "record", "-a", "-g", "-e", "sched:sched_switch", "-o", str(tmp / "sw.data")]),
+        ("empty counter on sched_switch (bpftrace)", ["bpftrace", "-e", "tracepoint:sched:sched_switch { @c = count(); }"]),
+    ]
+    times = {name: [] for name, _ in configs}
+    switches = []
+    for r in range(rounds):
+        for name, cmd in configs:
+            if cmd and cmd[0] == str(FGBPF):
+                subprocess.run(["rm", "-rf", cmd[-1]])
+            with Background(cmd):
+                t, out = timed(pp)
+            times[name].append(t)
+            switches.append(int(out.strip() or 0))
+            log(f"off-CPU round {r + 1}/{rounds}: {name}: {t:.3f} s")
+    return times, statistics.median(switches)
+
+
+# --- 3. time to answer -----------------------------------------------------
+
+def time_to_answer(w, rounds, tmp, tools):
+    busy = subprocess.Popen([w["cpuburn"], "100000"], stdout=subprocess.DEVNULL)
+    pid = str(busy.pid)
+    fg, pf = [], []
+    try:
+        time.sleep(0.5)
+        for r in range(rounds):
+            d = tmp / f"tta{r}"
+            subprocess.run(["rm", "-rf", str(d)])
+            t, _ = timed([str(FGBPF), "oncpu", "-p", pid, "-d", "5", "-o", str(d)])
+            fg.append(t - 5)
+            data = tmp / f"tta{r}.data"
+            start = time.monotonic()
+            subprocess.run(["perf", "record", "-g", "-F", "99", "-p", pid, "-o", str(data), "--", "sleep", "5"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+            script = subprocess.Popen(["perf", "script", "-i", str(data)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+            collapse = subprocess.Popen([f"{tools}/inferno-collapse-perf"], stdin=script.stdout, stdout=subprocess.PIPE)
+            with open(tmp / f"tta{r}.svg", "wb") as svg:
+                subprocess.run([f"{tools}/inferno-flamegraph"], stdin=collapse.stdout, stdout=svg, check=True)
+            script.wait()
+            collapse.wait()
+            pf.append(time.monotonic() - start - 5)
+            log(f"time to answer round {r + 1}/{rounds}: fgbpf {fg[-1]:.3f} s, perf pipeline {pf[-1]:.3f} s")
+    finally:
+        busy.kill()
+        busy.wait()
+    return fg, pf
+
+
+# --- 4. start-up -----------------------------------------------------------
+
+def first_line_after(cmd, pattern, stream="stderr"):
+    """Seconds from launch until a line matching `pattern` appears."""
+    start = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    src = proc.stderr if stream == "stderr" else proc.stdout
+    elapsed = None
+    line_text = ""
+    for line in src:
+        if re.search(pattern, line):
+            elapsed = time.monotonic() - start
+            line_text = line
+            break
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=60)
+    return elapsed, line_text
+
+
+def startup(rounds, tmp):
+    fg, fg_attach, bt = [], [], []
+    for r in range(rounds):
+        d = tmp / f"start{r}"
+        subprocess.run(["rm", "-rf", str(d)])
+        t, line = first_line_after([str(FGBPF), "oncpu", "-o", str(d)], r"recording")
+        fg.append(t)
+        m = re.search(r"attached in (\d+) ms", line)
+        if m:
+            fg_attach.append(int(m.group(1)) / 1000)
+        t, _ = first_line_after(["bpftrace", "-e", 'profile:hz:99 { @c = count(); } BEGIN { printf("ready\\n"); }'],
+                                r"ready", stream="stdout")
+        bt.append(t)
+        log(f"start-up round {r + 1}/{rounds}: fgbpf {fg[-1]:.3f} s, bpftrace {bt[-1]:.3f} s")
+    return fg, fg_attach, bt
+
+
+# --- 5. post-processing at scale -------------------------------------------
+
+def synthetic(path, stacks, depth=30, seed=1):
+    rng = random.Random(seed)
+    names = [f"module{m}::function_{n}" for m in range(50) for n in range(40)]
+    with open(path, "w") as f:
+        for i in range(stacks):
+            # A shared trunk, then a branch that makes every stack unique.
+            trunk = [names[(i // (stacks // 10 + 1) + d) % len(names)] for d in range(depth // 2)]
+            branch = [names[rng.randrange(len(names))] for _ in range(depth - depth // 2 - 1)]
+            f.write(";".join(trunk + branch + [f"leaf_{i}"]) + f" {rng.randrange(1, 1000)}\n")
+
+
+def gnu_time(cmd, stdout=subprocess.DEVNULL):
+    proc = subprocess.run(["/usr/bin/time", "-f", "%e %M", *cmd], stdout=stdout, stderr=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        return None
+    secs, kb = proc.stderr.strip().splitlines()[-1].split()
+    return float(secs), int(kb) / 1024
+
+
+def post_processing(sizes, rounds, tmp, tools):
+    rows = []
+    for n in sizes:
+        folded = tmp / f"synthetic-{n}.folded"
+        synthetic(folded, n)
+        runs = {"fgbpf flamegraph": [], "fgbpf report": [], "inferno-flamegraph": []}
+        for r in range(rounds):
+            out = tmp / f"fg-{n}.svg"
+            subprocess.run(["rm", "-f", str(out)])
+            runs["fgbpf flamegraph"].append(gnu_time([str(FGBPF), "flamegraph", str(folded), "-o", str(out)]))
+            runs["fgbpf report"].append(gnu_time([str(FGBPF), "report", str(folded)]))
+            with open(tmp / f"inferno-{n}.svg", "w") as svg:
+                runs["inferno-flamegraph"].append(gnu_time([f"{tools}/inferno-flamegraph", str(folded)], stdout=svg))
+            log(f"post-processing {n} stacks round {r + 1}/{rounds}: " +
+                ", ".join(f"{k} {v[-1]}" for k, v in runs.items()))
+        rows.append((n, runs))
+    return rows
+
+
+# --- 6. fidelity -----------------------------------------------------------
+
+SPLIT = {"work_fifty": 50.0, "work_thirty": 30.0, "work_twenty": 20.0}
+
+
+def shares_from_folded(lines):
+    total, under = 0, {k: 0 for k in SPLIT}
+    for line in lines:
+        stack, _, count = line.rstrip("\n").rpartition(" ")
+        try:
+            c = float(count)
+        except ValueError:
+            continue
+        total += c
+        frames = stack.split(";")
+        for k in SPLIT:
+            if k in frames:
+                under[k] += c
+    return {k: 100.0 * v / max(total, 1) for k, v in under.items()}
+
+
+def fidelity(w, rounds, tmp, tools):
+    fg_err, perf_err = [], []
+    for r in range(rounds):
+        proc = subprocess.Popen([w["split"], "8"])
+        try:
+            time.sleep(0.3)
+            d = tmp / f"fid{r}"
+            subprocess.run(["rm", "-rf", str(d)])
+            subprocess.run([str(FGBPF), "oncpu", "-F", "999", "-d", "3", "-p", str(proc.pid), "-o", str(d)],
+                           stderr=subprocess.DEVNULL, check=True)
+            s = shares_from_folded((d / "oncpu.folded").read_text().splitlines())
+            fg_err.append(max(abs(s[k] - v) for k, v in SPLIT.items()))
+            data = tmp / f"fid{r}.data"
+            subprocess.run(["perf", "record", "-g", "-F", "999", "-p", str(proc.pid), "-o", str(data), "--", "sleep", "3"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+            script = subprocess.run(["perf", "script", "-i", str(data)], capture_output=True, text=True)
+            collapsed = subprocess.run([f"{tools}/inferno-collapse-perf"], input=script.stdout, capture_output=True, text=True)
+            s = shares_from_folded(collapsed.stdout.splitlines())
+            perf_err.append(max(abs(s[k] - v) for k, v in SPLIT.items()))
+        finally:
+            proc.kill()
+            proc.wait()
+        log(f"fidelity round {r + 1}/{rounds}: fgbpf {fg_err[-1]:.2f}, perf {perf_err[-1]:.2f} points")
+    return fg_err, perf_err
+
+
+# --- 7. own footprint --------------------------------------------------------
+
+def footprint(tmp, seconds):
+    d = tmp / "footprint"
+    subprocess.run(["rm", "-rf", str(d)])
+    proc = subprocess.run([str(FGBPF), "oncpu", "-d", str(seconds), "-o", str(d)], capture_output=True, text=True, check=True)
+    m = re.search(r"own use: ([\d.]+) s CPU, (\d+) MB peak memory", proc.stderr)
+    fg = (float(m.group(1)), float(m.group(2))) if m else (float("nan"), float("nan"))
+    perf = gnu_time(["perf", "record", "-a", "-g", "-F", "99", "-o", str(tmp / "fp.data"), "--", "sleep", str(seconds)])
+    # perf's CPU time also needs its post-processing to be comparable.
+    return fg, perf
+
+
+# --- report ----------------------------------------------------------------
+
+def slowdown(times, name):
+    return (statistics.median(times[name]) / statistics.median(times["alone"]) - 1) * 100
+
+
+def write_report(path, args, results):
+    on, (off, switches), (tta_fg, tta_perf), (st_fg, st_attach, st_bt), post, (fid_fg, fid_perf), (fp_fg, fp_perf) = results
+    L = []
+    L.append("# Benchmarks\n")
+    L.append(f"Generated by `scripts/bench.sh` on {time.strftime('%Y-%m-%d')}. Machine: {machine()}. "
+             f"{args.rounds} rounds per row, configurations interleaved; figures are medians with the "
+             "range (min–max) in brackets. Ratios are only comparable within this one run.\n")
+
+    L.append("## 1. On-CPU overhead\n")
+    L.append("Fixed work on every CPU (`scripts/bench/cpuburn.c`); each profiler samples the whole system.\n")
+    L.append("| profiler | run time | slowdown |\n|---|---|---|")
+    for name, ts in on.items():
+        L.append(f"| {name} | {fmt_spread(ts)} | {'' if name == 'alone' else f'{slowdown(on, name):+.2f}%'} |")
+    L.append("")
+
+    L.append("## 2. Off-CPU overhead\n")
+    L.append(f"Two threads ping-ponging a byte through pipes, pinned to CPU 0 (`scripts/bench/pingpong.c`), "
+             f"{switches:.0f} context switches per run; every tracer covers the whole system. "
+             "Added cost per context switch = (run time − run time alone) / switches.\n")
+    L.append("| tracer | run time | added per switch |\n|---|---|---|")
+    alone = statistics.median(off["alone"])
+    for name, ts in off.items():
+        added = (statistics.median(ts) - alone) / max(switches, 1) * 1e9
+        L.append(f"| {name} | {fmt_spread(ts)} | {'' if name == 'alone' else f'{added:.0f} ns'} |")
+    L.append("")
+
+    L.append("## 3. Time to answer\n")
+    L.append("Seconds from the end of a 5-second capture of a busy process to a finished SVG.\n")
+    L.append("| pipeline | after the window |\n|---|---|")
+    L.append(f"| `fgbpf oncpu -p PID -d 5` | {fmt_spread(tta_fg)} |")
+    L.append(f"| `perf record -g` + `perf script` + `inferno-collapse-perf` + `inferno-flamegraph` | {fmt_spread(tta_perf)} |")
+    L.append(f"\nfgbpf is {statistics.median(tta_perf) / max(statistics.median(tta_fg), 1e-6):.1f}× faster after the window.\n")
+
+    L.append("## 4. Start-up\n")
+    L.append("From launch to sampling (fgbpf: its start message, printed once every perf event is attached; "
+             "bpftrace: its BEGIN probe, which runs once its probes are attached).\n")
+    L.append("| tool | launch to sampling |\n|---|---|")
+    L.append(f"| fgbpf oncpu (system-wide) | {fmt_spread(st_fg)} |")
+    if st_attach:
+        L.append(f"| of which fgbpf's load and attach | {fmt_spread(st_attach)} |")
+    L.append(f"| bpftrace profile:hz:99 | {fmt_spread(st_bt)} |")
+    L.append("")
+
+    L.append("## 5. Post-processing at scale\n")
+    L.append("Synthetic folded files of depth-30 stacks; wall time and peak memory (GNU time).\n")
+    L.append("| unique stacks | tool | time | peak memory |\n|---|---|---|---|")
+    for n, runs in post:
+        for tool, vals in runs.items():
+            ok = [v for v in vals if v]
+            if not ok:
+                L.append(f"| {n} | {tool} | failed | |")
+                continue
+            L.append(f"| {n} | {tool} | {fmt_spread([v[0] for v in ok])} | {statistics.median([v[1] for v in ok]):.0f} MB |")
+    L.append("")
+
+    L.append("## 6. Fidelity\n")
+    L.append("Largest share error, in points, against the known 50/30/20 split (`tests/workloads/split.c`), 999 Hz for 3 s.\n")
+    L.append("| profiler | worst share error |\n|---|---|")
+    L.append(f"| fgbpf oncpu | {fmt_spread(fid_fg, 'points', 2)} |")
+    L.append(f"| perf record -g + inferno-collapse-perf | {fmt_spread(fid_perf, 'points', 2)} |")
+    L.append("")
+
+    L.append("## 7. Own footprint\n")
+    L.append(f"A {args.footprint}-second system-wide capture at 99 Hz.\n")
+    L.append("| tool | CPU time | peak memory |\n|---|---|---|")
+    L.append(f"| fgbpf oncpu (capture, symbolization and all outputs) | {fp_fg[0]:.2f} s | {fp_fg[1]:.0f} MB |")
+    if fp_perf:
+        L.append(f"| perf record -a -g (capture only; wall {fp_perf[0]:.1f} s) | see note | {fp_perf[1]:.0f} MB |")
+    L.append("")
+    path.write_text("\n".join(L) + "\n")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tools", required=True)
+    ap.add_argument("--quick", action="store_true", help="fewer rounds and smaller inputs, for a smoke test")
+    args = ap.parse_args()
+    args.rounds = 2 if args.quick else 5
+    args.footprint = 10 if args.quick else 30
+    sizes = [10_000, 100_000] if args.quick else [10_000, 100_000, 1_000_000]
+    with tempfile.TemporaryDirectory(prefix="fgbpf-bench-") as t:
+        tmp = Path(t)
+        w = build(tmp)
+        results = (
+            oncpu_overhead(w, args.rounds, tmp),
+            offcpu_overhead(w, args.rounds, tmp),
+            time_to_answer(w, max(2, args.rounds - 2), tmp, args.tools),
+            startup(args.rounds, tmp),
+            post_processing(sizes, max(1, args.rounds - 2), tmp, args.tools),
+            fidelity(w, args.rounds, tmp, args.tools),
+            footprint(tmp, args.footprint),
+        )
+        out = ROOT / ("BENCHMARKS.quick.md" if args.quick else "BENCHMARKS.md")
+        write_report(out, args, results)
+        log(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

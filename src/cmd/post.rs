@@ -1,0 +1,108 @@
+//! Steps shared by the commands that work on profiles after capture
+//! (`report`, `flamegraph`, `diff`, `convert`): reading folded files and
+//! writing outputs, so that bad input fails with one line, exit code 2 and
+//! nothing written.
+
+use std::io::{self, Write};
+use std::path::Path;
+
+use super::CliError;
+use crate::input::folded::{self, Loaded};
+use crate::output::{files, palette::Heat};
+use crate::profile::Kind;
+
+/// Reads and checks a folded file; a file that cannot be read or parsed is
+/// bad input.
+pub fn load(path: &Path) -> Result<Loaded, CliError> {
+    if path.is_dir() {
+        return Err(CliError::usage(format!(
+            "{} is a directory; pass a .folded file",
+            path.display()
+        )));
+    }
+    folded::read_file(path).map_err(CliError::usage)
+}
+
+/// Says that counts were rounded; called once the command cannot fail on
+/// bad input any more, so that an error stays the only line.
+pub fn note_rounding(path: &Path, loaded: &Loaded) {
+    if loaded.rounded > 0 {
+        let lines = if loaded.rounded == 1 { "line" } else { "lines" };
+        eprintln!(
+            "fgbpf: {}: rounded the fractional counts of {} {lines} to whole numbers",
+            path.display(),
+            loaded.rounded
+        );
+    }
+}
+
+/// Refuses, before any work, an output file that could not be written.
+pub fn check_output_file(path: &Path) -> Result<(), CliError> {
+    if path.is_dir() {
+        return Err(CliError::usage(format!(
+            "output path {} is a directory; pass a file name",
+            path.display()
+        )));
+    }
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !parent.is_dir() {
+        return Err(CliError::usage(format!(
+            "cannot write {}: directory {} does not exist",
+            path.display(),
+            parent.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Writes a whole file or nothing.
+pub fn write_file(
+    path: &Path,
+    write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+) -> Result<(), CliError> {
+    files::write_atomic(path, write)
+        .map_err(|e| CliError::failed(format!("writing {}: {e}", path.display())))?;
+    eprintln!("fgbpf: wrote {}", path.display());
+    Ok(())
+}
+
+/// Prints to stdout; a reader that went away (`| head`) is not an error.
+pub fn print(text: &str) -> Result<(), CliError> {
+    let mut out = io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => {
+            Err(CliError::failed(format!("writing to stdout: {e}")))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The words reports and titles use for a kind of profile.
+pub fn kind_name(kind: Kind) -> &'static str {
+    match kind {
+        Kind::OnCpu => "on-CPU",
+        Kind::OffCpu => "off-CPU",
+        Kind::Wall => "wall-clock",
+        Kind::Other => "folded",
+    }
+}
+
+/// Off-CPU files are drawn in the cool palette, like at capture time.
+pub fn heat(kind: Kind) -> Heat {
+    match kind {
+        Kind::OffCpu => Heat::OffCpu,
+        _ => Heat::OnCpu,
+    }
+}
+
+/// The name of an input in titles: the file name, not the path, so the
+/// same file renders the same from any directory.
+pub fn file_name(path: &Path) -> String {
+    path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into(),
+    )
+}

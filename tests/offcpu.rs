@@ -1,0 +1,162 @@
+//! `fgbpf offcpu` against real BPF and workloads with known answers.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use common::*;
+
+/// Off-CPU figures depend on how long threads wait for a CPU: on two CPUs,
+/// captures running side by side would disturb each other's answers.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Off-CPU capture of `pid` for `secs`, returning the folded stacks.
+fn offcpu(test: &str, target: &[&str], secs: &str, extra: &[&str]) -> Vec<(Vec<String>, u64)> {
+    let dir = out_dir(test);
+    let out = run(fgbpf().args(["offcpu", "-d", secs]).args(target).args(extra).arg("-o").arg(&dir));
+    assert_ok(&out);
+    for f in ["offcpu.svg", "report.txt"] {
+        assert!(dir.join(f).exists(), "{f} missing");
+    }
+    read_folded(&dir.join("offcpu.folded"))
+}
+
+fn under(stacks: &[(Vec<String>, u64)], frame: &str, leaf: &str) -> u64 {
+    stacks
+        .iter()
+        .filter(|(f, _)| f.iter().any(|x| x == frame) && f.last().map(String::as_str) == Some(leaf))
+        .map(|(_, w)| w)
+        .sum()
+}
+
+#[test]
+fn sleeper_spends_96_percent_sleeping_in_its_sleep_function() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let mut child = Command::new(workload("sleeper")).arg("6").spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let stacks = offcpu("sleeper", &["-p", &child.id().to_string()], "4", &[]);
+    child.kill().ok();
+    child.wait().ok();
+    // Every off-CPU stack ends in exactly one state pseudo-frame.
+    for (f, _) in &stacks {
+        let states = f.iter().filter(|x| ["[sleeping]", "[uninterruptible]", "[runqueue]"].contains(&x.as_str())).count();
+        assert_eq!(states, 1, "{f:?}");
+        assert!(f.last().unwrap().starts_with('['), "{f:?}");
+    }
+    let window_us = 4_000_000.0;
+    let sleeping = under(&stacks, "sleep_phase", "[sleeping]") as f64 * 100.0 / window_us;
+    // 50 ms asleep per 52 ms: 96%. The first block may have begun before
+    // the capture (no user stack then): at most one 50 ms sleep, 1.3%.
+    assert!((sleeping - 96.2).abs() <= 3.0, "{sleeping:.1}% of the window under sleep_phase, sleeping");
+    let all = total(&stacks) as f64 * 100.0 / window_us;
+    assert!(all <= 100.5, "off-CPU time {all:.1}% exceeds the window");
+}
+
+#[test]
+fn pipe_reader_waits_in_its_read_call() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let mut child = Command::new(workload("piper")).arg("6").stdout(Stdio::piped()).spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let reader_tid = line.trim().to_string();
+    std::thread::sleep(Duration::from_millis(200));
+    let stacks = offcpu("piper", &["-t", &reader_tid], "3", &[]);
+    child.kill().ok();
+    child.wait().ok();
+    // -t keeps only the thread asked for.
+    let threads = by_thread(&stacks);
+    assert_eq!(threads.len(), 1, "{threads:?}");
+    assert!(threads.keys().next().unwrap().ends_with(&format!("-{reader_tid}")), "{threads:?}");
+    let in_read = under(&stacks, "read_side", "[sleeping]") as f64;
+    assert!(in_read >= 0.9 * total(&stacks) as f64, "{in_read} of {} us in read_side", total(&stacks));
+    // The reader waits almost the whole time.
+    assert!(total(&stacks) as f64 >= 0.9 * 3e6, "{} us off-CPU in 3 s", total(&stacks));
+}
+
+#[test]
+fn min_and_max_block_exclude_what_they_should() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let mut child = Command::new(workload("sleeper")).arg("10").spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let pid = child.id().to_string();
+    let target = ["-p", pid.as_str()];
+    // The 50 ms sleeps pass a 20 ms minimum, fail an 80 ms one, and fail a
+    // 20 ms maximum.
+    let kept = offcpu("min20", &target, "1.5", &["--min-block", "20000"]);
+    let dropped_min = offcpu("min80", &target, "1.5", &["--min-block", "80000"]);
+    let dropped_max = offcpu("max20", &target, "1.5", &["--max-block", "20000"]);
+    child.kill().ok();
+    child.wait().ok();
+    assert!(under(&kept, "sleep_phase", "[sleeping]") > 1_000_000, "{kept:?}");
+    assert_eq!(under(&dropped_min, "sleep_phase", "[sleeping]"), 0, "{dropped_min:?}");
+    // A sleep still open at the end is not yet known to exceed the
+    // maximum: its time so far (under 50 ms) is kept.
+    let open = under(&dropped_max, "sleep_phase", "[sleeping]");
+    assert!(open < 50_000, "{open} us under sleep_phase with --max-block 20000: {dropped_max:?}");
+}
+
+#[test]
+fn runqueue_time_shows_when_threads_outnumber_cpus() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let dir = out_dir("crowd");
+    // Three CPU-bound threads pinned to one CPU: each runs a third of the
+    // time and waits for the CPU the rest.
+    let out = run(fgbpf().args(["offcpu", "-o"]).arg(&dir).arg("--").arg(workload("crowd")).args(["2", "3"]));
+    assert_ok(&out);
+    let stacks = read_folded(&dir.join("offcpu.folded"));
+    let rq = under(&stacks, "crowd_burn", "[runqueue]") as f64;
+    // 3 threads x 2 s x 2/3 waiting = 4 s of run-queue time.
+    assert!(rq > 0.7 * 4e6, "{rq} us in the run queue under crowd_burn");
+}
+
+#[test]
+fn bad_block_filters_are_refused_before_capture() {
+    let dir = out_dir("offcpu-bad");
+    for (args, want) in [
+        (&["--min-block", "100", "--max-block", "10"][..], "is above --max-block"),
+        (&["--state", "zombie"], "unknown state 'zombie'"),
+    ] {
+        let out = fgbpf().arg("offcpu").args(args).arg("-o").arg(&dir).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert!(!dir.exists());
+    }
+}
+
+#[test]
+fn state_filter_keeps_only_the_states_asked_for() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let dir = out_dir("crowd-state");
+    let out = run(fgbpf()
+        .args(["offcpu", "--state", "sleeping", "-o"])
+        .arg(&dir)
+        .arg("--")
+        .arg(workload("crowd"))
+        .args(["1", "3"]));
+    assert_ok(&out);
+    let stacks = read_folded(&dir.join("offcpu.folded"));
+    assert!(stacks.iter().all(|(f, _)| f.last().unwrap() == "[sleeping]"), "{stacks:?}");
+}

@@ -1,0 +1,233 @@
+//! Safe on live servers: every exit path releases the BPF objects, signals
+//! still write what was gathered, hostile names stay inert, outputs belong
+//! to the sudo user, and bad input fails before anything is loaded.
+
+mod common;
+
+use std::os::unix::fs::MetadataExt;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use common::*;
+use libbpf_rs::query::ProgInfoIter;
+
+/// These tests count the kernel's BPF programs: no other capture of this
+/// file may run meanwhile.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Names of fgbpf's BPF programs (the kernel keeps 15 characters).
+const OUR_PROGRAMS: &[&str] = &["do_sample", "switch_btf", "switch_raw", "fork_btf", "fork_raw", "exec_btf", "exec_raw"];
+
+fn our_programs() -> Vec<String> {
+    ProgInfoIter::default()
+        .map(|p| p.name.to_string_lossy().into_owned())
+        .filter(|n| OUR_PROGRAMS.contains(&n.as_str()))
+        .collect()
+}
+
+/// Waits up to a second for the kernel to free programs whose last
+/// reference closed (freeing is deferred).
+fn assert_no_programs_left(path: &str) {
+    let deadline = Instant::now() + Duration::from_secs(1);
+    loop {
+        let left = our_programs();
+        if left.is_empty() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "after {path}, the kernel still lists fgbpf programs: {left:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn spawn_capture(args: &[&str], dir: &std::path::Path) -> Child {
+    fgbpf().args(args).arg("-o").arg(dir).stderr(Stdio::piped()).spawn().unwrap()
+}
+
+fn signal(child: &Child, sig: i32) {
+    // SAFETY: signalling our own child process.
+    unsafe { libc::kill(child.id() as i32, sig) };
+}
+
+/// Waits until the capture has attached (its start message is printed by
+/// then; a fixed pause is enough and keeps the test simple).
+fn settle() {
+    std::thread::sleep(Duration::from_millis(1500));
+}
+
+fn stderr_of(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn every_exit_path_releases_the_bpf_programs() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    assert!(our_programs().is_empty(), "another fgbpf is running: {:?}", our_programs());
+
+    // Normal end (duration), for each capture command.
+    for cmd in ["oncpu", "offcpu", "wall"] {
+        let dir = out_dir(&format!("release-{cmd}"));
+        let out = run(fgbpf().args([cmd, "-d", "0.5", "-o"]).arg(&dir));
+        assert_ok(&out);
+        assert_no_programs_left(&format!("a normal end of {cmd}"));
+    }
+
+    // While running, the programs are there: the check can see them.
+    let dir = out_dir("release-running");
+    let child = spawn_capture(&["wall"], &dir);
+    settle();
+    let running = our_programs();
+    assert!(running.iter().any(|p| p == "do_sample") && running.iter().any(|p| p.starts_with("switch_")), "{running:?}");
+
+    // Ctrl-C: outputs written, programs released.
+    signal(&child, libc::SIGINT);
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    assert!(dir.join("wall.svg").exists() && dir.join("oncpu.folded").exists());
+    assert_no_programs_left("Ctrl-C");
+
+    // SIGTERM: the same.
+    let dir = out_dir("release-term");
+    let child = spawn_capture(&["oncpu"], &dir);
+    settle();
+    signal(&child, libc::SIGTERM);
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    assert!(dir.join("oncpu.svg").exists());
+    assert_no_programs_left("SIGTERM");
+
+    // SIGKILL: no destructor runs; the kernel still frees everything
+    // because nothing is pinned.
+    let dir = out_dir("release-kill");
+    let mut child = spawn_capture(&["wall"], &dir);
+    settle();
+    assert!(!our_programs().is_empty());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_no_programs_left("SIGKILL");
+
+    // An error after the programs were loaded: the command passes the
+    // pre-checks (it is an executable file) but cannot be executed.
+    let bad = out_dir("release-error").with_extension("bin");
+    std::fs::write(&bad, b"\x7fELF garbage").unwrap();
+    std::fs::set_permissions(&bad, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let dir = out_dir("release-error");
+    let out = run(fgbpf().args(["wall", "-o"]).arg(&dir).arg("--").arg(&bad));
+    assert!(!out.status.success());
+    assert!(stderr_of(&out).contains("cannot start the command"), "{}", stderr_of(&out));
+    assert_no_programs_left("a failed command start");
+}
+
+#[test]
+fn second_ctrl_c_exits_at_once_without_outputs() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let dir = out_dir("double-ctrl-c");
+    let child = spawn_capture(&["oncpu"], &dir);
+    settle();
+    signal(&child, libc::SIGINT);
+    // Two signals sent back to back merge into one; the second must come
+    // while fgbpf is finishing (naming kernel symbols alone takes longer).
+    std::thread::sleep(Duration::from_millis(20));
+    signal(&child, libc::SIGINT);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", stderr_of(&out));
+    assert!(!dir.join("oncpu.svg").exists());
+    assert_no_programs_left("a second Ctrl-C");
+}
+
+#[test]
+fn outputs_belong_to_the_sudo_user() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let dir = out_dir("sudo-owner");
+    let out = run(fgbpf().args(["oncpu", "-d", "0.5", "-o"]).arg(&dir).env("SUDO_UID", "65534").env("SUDO_GID", "65534"));
+    assert_ok(&out);
+    for p in [dir.clone(), dir.join("oncpu.svg"), dir.join("oncpu.folded"), dir.join("report.txt")] {
+        let m = std::fs::metadata(&p).unwrap();
+        assert_eq!((m.uid(), m.gid()), (65534, 65534), "{} is owned by {}:{}", p.display(), m.uid(), m.gid());
+    }
+}
+
+#[test]
+fn hostile_symbol_names_are_escaped_in_every_svg() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let dir = out_dir("evil-symbol");
+    let out = run(fgbpf().args(["wall", "-F", "499", "-o"]).arg(&dir).arg("--").arg(workload("evil")));
+    assert_ok(&out);
+    for svg in ["oncpu.svg", "offcpu.svg", "wall.svg"] {
+        let text = std::fs::read_to_string(dir.join(svg)).unwrap();
+        assert!(!text.contains("<svg onload"), "{svg}: markup from a symbol name");
+        assert!(!text.contains("<script>alert"), "{svg}");
+    }
+    let oncpu = std::fs::read_to_string(dir.join("oncpu.svg")).unwrap();
+    assert!(oncpu.contains("evil&lt;svg onload=alert(1)&gt;&amp;"), "the symbol is named and escaped");
+    // The folded line is still parseable: ';' inside the name is replaced.
+    let stacks = read_folded(&dir.join("oncpu.folded"));
+    assert!(stacks.iter().any(|(f, _)| f.iter().any(|x| x.starts_with("evil<svg onload=alert(1)>&\"':x"))), "{stacks:?}");
+}
+
+#[test]
+fn without_privileges_the_error_names_what_is_missing() {
+    // Needs root to drop to an unprivileged user; nothing is loaded.
+    if !require_root() {
+        return;
+    }
+    let dir = out_dir("unprivileged");
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"])
+        .arg(env!("CARGO_BIN_EXE_fgbpf"))
+        .args(["oncpu", "-d", "1", "-o"])
+        .arg(&dir)
+        .output()
+        .expect("setpriv (util-linux) is installed");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    let err = stderr_of(&out);
+    assert!(err.contains("CAP_BPF") && err.contains("CAP_PERFMON") && err.contains("sudo"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "more than one line: {err}");
+    assert!(!dir.exists());
+}
+
+#[test]
+fn unwritable_output_directory_is_refused_before_capture() {
+    if !require_root() {
+        return;
+    }
+    for dir in ["/proc/fgbpf-out", "/sys/fgbpf-out"] {
+        let started = Instant::now();
+        let out = fgbpf().args(["oncpu", "-d", "1", "-o", dir]).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+        assert!(stderr_of(&out).contains("output directory"), "{}", stderr_of(&out));
+        assert!(started.elapsed() < Duration::from_secs(1));
+    }
+}
+
+#[test]
+fn a_short_system_wide_capture_stays_within_the_memory_ceiling() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let dir = out_dir("memory");
+    let out = run(fgbpf().args(["wall", "-d", "2", "-o"]).arg(&dir));
+    assert_ok(&out);
+    let err = stderr_of(&out);
+    let line = err.lines().find(|l| l.contains("peak memory")).expect("own-use line in the summary");
+    let mb: f64 = line.split(" s CPU, ").nth(1).and_then(|r| r.split(' ').next()).and_then(|v| v.parse().ok()).unwrap();
+    // The ceiling stated in the README, with default map sizes.
+    assert!(mb < 512.0, "{mb} MB peak");
+}

@@ -1,0 +1,116 @@
+//! `fgbpf wall` against real BPF: on-CPU and off-CPU time in one unit.
+
+mod common;
+
+use std::collections::HashMap;
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use common::*;
+
+/// Run-queue waits change on-CPU shares: on two CPUs, captures running side
+/// by side would disturb each other's answers.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Weight per thread frame, and per thread under a function with a leaf.
+fn per_thread(stacks: &[(Vec<String>, u64)], func: &str, leaf: Option<&str>) -> HashMap<String, u64> {
+    let mut m = HashMap::new();
+    for (f, w) in stacks {
+        let leaf_ok = match leaf {
+            Some(l) => f.last().map(String::as_str) == Some(l),
+            None => !f.last().unwrap().starts_with('['),
+        };
+        if f.iter().any(|x| x == func) && leaf_ok {
+            *m.entry(f[1].clone()).or_default() += w;
+        }
+    }
+    m
+}
+
+fn thread_named<'a>(m: &'a HashMap<String, u64>, name: &str) -> u64 {
+    m.iter().filter(|(k, _)| k.starts_with(&format!("{name}-"))).map(|(_, w)| *w).sum()
+}
+
+#[test]
+fn compute_and_sleep_shares_add_up_to_the_window() {
+    if !require_root() {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut child = Command::new(workload("mixed")).args(["8", "30", "60", "10"]).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let dir = out_dir("wall-mixed");
+    let out = run(fgbpf()
+        .args(["wall", "-F", "499", "-d", "4", "-p", &child.id().to_string(), "-o"])
+        .arg(&dir));
+    child.kill().ok();
+    child.wait().ok();
+    assert_ok(&out);
+    for f in ["oncpu.svg", "oncpu.folded", "offcpu.svg", "offcpu.folded", "wall.svg", "wall.folded", "report.txt"] {
+        assert!(dir.join(f).exists(), "{f} missing");
+    }
+    let stacks = read_folded(&dir.join("wall.folded"));
+    let window = 4_000_000.0;
+    let totals = by_thread(&stacks);
+    let computing = per_thread(&stacks, "compute_phase", None);
+    let waiting_for_cpu = per_thread(&stacks, "compute_phase", Some("[runqueue]"));
+    let sleep = per_thread(&stacks, "sleep_phase", Some("[sleeping]"));
+    for busy in [30u64, 60, 10] {
+        let name = format!("mix{busy}");
+        let sum = thread_named(&totals, &name) as f64;
+        assert!((sum - window).abs() <= 0.05 * window, "{name}: {sum} us in a {window} us window");
+        let on = thread_named(&computing, &name) as f64 * 100.0 / sum;
+        let rq = thread_named(&waiting_for_cpu, &name) as f64 * 100.0 / sum;
+        let off = thread_named(&sleep, &name) as f64 * 100.0 / sum;
+        // A compute phase that waited for a CPU is wall time in
+        // compute_phase too, shown as [runqueue] (the other threads and
+        // fgbpf share the two CPUs).
+        assert!((on + rq - busy as f64).abs() <= 4.0, "{name}: {on:.1}% + {rq:.1}% in compute_phase, expected {busy}%");
+        assert!((off - (100 - busy) as f64).abs() <= 4.0, "{name}: {off:.1}% sleeping, expected {}%", 100 - busy);
+        if busy == 30 {
+            assert!((on - 30.0).abs() <= 4.0, "{name}: {on:.1}% on CPU in compute_phase, expected 30%");
+        }
+    }
+    // The combined view is one tree: the same main-loop frame holds both
+    // kinds of time.
+    let shared: Vec<_> = stacks.iter().filter(|(f, _)| f.contains(&"compute_phase".to_string())).collect();
+    assert!(!shared.is_empty());
+    let svg = std::fs::read_to_string(dir.join("wall.svg")).unwrap();
+    assert!(svg.contains("warm frames spent most of their time on CPU"), "colour key missing from the subtitle");
+    // Waiting-only frames are cool (blue dominates), computing ones warm.
+    let fill_of = |name: &str| -> (u8, u8, u8) {
+        let at = svg.find(&format!("<title>{name} (")).unwrap_or_else(|| panic!("{name} not in SVG"));
+        let rest = &svg[at..];
+        let rgb = &rest[rest.find("fill=\"rgb(").unwrap() + 10..];
+        let v: Vec<u8> = rgb[..rgb.find(')').unwrap()].split(',').map(|x| x.parse().unwrap()).collect();
+        (v[0], v[1], v[2])
+    };
+    let (r, _, b) = fill_of("sleep_phase");
+    assert!(b > r, "sleep_phase is not cool: rgb({r},_,{b})");
+    let (r, _, b) = fill_of("compute_phase");
+    assert!(r > b, "compute_phase is not warm: rgb({r},_,{b})");
+    let report = std::fs::read_to_string(dir.join("report.txt")).unwrap();
+    assert!(report.contains("Time by thread") && report.contains("on-CPU%"), "{report}");
+}
+
+#[test]
+fn per_process_merges_threads() {
+    if !require_root() {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = out_dir("wall-per-process");
+    let out = run(fgbpf()
+        .args(["wall", "-F", "199", "--per-process", "-o"])
+        .arg(&dir)
+        .arg("--")
+        .arg(workload("mixed"))
+        .args(["1", "50", "20"]));
+    assert_ok(&out);
+    let stacks = read_folded(&dir.join("wall.folded"));
+    assert!(stacks.iter().all(|(f, _)| f[0].starts_with("mixed-") && !f[1].starts_with("mix")), "{stacks:?}");
+    // The per-thread views keep their threads.
+    let on = read_folded(&dir.join("oncpu.folded"));
+    assert!(on.iter().any(|(f, _)| f[1].starts_with("mix50-")));
+}
