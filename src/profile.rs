@@ -158,10 +158,54 @@ pub struct Meta {
     pub losses: Losses,
 }
 
+/// Why the leaf frame of some samples could not be named.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum UnresolvedReason {
+    /// The file holding the code has no symbol for it, and no separate
+    /// debug file was found (a stripped binary).
+    NoSymbols { module: String },
+    /// The file holding the code could not be opened.
+    Unreadable { module: String },
+    /// Code in anonymous memory (JIT-compiled) of a process that writes no
+    /// perf map.
+    JitWithoutPerfMap,
+    /// JIT code that the process's perf map does not list.
+    NotInPerfMap,
+    /// The process exited before its memory map could be read.
+    ProcessGone,
+    /// Outside every mapping read while the process lived: mapped later.
+    Unmapped,
+    /// A kernel address with no kallsyms entry.
+    Kernel,
+}
+
+/// The weight of one process's stacks whose leaf frame is unresolved, by
+/// reason. The leaf is the innermost user frame, or the innermost kernel
+/// frame of a stack without user frames.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unresolved {
+    pub pid: u32,
+    pub process: String,
+    /// Unresolved weight by reason, heaviest first. Shares are taken of
+    /// the process's weight in the profile's stacks.
+    pub reasons: Vec<(UnresolvedReason, u64)>,
+}
+
+impl Unresolved {
+    /// The unresolved weight, all reasons together.
+    pub fn weight(&self) -> u64 {
+        self.reasons.iter().map(|(_, w)| w).sum()
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Profile {
     pub unit: Unit,
     pub meta: Meta,
+    /// Processes with unresolved leaf frames, heaviest first; filled by the
+    /// symbolizer, empty for profiles read from files. Kept out of
+    /// [`Meta`] so that commands rebuilding `meta` do not drop it.
+    pub unresolved: Vec<Unresolved>,
     frames: Vec<Frame>,
     frame_ids: HashMap<Frame, FrameId>,
     threads: Vec<Thread>,
@@ -174,6 +218,7 @@ impl Profile {
         Profile {
             unit,
             meta: Meta::default(),
+            unresolved: Vec::new(),
             frames: Vec::new(),
             frame_ids: HashMap::new(),
             threads: Vec::new(),
@@ -254,6 +299,35 @@ impl Profile {
                 weight: scale(s.weight),
             });
         }
+    }
+
+    /// Adds the unresolved weights of `other`, mapped by `scale`, as
+    /// [`Profile::absorb`] adds its stacks (e.g. on-CPU samples into a
+    /// wall-clock view in microseconds).
+    pub fn absorb_unresolved(&mut self, other: &Profile, scale: impl Fn(u64) -> u64) {
+        for o in &other.unresolved {
+            let i = match self.unresolved.iter().position(|u| u.pid == o.pid) {
+                Some(i) => i,
+                None => {
+                    self.unresolved.push(Unresolved {
+                        pid: o.pid,
+                        process: o.process.clone(),
+                        reasons: Vec::new(),
+                    });
+                    self.unresolved.len() - 1
+                }
+            };
+            let u = &mut self.unresolved[i];
+            for (reason, w) in &o.reasons {
+                match u.reasons.iter_mut().find(|(r, _)| r == reason) {
+                    Some((_, have)) => *have += scale(*w),
+                    None => u.reasons.push((reason.clone(), scale(*w))),
+                }
+            }
+            u.reasons.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        }
+        self.unresolved
+            .sort_by(|a, b| b.weight().cmp(&a.weight()).then_with(|| a.pid.cmp(&b.pid)));
     }
 
     /// Merges stacks with the same thread and frames, heaviest first, so

@@ -1,56 +1,193 @@
-//! Names raw addresses with blazesym and builds the [`Profile`]: kernel
-//! frames from kallsyms, user frames per process from ELF and DWARF
-//! (inlined functions, Rust and C++ demangling), JIT frames from perf maps.
-//! Each distinct address is symbolized once.
+//! Names raw addresses and builds the [`Profile`]: kernel frames from
+//! kallsyms; user frames from the ELF symbols and DWARF (inlined functions,
+//! Rust and C++ demangling) of the files each process had mapped, or of
+//! their separate debug files; JIT frames from the runtimes' perf maps.
+//! What a process's frames need is taken while it lives (its memory map, an
+//! open descriptor on each mapped binary, its root directory), so processes
+//! that exit, binaries deleted by a deploy and files that exist only inside
+//! a container all still resolve after the capture. Each distinct offset
+//! of each distinct binary is symbolized once, however many processes map
+//! it.
 
-use std::collections::{HashMap, HashSet};
-use std::fs;
+use std::collections::HashMap;
+use std::fs::{self, File};
+use std::ops::Range;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
-use blazesym::normalize::{Normalizer, UserMeta};
-use blazesym::symbolize::cache::{self, Cache};
-use blazesym::symbolize::source::{Kernel, Process, Source};
+use blazesym::symbolize::source::{Elf, Kernel, Process, Source};
 use blazesym::symbolize::{Input, Sym, Symbolized, Symbolizer as Blazesym};
 use blazesym::Pid;
 
 use crate::drain::RawStack;
-use crate::profile::{Frame, FrameKind, Profile, Stack, Thread, Unit, UNKNOWN};
+use crate::profile::{
+    Frame, FrameId, FrameKind, Profile, Stack, Thread, ThreadId, Unit, Unresolved,
+    UnresolvedReason, UNKNOWN,
+};
+
+/// The directories distributions install separate debug files under.
+const SYSTEM_DEBUG_DIRS: &[&str] = &["/usr/lib/debug", "/lib/debug"];
 
 #[derive(Clone, Debug, Default)]
 pub struct Options {
-    /// Extra directories searched for separate debug files.
+    /// Extra directories searched for separate debug files, before the
+    /// system ones: `DIR/.build-id/xx/yyyy.debug` by build ID, and by
+    /// `.gnu_debuglink` name.
     pub debug_dirs: Vec<PathBuf>,
+}
+
+type BinaryId = usize;
+type RootId = usize;
+
+/// Identity of an open file: the same binary reached through different
+/// paths, processes or namespaces is parsed once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct FileKey {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: i64,
+    mtime_nsec: i64,
+}
+
+impl FileKey {
+    fn of(file: &File) -> Option<FileKey> {
+        let m = file.metadata().ok()?;
+        Some(FileKey {
+            dev: m.dev(),
+            ino: m.ino(),
+            size: m.size(),
+            mtime: m.mtime(),
+            mtime_nsec: m.mtime_nsec(),
+        })
+    }
+}
+
+/// A file some process mapped executable.
+struct Binary {
+    /// Its file name, for `module+0xOFFSET` frames and reports.
+    name: String,
+    /// Held open from while a process mapped it: reopened through
+    /// /proc/self/fd, it stays readable after the process exits, after
+    /// the file is deleted, and outside the process's mount namespace.
+    file: Option<File>,
+    /// Where to read it when no descriptor could be kept.
+    fallback: Option<PathBuf>,
+    elf: Option<elf::ElfInfo>,
+    /// A separate debug file, found by build ID or debuglink.
+    debug: Option<File>,
+}
+
+impl Binary {
+    fn path(&self) -> Option<PathBuf> {
+        match &self.file {
+            Some(f) => Some(fd_path(f)),
+            None => self.fallback.clone(),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Region {
+    File(BinaryId),
+    /// Memory with no file behind it: where JIT compilers put code.
+    Anon,
+    Vdso,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Vma {
+    start: u64,
+    end: u64,
+    offset: u64,
+    region: Region,
+}
+
+/// What was read about a process while it lived.
+struct Proc {
+    /// Sorted by start and disjoint.
+    vmas: Vec<Vma>,
+    /// Its PID as it sees itself, which names its perf map.
+    ns_pid: u32,
+    /// Its root directory when it is not ours (a container, a chroot).
+    root: Option<RootId>,
 }
 
 /// A symbolizer that lives through a capture: processes are remembered
 /// while they run, so they can be named after they exit.
 pub struct Symbolizer {
     blazesym: Blazesym,
+    /// Host directories searched for debug files, in order.
+    debug_dirs: Vec<PathBuf>,
     /// Process names announced during the capture.
     names: HashMap<u32, String>,
-    remembered: HashSet<u32>,
+    procs: HashMap<u32, Proc>,
+    binaries: Vec<Binary>,
+    /// (device, inode) as /proc/PID/maps shows them: a file already held
+    /// is recognised without a system call.
+    by_maps_key: HashMap<(u64, u64), BinaryId>,
+    by_file_key: HashMap<FileKey, BinaryId>,
+    /// Open root directories of other mount namespaces or chroots, kept so
+    /// that perf maps inside them can be read after the process exits.
+    roots: Vec<File>,
+    root_ids: HashMap<(String, u64, u64), RootId>,
+    own_root: Option<(String, u64, u64)>,
+    /// This process's vDSO: every process of a kernel maps the same one.
+    own_vdso: Option<Range<u64>>,
 }
+
+/// What a user address was found to be.
+#[derive(Clone, Copy, Debug)]
+enum Target {
+    Binary(BinaryId, u64),
+    Jit,
+    Vdso(u64),
+    Unmapped,
+    Gone,
+}
+
+/// A named address: its frames (root first) and, when it could not be
+/// named, why.
+#[derive(Clone, Debug, Default)]
+struct Named {
+    frames: Vec<FrameId>,
+    unresolved: Option<UnresolvedReason>,
+}
+
+/// Frames of one address before interning.
+type Resolution = (Vec<Frame>, Option<UnresolvedReason>);
 
 impl Symbolizer {
     pub fn new(opts: &Options) -> Self {
-        let mut builder = Blazesym::builder()
+        let mut debug_dirs = opts.debug_dirs.clone();
+        debug_dirs.extend(SYSTEM_DEBUG_DIRS.iter().map(PathBuf::from));
+        let blazesym = Blazesym::builder()
             .enable_code_info(true)
             .enable_inlined_fns(true)
-            .enable_demangling(true);
-        if !opts.debug_dirs.is_empty() {
-            let mut dirs = vec![PathBuf::from("/usr/lib/debug")];
-            dirs.extend(opts.debug_dirs.iter().cloned());
-            builder = builder.set_debug_dirs(Some(dirs));
-        }
+            .enable_demangling(true)
+            .set_debug_dirs(Some(&debug_dirs))
+            .build();
+        raise_fd_limit();
         Symbolizer {
-            blazesym: builder.build(),
+            blazesym,
+            debug_dirs,
             names: HashMap::new(),
-            remembered: HashSet::new(),
+            procs: HashMap::new(),
+            binaries: Vec::new(),
+            by_maps_key: HashMap::new(),
+            by_file_key: HashMap::new(),
+            roots: Vec::new(),
+            root_ids: HashMap::new(),
+            own_root: root_key("self"),
+            own_vdso: own_vdso(),
         }
     }
 
-    /// Reads what naming `pid`'s frames will need (its mappings and perf
-    /// map) while it lives. Call again after it execs.
+    /// Reads what naming `pid`'s frames will need (its mappings, an open
+    /// descriptor on each binary, its root) while it lives. Call again
+    /// after it execs; earlier mappings are kept where the new ones do not
+    /// cover them.
     pub fn remember(&mut self, pid: u32, name: &str) {
         if pid == 0 {
             return;
@@ -58,47 +195,76 @@ impl Symbolizer {
         if !name.is_empty() {
             self.names.insert(pid, name.to_string());
         }
-        // A process that is already gone has nothing left to read.
-        if self
-            .blazesym
-            .cache(&Cache::Process(cache::Process::new(Pid::from(pid))))
-            .is_ok()
-        {
-            self.remembered.insert(pid);
-        }
+        self.read_process(pid);
     }
 
-    /// Names every frame of `raw` and returns the profile.
+    /// Names every frame of `raw` and returns the profile, with the
+    /// samples whose leaf frame stayed unnamed in [`Profile::unresolved`].
     pub fn profile(&mut self, raw: &[RawStack], unit: Unit) -> Profile {
-        let kernel = self.kernel_frames(raw);
-        let user = self.user_frames(raw);
         let mut profile = Profile::new(unit);
+        // Libraries and JIT code mapped since a process was first seen.
+        let mut pids: Vec<u32> = raw
+            .iter()
+            .filter(|r| !r.user.is_empty() && r.pid != 0)
+            .map(|r| r.pid)
+            .collect();
+        pids.sort_unstable();
+        pids.dedup();
+        for &pid in &pids {
+            self.read_process(pid);
+        }
+        let kernel = self.kernel_frames(raw, &mut profile);
+        let user = self.user_frames(raw, &mut profile);
+
+        let mut thread_ids: HashMap<(u32, u32, &str), ThreadId> = HashMap::new();
+        let mut process_names: HashMap<u32, String> = HashMap::new();
+        // Per process, unresolved weight by reason.
+        let mut accounts: HashMap<u32, HashMap<UnresolvedReason, u64>> = HashMap::new();
         for r in raw {
-            let thread = profile.intern_thread(Thread {
-                pid: r.pid,
-                tid: r.tid,
-                process: self.process_name(r),
-                name: r.comm.clone(),
-            });
-            let mut frames = Vec::new();
+            let thread = match thread_ids.get(&(r.pid, r.tid, r.comm.as_str())) {
+                Some(&t) => t,
+                None => {
+                    let process = process_names
+                        .entry(r.pid)
+                        .or_insert_with(|| self.process_name(r))
+                        .clone();
+                    let t = profile.intern_thread(Thread {
+                        pid: r.pid,
+                        tid: r.tid,
+                        process,
+                        name: r.comm.clone(),
+                    });
+                    thread_ids.insert((r.pid, r.tid, r.comm.as_str()), t);
+                    t
+                }
+            };
+            let mut frames = Vec::with_capacity(r.user.len() + r.kernel.len() + 2);
             if let Some(note) = r.root_note {
                 frames.push(profile.intern_frame(Frame::new(note, FrameKind::Pseudo)));
             }
             for (i, &ip) in r.user.iter().enumerate().rev() {
-                for f in &user[&(r.pid, caller_adjusted(ip, i))] {
-                    frames.push(profile.intern_frame(f.clone()));
-                }
+                frames.extend_from_slice(&user[&(r.pid, caller_adjusted(ip, i))].frames);
             }
             for (i, &ip) in r.kernel.iter().enumerate().rev() {
-                for f in &kernel[&caller_adjusted(ip, i)] {
-                    frames.push(profile.intern_frame(f.clone()));
-                }
+                frames.extend_from_slice(&kernel[&caller_adjusted(ip, i)].frames);
             }
             for name in r.kernel_names.iter().rev() {
                 frames.push(profile.intern_frame(Frame::new(name.as_str(), FrameKind::Kernel)));
             }
             if let Some(note) = r.leaf_note {
                 frames.push(profile.intern_frame(Frame::new(note, FrameKind::Pseudo)));
+            }
+            // The user leaf says which code of the process ran or waited;
+            // kernel leaves nearly always resolve and would hide it.
+            let reason = match (r.user.first(), r.kernel.first()) {
+                (Some(&ip), _) => user[&(r.pid, ip)].unresolved.clone(),
+                (None, Some(&ip)) if r.kernel_names.is_empty() => {
+                    kernel[&ip].unresolved.clone()
+                }
+                _ => None,
+            };
+            if let Some(reason) = reason.filter(|_| r.weight > 0) {
+                *accounts.entry(r.pid).or_default().entry(reason).or_default() += r.weight;
             }
             profile.push(Stack {
                 thread: Some(thread),
@@ -107,6 +273,7 @@ impl Symbolizer {
             });
         }
         profile.coalesce();
+        profile.unresolved = unresolved_list(accounts, &process_names);
         profile
     }
 
@@ -121,8 +288,11 @@ impl Symbolizer {
         }
     }
 
-    fn kernel_frames(&self, raw: &[RawStack]) -> HashMap<u64, Vec<Frame>> {
+    fn kernel_frames(&self, raw: &[RawStack], profile: &mut Profile) -> HashMap<u64, Named> {
         let addrs: Vec<u64> = unique(raw.iter().flat_map(|r| adjusted(&r.kernel)));
+        if addrs.is_empty() {
+            return HashMap::new();
+        }
         let src = Source::Kernel(Kernel::default());
         let syms = self
             .blazesym
@@ -132,88 +302,514 @@ impl Symbolizer {
             .iter()
             .enumerate()
             .map(|(i, &a)| {
-                let frames = match syms.get(i) {
-                    Some(Symbolized::Sym(sym)) => sym_frames(sym, FrameKind::Kernel),
-                    _ => vec![Frame::new(UNKNOWN, FrameKind::Kernel)],
+                let named = match syms.get(i) {
+                    Some(Symbolized::Sym(sym)) if !sym.name.is_empty() => Named {
+                        frames: intern_all(profile, sym_frames(sym, FrameKind::Kernel)),
+                        unresolved: None,
+                    },
+                    _ => Named {
+                        frames: vec![profile.intern_frame(Frame::new(UNKNOWN, FrameKind::Kernel))],
+                        unresolved: Some(UnresolvedReason::Kernel),
+                    },
                 };
-                (a, frames)
+                (a, named)
             })
             .collect()
     }
 
-    fn user_frames(&self, raw: &[RawStack]) -> HashMap<(u32, u64), Vec<Frame>> {
+    fn user_frames(&self, raw: &[RawStack], profile: &mut Profile) -> HashMap<(u32, u64), Named> {
         let mut by_pid: HashMap<u32, Vec<u64>> = HashMap::new();
         for r in raw.iter().filter(|r| !r.user.is_empty()) {
             by_pid.entry(r.pid).or_default().extend(adjusted(&r.user));
         }
-        let normalizer = Normalizer::new();
-        let mut out = HashMap::new();
+        // Where each address lives; each binary's offsets gathered from
+        // every process that maps it.
+        let mut targets: Vec<(u32, u64, Target)> = Vec::new();
+        let mut wanted: HashMap<BinaryId, Vec<u64>> = HashMap::new();
+        let mut vdso_offsets = Vec::new();
         for (pid, addrs) in by_pid {
-            let addrs = unique(addrs);
-            let frames = self.symbolize_process(pid, &addrs, &normalizer);
-            for (a, f) in addrs.into_iter().zip(frames) {
-                out.insert((pid, a), f);
+            for addr in unique(addrs) {
+                let target = self.locate(pid, addr);
+                match target {
+                    Target::Binary(b, off) => wanted.entry(b).or_default().push(off),
+                    Target::Vdso(off) => vdso_offsets.push(off),
+                    _ => {}
+                }
+                targets.push((pid, addr, target));
             }
+        }
+
+        let mut by_offset: HashMap<(BinaryId, u64), Named> = HashMap::new();
+        for (b, offsets) in wanted {
+            let offsets = unique(offsets);
+            let named = self.symbolize_binary(&self.binaries[b], &offsets);
+            for (off, (frames, unresolved)) in offsets.into_iter().zip(named) {
+                let frames = intern_all(profile, frames);
+                by_offset.insert((b, off), Named { frames, unresolved });
+            }
+        }
+        let vdso_offsets = unique(vdso_offsets);
+        let vdso: HashMap<u64, Named> = vdso_offsets
+            .iter()
+            .copied()
+            .zip(self.symbolize_vdso(&vdso_offsets))
+            .map(|(off, (frames, unresolved))| {
+                let frames = intern_all(profile, frames);
+                (off, Named { frames, unresolved })
+            })
+            .collect();
+
+        let mut perf_maps: HashMap<u32, Option<perf_map::PerfMap>> = HashMap::new();
+        let mut out = HashMap::with_capacity(targets.len());
+        for (pid, addr, target) in targets {
+            let named = match target {
+                Target::Binary(b, off) => by_offset[&(b, off)].clone(),
+                Target::Vdso(off) => vdso[&off].clone(),
+                Target::Gone => unknown_named(profile, UnresolvedReason::ProcessGone),
+                Target::Jit | Target::Unmapped => {
+                    let map = perf_maps.entry(pid).or_insert_with(|| self.perf_map(pid));
+                    match map.as_ref().map(|m| m.find(addr)) {
+                        Some(Some(name)) => Named {
+                            frames: vec![profile.intern_frame(Frame::new(name, FrameKind::Jit))],
+                            unresolved: None,
+                        },
+                        Some(None) if matches!(target, Target::Jit) => {
+                            unknown_named(profile, UnresolvedReason::NotInPerfMap)
+                        }
+                        None if matches!(target, Target::Jit) => {
+                            unknown_named(profile, UnresolvedReason::JitWithoutPerfMap)
+                        }
+                        _ => unknown_named(profile, UnresolvedReason::Unmapped),
+                    }
+                }
+            };
+            out.insert((pid, addr), named);
         }
         out
     }
 
-    fn symbolize_process(
-        &self,
-        pid: u32,
-        addrs: &[u64],
-        normalizer: &Normalizer,
-    ) -> Vec<Vec<Frame>> {
-        let unknown = || vec![Frame::new(UNKNOWN, FrameKind::User)];
-        // Pid 0 would mean fgbpf itself to blazesym; the idle task has no
-        // user frames anyway.
-        if pid == 0 {
-            return addrs.iter().map(|_| unknown()).collect();
+    fn locate(&self, pid: u32, addr: u64) -> Target {
+        let Some(proc) = self.procs.get(&pid) else {
+            return Target::Gone;
+        };
+        let i = proc.vmas.partition_point(|v| v.start <= addr);
+        let Some(vma) = i.checked_sub(1).map(|i| &proc.vmas[i]) else {
+            return Target::Unmapped;
+        };
+        if addr >= vma.end {
+            return Target::Unmapped;
         }
-        let alive = is_alive(pid);
-        if alive {
-            // Pick up libraries loaded since the process was remembered.
-            let _ = self
-                .blazesym
-                .cache(&Cache::Process(cache::Process::new(Pid::from(pid))));
+        match vma.region {
+            Region::File(b) => Target::Binary(b, addr - vma.start + vma.offset),
+            Region::Anon => Target::Jit,
+            Region::Vdso => Target::Vdso(addr - vma.start),
         }
-        let mut src = Process::new(Pid::from(pid));
-        // map_files entries vanish with the process; the remembered
-        // mappings then lead to the files by path.
-        src.map_files = alive;
-        let syms = self
-            .blazesym
-            .symbolize(&Source::Process(src), Input::AbsAddr(addrs))
-            .unwrap_or_else(|_| {
-                vec![Symbolized::Unknown(blazesym::symbolize::Reason::Unmapped); addrs.len()]
-            });
-        let mut frames: Vec<Vec<Frame>> = syms
-            .iter()
-            .map(|s| match s {
-                Symbolized::Sym(sym) => sym_frames(sym, FrameKind::User),
-                Symbolized::Unknown(_) => unknown(),
-            })
-            .collect();
+    }
 
-        // Unnamed frames of a live process still get their module and offset.
-        let unnamed: Vec<usize> = (0..addrs.len())
-            .filter(|&i| frames[i][0].is_unknown())
-            .collect();
-        if alive && !unnamed.is_empty() {
-            let lookup: Vec<u64> = unnamed.iter().map(|&i| addrs[i]).collect();
-            if let Ok(norm) = normalizer.normalize_user_addrs(Pid::from(pid), &lookup) {
-                for (&i, &(offset, meta)) in unnamed.iter().zip(&norm.outputs) {
-                    if let Some(UserMeta::Elf(elf)) = norm.meta.get(meta) {
-                        frames[i] = vec![Frame::new(
-                            module_offset(&elf.path, offset),
-                            FrameKind::User,
-                        )];
+    /// Names `offsets` (file offsets) of one binary: from its separate
+    /// debug file first when there is one, then from the binary itself.
+    fn symbolize_binary(&self, bin: &Binary, offsets: &[u64]) -> Vec<Resolution> {
+        let mut out: Vec<Option<Vec<Frame>>> = vec![None; offsets.len()];
+        let path = bin.path();
+        if let Some(path) = &path {
+            match &bin.elf {
+                Some(elf) => {
+                    let virt: Vec<Option<u64>> = offsets.iter().map(|&o| elf.virt(o)).collect();
+                    if let Some(debug) = &bin.debug {
+                        self.fill(&mut out, &virt, &fd_path(debug), true);
+                    }
+                    self.fill(&mut out, &virt, path, true);
+                }
+                None => {
+                    // Not an ELF layout fgbpf reads: let blazesym map the
+                    // offsets itself.
+                    let src = Source::Elf(Elf::new(path.clone()));
+                    if let Ok(syms) = self.blazesym.symbolize(&src, Input::FileOffset(offsets)) {
+                        for (slot, sym) in out.iter_mut().zip(&syms) {
+                            *slot = named_sym(sym, FrameKind::User);
+                        }
                     }
                 }
             }
         }
-        frames
+        out.into_iter()
+            .zip(offsets)
+            .map(|(frames, &off)| match frames {
+                Some(frames) => (frames, None),
+                None => {
+                    let reason = if path.is_some() {
+                        UnresolvedReason::NoSymbols { module: bin.name.clone() }
+                    } else {
+                        UnresolvedReason::Unreadable { module: bin.name.clone() }
+                    };
+                    (
+                        vec![Frame::new(format!("{}+{off:#x}", bin.name), FrameKind::User)],
+                        Some(reason),
+                    )
+                }
+            })
+            .collect()
     }
+
+    /// Names the still unnamed entries of `out` from the ELF file at
+    /// `path`, given their virtual addresses in it.
+    fn fill(&self, out: &mut [Option<Vec<Frame>>], virt: &[Option<u64>], path: &Path, debug: bool) {
+        let todo: Vec<usize> = (0..out.len())
+            .filter(|&i| out[i].is_none() && virt[i].is_some())
+            .collect();
+        if todo.is_empty() {
+            return;
+        }
+        let addrs: Vec<u64> = todo.iter().map(|&i| virt[i].unwrap_or(0)).collect();
+        let mut src = Elf::new(path);
+        src.debug_syms = debug;
+        match self.blazesym.symbolize(&Source::Elf(src), Input::VirtOffset(&addrs)) {
+            Ok(syms) => {
+                for (&i, sym) in todo.iter().zip(&syms) {
+                    out[i] = named_sym(sym, FrameKind::User);
+                }
+            }
+            // A broken debug link or unreadable DWARF: the ELF symbols
+            // alone may still name these.
+            Err(_) if debug => self.fill(out, virt, path, false),
+            Err(_) => {}
+        }
+    }
+
+    fn symbolize_vdso(&self, offsets: &[u64]) -> Vec<Resolution> {
+        let unknown = |off: u64| {
+            (
+                vec![Frame::new(format!("[vdso]+{off:#x}"), FrameKind::User)],
+                Some(UnresolvedReason::NoSymbols { module: "[vdso]".into() }),
+            )
+        };
+        let Some(own) = &self.own_vdso else {
+            return offsets.iter().map(|&o| unknown(o)).collect();
+        };
+        let addrs: Vec<u64> = offsets.iter().map(|&o| own.start + o).collect();
+        let src = Source::Process(Process::new(Pid::Slf));
+        let syms = self
+            .blazesym
+            .symbolize(&src, Input::AbsAddr(&addrs))
+            .unwrap_or_default();
+        offsets
+            .iter()
+            .enumerate()
+            .map(|(i, &off)| match syms.get(i).and_then(|s| named_sym(s, FrameKind::User)) {
+                Some(frames) => (frames, None),
+                None => unknown(off),
+            })
+            .collect()
+    }
+
+    /// The process's perf map, read now: JIT runtimes append to it for as
+    /// long as they run. Read inside the process's own root, through the
+    /// descriptor kept on it, so it is found in containers and after exit.
+    fn perf_map(&self, pid: u32) -> Option<perf_map::PerfMap> {
+        let proc = self.procs.get(&pid)?;
+        let rel = format!("tmp/perf-{}.map", proc.ns_pid);
+        let path = match proc.root {
+            Some(root) => fd_path(&self.roots[root]).join(rel),
+            None => Path::new("/").join(rel),
+        };
+        let text = fs::read(path).ok()?;
+        Some(perf_map::PerfMap::parse(&text))
+    }
+
+    /// Reads `pid`'s memory map and whatever it references that is not
+    /// held yet; false when the process is gone.
+    fn read_process(&mut self, pid: u32) -> bool {
+        let Ok(maps) = fs::read_to_string(format!("/proc/{pid}/maps")) else {
+            return false;
+        };
+        // A zombie keeps its /proc entry but has no address space left.
+        if maps.is_empty() {
+            return false;
+        }
+        let root = self.root_of(pid);
+        let ns_pid = ns_pid(pid).unwrap_or(pid);
+        let mut vmas = Vec::new();
+        for line in maps.lines() {
+            let Some(m) = maps_line(line) else { continue };
+            let region = match m.path {
+                "[vdso]" => Region::Vdso,
+                p if is_anon(p) => Region::Anon,
+                p if p.starts_with('/') && m.exec && m.inode != 0 => {
+                    match self.binary(pid, &m, root) {
+                        Some(b) => Region::File(b),
+                        None => continue,
+                    }
+                }
+                _ => continue,
+            };
+            vmas.push(Vma {
+                start: m.start,
+                end: m.end,
+                offset: m.offset,
+                region,
+            });
+        }
+        if let Some(old) = self.procs.remove(&pid) {
+            // Mappings gone since the last read still name the stacks
+            // taken before (a library unloaded, the image before execve).
+            for v in old.vmas {
+                let i = vmas.partition_point(|n: &Vma| n.end <= v.start);
+                if vmas.get(i).is_none_or(|n| n.start >= v.end) {
+                    vmas.insert(i, v);
+                }
+            }
+        }
+        self.procs.insert(pid, Proc { vmas, ns_pid, root });
+        true
+    }
+
+    /// The binary behind an executable mapping, opened on first sight.
+    fn binary(&mut self, pid: u32, m: &MapsLine<'_>, root: Option<RootId>) -> Option<BinaryId> {
+        let maps_key = (m.dev, m.inode);
+        if let Some(&b) = self.by_maps_key.get(&maps_key) {
+            return Some(b);
+        }
+        let path = m.path.strip_suffix(" (deleted)").unwrap_or(m.path);
+        let root_path = root.map(|r| fd_path(&self.roots[r]));
+        // map_files reaches the very file mapped, deleted or not, whatever
+        // mount namespace it lives in; the paths are for kernels or
+        // privileges that refuse it.
+        let in_root = match &root_path {
+            Some(r) => r.join(path.trim_start_matches('/')),
+            None => PathBuf::from(path),
+        };
+        let opened = File::open(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end))
+            .or_else(|_| File::open(format!("/proc/{pid}/root{path}")))
+            .or_else(|_| File::open(&in_root));
+        let name = Path::new(path)
+            .file_name()
+            .map_or_else(|| path.to_string(), |n| n.to_string_lossy().into_owned());
+        let file = opened.ok();
+        let key = file.as_ref().and_then(FileKey::of);
+        if let Some(b) = key.and_then(|k| self.by_file_key.get(&k).copied()) {
+            self.by_maps_key.insert(maps_key, b);
+            return Some(b);
+        }
+        let elf = file.as_ref().and_then(elf::ElfInfo::read);
+        let debug = match (&elf, &file) {
+            (Some(info), Some(_)) if !info.has_dwarf => {
+                self.find_debug_file(info, path, root_path.as_deref(), key)
+            }
+            _ => None,
+        };
+        // Without a descriptor, only a path that outlives the process
+        // will do.
+        let fallback = (file.is_none() && root.is_none() && path == m.path)
+            .then(|| PathBuf::from(path));
+        let b = self.binaries.len();
+        self.binaries.push(Binary {
+            name,
+            file,
+            fallback,
+            elf,
+            debug,
+        });
+        self.by_maps_key.insert(maps_key, b);
+        if let Some(k) = key {
+            self.by_file_key.insert(k, b);
+        }
+        Some(b)
+    }
+
+    /// A separate debug file for a binary the process sees at `path`: by
+    /// build ID, then by debuglink name next to the binary and under the
+    /// debug directories, on the host and inside the process's root.
+    fn find_debug_file(
+        &self,
+        info: &elf::ElfInfo,
+        path: &str,
+        root: Option<&Path>,
+        own: Option<FileKey>,
+    ) -> Option<File> {
+        let mut dirs = self.debug_dirs.clone();
+        if let Some(root) = root {
+            dirs.extend(SYSTEM_DEBUG_DIRS.iter().map(|d| root.join(d.trim_start_matches('/'))));
+        }
+        let mut candidates: Vec<(PathBuf, Option<u32>)> = Vec::new();
+        if let Some(id) = info.build_id.as_deref().filter(|id| id.len() >= 2) {
+            let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+            let rel = format!(".build-id/{}/{}.debug", &hex[..2], &hex[2..]);
+            candidates.extend(dirs.iter().map(|d| (d.join(&rel), None)));
+        }
+        if let Some((link, crc)) = &info.debuglink {
+            let dir = Path::new(path).parent().unwrap_or(Path::new("/"));
+            let rel_dir = dir.strip_prefix("/").unwrap_or(dir);
+            let base = root.map_or_else(|| PathBuf::from("/"), Path::to_path_buf);
+            candidates.push((base.join(rel_dir).join(link), Some(*crc)));
+            candidates.push((base.join(rel_dir).join(".debug").join(link), Some(*crc)));
+            candidates.extend(dirs.iter().map(|d| (d.join(rel_dir).join(link), Some(*crc))));
+        }
+        candidates.into_iter().find_map(|(p, crc)| {
+            let file = File::open(&p).ok()?;
+            if own.is_some() && FileKey::of(&file) == own {
+                return None;
+            }
+            let debug = elf::ElfInfo::read(&file)?;
+            if !debug.has_dwarf && !debug.has_symtab {
+                return None;
+            }
+            let matches = match (&info.build_id, &debug.build_id, crc) {
+                (Some(a), Some(b), _) => a == b,
+                (_, _, Some(crc)) => elf::crc32(&file) == Some(crc),
+                // Found under the binary's build ID, and carries none to
+                // contradict it.
+                _ => true,
+            };
+            matches.then_some(file)
+        })
+    }
+
+    /// The process's root directory when it differs from fgbpf's (another
+    /// mount namespace or a chroot), held open.
+    fn root_of(&mut self, pid: u32) -> Option<RootId> {
+        let key = root_key(&pid.to_string())?;
+        if Some(&key) == self.own_root.as_ref() {
+            return None;
+        }
+        if let Some(&r) = self.root_ids.get(&key) {
+            return Some(r);
+        }
+        let dir = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+            .open(format!("/proc/{pid}/root"))
+            .ok()?;
+        let r = self.roots.len();
+        self.roots.push(dir);
+        self.root_ids.insert(key, r);
+        Some(r)
+    }
+}
+
+/// One line of /proc/PID/maps.
+struct MapsLine<'a> {
+    start: u64,
+    end: u64,
+    exec: bool,
+    offset: u64,
+    dev: u64,
+    inode: u64,
+    path: &'a str,
+}
+
+fn maps_line(line: &str) -> Option<MapsLine<'_>> {
+    let mut rest = line;
+    let mut field = || {
+        let t = rest.trim_start();
+        let end = t.find(' ').unwrap_or(t.len());
+        let (f, r) = t.split_at(end);
+        rest = r;
+        f
+    };
+    let (range, perms, offset, dev, inode) = (field(), field(), field(), field(), field());
+    let (start, end) = range.split_once('-')?;
+    let (major, minor) = dev.split_once(':')?;
+    Some(MapsLine {
+        start: u64::from_str_radix(start, 16).ok()?,
+        end: u64::from_str_radix(end, 16).ok()?,
+        exec: perms.as_bytes().get(2) == Some(&b'x'),
+        offset: u64::from_str_radix(offset, 16).ok()?,
+        dev: (u64::from_str_radix(major, 16).ok()? << 32) | u64::from_str_radix(minor, 16).ok()?,
+        inode: inode.parse().ok()?,
+        path: rest.trim_start(),
+    })
+}
+
+/// Mappings JIT compilers put code in: anonymous memory, named or not,
+/// and memory-backed files.
+fn is_anon(path: &str) -> bool {
+    path.is_empty()
+        || path.starts_with("[anon")
+        || path == "[heap]"
+        || path.starts_with("/memfd:")
+        || path.starts_with("/dev/zero")
+}
+
+/// The namespace-independent identity of a process's root: its mount
+/// namespace and root directory.
+fn root_key(pid: &str) -> Option<(String, u64, u64)> {
+    let ns = fs::read_link(format!("/proc/{pid}/ns/mnt")).ok()?;
+    let m = fs::metadata(format!("/proc/{pid}/root/")).ok()?;
+    Some((ns.to_string_lossy().into_owned(), m.dev(), m.ino()))
+}
+
+/// The PID the process sees itself as (innermost PID namespace).
+fn ns_pid(pid: u32) -> Option<u32> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find_map(|l| l.strip_prefix("NStgid:"))?;
+    line.split_whitespace().last()?.parse().ok()
+}
+
+fn own_vdso() -> Option<Range<u64>> {
+    let maps = fs::read_to_string("/proc/self/maps").ok()?;
+    maps.lines()
+        .filter_map(maps_line)
+        .find(|m| m.path == "[vdso]")
+        .map(|m| m.start..m.end)
+}
+
+/// Binaries are held open for the whole capture, one descriptor each (two
+/// once parsed): a busy host maps more distinct files than the usual soft
+/// limit of 1024.
+fn raise_fd_limit() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit with a valid, initialized struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+}
+
+fn fd_path(file: &File) -> PathBuf {
+    PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()))
+}
+
+fn intern_all(profile: &mut Profile, frames: Vec<Frame>) -> Vec<FrameId> {
+    frames.into_iter().map(|f| profile.intern_frame(f)).collect()
+}
+
+fn unknown_named(profile: &mut Profile, reason: UnresolvedReason) -> Named {
+    Named {
+        frames: vec![profile.intern_frame(Frame::new(UNKNOWN, FrameKind::User))],
+        unresolved: Some(reason),
+    }
+}
+
+fn named_sym(sym: &Symbolized<'_>, kind: FrameKind) -> Option<Vec<Frame>> {
+    match sym {
+        Symbolized::Sym(sym) if !sym.name.is_empty() => Some(sym_frames(sym, kind)),
+        _ => None,
+    }
+}
+
+fn unresolved_list(
+    accounts: HashMap<u32, HashMap<UnresolvedReason, u64>>,
+    names: &HashMap<u32, String>,
+) -> Vec<Unresolved> {
+    let mut list: Vec<Unresolved> = accounts
+        .into_iter()
+        .map(|(pid, reasons)| {
+            let mut reasons: Vec<(UnresolvedReason, u64)> = reasons.into_iter().collect();
+            reasons.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+            Unresolved {
+                pid,
+                process: names.get(&pid).cloned().unwrap_or_default(),
+                reasons,
+            }
+        })
+        .collect();
+    list.sort_by(|a, b| b.weight().cmp(&a.weight()).then_with(|| a.pid.cmp(&b.pid)));
+    list
 }
 
 /// Return addresses point after the call; step back into the call
@@ -239,22 +835,10 @@ fn unique(addrs: impl IntoIterator<Item = u64>) -> Vec<u64> {
     v
 }
 
-fn is_alive(pid: u32) -> bool {
-    // A zombie keeps its /proc entry but has no mappings; exe resolves
-    // only while the address space exists.
-    fs::read_link(format!("/proc/{pid}/exe")).is_ok()
-}
-
 /// The frames for one address, root first: the function, then the
 /// functions inlined into it at that address.
 fn sym_frames(sym: &Sym<'_>, kind: FrameKind) -> Vec<Frame> {
-    let jit = kind == FrameKind::User
-        && sym.module.as_deref().is_some_and(|m| {
-            let m = m.to_string_lossy();
-            m.contains("perf-") && m.ends_with(".map")
-        });
-    let outer = if jit { FrameKind::Jit } else { kind };
-    let mut frames = vec![Frame::new(sym.name.to_string(), outer)];
+    let mut frames = vec![Frame::new(sym.name.to_string(), kind)];
     let inline_kind = if kind == FrameKind::Kernel {
         FrameKind::Kernel
     } else {
@@ -268,11 +852,227 @@ fn sym_frames(sym: &Sym<'_>, kind: FrameKind) -> Vec<Frame> {
     frames
 }
 
-fn module_offset(path: &Path, offset: u64) -> String {
-    let name = path
-        .file_name()
-        .map_or_else(|| path.to_string_lossy(), |n| n.to_string_lossy());
-    format!("{name}+{offset:#x}")
+/// Perf maps (`/tmp/perf-PID.map`): one `START SIZE NAME` line per piece
+/// of JIT code, in hex, appended as the runtime compiles.
+mod perf_map {
+    pub struct PerfMap {
+        /// (start, end, name), sorted by start.
+        entries: Vec<(u64, u64, String)>,
+    }
+
+    /// How far back a lookup looks for an entry still covering an
+    /// address past closer starts (code regions nest rarely and shallowly).
+    const LOOKBACK: usize = 8;
+
+    impl PerfMap {
+        pub fn parse(text: &[u8]) -> PerfMap {
+            let text = String::from_utf8_lossy(text);
+            let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok();
+            let mut entries: Vec<(u64, u64, usize, String)> = text
+                .lines()
+                .enumerate()
+                .filter_map(|(n, line)| {
+                    let mut parts = line.splitn(3, ' ');
+                    let start = hex(parts.next()?)?;
+                    let size = hex(parts.next()?)?;
+                    let name = parts.next()?.trim();
+                    (!name.is_empty()).then(|| (start, start.saturating_add(size.max(1)), n, name.to_string()))
+                })
+                .collect();
+            // Code moves and address ranges get reused: for one start the
+            // line written last describes what is there now.
+            entries.sort_by(|a, b| a.0.cmp(&b.0).then(a.2.cmp(&b.2)));
+            let mut dedup: Vec<(u64, u64, String)> = Vec::with_capacity(entries.len());
+            for (start, end, _, name) in entries {
+                match dedup.last_mut() {
+                    Some(last) if last.0 == start => *last = (start, end, name),
+                    _ => dedup.push((start, end, name)),
+                }
+            }
+            PerfMap { entries: dedup }
+        }
+
+        pub fn find(&self, addr: u64) -> Option<&str> {
+            let i = self.entries.partition_point(|e| e.0 <= addr);
+            self.entries[..i]
+                .iter()
+                .rev()
+                .take(LOOKBACK)
+                .find(|e| addr < e.1)
+                .map(|e| e.2.as_str())
+        }
+    }
+}
+
+/// Just enough of ELF64 (little-endian) to map file offsets to the
+/// addresses symbols use, and to find and check separate debug files.
+mod elf {
+    use std::fs::File;
+    use std::os::unix::fs::FileExt;
+
+    pub struct ElfInfo {
+        /// PT_LOAD segments: (file offset, file size, virtual address).
+        loads: Vec<(u64, u64, u64)>,
+        pub build_id: Option<Vec<u8>>,
+        /// `.gnu_debuglink`: the debug file's name and CRC32.
+        pub debuglink: Option<(String, u32)>,
+        pub has_symtab: bool,
+        pub has_dwarf: bool,
+    }
+
+    const PT_LOAD: u32 = 1;
+    const PT_NOTE: u32 = 4;
+    const SHT_SYMTAB: u32 = 2;
+    const SHT_NOTE: u32 = 7;
+    const SHT_NOBITS: u32 = 8;
+    const NT_GNU_BUILD_ID: u32 = 3;
+    /// Bounds on header tables and notes read, against corrupt files.
+    const MAX_TABLE: u64 = 1 << 20;
+
+    fn u16_at(b: &[u8], at: usize) -> u16 {
+        u16::from_le_bytes([b[at], b[at + 1]])
+    }
+    fn u32_at(b: &[u8], at: usize) -> u32 {
+        u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+    }
+    fn u64_at(b: &[u8], at: usize) -> u64 {
+        u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+    }
+
+    fn read_at(file: &File, offset: u64, len: u64) -> Option<Vec<u8>> {
+        if len > MAX_TABLE {
+            return None;
+        }
+        let mut buf = vec![0; len as usize];
+        file.read_exact_at(&mut buf, offset).ok()?;
+        Some(buf)
+    }
+
+    impl ElfInfo {
+        pub fn read(file: &File) -> Option<ElfInfo> {
+            let eh = read_at(file, 0, 64)?;
+            if &eh[..4] != b"\x7fELF" || eh[4] != 2 || eh[5] != 1 {
+                return None;
+            }
+            let (phoff, shoff) = (u64_at(&eh, 0x20), u64_at(&eh, 0x28));
+            let (phentsize, phnum) = (u16_at(&eh, 0x36) as u64, u16_at(&eh, 0x38) as u64);
+            let (shentsize, shnum) = (u16_at(&eh, 0x3a) as u64, u16_at(&eh, 0x3c) as u64);
+            let shstrndx = u16_at(&eh, 0x3e) as u64;
+            let mut info = ElfInfo {
+                loads: Vec::new(),
+                build_id: None,
+                debuglink: None,
+                has_symtab: false,
+                has_dwarf: false,
+            };
+            let mut note_segments = Vec::new();
+            if phnum > 0 && phentsize >= 56 {
+                let table = read_at(file, phoff, phentsize * phnum)?;
+                for ph in table.chunks_exact(phentsize as usize) {
+                    let (offset, vaddr, filesz) = (u64_at(ph, 8), u64_at(ph, 16), u64_at(ph, 32));
+                    match u32_at(ph, 0) {
+                        PT_LOAD => info.loads.push((offset, filesz, vaddr)),
+                        PT_NOTE => note_segments.push((offset, filesz)),
+                        _ => {}
+                    }
+                }
+            }
+            if shnum > 0 && shentsize >= 64 && shstrndx < shnum {
+                let table = read_at(file, shoff, shentsize * shnum)?;
+                let sh = |i: u64| &table[(i * shentsize) as usize..][..64];
+                let strtab = sh(shstrndx);
+                let names = read_at(file, u64_at(strtab, 24), u64_at(strtab, 32)).unwrap_or_default();
+                for i in 0..shnum {
+                    let s = sh(i);
+                    let name_at = u32_at(s, 0) as usize;
+                    let name = names
+                        .get(name_at..)
+                        .and_then(|n| n.split(|&b| b == 0).next())
+                        .unwrap_or_default();
+                    let (kind, offset, size) = (u32_at(s, 4), u64_at(s, 24), u64_at(s, 32));
+                    let stored = kind != SHT_NOBITS && size > 0;
+                    match name {
+                        b".debug_info" | b".zdebug_info" if stored => info.has_dwarf = true,
+                        b".symtab" if kind == SHT_SYMTAB && size > 0 => info.has_symtab = true,
+                        b".gnu_debuglink" if stored => {
+                            info.debuglink = read_at(file, offset, size).and_then(|d| debuglink(&d));
+                        }
+                        _ if kind == SHT_NOTE && stored && info.build_id.is_none() => {
+                            info.build_id = read_at(file, offset, size).and_then(|d| build_id(&d));
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            for (offset, size) in note_segments {
+                if info.build_id.is_some() {
+                    break;
+                }
+                info.build_id = read_at(file, offset, size).and_then(|d| build_id(&d));
+            }
+            Some(info)
+        }
+
+        /// The virtual address the byte at `offset` of the file is loaded
+        /// at, as symbol tables and DWARF give addresses.
+        pub fn virt(&self, offset: u64) -> Option<u64> {
+            self.loads
+                .iter()
+                .find(|&&(off, size, _)| offset >= off && offset - off < size)
+                .map(|&(off, _, vaddr)| offset - off + vaddr)
+        }
+    }
+
+    fn build_id(notes: &[u8]) -> Option<Vec<u8>> {
+        let mut at = 0;
+        let align = |n: usize| n.div_ceil(4) * 4;
+        while at + 12 <= notes.len() {
+            let namesz = u32_at(notes, at) as usize;
+            let descsz = u32_at(notes, at + 4) as usize;
+            let kind = u32_at(notes, at + 8);
+            let name_at = at + 12;
+            let desc_at = name_at.checked_add(align(namesz))?;
+            let next = desc_at.checked_add(align(descsz))?;
+            if desc_at + descsz > notes.len() {
+                return None;
+            }
+            if kind == NT_GNU_BUILD_ID && &notes[name_at..name_at + namesz] == b"GNU\0" {
+                return Some(notes[desc_at..desc_at + descsz].to_vec());
+            }
+            at = next;
+        }
+        None
+    }
+
+    fn debuglink(data: &[u8]) -> Option<(String, u32)> {
+        let end = data.iter().position(|&b| b == 0)?;
+        let name = std::str::from_utf8(&data[..end]).ok()?;
+        let crc_at = (end + 1).div_ceil(4) * 4;
+        let crc = u32::from_le_bytes(data.get(crc_at..crc_at + 4)?.try_into().ok()?);
+        (!name.is_empty() && !name.contains('/')).then(|| (name.to_string(), crc))
+    }
+
+    /// The CRC32 a debuglink records: of the whole debug file.
+    pub fn crc32(file: &File) -> Option<u32> {
+        let table: Vec<u32> = (0..256u32)
+            .map(|n| (0..8).fold(n, |c, _| if c & 1 != 0 { 0xEDB8_8320 ^ (c >> 1) } else { c >> 1 }))
+            .collect();
+        let mut crc = !0u32;
+        let mut buf = vec![0u8; 1 << 16];
+        // Positional reads: the descriptor's offset is shared.
+        let mut pos = 0u64;
+        loop {
+            let n = file.read_at(&mut buf, pos).ok()?;
+            if n == 0 {
+                break;
+            }
+            pos += n as u64;
+            for &b in &buf[..n] {
+                crc = table[((crc ^ b as u32) & 0xff) as usize] ^ (crc >> 8);
+            }
+        }
+        Some(!crc)
+    }
 }
 
 #[cfg(test)]
@@ -286,26 +1086,103 @@ mod tests {
     }
 
     #[test]
-    fn module_offset_uses_file_name() {
-        assert_eq!(
-            module_offset(Path::new("/usr/lib/libc.so.6"), 0x1a2b),
-            "libc.so.6+0x1a2b"
+    fn maps_lines_parse_with_spaces_and_deleted_files() {
+        let m = maps_line("7f00-7f80 r-xp 00001000 fd:01 1234   /opt/my app/bin (deleted)").unwrap();
+        assert_eq!((m.start, m.end, m.offset, m.inode), (0x7f00, 0x7f80, 0x1000, 1234));
+        assert!(m.exec);
+        assert_eq!(m.dev, (0xfd << 32) | 1);
+        assert_eq!(m.path, "/opt/my app/bin (deleted)");
+        let anon = maps_line("7f00-7f80 rw-p 00000000 00:00 0").unwrap();
+        assert!(!anon.exec && is_anon(anon.path));
+        assert!(!is_anon("[stack]") && is_anon("[anon:v8]"));
+    }
+
+    #[test]
+    fn perf_map_last_line_wins_and_sizes_bound() {
+        let m = perf_map::PerfMap::parse(
+            b"1000 100 old\n2000 10 JS:*hot /x.js:1\n1000 80 LazyCompile:new\n0x3000 0x20 py::f:/a.py\nbad line\n",
         );
+        assert_eq!(m.find(0x1010), Some("LazyCompile:new"));
+        assert_eq!(m.find(0x1090), None);
+        assert_eq!(m.find(0x200f), Some("JS:*hot /x.js:1"));
+        assert_eq!(m.find(0x2010), None);
+        assert_eq!(m.find(0x3010), Some("py::f:/a.py"));
+        assert_eq!(m.find(0x10), None);
+    }
+
+    #[test]
+    fn own_binary_reads_as_elf_with_build_id_and_symbols() {
+        let exe = File::open("/proc/self/exe").unwrap();
+        let info = elf::ElfInfo::read(&exe).unwrap();
+        assert!(info.has_symtab);
+        let addr = own_function_marker as usize as u64;
+        // The file offset of a function maps back to its link-time address.
+        let maps = fs::read_to_string("/proc/self/maps").unwrap();
+        let m = maps
+            .lines()
+            .filter_map(maps_line)
+            .find(|m| m.start <= addr && addr < m.end)
+            .unwrap();
+        let off = addr - m.start + m.offset;
+        let virt = info.virt(off).unwrap();
+        assert_eq!(virt & 0xfff, addr & 0xfff);
+    }
+
+    #[inline(never)]
+    fn own_function_marker() -> u64 {
+        std::hint::black_box(7)
+    }
+
+    #[test]
+    fn crc32_matches_the_reference_value() {
+        let dir = std::env::temp_dir().join(format!("fgbpf-crc-{}", std::process::id()));
+        fs::write(&dir, b"123456789").unwrap();
+        let crc = elf::crc32(&File::open(&dir).unwrap());
+        fs::remove_file(&dir).unwrap();
+        assert_eq!(crc, Some(0xCBF4_3926));
     }
 
     #[test]
     fn symbolizes_own_function_through_pid() {
-        // A frame of this test binary, named through the process source
-        // exactly as a capture names a target's frames.
+        // A frame of this test binary, named exactly as a capture names a
+        // target's frames: remembered, then symbolized.
         let addr = symbolizes_own_function_through_pid as usize as u64;
-        let s = Symbolizer::new(&Options::default());
-        let frames = s.symbolize_process(std::process::id(), &[addr], &Normalizer::new());
+        let pid = std::process::id();
+        let mut s = Symbolizer::new(&Options::default());
+        s.remember(pid, "self");
+        let raw = RawStack {
+            pid,
+            tid: pid,
+            comm: "self".into(),
+            user: vec![addr, 0x10],
+            weight: 3,
+            ..Default::default()
+        };
+        let p = s.profile(&[raw], Unit::Samples);
+        let names: Vec<String> = p.stacks()[0].frames.iter().map(|&f| p.frame(f).to_string()).collect();
         assert!(
-            frames[0][0]
-                .name
-                .contains("symbolizes_own_function_through_pid"),
-            "{:?}",
-            frames
+            names.iter().any(|n| n.contains("symbolizes_own_function_through_pid")),
+            "{names:?}"
         );
+        // The caller frame at 0x10 is in no mapping; the leaf resolved.
+        assert!(p.unresolved.is_empty(), "{:?}", p.unresolved);
+    }
+
+    #[test]
+    fn unknown_process_is_reported_gone() {
+        let mut s = Symbolizer::new(&Options::default());
+        // PIDs above pid_max never exist.
+        let raw = RawStack {
+            pid: 0x7fff_fff0,
+            tid: 0x7fff_fff0,
+            comm: "ghost".into(),
+            user: vec![0x401000],
+            weight: 5,
+            ..Default::default()
+        };
+        let p = s.profile(&[raw], Unit::Samples);
+        assert_eq!(p.unresolved.len(), 1);
+        assert_eq!(p.unresolved[0].reasons, vec![(UnresolvedReason::ProcessGone, 5)]);
+        assert_eq!(p.unresolved[0].process, "ghost");
     }
 }

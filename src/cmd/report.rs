@@ -5,7 +5,8 @@ use super::post::{kind_name, load, note_rounding, print};
 use super::CliError;
 use crate::cli::ReportArgs;
 use crate::input;
-use crate::output::report;
+use crate::output::{breakdown, folded::Leading, report};
+use crate::profile::Kind;
 
 pub fn run(args: &ReportArgs) -> Result<(), CliError> {
     let path = input::main_folded(&args.input).map_err(CliError::usage)?;
@@ -17,10 +18,18 @@ pub fn run(args: &ReportArgs) -> Result<(), CliError> {
         callees_of: top,
         source: Some(path.display().to_string()),
     };
+    let profile = &loaded.profile;
     let text = if args.json {
-        report::render_json(&loaded.profile, &opts)
+        report::render_json(profile, &opts)
     } else {
-        report::render(&loaded.profile, &opts)
+        let mut text = report::render(profile, &opts);
+        // Time split by state, as in a capture's report.txt; it needs the
+        // thread frames of fgbpf's own files.
+        if matches!(profile.meta.kind, Kind::OffCpu | Kind::Wall) && !profile.threads().is_empty() {
+            let on_cpu = profile.meta.kind == Kind::Wall;
+            text.push_str(&breakdown::render(profile, Leading::ProcessAndThread, on_cpu, 3));
+        }
+        text
     };
     note_rounding(&path, &loaded);
     print(&text)

@@ -10,3 +10,4 @@ pub mod pprof;
 pub mod report;
 pub mod speedscope;
 pub mod svg;
+pub mod unresolved;
