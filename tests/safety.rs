@@ -20,26 +20,35 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Names of fgbpf's BPF programs (the kernel keeps 15 characters).
-const OUR_PROGRAMS: &[&str] = &["do_sample", "switch_btf", "switch_raw", "fork_btf", "fork_raw", "exec_btf", "exec_raw"];
-
-fn our_programs() -> Vec<String> {
-    ProgInfoIter::default()
-        .map(|p| p.name.to_string_lossy().into_owned())
-        .filter(|n| OUR_PROGRAMS.contains(&n.as_str()))
-        .collect()
+/// The BPF programs a running process holds, from its fds' fdinfo: other
+/// captures running on the machine at the same time do not count.
+fn programs_of(pid: u32) -> Vec<u32> {
+    let mut ids = Vec::new();
+    for entry in std::fs::read_dir(format!("/proc/{pid}/fdinfo")).into_iter().flatten().flatten() {
+        let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+        ids.extend(text.lines().filter_map(|l| l.strip_prefix("prog_id:")).filter_map(|v| v.trim().parse::<u32>().ok()));
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    ids
 }
 
-/// Waits up to a second for the kernel to free programs whose last
-/// reference closed (freeing is deferred).
-fn assert_no_programs_left(path: &str) {
+fn loaded_programs() -> Vec<u32> {
+    ProgInfoIter::default().map(|p| p.id).collect()
+}
+
+/// Waits up to a second for the kernel to free `ids` (freeing is deferred
+/// until the last reference is gone).
+fn assert_released(ids: &[u32], path: &str) {
+    assert!(!ids.is_empty(), "{path}: no BPF programs were seen while fgbpf ran");
     let deadline = Instant::now() + Duration::from_secs(1);
     loop {
-        let left = our_programs();
+        let loaded = loaded_programs();
+        let left: Vec<_> = ids.iter().filter(|id| loaded.contains(id)).collect();
         if left.is_empty() {
             return;
         }
-        assert!(Instant::now() < deadline, "after {path}, the kernel still lists fgbpf programs: {left:?}");
+        assert!(Instant::now() < deadline, "after {path}, the kernel still holds fgbpf's programs {left:?}");
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -69,60 +78,80 @@ fn every_exit_path_releases_the_bpf_programs() {
         return;
     }
     let _g = serial();
-    assert!(our_programs().is_empty(), "another fgbpf is running: {:?}", our_programs());
 
     // Normal end (duration), for each capture command.
     for cmd in ["oncpu", "offcpu", "wall"] {
         let dir = out_dir(&format!("release-{cmd}"));
-        let out = run(fgbpf().args([cmd, "-d", "0.5", "-o"]).arg(&dir));
-        assert_ok(&out);
-        assert_no_programs_left(&format!("a normal end of {cmd}"));
+        let child = spawn_capture(&[cmd, "-d", "2"], &dir);
+        settle();
+        let ids = programs_of(child.id());
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", stderr_of(&out));
+        assert_released(&ids, &format!("a normal end of {cmd}"));
     }
 
-    // While running, the programs are there: the check can see them.
+    // Ctrl-C: outputs written, programs released.
     let dir = out_dir("release-running");
     let child = spawn_capture(&["wall"], &dir);
     settle();
-    let running = our_programs();
-    assert!(running.iter().any(|p| p == "do_sample") && running.iter().any(|p| p.starts_with("switch_")), "{running:?}");
-
-    // Ctrl-C: outputs written, programs released.
+    let ids = programs_of(child.id());
+    assert!(ids.len() >= 4, "wall holds {ids:?}");
     signal(&child, libc::SIGINT);
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "{}", stderr_of(&out));
     assert!(dir.join("wall.svg").exists() && dir.join("oncpu.folded").exists());
-    assert_no_programs_left("Ctrl-C");
+    assert_released(&ids, "Ctrl-C");
 
     // SIGTERM: the same.
     let dir = out_dir("release-term");
     let child = spawn_capture(&["oncpu"], &dir);
     settle();
+    let ids = programs_of(child.id());
     signal(&child, libc::SIGTERM);
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "{}", stderr_of(&out));
     assert!(dir.join("oncpu.svg").exists());
-    assert_no_programs_left("SIGTERM");
+    assert_released(&ids, "SIGTERM");
 
     // SIGKILL: no destructor runs; the kernel still frees everything
     // because nothing is pinned.
     let dir = out_dir("release-kill");
     let mut child = spawn_capture(&["wall"], &dir);
     settle();
-    assert!(!our_programs().is_empty());
+    let ids = programs_of(child.id());
     child.kill().unwrap();
     child.wait().unwrap();
-    assert_no_programs_left("SIGKILL");
+    assert_released(&ids, "SIGKILL");
 
     // An error after the programs were loaded: the command passes the
-    // pre-checks (it is an executable file) but cannot be executed.
+    // pre-checks (it is an executable file) but cannot be executed. The
+    // programs exist only for a moment, so watch for them from here.
     let bad = out_dir("release-error").with_extension("bin");
     std::fs::write(&bad, b"\x7fELF garbage").unwrap();
     std::fs::set_permissions(&bad, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let dir = out_dir("release-error");
-    let out = run(fgbpf().args(["wall", "-o"]).arg(&dir).arg("--").arg(&bad));
+    let before = loaded_programs();
+    let child = fgbpf().args(["wall", "-o"]).arg(&dir).arg("--").arg(&bad).stderr(Stdio::piped()).spawn().unwrap();
+    let pid = child.id();
+    let mut ids = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while ids.is_empty() && Instant::now() < deadline {
+        ids = programs_of(pid);
+    }
+    let out = child.wait_with_output().unwrap();
     assert!(!out.status.success());
     assert!(stderr_of(&out).contains("cannot start the command"), "{}", stderr_of(&out));
-    assert_no_programs_left("a failed command start");
+    if ids.is_empty() {
+        // Too quick to observe: then nothing new may remain loaded that
+        // carries fgbpf's program names.
+        let new: Vec<_> = ProgInfoIter::default()
+            .filter(|p| !before.contains(&p.id) && p.name.to_string_lossy().starts_with("switch_"))
+            .map(|p| p.id)
+            .collect();
+        assert!(new.is_empty(), "programs {new:?} left after a failed command start");
+    } else {
+        assert_released(&ids, "a failed command start");
+    }
 }
 
 #[test]
@@ -134,6 +163,7 @@ fn second_ctrl_c_exits_at_once_without_outputs() {
     let dir = out_dir("double-ctrl-c");
     let child = spawn_capture(&["oncpu"], &dir);
     settle();
+    let ids = programs_of(child.id());
     signal(&child, libc::SIGINT);
     // Two signals sent back to back merge into one; the second must come
     // while fgbpf is finishing (naming kernel symbols alone takes longer).
@@ -142,7 +172,7 @@ fn second_ctrl_c_exits_at_once_without_outputs() {
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(130), "{}", stderr_of(&out));
     assert!(!dir.join("oncpu.svg").exists());
-    assert_no_programs_left("a second Ctrl-C");
+    assert_released(&ids, "a second Ctrl-C");
 }
 
 #[test]
