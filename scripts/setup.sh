@@ -9,8 +9,9 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 # clang compiles the BPF programs and the test workloads; libelf and zlib
-# archives are linked statically into fgbpf; bpftool lists BPF objects.
-packages=(clang libelf-dev zlib1g-dev pkg-config make bpftool)
+# archives are linked statically into fgbpf; bpftool regenerates vmlinux.h;
+# GNU time measures the workloads of the tests and benchmarks.
+packages=(clang libelf-dev zlib1g-dev pkg-config make bpftool time)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
