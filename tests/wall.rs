@@ -32,46 +32,38 @@ fn thread_named<'a>(m: &'a HashMap<String, u64>, name: &str) -> u64 {
     m.iter().filter(|(k, _)| k.starts_with(&format!("{name}-"))).map(|(_, w)| *w).sum()
 }
 
+/// `fgbpf wall -d 4` on the mixed workload with one thread per entry of
+/// `busy`; returns the output directory and the wall stacks.
+fn capture_mixed(test: &str, busy: &[&str]) -> (std::path::PathBuf, Vec<(Vec<String>, u64)>) {
+    let mut child = Command::new(workload("mixed")).arg("8").args(busy).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let dir = out_dir(test);
+    let out = run(fgbpf().args(["wall", "-F", "499", "-d", "4", "-p", &child.id().to_string(), "-o"]).arg(&dir));
+    child.kill().ok();
+    child.wait().ok();
+    assert_ok(&out);
+    let stacks = read_folded(&dir.join("wall.folded"));
+    (dir, stacks)
+}
+
+const WINDOW_US: f64 = 4_000_000.0;
+
 #[test]
-fn compute_and_sleep_shares_add_up_to_the_window() {
+fn a_thread_computing_30_ms_and_sleeping_70_splits_30_70() {
     if !require_root() {
         return;
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let mut child = Command::new(workload("mixed")).args(["8", "30", "60", "10"]).spawn().unwrap();
-    std::thread::sleep(Duration::from_millis(300));
-    let dir = out_dir("wall-mixed");
-    let out = run(fgbpf()
-        .args(["wall", "-F", "499", "-d", "4", "-p", &child.id().to_string(), "-o"])
-        .arg(&dir));
-    child.kill().ok();
-    child.wait().ok();
-    assert_ok(&out);
+    let (dir, stacks) = capture_mixed("wall-30-70", &["30"]);
     for f in ["oncpu.svg", "oncpu.folded", "offcpu.svg", "offcpu.folded", "wall.svg", "wall.folded", "report.txt"] {
         assert!(dir.join(f).exists(), "{f} missing");
     }
-    let stacks = read_folded(&dir.join("wall.folded"));
-    let window = 4_000_000.0;
-    let totals = by_thread(&stacks);
-    let computing = per_thread(&stacks, "compute_phase", None);
-    let waiting_for_cpu = per_thread(&stacks, "compute_phase", Some("[runqueue]"));
-    let sleep = per_thread(&stacks, "sleep_phase", Some("[sleeping]"));
-    for busy in [30u64, 60, 10] {
-        let name = format!("mix{busy}");
-        let sum = thread_named(&totals, &name) as f64;
-        assert!((sum - window).abs() <= 0.05 * window, "{name}: {sum} us in a {window} us window");
-        let on = thread_named(&computing, &name) as f64 * 100.0 / sum;
-        let rq = thread_named(&waiting_for_cpu, &name) as f64 * 100.0 / sum;
-        let off = thread_named(&sleep, &name) as f64 * 100.0 / sum;
-        // A compute phase that waited for a CPU is wall time in
-        // compute_phase too, shown as [runqueue] (the other threads and
-        // fgbpf share the two CPUs).
-        assert!((on + rq - busy as f64).abs() <= 4.0, "{name}: {on:.1}% + {rq:.1}% in compute_phase, expected {busy}%");
-        assert!((off - (100 - busy) as f64).abs() <= 4.0, "{name}: {off:.1}% sleeping, expected {}%", 100 - busy);
-        if busy == 30 {
-            assert!((on - 30.0).abs() <= 4.0, "{name}: {on:.1}% on CPU in compute_phase, expected 30%");
-        }
-    }
+    let sum = thread_named(&by_thread(&stacks), "mix30") as f64;
+    assert!((sum - WINDOW_US).abs() <= 0.05 * WINDOW_US, "{sum} us in a {WINDOW_US} us window");
+    let on = thread_named(&per_thread(&stacks, "compute_phase", None), "mix30") as f64 * 100.0 / sum;
+    let off = thread_named(&per_thread(&stacks, "sleep_phase", Some("[sleeping]")), "mix30") as f64 * 100.0 / sum;
+    assert!((on - 30.0).abs() <= 4.0, "{on:.1}% on CPU in compute_phase, expected 30%");
+    assert!((off - 70.0).abs() <= 4.0, "{off:.1}% sleeping in sleep_phase, expected 70%");
     // The combined view is one tree: the same main-loop frame holds both
     // kinds of time.
     let shared: Vec<_> = stacks.iter().filter(|(f, _)| f.contains(&"compute_phase".to_string())).collect();
@@ -92,6 +84,32 @@ fn compute_and_sleep_shares_add_up_to_the_window() {
     assert!(r > b, "compute_phase is not warm: rgb({r},_,{b})");
     let report = std::fs::read_to_string(dir.join("report.txt")).unwrap();
     assert!(report.contains("Time by thread") && report.contains("on-CPU%"), "{report}");
+}
+
+#[test]
+fn several_mixes_each_sum_to_the_window() {
+    if !require_root() {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (_, stacks) = capture_mixed("wall-mixes", &["30", "60", "10"]);
+    let totals = by_thread(&stacks);
+    let computing = per_thread(&stacks, "compute_phase", None);
+    let waiting_for_cpu = per_thread(&stacks, "compute_phase", Some("[runqueue]"));
+    let sleep = per_thread(&stacks, "sleep_phase", Some("[sleeping]"));
+    for busy in [30u64, 60, 10] {
+        let name = format!("mix{busy}");
+        let sum = thread_named(&totals, &name) as f64;
+        assert!((sum - WINDOW_US).abs() <= 0.05 * WINDOW_US, "{name}: {sum} us in a {WINDOW_US} us window");
+        let on = thread_named(&computing, &name) as f64 * 100.0 / sum;
+        let rq = thread_named(&waiting_for_cpu, &name) as f64 * 100.0 / sum;
+        let off = thread_named(&sleep, &name) as f64 * 100.0 / sum;
+        // With three threads and fgbpf on two CPUs, a compute phase may
+        // wait for a CPU: that is wall time in compute_phase too, shown
+        // as [runqueue] above it.
+        assert!((on + rq - busy as f64).abs() <= 4.0, "{name}: {on:.1}% + {rq:.1}% in compute_phase, expected {busy}%");
+        assert!((off - (100 - busy) as f64).abs() <= 4.0, "{name}: {off:.1}% sleeping, expected {}%", 100 - busy);
+    }
 }
 
 #[test]
