@@ -7,16 +7,10 @@
 #include <stdlib.h>
 #include <time.h>
 #include "rawsys.h"
+#include "clock.h"
 
 static volatile unsigned long sink;
 static double until;
-
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 __attribute__((noinline)) void compute_phase(int ms)
 {

@@ -8,16 +8,10 @@
 #include <unistd.h>
 #include <sys/syscall.h>
 #include "rawsys.h"
+#include "clock.h"
 
 static int fds[2];
 static double until;
-
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 __attribute__((noinline)) long read_side(char *buf)
 {

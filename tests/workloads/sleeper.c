@@ -3,15 +3,9 @@
 #include <stdlib.h>
 #include <time.h>
 #include "rawsys.h"
+#include "clock.h"
 
 static volatile unsigned long sink;
-
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 __attribute__((noinline)) void spin_phase(double seconds)
 {

@@ -2,6 +2,7 @@
  * iterations. Usage: split SECONDS */
 #include <stdlib.h>
 #include <time.h>
+#include "clock.h"
 
 static volatile unsigned long sink;
 
@@ -16,13 +17,6 @@ static volatile unsigned long sink;
 __attribute__((noinline)) void work_fifty(void) { BURN(500000); }
 __attribute__((noinline)) void work_thirty(void) { BURN(300000); }
 __attribute__((noinline)) void work_twenty(void) { BURN(200000); }
-
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 int main(int argc, char **argv)
 {

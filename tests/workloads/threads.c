@@ -5,16 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "clock.h"
 
 static volatile unsigned long sink;
 static double until;
-
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 #define BURNER(name)                                                  \
 	__attribute__((noinline)) void *name(void *arg)               \
