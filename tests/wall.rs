@@ -69,7 +69,7 @@ fn a_thread_computing_30_ms_and_sleeping_70_splits_30_70() {
     let shared: Vec<_> = stacks.iter().filter(|(f, _)| f.contains(&"compute_phase".to_string())).collect();
     assert!(!shared.is_empty());
     let svg = std::fs::read_to_string(dir.join("wall.svg")).unwrap();
-    assert!(svg.contains("warm frames spent most of their time on CPU"), "colour key missing from the subtitle");
+    assert!(svg.contains("Warm frames: mostly on CPU; cool frames: mostly waiting"), "colour key missing from the subtitle");
     // Waiting-only frames are cool (blue dominates), computing ones warm.
     let fill_of = |name: &str| -> (u8, u8, u8) {
         let at = svg.find(&format!("<title>{name} (")).unwrap_or_else(|| panic!("{name} not in SVG"));

@@ -74,7 +74,7 @@ pub fn svg_options(profile: &Profile, started_at: &str, leading: Leading) -> svg
     svg::Options {
         title: format!("Off-CPU flame graph: {}", profile.meta.target),
         subtitle: Some(format!(
-            "off-CPU time in microseconds over {:.1} s, from {started_at}; total blocked {:.2} s; each stack ends in [sleeping], [uninterruptible] or [runqueue]",
+            "off-CPU time in us over {:.1} s from {started_at}; {:.2} s blocked in all; stacks end in the wait state",
             profile.meta.duration.as_secs_f64(),
             profile.total() as f64 / 1e6
         )),

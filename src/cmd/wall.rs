@@ -97,7 +97,7 @@ pub fn run(args: &WallArgs) -> Result<Outcome, CliError> {
     let wall_svg = svg::Options {
         title: format!("Wall-clock flame graph: {}", prepared.target),
         subtitle: Some(format!(
-            "wall-clock time in microseconds over {:.1} s, from {started_at}: warm frames spent most of their time on CPU (a sample = {} us), cool frames mostly waited off CPU; waits end in [sleeping], [uninterruptible] or [runqueue]",
+            "{:.1} s from {started_at}, in us (a CPU sample = {} us). Warm frames: mostly on CPU; cool frames: mostly waiting",
             elapsed.as_secs_f64(),
             1_000_000 / args.sampling.frequency
         )),
