@@ -97,6 +97,9 @@ pub struct CaptureArgs {
     )]
     pub formats: Vec<Format>,
 
+    #[command(flatten)]
+    pub symbols: SymbolArgs,
+
     /// Start this command and profile it, its threads and its children
     /// until it exits.
     #[arg(last = true, value_name = "COMMAND", conflicts_with = "pids")]
@@ -117,7 +120,10 @@ pub struct MapArgs {
 
 impl Default for MapArgs {
     fn default() -> Self {
-        MapArgs { max_stacks: 16384, max_entries: 65536 }
+        MapArgs {
+            max_stacks: 16384,
+            max_entries: 65536,
+        }
     }
 }
 
@@ -135,7 +141,10 @@ pub struct SamplingArgs {
 
 impl Default for SamplingArgs {
     fn default() -> Self {
-        SamplingArgs { frequency: 99, include_idle: false }
+        SamplingArgs {
+            frequency: 99,
+            include_idle: false,
+        }
     }
 }
 
@@ -222,6 +231,7 @@ impl Default for CaptureArgs {
             user_only: false,
             kernel_only: false,
             formats: vec![Format::Svg, Format::Folded],
+            symbols: SymbolArgs::default(),
             command: Vec::new(),
         }
     }
@@ -231,7 +241,8 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     let secs: f64 = s
         .parse()
         .map_err(|_| format!("'{s}' is not a number of seconds"))?;
-    if !(secs > 0.0) || !secs.is_finite() {
+    // NaN fails `secs > 0.0` too.
+    if secs.is_nan() || secs <= 0.0 || !secs.is_finite() {
         return Err(format!("the duration must be more than 0 seconds, not {s}"));
     }
     if secs > 7.0 * 24.0 * 3600.0 {
@@ -244,8 +255,12 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 
 fn parse_state(s: &str) -> Result<String, String> {
     match s.trim().to_ascii_lowercase().as_str() {
-        "sleeping" | "s" | "uninterruptible" | "d" | "runqueue" | "r" => Ok(s.trim().to_ascii_lowercase()),
-        _ => Err(format!("unknown state '{s}': use sleeping, uninterruptible or runqueue (or S, D, R)")),
+        "sleeping" | "s" | "uninterruptible" | "d" | "runqueue" | "r" => {
+            Ok(s.trim().to_ascii_lowercase())
+        }
+        _ => Err(format!(
+            "unknown state '{s}': use sleeping, uninterruptible or runqueue (or S, D, R)"
+        )),
     }
 }
 
@@ -428,5 +443,39 @@ mod tests {
         }
         let err = parse(&["oncpu", "-F", "100000"]).unwrap_err().to_string();
         assert!(err.contains("10000 Hz"), "{err}");
+    }
+}
+
+/// Where separate debug files are looked for beyond the usual places:
+/// shared by every capture command.
+#[derive(Debug, Args, Clone, Default)]
+pub struct SymbolArgs {
+    /// Also look for separate debug files in DIR (repeatable): by build ID
+    /// as DIR/.build-id/xx/yyyy.debug, or by .gnu_debuglink name. The
+    /// system directories /usr/lib/debug and /lib/debug, and those inside a
+    /// container's root, are always searched.
+    #[arg(long = "debug-dir", value_name = "DIR")]
+    pub debug_dirs: Vec<PathBuf>,
+}
+
+#[cfg(test)]
+mod symbol_args_tests {
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        symbols: SymbolArgs,
+    }
+
+    #[test]
+    fn debug_dir_repeats() {
+        let w = Wrapper::try_parse_from(["x", "--debug-dir", "/a", "--debug-dir", "/b"]).unwrap();
+        assert_eq!(
+            w.symbols.debug_dirs,
+            vec![PathBuf::from("/a"), PathBuf::from("/b")]
+        );
+        let w = Wrapper::try_parse_from(["x"]).unwrap();
+        assert!(w.symbols.debug_dirs.is_empty());
     }
 }

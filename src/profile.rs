@@ -290,8 +290,16 @@ impl Profile {
     /// Adds every stack of `other`, its weight mapped by `scale`; frames and
     /// threads are re-interned, so the same code path shares frames.
     pub fn absorb(&mut self, other: &Profile, scale: impl Fn(u64) -> u64) {
-        let frames: Vec<FrameId> = other.frames.iter().map(|f| self.intern_frame(f.clone())).collect();
-        let threads: Vec<ThreadId> = other.threads.iter().map(|t| self.intern_thread(t.clone())).collect();
+        let frames: Vec<FrameId> = other
+            .frames
+            .iter()
+            .map(|f| self.intern_frame(f.clone()))
+            .collect();
+        let threads: Vec<ThreadId> = other
+            .threads
+            .iter()
+            .map(|t| self.intern_thread(t.clone()))
+            .collect();
         for s in &other.stacks {
             self.push(Stack {
                 thread: s.thread.map(|t| threads[t as usize]),
@@ -324,7 +332,8 @@ impl Profile {
                     None => u.reasons.push((reason.clone(), scale(*w))),
                 }
             }
-            u.reasons.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+            u.reasons
+                .sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         }
         self.unresolved
             .sort_by(|a, b| b.weight().cmp(&a.weight()).then_with(|| a.pid.cmp(&b.pid)));
@@ -410,18 +419,55 @@ mod tests {
     fn absorb_shares_frames_and_scales() {
         let mut a = Profile::new(Unit::Microseconds);
         let mut b = Profile::new(Unit::Samples);
-        let t = Thread { pid: 1, tid: 1, process: "p".into(), name: "p".into() };
+        let t = Thread {
+            pid: 1,
+            tid: 1,
+            process: "p".into(),
+            name: "p".into(),
+        };
         let bt = b.intern_thread(t.clone());
         let x = b.intern_frame(Frame::new("x", FrameKind::User));
-        b.push(Stack { thread: Some(bt), frames: vec![x], weight: 3 });
+        b.push(Stack {
+            thread: Some(bt),
+            frames: vec![x],
+            weight: 3,
+        });
         let at = a.intern_thread(t);
         let ax = a.intern_frame(Frame::new("x", FrameKind::User));
-        a.push(Stack { thread: Some(at), frames: vec![ax], weight: 5 });
+        a.push(Stack {
+            thread: Some(at),
+            frames: vec![ax],
+            weight: 5,
+        });
         a.absorb(&b, |w| w * 10);
         a.coalesce();
         assert_eq!(a.frames().len(), 1);
         assert_eq!(a.stacks().len(), 1);
         assert_eq!(a.total(), 35);
+    }
+
+    #[test]
+    fn absorb_unresolved_merges_by_process_and_reason() {
+        let gone = UnresolvedReason::ProcessGone;
+        let jit = UnresolvedReason::JitWithoutPerfMap;
+        let entry = |pid, reasons: Vec<(UnresolvedReason, u64)>| Unresolved {
+            pid,
+            process: format!("p{pid}"),
+            reasons,
+        };
+        let mut wall = Profile::new(Unit::Microseconds);
+        wall.unresolved = vec![entry(1, vec![(gone.clone(), 100)])];
+        let mut on = Profile::new(Unit::Samples);
+        on.unresolved = vec![
+            entry(1, vec![(jit.clone(), 30), (gone.clone(), 1)]),
+            entry(2, vec![(gone.clone(), 1)]),
+        ];
+        wall.absorb_unresolved(&on, |w| w * 10);
+        assert_eq!(
+            wall.unresolved[0],
+            entry(1, vec![(jit, 300), (gone.clone(), 110)])
+        );
+        assert_eq!(wall.unresolved[1], entry(2, vec![(gone, 10)]));
     }
 
     #[test]

@@ -11,10 +11,12 @@
 
 use std::collections::HashMap;
 use std::fs::{self, File};
+use std::hash::{BuildHasher, Hasher};
 use std::ops::Range;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use blazesym::symbolize::source::{Elf, Kernel, Process, Source};
 use blazesym::symbolize::{Input, Sym, Symbolized, Symbolizer as Blazesym};
@@ -112,7 +114,21 @@ struct Proc {
     ns_pid: u32,
     /// Its root directory when it is not ours (a container, a chroot).
     root: Option<RootId>,
+    /// Its perf map, held open once seen: a /tmp private to its mount
+    /// namespace goes away with the namespace, the open file does not.
+    perf_map: Option<File>,
+    /// Virtual memory size when the map was read: when it changes, the
+    /// map has.
+    vsize: u64,
+    /// False once it is known to have exited.
+    alive: bool,
 }
+
+/// How often [`Symbolizer::refresh`] looks for changed memory maps, and
+/// how long one look may take: reading every process's map each time
+/// would cost a busy host more than the capture itself.
+const REFRESH_EVERY: Duration = Duration::from_millis(500);
+const REFRESH_BUDGET: Duration = Duration::from_millis(5);
 
 /// A symbolizer that lives through a capture: processes are remembered
 /// while they run, so they can be named after they exit.
@@ -135,6 +151,9 @@ pub struct Symbolizer {
     own_root: Option<(String, u64, u64)>,
     /// This process's vDSO: every process of a kernel maps the same one.
     own_vdso: Option<Range<u64>>,
+    last_refresh: Instant,
+    /// Where the next refresh resumes, in PID order.
+    refresh_from: u32,
 }
 
 /// What a user address was found to be.
@@ -145,14 +164,6 @@ enum Target {
     Vdso(u64),
     Unmapped,
     Gone,
-}
-
-/// A named address: its frames (root first) and, when it could not be
-/// named, why.
-#[derive(Clone, Debug, Default)]
-struct Named {
-    frames: Vec<FrameId>,
-    unresolved: Option<UnresolvedReason>,
 }
 
 /// Frames of one address before interning.
@@ -181,6 +192,8 @@ impl Symbolizer {
             root_ids: HashMap::new(),
             own_root: root_key("self"),
             own_vdso: own_vdso(),
+            last_refresh: Instant::now(),
+            refresh_from: 0,
         }
     }
 
@@ -198,11 +211,49 @@ impl Symbolizer {
         self.read_process(pid);
     }
 
+    /// Re-reads the memory maps of remembered processes that changed since
+    /// they were read, so that libraries and JIT code mapped later (Node
+    /// remaps its builtins after start-up) still resolve if the process
+    /// exits before the capture ends. Call it often during the capture
+    /// (every poll): it limits itself to a few milliseconds twice a second.
+    pub fn refresh(&mut self) {
+        if self.last_refresh.elapsed() < REFRESH_EVERY {
+            return;
+        }
+        let start = Instant::now();
+        self.last_refresh = start;
+        let mut pids: Vec<u32> = self
+            .procs
+            .iter()
+            .filter(|(_, p)| p.alive)
+            .map(|(&pid, _)| pid)
+            .collect();
+        pids.sort_unstable();
+        let first = pids.partition_point(|&p| p < self.refresh_from);
+        pids.rotate_left(first);
+        self.refresh_from = 0;
+        for pid in pids {
+            if start.elapsed() >= REFRESH_BUDGET {
+                self.refresh_from = pid;
+                break;
+            }
+            let changed = match vsize(pid) {
+                Some(size) => self.procs.get(&pid).is_some_and(|p| p.vsize != size),
+                None => true,
+            };
+            if changed && !self.read_process(pid) {
+                if let Some(p) = self.procs.get_mut(&pid) {
+                    p.alive = false;
+                }
+            }
+        }
+    }
+
     /// Names every frame of `raw` and returns the profile, with the
     /// samples whose leaf frame stayed unnamed in [`Profile::unresolved`].
     pub fn profile(&mut self, raw: &[RawStack], unit: Unit) -> Profile {
         let mut profile = Profile::new(unit);
-        // Libraries and JIT code mapped since a process was first seen.
+        // Libraries and JIT code mapped since a process was last read.
         let mut pids: Vec<u32> = raw
             .iter()
             .filter(|r| !r.user.is_empty() && r.pid != 0)
@@ -213,8 +264,11 @@ impl Symbolizer {
         for &pid in &pids {
             self.read_process(pid);
         }
-        let kernel = self.kernel_frames(raw, &mut profile);
-        let user = self.user_frames(raw, &mut profile);
+        let hasher = AddrHashBuilder::new();
+        let mut table = Table::default();
+        let kernel = self.kernel_frames(raw, &mut profile, &mut table, hasher);
+        let user = self.user_frames(raw, &mut profile, &mut table, hasher);
+        let mut next_user = 0;
 
         let mut thread_ids: HashMap<(u32, u32, &str), ThreadId> = HashMap::new();
         let mut process_names: HashMap<u32, String> = HashMap::new();
@@ -238,15 +292,18 @@ impl Symbolizer {
                     t
                 }
             };
+            // This stack's slots, in the order user_frames recorded them.
+            let slots = &user.frame_slots[next_user..next_user + r.user.len()];
+            next_user += r.user.len();
             let mut frames = Vec::with_capacity(r.user.len() + r.kernel.len() + 2);
             if let Some(note) = r.root_note {
                 frames.push(profile.intern_frame(Frame::new(note, FrameKind::Pseudo)));
             }
-            for (i, &ip) in r.user.iter().enumerate().rev() {
-                frames.extend_from_slice(&user[&(r.pid, caller_adjusted(ip, i))].frames);
+            for &slot in slots.iter().rev() {
+                frames.extend_from_slice(table.frames(user.entries[slot as usize]));
             }
             for (i, &ip) in r.kernel.iter().enumerate().rev() {
-                frames.extend_from_slice(&kernel[&caller_adjusted(ip, i)].frames);
+                frames.extend_from_slice(table.frames(kernel[&caller_adjusted(ip, i)]));
             }
             for name in r.kernel_names.iter().rev() {
                 frames.push(profile.intern_frame(Frame::new(name.as_str(), FrameKind::Kernel)));
@@ -256,15 +313,17 @@ impl Symbolizer {
             }
             // The user leaf says which code of the process ran or waited;
             // kernel leaves nearly always resolve and would hide it.
-            let reason = match (r.user.first(), r.kernel.first()) {
-                (Some(&ip), _) => user[&(r.pid, ip)].unresolved.clone(),
-                (None, Some(&ip)) if r.kernel_names.is_empty() => {
-                    kernel[&ip].unresolved.clone()
-                }
+            let reason = match (slots.first(), r.kernel.first()) {
+                (Some(&slot), _) => table.unresolved(user.entries[slot as usize]),
+                (None, Some(&ip)) if r.kernel_names.is_empty() => table.unresolved(kernel[&ip]),
                 _ => None,
             };
             if let Some(reason) = reason.filter(|_| r.weight > 0) {
-                *accounts.entry(r.pid).or_default().entry(reason).or_default() += r.weight;
+                *accounts
+                    .entry(r.pid)
+                    .or_default()
+                    .entry(reason.clone())
+                    .or_default() += r.weight;
             }
             profile.push(Stack {
                 thread: Some(thread),
@@ -288,104 +347,134 @@ impl Symbolizer {
         }
     }
 
-    fn kernel_frames(&self, raw: &[RawStack], profile: &mut Profile) -> HashMap<u64, Named> {
-        let addrs: Vec<u64> = unique(raw.iter().flat_map(|r| adjusted(&r.kernel)));
-        if addrs.is_empty() {
-            return HashMap::new();
+    /// Names every distinct kernel address of `raw`: address -> entry of
+    /// `table`.
+    fn kernel_frames(
+        &self,
+        raw: &[RawStack],
+        profile: &mut Profile,
+        table: &mut Table,
+        hasher: AddrHashBuilder,
+    ) -> AddrMap<u32> {
+        let mut names = AddrMap::with_hasher(hasher);
+        for r in raw {
+            for a in adjusted(&r.kernel) {
+                names.insert(a, UNNAMED);
+            }
         }
+        if names.is_empty() {
+            return names;
+        }
+        let addrs: Vec<u64> = names.keys().copied().collect();
         let src = Source::Kernel(Kernel::default());
         let syms = self
             .blazesym
             .symbolize(&src, Input::AbsAddr(&addrs))
             .unwrap_or_default();
-        addrs
-            .iter()
-            .enumerate()
-            .map(|(i, &a)| {
-                let named = match syms.get(i) {
-                    Some(Symbolized::Sym(sym)) if !sym.name.is_empty() => Named {
-                        frames: intern_all(profile, sym_frames(sym, FrameKind::Kernel)),
-                        unresolved: None,
-                    },
-                    _ => Named {
-                        frames: vec![profile.intern_frame(Frame::new(UNKNOWN, FrameKind::Kernel))],
-                        unresolved: Some(UnresolvedReason::Kernel),
-                    },
-                };
-                (a, named)
-            })
-            .collect()
+        for (i, a) in addrs.into_iter().enumerate() {
+            let entry = match syms.get(i) {
+                Some(Symbolized::Sym(sym)) if !sym.name.is_empty() => {
+                    table.add(profile, sym_frames(sym, FrameKind::Kernel), None)
+                }
+                _ => table.add(
+                    profile,
+                    vec![Frame::new(UNKNOWN, FrameKind::Kernel)],
+                    Some(UnresolvedReason::Kernel),
+                ),
+            };
+            names.insert(a, entry);
+        }
+        names
     }
 
-    fn user_frames(&self, raw: &[RawStack], profile: &mut Profile) -> HashMap<(u32, u64), Named> {
-        let mut by_pid: HashMap<u32, Vec<u64>> = HashMap::new();
+    /// Names every distinct (process, address) of the user stacks of `raw`.
+    fn user_frames(
+        &self,
+        raw: &[RawStack],
+        profile: &mut Profile,
+        table: &mut Table,
+        hasher: AddrHashBuilder,
+    ) -> UserNames {
+        // Each distinct (pid, address) gets a slot; each frame of `raw`
+        // records its slot, so that stacks are later assembled without a
+        // second lookup per frame.
+        let mut slots_of: HashMap<u32, AddrMap<u32>> = HashMap::new();
+        let mut slot_keys: Vec<(u32, u64)> = Vec::new();
+        let mut frame_slots = Vec::with_capacity(raw.iter().map(|r| r.user.len()).sum());
         for r in raw.iter().filter(|r| !r.user.is_empty()) {
-            by_pid.entry(r.pid).or_default().extend(adjusted(&r.user));
-        }
-        // Where each address lives; each binary's offsets gathered from
-        // every process that maps it.
-        let mut targets: Vec<(u32, u64, Target)> = Vec::new();
-        let mut wanted: HashMap<BinaryId, Vec<u64>> = HashMap::new();
-        let mut vdso_offsets = Vec::new();
-        for (pid, addrs) in by_pid {
-            for addr in unique(addrs) {
-                let target = self.locate(pid, addr);
-                match target {
-                    Target::Binary(b, off) => wanted.entry(b).or_default().push(off),
-                    Target::Vdso(off) => vdso_offsets.push(off),
-                    _ => {}
-                }
-                targets.push((pid, addr, target));
+            let slots = slots_of
+                .entry(r.pid)
+                .or_insert_with(|| AddrMap::with_hasher(hasher));
+            for a in adjusted(&r.user) {
+                let slot = *slots.entry(a).or_insert_with(|| {
+                    slot_keys.push((r.pid, a));
+                    (slot_keys.len() - 1) as u32
+                });
+                frame_slots.push(slot);
             }
         }
+        drop(slots_of);
 
-        let mut by_offset: HashMap<(BinaryId, u64), Named> = HashMap::new();
+        // Where each address lives; each binary's offsets gathered from
+        // every process that maps it.
+        let targets: Vec<Target> = slot_keys
+            .iter()
+            .map(|&(pid, addr)| self.locate(pid, addr))
+            .collect();
+        let mut wanted: HashMap<BinaryId, Vec<u64>> = HashMap::new();
+        let mut vdso_offsets = Vec::new();
+        for t in &targets {
+            match *t {
+                Target::Binary(b, off) => wanted.entry(b).or_default().push(off),
+                Target::Vdso(off) => vdso_offsets.push(off),
+                _ => {}
+            }
+        }
+        let mut by_offset: AddrMap<u32> = AddrMap::with_hasher(hasher);
         for (b, offsets) in wanted {
             let offsets = unique(offsets);
             let named = self.symbolize_binary(&self.binaries[b], &offsets);
             for (off, (frames, unresolved)) in offsets.into_iter().zip(named) {
-                let frames = intern_all(profile, frames);
-                by_offset.insert((b, off), Named { frames, unresolved });
+                by_offset.insert(binary_key(b, off), table.add(profile, frames, unresolved));
             }
         }
         let vdso_offsets = unique(vdso_offsets);
-        let vdso: HashMap<u64, Named> = vdso_offsets
+        let mut vdso: AddrMap<u32> = AddrMap::with_hasher(hasher);
+        for (off, (frames, unresolved)) in vdso_offsets
             .iter()
             .copied()
             .zip(self.symbolize_vdso(&vdso_offsets))
-            .map(|(off, (frames, unresolved))| {
-                let frames = intern_all(profile, frames);
-                (off, Named { frames, unresolved })
-            })
-            .collect();
+        {
+            vdso.insert(off, table.add(profile, frames, unresolved));
+        }
 
         let mut perf_maps: HashMap<u32, Option<perf_map::PerfMap>> = HashMap::new();
-        let mut out = HashMap::with_capacity(targets.len());
-        for (pid, addr, target) in targets {
-            let named = match target {
-                Target::Binary(b, off) => by_offset[&(b, off)].clone(),
-                Target::Vdso(off) => vdso[&off].clone(),
-                Target::Gone => unknown_named(profile, UnresolvedReason::ProcessGone),
+        let entries = slot_keys
+            .iter()
+            .zip(targets)
+            .map(|(&(pid, addr), target)| match target {
+                Target::Binary(b, off) => by_offset[&binary_key(b, off)],
+                Target::Vdso(off) => vdso[&off],
+                Target::Gone => table.unknown(profile, UnresolvedReason::ProcessGone),
                 Target::Jit | Target::Unmapped => {
                     let map = perf_maps.entry(pid).or_insert_with(|| self.perf_map(pid));
                     match map.as_ref().map(|m| m.find(addr)) {
-                        Some(Some(name)) => Named {
-                            frames: vec![profile.intern_frame(Frame::new(name, FrameKind::Jit))],
-                            unresolved: None,
-                        },
+                        Some(Some(name)) => table.jit(profile, name),
                         Some(None) if matches!(target, Target::Jit) => {
-                            unknown_named(profile, UnresolvedReason::NotInPerfMap)
+                            table.unknown(profile, UnresolvedReason::NotInPerfMap)
                         }
                         None if matches!(target, Target::Jit) => {
-                            unknown_named(profile, UnresolvedReason::JitWithoutPerfMap)
+                            table.unknown(profile, UnresolvedReason::JitWithoutPerfMap)
                         }
-                        _ => unknown_named(profile, UnresolvedReason::Unmapped),
+                        _ => table.unknown(profile, UnresolvedReason::Unmapped),
                     }
                 }
-            };
-            out.insert((pid, addr), named);
+            })
+            .collect();
+        UserNames {
+            frame_slots,
+            entries,
         }
-        out
     }
 
     fn locate(&self, pid: u32, addr: u64) -> Target {
@@ -432,18 +521,42 @@ impl Symbolizer {
                 }
             }
         }
+        // Unnamed code is named by where its function starts, so that one
+        // function of a stripped binary stays one frame.
+        let starts = match (&bin.elf, &bin.file) {
+            (Some(elf), Some(file)) if out.iter().any(Option::is_none) => elf.function_starts(file),
+            _ => Vec::new(),
+        };
+        let function_offset = |off: u64| -> u64 {
+            let Some(elf) = &bin.elf else { return off };
+            let Some(virt) = elf.virt(off) else {
+                return off;
+            };
+            let i = starts.partition_point(|&s| s <= virt);
+            i.checked_sub(1)
+                .and_then(|i| elf.file_offset(starts[i]))
+                .unwrap_or(off)
+        };
         out.into_iter()
             .zip(offsets)
             .map(|(frames, &off)| match frames {
                 Some(frames) => (frames, None),
                 None => {
+                    let off = function_offset(off);
                     let reason = if path.is_some() {
-                        UnresolvedReason::NoSymbols { module: bin.name.clone() }
+                        UnresolvedReason::NoSymbols {
+                            module: bin.name.clone(),
+                        }
                     } else {
-                        UnresolvedReason::Unreadable { module: bin.name.clone() }
+                        UnresolvedReason::Unreadable {
+                            module: bin.name.clone(),
+                        }
                     };
                     (
-                        vec![Frame::new(format!("{}+{off:#x}", bin.name), FrameKind::User)],
+                        vec![Frame::new(
+                            format!("{}+{off:#x}", bin.name),
+                            FrameKind::User,
+                        )],
                         Some(reason),
                     )
                 }
@@ -463,7 +576,10 @@ impl Symbolizer {
         let addrs: Vec<u64> = todo.iter().map(|&i| virt[i].unwrap_or(0)).collect();
         let mut src = Elf::new(path);
         src.debug_syms = debug;
-        match self.blazesym.symbolize(&Source::Elf(src), Input::VirtOffset(&addrs)) {
+        match self
+            .blazesym
+            .symbolize(&Source::Elf(src), Input::VirtOffset(&addrs))
+        {
             Ok(syms) => {
                 for (&i, sym) in todo.iter().zip(&syms) {
                     out[i] = named_sym(sym, FrameKind::User);
@@ -480,7 +596,9 @@ impl Symbolizer {
         let unknown = |off: u64| {
             (
                 vec![Frame::new(format!("[vdso]+{off:#x}"), FrameKind::User)],
-                Some(UnresolvedReason::NoSymbols { module: "[vdso]".into() }),
+                Some(UnresolvedReason::NoSymbols {
+                    module: "[vdso]".into(),
+                }),
             )
         };
         let Some(own) = &self.own_vdso else {
@@ -495,10 +613,12 @@ impl Symbolizer {
         offsets
             .iter()
             .enumerate()
-            .map(|(i, &off)| match syms.get(i).and_then(|s| named_sym(s, FrameKind::User)) {
-                Some(frames) => (frames, None),
-                None => unknown(off),
-            })
+            .map(
+                |(i, &off)| match syms.get(i).and_then(|s| named_sym(s, FrameKind::User)) {
+                    Some(frames) => (frames, None),
+                    None => unknown(off),
+                },
+            )
             .collect()
     }
 
@@ -507,10 +627,15 @@ impl Symbolizer {
     /// descriptor kept on it, so it is found in containers and after exit.
     fn perf_map(&self, pid: u32) -> Option<perf_map::PerfMap> {
         let proc = self.procs.get(&pid)?;
-        let rel = format!("tmp/perf-{}.map", proc.ns_pid);
-        let path = match proc.root {
-            Some(root) => fd_path(&self.roots[root]).join(rel),
-            None => Path::new("/").join(rel),
+        let path = match &proc.perf_map {
+            Some(file) => fd_path(file),
+            None => {
+                let rel = format!("tmp/perf-{}.map", proc.ns_pid);
+                match proc.root {
+                    Some(root) => fd_path(&self.roots[root]).join(rel),
+                    None => Path::new("/").join(rel),
+                }
+            }
         };
         let text = fs::read(path).ok()?;
         Some(perf_map::PerfMap::parse(&text))
@@ -528,6 +653,7 @@ impl Symbolizer {
         }
         let root = self.root_of(pid);
         let ns_pid = ns_pid(pid).unwrap_or(pid);
+        let size = vsize(pid).unwrap_or(0);
         let mut vmas = Vec::new();
         for line in maps.lines() {
             let Some(m) = maps_line(line) else { continue };
@@ -535,10 +661,7 @@ impl Symbolizer {
                 "[vdso]" => Region::Vdso,
                 p if is_anon(p) => Region::Anon,
                 p if p.starts_with('/') && m.exec && m.inode != 0 => {
-                    match self.binary(pid, &m, root) {
-                        Some(b) => Region::File(b),
-                        None => continue,
-                    }
+                    Region::File(self.binary(pid, &m, root))
                 }
                 _ => continue,
             };
@@ -549,7 +672,9 @@ impl Symbolizer {
                 region,
             });
         }
+        let mut perf_map = None;
         if let Some(old) = self.procs.remove(&pid) {
+            perf_map = old.perf_map;
             // Mappings gone since the last read still name the stacks
             // taken before (a library unloaded, the image before execve).
             for v in old.vmas {
@@ -559,15 +684,28 @@ impl Symbolizer {
                 }
             }
         }
-        self.procs.insert(pid, Proc { vmas, ns_pid, root });
+        if perf_map.is_none() {
+            perf_map = File::open(format!("/proc/{pid}/root/tmp/perf-{ns_pid}.map")).ok();
+        }
+        self.procs.insert(
+            pid,
+            Proc {
+                vmas,
+                ns_pid,
+                root,
+                perf_map,
+                vsize: size,
+                alive: true,
+            },
+        );
         true
     }
 
     /// The binary behind an executable mapping, opened on first sight.
-    fn binary(&mut self, pid: u32, m: &MapsLine<'_>, root: Option<RootId>) -> Option<BinaryId> {
+    fn binary(&mut self, pid: u32, m: &MapsLine<'_>, root: Option<RootId>) -> BinaryId {
         let maps_key = (m.dev, m.inode);
         if let Some(&b) = self.by_maps_key.get(&maps_key) {
-            return Some(b);
+            return b;
         }
         let path = m.path.strip_suffix(" (deleted)").unwrap_or(m.path);
         let root_path = root.map(|r| fd_path(&self.roots[r]));
@@ -588,7 +726,7 @@ impl Symbolizer {
         let key = file.as_ref().and_then(FileKey::of);
         if let Some(b) = key.and_then(|k| self.by_file_key.get(&k).copied()) {
             self.by_maps_key.insert(maps_key, b);
-            return Some(b);
+            return b;
         }
         let elf = file.as_ref().and_then(elf::ElfInfo::read);
         let debug = match (&elf, &file) {
@@ -599,8 +737,8 @@ impl Symbolizer {
         };
         // Without a descriptor, only a path that outlives the process
         // will do.
-        let fallback = (file.is_none() && root.is_none() && path == m.path)
-            .then(|| PathBuf::from(path));
+        let fallback =
+            (file.is_none() && root.is_none() && path == m.path).then(|| PathBuf::from(path));
         let b = self.binaries.len();
         self.binaries.push(Binary {
             name,
@@ -613,7 +751,7 @@ impl Symbolizer {
         if let Some(k) = key {
             self.by_file_key.insert(k, b);
         }
-        Some(b)
+        b
     }
 
     /// A separate debug file for a binary the process sees at `path`: by
@@ -628,7 +766,11 @@ impl Symbolizer {
     ) -> Option<File> {
         let mut dirs = self.debug_dirs.clone();
         if let Some(root) = root {
-            dirs.extend(SYSTEM_DEBUG_DIRS.iter().map(|d| root.join(d.trim_start_matches('/'))));
+            dirs.extend(
+                SYSTEM_DEBUG_DIRS
+                    .iter()
+                    .map(|d| root.join(d.trim_start_matches('/'))),
+            );
         }
         let mut candidates: Vec<(PathBuf, Option<u32>)> = Vec::new();
         if let Some(id) = info.build_id.as_deref().filter(|id| id.len() >= 2) {
@@ -642,7 +784,10 @@ impl Symbolizer {
             let base = root.map_or_else(|| PathBuf::from("/"), Path::to_path_buf);
             candidates.push((base.join(rel_dir).join(link), Some(*crc)));
             candidates.push((base.join(rel_dir).join(".debug").join(link), Some(*crc)));
-            candidates.extend(dirs.iter().map(|d| (d.join(rel_dir).join(link), Some(*crc))));
+            candidates.extend(
+                dirs.iter()
+                    .map(|d| (d.join(rel_dir).join(link), Some(*crc))),
+            );
         }
         candidates.into_iter().find_map(|(p, crc)| {
             let file = File::open(&p).ok()?;
@@ -738,6 +883,15 @@ fn root_key(pid: &str) -> Option<(String, u64, u64)> {
     Some((ns.to_string_lossy().into_owned(), m.dev(), m.ino()))
 }
 
+/// Virtual memory size, from /proc/PID/stat: far cheaper to read than the
+/// memory map.
+fn vsize(pid: u32) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The name, in parentheses, may hold spaces: count fields after it.
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(20)?.parse().ok()
+}
+
 /// The PID the process sees itself as (innermost PID namespace).
 fn ns_pid(pid: u32) -> Option<u32> {
     let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
@@ -774,14 +928,122 @@ fn fd_path(file: &File) -> PathBuf {
     PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()))
 }
 
-fn intern_all(profile: &mut Profile, frames: Vec<Frame>) -> Vec<FrameId> {
-    frames.into_iter().map(|f| profile.intern_frame(f)).collect()
+/// The user frames of a capture, named: each frame's slot (in the order
+/// of the stacks and their frames, leaf first), and each slot's entry in
+/// the [`Table`].
+struct UserNames {
+    frame_slots: Vec<u32>,
+    entries: Vec<u32>,
 }
 
-fn unknown_named(profile: &mut Profile, reason: UnresolvedReason) -> Named {
-    Named {
-        frames: vec![profile.intern_frame(Frame::new(UNKNOWN, FrameKind::User))],
-        unresolved: Some(reason),
+/// An entry of [`Table`] not filled in yet.
+const UNNAMED: u32 = u32::MAX;
+
+/// What distinct addresses were named: each entry a run of interned frames
+/// (root first) and, when unnamed, why. Entries are few (one per distinct
+/// binary offset, JIT symbol or reason) and contiguous, so that the
+/// millions of frame lookups of a large capture stay in cache.
+#[derive(Default)]
+struct Table {
+    frames: Vec<FrameId>,
+    entries: Vec<(u32, u32, Option<UnresolvedReason>)>,
+    unknown: HashMap<UnresolvedReason, u32>,
+    jit: HashMap<String, u32>,
+}
+
+impl Table {
+    fn add(
+        &mut self,
+        profile: &mut Profile,
+        frames: Vec<Frame>,
+        why: Option<UnresolvedReason>,
+    ) -> u32 {
+        let start = self.frames.len() as u32;
+        self.frames
+            .extend(frames.into_iter().map(|f| profile.intern_frame(f)));
+        self.entries
+            .push((start, self.frames.len() as u32 - start, why));
+        (self.entries.len() - 1) as u32
+    }
+
+    fn unknown(&mut self, profile: &mut Profile, why: UnresolvedReason) -> u32 {
+        if let Some(&e) = self.unknown.get(&why) {
+            return e;
+        }
+        let e = self.add(
+            profile,
+            vec![Frame::new(UNKNOWN, FrameKind::User)],
+            Some(why.clone()),
+        );
+        self.unknown.insert(why, e);
+        e
+    }
+
+    fn jit(&mut self, profile: &mut Profile, name: &str) -> u32 {
+        if let Some(&e) = self.jit.get(name) {
+            return e;
+        }
+        let e = self.add(profile, vec![Frame::new(name, FrameKind::Jit)], None);
+        self.jit.insert(name.to_string(), e);
+        e
+    }
+
+    fn frames(&self, entry: u32) -> &[FrameId] {
+        let (start, len, _) = self.entries[entry as usize];
+        &self.frames[start as usize..(start + len) as usize]
+    }
+
+    fn unresolved(&self, entry: u32) -> Option<&UnresolvedReason> {
+        self.entries[entry as usize].2.as_ref()
+    }
+}
+
+/// One key for a binary and an offset in it: offsets stay far below 2^48.
+fn binary_key(b: BinaryId, off: u64) -> u64 {
+    ((b as u64) << 48) ^ off
+}
+
+/// Maps keyed by address, looked up millions of times per capture: SipHash
+/// would cost more than the lookups themselves. Keyed with a random seed
+/// and fully mixed, since the addresses come from the profiled processes'
+/// stacks, which they control.
+type AddrMap<V> = HashMap<u64, V, AddrHashBuilder>;
+
+#[derive(Clone, Copy)]
+struct AddrHashBuilder(u64);
+
+impl AddrHashBuilder {
+    fn new() -> Self {
+        AddrHashBuilder(std::collections::hash_map::RandomState::new().hash_one(0x5eed_u64))
+    }
+}
+
+impl BuildHasher for AddrHashBuilder {
+    type Hasher = AddrHasher;
+    fn build_hasher(&self) -> AddrHasher {
+        AddrHasher(self.0)
+    }
+}
+
+struct AddrHasher(u64);
+
+impl Hasher for AddrHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(b as u64);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        // The splitmix64 finalizer: every input bit reaches every output bit.
+        let mut z = self.0 ^ n;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        self.0 = z ^ (z >> 31);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
     }
 }
 
@@ -876,7 +1138,14 @@ mod perf_map {
                     let start = hex(parts.next()?)?;
                     let size = hex(parts.next()?)?;
                     let name = parts.next()?.trim();
-                    (!name.is_empty()).then(|| (start, start.saturating_add(size.max(1)), n, name.to_string()))
+                    (!name.is_empty()).then(|| {
+                        (
+                            start,
+                            start.saturating_add(size.max(1)),
+                            n,
+                            name.to_string(),
+                        )
+                    })
                 })
                 .collect();
             // Code moves and address ranges get reused: for one start the
@@ -916,18 +1185,23 @@ mod elf {
         pub build_id: Option<Vec<u8>>,
         /// `.gnu_debuglink`: the debug file's name and CRC32.
         pub debuglink: Option<(String, u32)>,
+        /// PT_GNU_EH_FRAME: (file offset, size, virtual address).
+        eh_frame_hdr: Option<(u64, u64, u64)>,
         pub has_symtab: bool,
         pub has_dwarf: bool,
     }
 
     const PT_LOAD: u32 = 1;
     const PT_NOTE: u32 = 4;
+    const PT_GNU_EH_FRAME: u32 = 0x6474_e550;
     const SHT_SYMTAB: u32 = 2;
     const SHT_NOTE: u32 = 7;
     const SHT_NOBITS: u32 = 8;
     const NT_GNU_BUILD_ID: u32 = 3;
     /// Bounds on header tables and notes read, against corrupt files.
     const MAX_TABLE: u64 = 1 << 20;
+    /// Bound on an unwind table's search index (8 bytes per function).
+    const MAX_EH_FRAME_HDR: u64 = 64 << 20;
 
     fn u16_at(b: &[u8], at: usize) -> u16 {
         u16::from_le_bytes([b[at], b[at + 1]])
@@ -940,7 +1214,11 @@ mod elf {
     }
 
     fn read_at(file: &File, offset: u64, len: u64) -> Option<Vec<u8>> {
-        if len > MAX_TABLE {
+        read_bounded(file, offset, len, MAX_TABLE)
+    }
+
+    fn read_bounded(file: &File, offset: u64, len: u64, max: u64) -> Option<Vec<u8>> {
+        if len > max {
             return None;
         }
         let mut buf = vec![0; len as usize];
@@ -962,6 +1240,7 @@ mod elf {
                 loads: Vec::new(),
                 build_id: None,
                 debuglink: None,
+                eh_frame_hdr: None,
                 has_symtab: false,
                 has_dwarf: false,
             };
@@ -973,6 +1252,7 @@ mod elf {
                     match u32_at(ph, 0) {
                         PT_LOAD => info.loads.push((offset, filesz, vaddr)),
                         PT_NOTE => note_segments.push((offset, filesz)),
+                        PT_GNU_EH_FRAME => info.eh_frame_hdr = Some((offset, filesz, vaddr)),
                         _ => {}
                     }
                 }
@@ -981,7 +1261,8 @@ mod elf {
                 let table = read_at(file, shoff, shentsize * shnum)?;
                 let sh = |i: u64| &table[(i * shentsize) as usize..][..64];
                 let strtab = sh(shstrndx);
-                let names = read_at(file, u64_at(strtab, 24), u64_at(strtab, 32)).unwrap_or_default();
+                let names =
+                    read_at(file, u64_at(strtab, 24), u64_at(strtab, 32)).unwrap_or_default();
                 for i in 0..shnum {
                     let s = sh(i);
                     let name_at = u32_at(s, 0) as usize;
@@ -995,7 +1276,8 @@ mod elf {
                         b".debug_info" | b".zdebug_info" if stored => info.has_dwarf = true,
                         b".symtab" if kind == SHT_SYMTAB && size > 0 => info.has_symtab = true,
                         b".gnu_debuglink" if stored => {
-                            info.debuglink = read_at(file, offset, size).and_then(|d| debuglink(&d));
+                            info.debuglink =
+                                read_at(file, offset, size).and_then(|d| debuglink(&d));
                         }
                         _ if kind == SHT_NOTE && stored && info.build_id.is_none() => {
                             info.build_id = read_at(file, offset, size).and_then(|d| build_id(&d));
@@ -1021,6 +1303,63 @@ mod elf {
                 .find(|&&(off, size, _)| offset >= off && offset - off < size)
                 .map(|&(off, _, vaddr)| offset - off + vaddr)
         }
+
+        /// The file offset of the byte loaded at virtual address `virt`.
+        pub fn file_offset(&self, virt: u64) -> Option<u64> {
+            self.loads
+                .iter()
+                .find(|&&(_, size, vaddr)| virt >= vaddr && virt - vaddr < size)
+                .map(|&(off, _, vaddr)| virt - vaddr + off)
+        }
+
+        /// Start addresses of the functions the unwind tables describe,
+        /// sorted: stripped binaries keep them, which tells where the
+        /// function holding an address begins.
+        pub fn function_starts(&self, file: &File) -> Vec<u64> {
+            let Some((offset, size, vaddr)) = self.eh_frame_hdr else {
+                return Vec::new();
+            };
+            let Some(hdr) = read_bounded(file, offset, size, MAX_EH_FRAME_HDR) else {
+                return Vec::new();
+            };
+            let mut starts = eh_frame_hdr_starts(&hdr, vaddr).unwrap_or_default();
+            starts.sort_unstable();
+            starts
+        }
+    }
+
+    /// Size of a fixed-size DWARF pointer encoding (`DW_EH_PE_*`).
+    fn encoded_size(enc: u8) -> Option<usize> {
+        match enc & 0x0f {
+            0x02 | 0x0a => Some(2),
+            0x03 | 0x0b => Some(4),
+            0x04 | 0x0c => Some(8),
+            _ => None,
+        }
+    }
+
+    /// The binary search table of `.eh_frame_hdr`, in the only encoding
+    /// linkers emit for it: 4-byte signed offsets from the header.
+    fn eh_frame_hdr_starts(hdr: &[u8], hdr_vaddr: u64) -> Option<Vec<u64>> {
+        const UDATA4: u8 = 0x03;
+        const DATAREL_SDATA4: u8 = 0x3b;
+        let (version, ptr_enc, count_enc, table_enc) = (*hdr.first()?, hdr[1], hdr[2], hdr[3]);
+        if version != 1 || count_enc != UDATA4 || table_enc != DATAREL_SDATA4 {
+            return None;
+        }
+        let count_at = 4 + encoded_size(ptr_enc)?;
+        let count = u32_at(hdr.get(..count_at + 4)?, count_at) as usize;
+        let table = hdr.get(count_at + 4..)?.get(..count.checked_mul(8)?)?;
+        Some(
+            table
+                .chunks_exact(8)
+                .map(|e| {
+                    hdr_vaddr.wrapping_add_signed(i32::from_le_bytes(
+                        e[..4].try_into().expect("4 bytes"),
+                    ) as i64)
+                })
+                .collect(),
+        )
     }
 
     fn build_id(notes: &[u8]) -> Option<Vec<u8>> {
@@ -1055,7 +1394,15 @@ mod elf {
     /// The CRC32 a debuglink records: of the whole debug file.
     pub fn crc32(file: &File) -> Option<u32> {
         let table: Vec<u32> = (0..256u32)
-            .map(|n| (0..8).fold(n, |c, _| if c & 1 != 0 { 0xEDB8_8320 ^ (c >> 1) } else { c >> 1 }))
+            .map(|n| {
+                (0..8).fold(n, |c, _| {
+                    if c & 1 != 0 {
+                        0xEDB8_8320 ^ (c >> 1)
+                    } else {
+                        c >> 1
+                    }
+                })
+            })
             .collect();
         let mut crc = !0u32;
         let mut buf = vec![0u8; 1 << 16];
@@ -1087,8 +1434,12 @@ mod tests {
 
     #[test]
     fn maps_lines_parse_with_spaces_and_deleted_files() {
-        let m = maps_line("7f00-7f80 r-xp 00001000 fd:01 1234   /opt/my app/bin (deleted)").unwrap();
-        assert_eq!((m.start, m.end, m.offset, m.inode), (0x7f00, 0x7f80, 0x1000, 1234));
+        let m =
+            maps_line("7f00-7f80 r-xp 00001000 fd:01 1234   /opt/my app/bin (deleted)").unwrap();
+        assert_eq!(
+            (m.start, m.end, m.offset, m.inode),
+            (0x7f00, 0x7f80, 0x1000, 1234)
+        );
         assert!(m.exec);
         assert_eq!(m.dev, (0xfd << 32) | 1);
         assert_eq!(m.path, "/opt/my app/bin (deleted)");
@@ -1115,7 +1466,7 @@ mod tests {
         let exe = File::open("/proc/self/exe").unwrap();
         let info = elf::ElfInfo::read(&exe).unwrap();
         assert!(info.has_symtab);
-        let addr = own_function_marker as usize as u64;
+        let addr = own_function_marker as *const () as usize as u64;
         // The file offset of a function maps back to its link-time address.
         let maps = fs::read_to_string("/proc/self/maps").unwrap();
         let m = maps
@@ -1146,7 +1497,7 @@ mod tests {
     fn symbolizes_own_function_through_pid() {
         // A frame of this test binary, named exactly as a capture names a
         // target's frames: remembered, then symbolized.
-        let addr = symbolizes_own_function_through_pid as usize as u64;
+        let addr = symbolizes_own_function_through_pid as *const () as usize as u64;
         let pid = std::process::id();
         let mut s = Symbolizer::new(&Options::default());
         s.remember(pid, "self");
@@ -1159,9 +1510,15 @@ mod tests {
             ..Default::default()
         };
         let p = s.profile(&[raw], Unit::Samples);
-        let names: Vec<String> = p.stacks()[0].frames.iter().map(|&f| p.frame(f).to_string()).collect();
+        let names: Vec<String> = p.stacks()[0]
+            .frames
+            .iter()
+            .map(|&f| p.frame(f).to_string())
+            .collect();
         assert!(
-            names.iter().any(|n| n.contains("symbolizes_own_function_through_pid")),
+            names
+                .iter()
+                .any(|n| n.contains("symbolizes_own_function_through_pid")),
             "{names:?}"
         );
         // The caller frame at 0x10 is in no mapping; the leaf resolved.
@@ -1182,7 +1539,10 @@ mod tests {
         };
         let p = s.profile(&[raw], Unit::Samples);
         assert_eq!(p.unresolved.len(), 1);
-        assert_eq!(p.unresolved[0].reasons, vec![(UnresolvedReason::ProcessGone, 5)]);
+        assert_eq!(
+            p.unresolved[0].reasons,
+            vec![(UnresolvedReason::ProcessGone, 5)]
+        );
         assert_eq!(p.unresolved[0].process, "ghost");
     }
 }

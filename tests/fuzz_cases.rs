@@ -20,13 +20,18 @@ impl Rng {
 
     fn bytes(&mut self, alphabet: &[u8], max: usize) -> Vec<u8> {
         let n = (self.next() as usize) % max;
-        (0..n).map(|_| alphabet[(self.next() as usize) % alphabet.len()]).collect()
+        (0..n)
+            .map(|_| alphabet[(self.next() as usize) % alphabet.len()])
+            .collect()
     }
 }
 
 fn check_folded(data: &[u8]) {
     if let Err(e) = folded::parse("case.folded", data, Unit::Samples) {
-        assert!(e.starts_with("case.folded"), "error does not name the file: {e}");
+        assert!(
+            e.starts_with("case.folded"),
+            "error does not name the file: {e}"
+        );
         assert!(!e.contains('\n'), "error is more than one line: {e:?}");
     }
 }
@@ -64,13 +69,45 @@ fn folded_reader_never_panics_on_random_input() {
 fn cli_parser_never_panics_on_random_arguments() {
     let mut rng = Rng(0xDEAD_BEEF_CAFE_F00D);
     let words = [
-        "oncpu", "offcpu", "wall", "report", "flamegraph", "diff", "convert", "demo", "-p", "-t", "-F", "-d", "-o",
-        "--", "--min-block", "--max-block", "--state", "--sample", "--format", "--per-process", "0", "1", "-1",
-        "99999999999", "1,2,,3", "svg,pprof", "sleeping,x", "nan", "", "--top", "--json", "=", "-F=5",
+        "oncpu",
+        "offcpu",
+        "wall",
+        "report",
+        "flamegraph",
+        "diff",
+        "convert",
+        "demo",
+        "-p",
+        "-t",
+        "-F",
+        "-d",
+        "-o",
+        "--",
+        "--min-block",
+        "--max-block",
+        "--state",
+        "--sample",
+        "--format",
+        "--per-process",
+        "0",
+        "1",
+        "-1",
+        "99999999999",
+        "1,2,,3",
+        "svg,pprof",
+        "sleeping,x",
+        "nan",
+        "",
+        "--top",
+        "--json",
+        "=",
+        "-F=5",
     ];
     for _ in 0..3000 {
         let n = (rng.next() % 8) as usize;
-        let args: Vec<String> = (0..n).map(|_| words[(rng.next() as usize) % words.len()].to_string()).collect();
+        let args: Vec<String> = (0..n)
+            .map(|_| words[(rng.next() as usize) % words.len()].to_string())
+            .collect();
         let _ = Cli::try_parse_from(std::iter::once("fgbpf".to_string()).chain(args));
     }
 }

@@ -20,7 +20,12 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 /// Off-CPU capture of `pid` for `secs`, returning the folded stacks.
 fn offcpu(test: &str, target: &[&str], secs: &str, extra: &[&str]) -> Vec<(Vec<String>, u64)> {
     let dir = out_dir(test);
-    let out = run(fgbpf().args(["offcpu", "-d", secs]).args(target).args(extra).arg("-o").arg(&dir));
+    let out = run(fgbpf()
+        .args(["offcpu", "-d", secs])
+        .args(target)
+        .args(extra)
+        .arg("-o")
+        .arg(&dir));
     assert_ok(&out);
     for f in ["offcpu.svg", "report.txt"] {
         assert!(dir.join(f).exists(), "{f} missing");
@@ -49,7 +54,10 @@ fn sleeper_spends_96_percent_sleeping_in_its_sleep_function() {
     child.wait().ok();
     // Every off-CPU stack ends in exactly one state pseudo-frame.
     for (f, _) in &stacks {
-        let states = f.iter().filter(|x| ["[sleeping]", "[uninterruptible]", "[runqueue]"].contains(&x.as_str())).count();
+        let states = f
+            .iter()
+            .filter(|x| ["[sleeping]", "[uninterruptible]", "[runqueue]"].contains(&x.as_str()))
+            .count();
         assert_eq!(states, 1, "{f:?}");
         assert!(f.last().unwrap().starts_with('['), "{f:?}");
     }
@@ -57,7 +65,10 @@ fn sleeper_spends_96_percent_sleeping_in_its_sleep_function() {
     let sleeping = under(&stacks, "sleep_phase", "[sleeping]") as f64 * 100.0 / window_us;
     // 50 ms asleep per 52 ms: 96%. The first block may have begun before
     // the capture (no user stack then): at most one 50 ms sleep, 1.3%.
-    assert!((sleeping - 96.2).abs() <= 3.0, "{sleeping:.1}% of the window under sleep_phase, sleeping");
+    assert!(
+        (sleeping - 96.2).abs() <= 3.0,
+        "{sleeping:.1}% of the window under sleep_phase, sleeping"
+    );
     let all = total(&stacks) as f64 * 100.0 / window_us;
     assert!(all <= 100.5, "off-CPU time {all:.1}% exceeds the window");
 }
@@ -68,9 +79,15 @@ fn pipe_reader_waits_in_its_read_call() {
         return;
     }
     let _g = serial();
-    let mut child = Command::new(workload("piper")).arg("6").stdout(Stdio::piped()).spawn().unwrap();
+    let mut child = Command::new(workload("piper"))
+        .arg("6")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
     let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
     let reader_tid = line.trim().to_string();
     std::thread::sleep(Duration::from_millis(200));
     let stacks = offcpu("piper", &["-t", &reader_tid], "3", &[]);
@@ -79,11 +96,26 @@ fn pipe_reader_waits_in_its_read_call() {
     // -t keeps only the thread asked for.
     let threads = by_thread(&stacks);
     assert_eq!(threads.len(), 1, "{threads:?}");
-    assert!(threads.keys().next().unwrap().ends_with(&format!("-{reader_tid}")), "{threads:?}");
+    assert!(
+        threads
+            .keys()
+            .next()
+            .unwrap()
+            .ends_with(&format!("-{reader_tid}")),
+        "{threads:?}"
+    );
     let in_read = under(&stacks, "read_side", "[sleeping]") as f64;
-    assert!(in_read >= 0.9 * total(&stacks) as f64, "{in_read} of {} us in read_side", total(&stacks));
+    assert!(
+        in_read >= 0.9 * total(&stacks) as f64,
+        "{in_read} of {} us in read_side",
+        total(&stacks)
+    );
     // The reader waits almost the whole time.
-    assert!(total(&stacks) as f64 >= 0.9 * 3e6, "{} us off-CPU in 3 s", total(&stacks));
+    assert!(
+        total(&stacks) as f64 >= 0.9 * 3e6,
+        "{} us off-CPU in 3 s",
+        total(&stacks)
+    );
 }
 
 #[test]
@@ -103,12 +135,22 @@ fn min_and_max_block_exclude_what_they_should() {
     let dropped_max = offcpu("max20", &target, "1.5", &["--max-block", "20000"]);
     child.kill().ok();
     child.wait().ok();
-    assert!(under(&kept, "sleep_phase", "[sleeping]") > 1_000_000, "{kept:?}");
-    assert_eq!(under(&dropped_min, "sleep_phase", "[sleeping]"), 0, "{dropped_min:?}");
+    assert!(
+        under(&kept, "sleep_phase", "[sleeping]") > 1_000_000,
+        "{kept:?}"
+    );
+    assert_eq!(
+        under(&dropped_min, "sleep_phase", "[sleeping]"),
+        0,
+        "{dropped_min:?}"
+    );
     // A sleep still open at the end is not yet known to exceed the
     // maximum: its time so far (under 50 ms) is kept.
     let open = under(&dropped_max, "sleep_phase", "[sleeping]");
-    assert!(open < 50_000, "{open} us under sleep_phase with --max-block 20000: {dropped_max:?}");
+    assert!(
+        open < 50_000,
+        "{open} us under sleep_phase with --max-block 20000: {dropped_max:?}"
+    );
 }
 
 #[test]
@@ -120,7 +162,12 @@ fn runqueue_time_shows_when_threads_outnumber_cpus() {
     let dir = out_dir("crowd");
     // Three CPU-bound threads pinned to one CPU: each runs a third of the
     // time and waits for the CPU the rest.
-    let out = run(fgbpf().args(["offcpu", "-o"]).arg(&dir).arg("--").arg(workload("crowd")).args(["2", "3"]));
+    let out = run(fgbpf()
+        .args(["offcpu", "-o"])
+        .arg(&dir)
+        .arg("--")
+        .arg(workload("crowd"))
+        .args(["2", "3"]));
     assert_ok(&out);
     let stacks = read_folded(&dir.join("offcpu.folded"));
     let rq = under(&stacks, "crowd_burn", "[runqueue]") as f64;
@@ -132,10 +179,19 @@ fn runqueue_time_shows_when_threads_outnumber_cpus() {
 fn bad_block_filters_are_refused_before_capture() {
     let dir = out_dir("offcpu-bad");
     for (args, want) in [
-        (&["--min-block", "100", "--max-block", "10"][..], "is above --max-block"),
+        (
+            &["--min-block", "100", "--max-block", "10"][..],
+            "is above --max-block",
+        ),
         (&["--state", "zombie"], "unknown state 'zombie'"),
     ] {
-        let out = fgbpf().arg("offcpu").args(args).arg("-o").arg(&dir).output().unwrap();
+        let out = fgbpf()
+            .arg("offcpu")
+            .args(args)
+            .arg("-o")
+            .arg(&dir)
+            .output()
+            .unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(want), "{args:?}: {err}");
@@ -158,5 +214,10 @@ fn state_filter_keeps_only_the_states_asked_for() {
         .args(["1", "3"]));
     assert_ok(&out);
     let stacks = read_folded(&dir.join("offcpu.folded"));
-    assert!(stacks.iter().all(|(f, _)| f.last().unwrap() == "[sleeping]"), "{stacks:?}");
+    assert!(
+        stacks
+            .iter()
+            .all(|(f, _)| f.last().unwrap() == "[sleeping]"),
+        "{stacks:?}"
+    );
 }

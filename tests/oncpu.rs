@@ -155,7 +155,10 @@ fn command_is_profiled_from_its_start_until_it_exits() {
         .arg(workload("split"))
         .arg("1"));
     assert_ok(&out);
-    assert!(started.elapsed() < Duration::from_secs(8), "capture did not end with the command");
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "capture did not end with the command"
+    );
     let cpu: f64 = std::fs::read_to_string(&times)
         .unwrap()
         .split_whitespace()
@@ -169,7 +172,10 @@ fn command_is_profiled_from_its_start_until_it_exits() {
     // Sampling began before the command's first instruction and ended
     // after its last, so the samples cover all of its CPU time.
     let expected = cpu * 999.0;
-    assert!((t - expected).abs() <= 0.1 * expected + 20.0, "{t} samples for {cpu:.3} s of CPU at 999 Hz");
+    assert!(
+        (t - expected).abs() <= 0.1 * expected + 20.0,
+        "{t} samples for {cpu:.3} s of CPU at 999 Hz"
+    );
     assert!(share(&stacks, "work_fifty") > 40.0);
 }
 
@@ -203,12 +209,15 @@ fn capture_ends_when_the_last_target_exits() {
     if !require_root() {
         return;
     }
-    let target = Command::new(workload("split")).arg("1").spawn().unwrap();
+    // Until it is reaped the exited target is a zombie, which counts as
+    // gone.
+    let mut target = Command::new(workload("split")).arg("1").spawn().unwrap();
     let dir = out_dir("target-exit");
     let started = Instant::now();
     let out = run(fgbpf()
         .args(["oncpu", "-F", "499", "-p", &target.id().to_string(), "-o"])
         .arg(&dir));
+    target.wait().unwrap();
     assert_ok(&out);
     assert!(started.elapsed() < Duration::from_secs(6));
     assert!(total(&read_folded(&dir.join("oncpu.folded"))) > 200);

@@ -24,9 +24,17 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 /// captures running on the machine at the same time do not count.
 fn programs_of(pid: u32) -> Vec<u32> {
     let mut ids = Vec::new();
-    for entry in std::fs::read_dir(format!("/proc/{pid}/fdinfo")).into_iter().flatten().flatten() {
+    for entry in std::fs::read_dir(format!("/proc/{pid}/fdinfo"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
         let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
-        ids.extend(text.lines().filter_map(|l| l.strip_prefix("prog_id:")).filter_map(|v| v.trim().parse::<u32>().ok()));
+        ids.extend(
+            text.lines()
+                .filter_map(|l| l.strip_prefix("prog_id:"))
+                .filter_map(|v| v.trim().parse::<u32>().ok()),
+        );
     }
     ids.sort_unstable();
     ids.dedup();
@@ -40,7 +48,10 @@ fn loaded_programs() -> Vec<u32> {
 /// Waits up to a second for the kernel to free `ids` (freeing is deferred
 /// until the last reference is gone).
 fn assert_released(ids: &[u32], path: &str) {
-    assert!(!ids.is_empty(), "{path}: no BPF programs were seen while fgbpf ran");
+    assert!(
+        !ids.is_empty(),
+        "{path}: no BPF programs were seen while fgbpf ran"
+    );
     let deadline = Instant::now() + Duration::from_secs(1);
     loop {
         let loaded = loaded_programs();
@@ -48,13 +59,22 @@ fn assert_released(ids: &[u32], path: &str) {
         if left.is_empty() {
             return;
         }
-        assert!(Instant::now() < deadline, "after {path}, the kernel still holds fgbpf's programs {left:?}");
+        assert!(
+            Instant::now() < deadline,
+            "after {path}, the kernel still holds fgbpf's programs {left:?}"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
 
 fn spawn_capture(args: &[&str], dir: &std::path::Path) -> Child {
-    fgbpf().args(args).arg("-o").arg(dir).stderr(Stdio::piped()).spawn().unwrap()
+    fgbpf()
+        .args(args)
+        .arg("-o")
+        .arg(dir)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
 }
 
 fn signal(child: &Child, sig: i32) {
@@ -131,7 +151,14 @@ fn every_exit_path_releases_the_bpf_programs() {
     std::fs::set_permissions(&bad, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let dir = out_dir("release-error");
     let before = loaded_programs();
-    let child = fgbpf().args(["wall", "-o"]).arg(&dir).arg("--").arg(&bad).stderr(Stdio::piped()).spawn().unwrap();
+    let child = fgbpf()
+        .args(["wall", "-o"])
+        .arg(&dir)
+        .arg("--")
+        .arg(&bad)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     let pid = child.id();
     let mut ids = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -140,7 +167,11 @@ fn every_exit_path_releases_the_bpf_programs() {
     }
     let out = child.wait_with_output().unwrap();
     assert!(!out.status.success());
-    assert!(stderr_of(&out).contains("cannot start the command"), "{}", stderr_of(&out));
+    assert!(
+        stderr_of(&out).contains("cannot start the command"),
+        "{}",
+        stderr_of(&out)
+    );
     if ids.is_empty() {
         // Too quick to observe: then nothing new may remain loaded that
         // carries fgbpf's program names.
@@ -148,7 +179,10 @@ fn every_exit_path_releases_the_bpf_programs() {
             .filter(|p| !before.contains(&p.id) && p.name.to_string_lossy().starts_with("switch_"))
             .map(|p| p.id)
             .collect();
-        assert!(new.is_empty(), "programs {new:?} left after a failed command start");
+        assert!(
+            new.is_empty(),
+            "programs {new:?} left after a failed command start"
+        );
     } else {
         assert_released(&ids, "a failed command start");
     }
@@ -182,11 +216,27 @@ fn outputs_belong_to_the_sudo_user() {
     }
     let _g = serial();
     let dir = out_dir("sudo-owner");
-    let out = run(fgbpf().args(["oncpu", "-d", "0.5", "-o"]).arg(&dir).env("SUDO_UID", "65534").env("SUDO_GID", "65534"));
+    let out = run(fgbpf()
+        .args(["oncpu", "-d", "0.5", "-o"])
+        .arg(&dir)
+        .env("SUDO_UID", "65534")
+        .env("SUDO_GID", "65534"));
     assert_ok(&out);
-    for p in [dir.clone(), dir.join("oncpu.svg"), dir.join("oncpu.folded"), dir.join("report.txt")] {
+    for p in [
+        dir.clone(),
+        dir.join("oncpu.svg"),
+        dir.join("oncpu.folded"),
+        dir.join("report.txt"),
+    ] {
         let m = std::fs::metadata(&p).unwrap();
-        assert_eq!((m.uid(), m.gid()), (65534, 65534), "{} is owned by {}:{}", p.display(), m.uid(), m.gid());
+        assert_eq!(
+            (m.uid(), m.gid()),
+            (65534, 65534),
+            "{} is owned by {}:{}",
+            p.display(),
+            m.uid(),
+            m.gid()
+        );
     }
 }
 
@@ -197,18 +247,33 @@ fn hostile_symbol_names_are_escaped_in_every_svg() {
     }
     let _g = serial();
     let dir = out_dir("evil-symbol");
-    let out = run(fgbpf().args(["wall", "-F", "499", "-o"]).arg(&dir).arg("--").arg(workload("evil")));
+    let out = run(fgbpf()
+        .args(["wall", "-F", "499", "-o"])
+        .arg(&dir)
+        .arg("--")
+        .arg(workload("evil")));
     assert_ok(&out);
     for svg in ["oncpu.svg", "offcpu.svg", "wall.svg"] {
         let text = std::fs::read_to_string(dir.join(svg)).unwrap();
-        assert!(!text.contains("<svg onload"), "{svg}: markup from a symbol name");
+        assert!(
+            !text.contains("<svg onload"),
+            "{svg}: markup from a symbol name"
+        );
         assert!(!text.contains("<script>alert"), "{svg}");
     }
     let oncpu = std::fs::read_to_string(dir.join("oncpu.svg")).unwrap();
-    assert!(oncpu.contains("evil&lt;svg onload=alert(1)&gt;&amp;"), "the symbol is named and escaped");
+    assert!(
+        oncpu.contains("evil&lt;svg onload=alert(1)&gt;&amp;"),
+        "the symbol is named and escaped"
+    );
     // The folded line is still parseable: ';' inside the name is replaced.
     let stacks = read_folded(&dir.join("oncpu.folded"));
-    assert!(stacks.iter().any(|(f, _)| f.iter().any(|x| x.starts_with("evil<svg onload=alert(1)>&\"':x"))), "{stacks:?}");
+    assert!(
+        stacks.iter().any(|(f, _)| f
+            .iter()
+            .any(|x| x.starts_with("evil<svg onload=alert(1)>&\"':x"))),
+        "{stacks:?}"
+    );
 }
 
 #[test]
@@ -219,7 +284,12 @@ fn without_privileges_the_error_names_what_is_missing() {
     }
     let dir = out_dir("unprivileged");
     let out = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"])
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+        ])
         .arg(env!("CARGO_BIN_EXE_fgbpf"))
         .args(["oncpu", "-d", "1", "-o"])
         .arg(&dir)
@@ -227,7 +297,10 @@ fn without_privileges_the_error_names_what_is_missing() {
         .expect("setpriv (util-linux) is installed");
     assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
     let err = stderr_of(&out);
-    assert!(err.contains("CAP_BPF") && err.contains("CAP_PERFMON") && err.contains("sudo"), "{err}");
+    assert!(
+        err.contains("CAP_BPF") && err.contains("CAP_PERFMON") && err.contains("sudo"),
+        "{err}"
+    );
     assert_eq!(err.trim().lines().count(), 1, "more than one line: {err}");
     assert!(!dir.exists());
 }
@@ -239,9 +312,16 @@ fn unwritable_output_directory_is_refused_before_capture() {
     }
     for dir in ["/proc/fgbpf-out", "/sys/fgbpf-out"] {
         let started = Instant::now();
-        let out = fgbpf().args(["oncpu", "-d", "1", "-o", dir]).output().unwrap();
+        let out = fgbpf()
+            .args(["oncpu", "-d", "1", "-o", dir])
+            .output()
+            .unwrap();
         assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
-        assert!(stderr_of(&out).contains("output directory"), "{}", stderr_of(&out));
+        assert!(
+            stderr_of(&out).contains("output directory"),
+            "{}",
+            stderr_of(&out)
+        );
         assert!(started.elapsed() < Duration::from_secs(1));
     }
 }
@@ -256,8 +336,16 @@ fn a_short_system_wide_capture_stays_within_the_memory_ceiling() {
     let out = run(fgbpf().args(["wall", "-d", "2", "-o"]).arg(&dir));
     assert_ok(&out);
     let err = stderr_of(&out);
-    let line = err.lines().find(|l| l.contains("peak memory")).expect("own-use line in the summary");
-    let mb: f64 = line.split(" s CPU, ").nth(1).and_then(|r| r.split(' ').next()).and_then(|v| v.parse().ok()).unwrap();
+    let line = err
+        .lines()
+        .find(|l| l.contains("peak memory"))
+        .expect("own-use line in the summary");
+    let mb: f64 = line
+        .split(" s CPU, ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap();
     // The ceiling stated in the README, with default map sizes.
     assert!(mb < 512.0, "{mb} MB peak");
 }

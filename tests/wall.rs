@@ -14,7 +14,11 @@ use common::*;
 static SERIAL: Mutex<()> = Mutex::new(());
 
 /// Weight per thread frame, and per thread under a function with a leaf.
-fn per_thread(stacks: &[(Vec<String>, u64)], func: &str, leaf: Option<&str>) -> HashMap<String, u64> {
+fn per_thread(
+    stacks: &[(Vec<String>, u64)],
+    func: &str,
+    leaf: Option<&str>,
+) -> HashMap<String, u64> {
     let mut m = HashMap::new();
     for (f, w) in stacks {
         let leaf_ok = match leaf {
@@ -28,17 +32,35 @@ fn per_thread(stacks: &[(Vec<String>, u64)], func: &str, leaf: Option<&str>) -> 
     m
 }
 
-fn thread_named<'a>(m: &'a HashMap<String, u64>, name: &str) -> u64 {
-    m.iter().filter(|(k, _)| k.starts_with(&format!("{name}-"))).map(|(_, w)| *w).sum()
+fn thread_named(m: &HashMap<String, u64>, name: &str) -> u64 {
+    m.iter()
+        .filter(|(k, _)| k.starts_with(&format!("{name}-")))
+        .map(|(_, w)| *w)
+        .sum()
 }
 
 /// `fgbpf wall -d 4` on the mixed workload with one thread per entry of
 /// `busy`; returns the output directory and the wall stacks.
 fn capture_mixed(test: &str, busy: &[&str]) -> (std::path::PathBuf, Vec<(Vec<String>, u64)>) {
-    let mut child = Command::new(workload("mixed")).arg("8").args(busy).spawn().unwrap();
+    let mut child = Command::new(workload("mixed"))
+        .arg("8")
+        .args(busy)
+        .spawn()
+        .unwrap();
     std::thread::sleep(Duration::from_millis(300));
     let dir = out_dir(test);
-    let out = run(fgbpf().args(["wall", "-F", "499", "-d", "4", "-p", &child.id().to_string(), "-o"]).arg(&dir));
+    let out = run(fgbpf()
+        .args([
+            "wall",
+            "-F",
+            "499",
+            "-d",
+            "4",
+            "-p",
+            &child.id().to_string(),
+            "-o",
+        ])
+        .arg(&dir));
     child.kill().ok();
     child.wait().ok();
     assert_ok(&out);
@@ -55,27 +77,61 @@ fn a_thread_computing_30_ms_and_sleeping_70_splits_30_70() {
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (dir, stacks) = capture_mixed("wall-30-70", &["30"]);
-    for f in ["oncpu.svg", "oncpu.folded", "offcpu.svg", "offcpu.folded", "wall.svg", "wall.folded", "report.txt"] {
+    for f in [
+        "oncpu.svg",
+        "oncpu.folded",
+        "offcpu.svg",
+        "offcpu.folded",
+        "wall.svg",
+        "wall.folded",
+        "report.txt",
+    ] {
         assert!(dir.join(f).exists(), "{f} missing");
     }
     let sum = thread_named(&by_thread(&stacks), "mix30") as f64;
-    assert!((sum - WINDOW_US).abs() <= 0.05 * WINDOW_US, "{sum} us in a {WINDOW_US} us window");
-    let on = thread_named(&per_thread(&stacks, "compute_phase", None), "mix30") as f64 * 100.0 / sum;
-    let off = thread_named(&per_thread(&stacks, "sleep_phase", Some("[sleeping]")), "mix30") as f64 * 100.0 / sum;
-    assert!((on - 30.0).abs() <= 4.0, "{on:.1}% on CPU in compute_phase, expected 30%");
-    assert!((off - 70.0).abs() <= 4.0, "{off:.1}% sleeping in sleep_phase, expected 70%");
+    assert!(
+        (sum - WINDOW_US).abs() <= 0.05 * WINDOW_US,
+        "{sum} us in a {WINDOW_US} us window"
+    );
+    let on =
+        thread_named(&per_thread(&stacks, "compute_phase", None), "mix30") as f64 * 100.0 / sum;
+    let off = thread_named(
+        &per_thread(&stacks, "sleep_phase", Some("[sleeping]")),
+        "mix30",
+    ) as f64
+        * 100.0
+        / sum;
+    assert!(
+        (on - 30.0).abs() <= 4.0,
+        "{on:.1}% on CPU in compute_phase, expected 30%"
+    );
+    assert!(
+        (off - 70.0).abs() <= 4.0,
+        "{off:.1}% sleeping in sleep_phase, expected 70%"
+    );
     // The combined view is one tree: the same main-loop frame holds both
     // kinds of time.
-    let shared: Vec<_> = stacks.iter().filter(|(f, _)| f.contains(&"compute_phase".to_string())).collect();
+    let shared: Vec<_> = stacks
+        .iter()
+        .filter(|(f, _)| f.contains(&"compute_phase".to_string()))
+        .collect();
     assert!(!shared.is_empty());
     let svg = std::fs::read_to_string(dir.join("wall.svg")).unwrap();
-    assert!(svg.contains("Warm frames: mostly on CPU; cool frames: mostly waiting"), "colour key missing from the subtitle");
+    assert!(
+        svg.contains("Warm frames: mostly on CPU; cool frames: mostly waiting"),
+        "colour key missing from the subtitle"
+    );
     // Waiting-only frames are cool (blue dominates), computing ones warm.
     let fill_of = |name: &str| -> (u8, u8, u8) {
-        let at = svg.find(&format!("<title>{name} (")).unwrap_or_else(|| panic!("{name} not in SVG"));
+        let at = svg
+            .find(&format!("<title>{name} ("))
+            .unwrap_or_else(|| panic!("{name} not in SVG"));
         let rest = &svg[at..];
         let rgb = &rest[rest.find("fill=\"rgb(").unwrap() + 10..];
-        let v: Vec<u8> = rgb[..rgb.find(')').unwrap()].split(',').map(|x| x.parse().unwrap()).collect();
+        let v: Vec<u8> = rgb[..rgb.find(')').unwrap()]
+            .split(',')
+            .map(|x| x.parse().unwrap())
+            .collect();
         (v[0], v[1], v[2])
     };
     let (r, _, b) = fill_of("sleep_phase");
@@ -83,7 +139,10 @@ fn a_thread_computing_30_ms_and_sleeping_70_splits_30_70() {
     let (r, _, b) = fill_of("compute_phase");
     assert!(r > b, "compute_phase is not warm: rgb({r},_,{b})");
     let report = std::fs::read_to_string(dir.join("report.txt")).unwrap();
-    assert!(report.contains("Time by thread") && report.contains("on-CPU%"), "{report}");
+    assert!(
+        report.contains("Time by thread") && report.contains("on-CPU%"),
+        "{report}"
+    );
 }
 
 #[test]
@@ -100,15 +159,25 @@ fn several_mixes_each_sum_to_the_window() {
     for busy in [30u64, 60, 10] {
         let name = format!("mix{busy}");
         let sum = thread_named(&totals, &name) as f64;
-        assert!((sum - WINDOW_US).abs() <= 0.05 * WINDOW_US, "{name}: {sum} us in a {WINDOW_US} us window");
+        assert!(
+            (sum - WINDOW_US).abs() <= 0.05 * WINDOW_US,
+            "{name}: {sum} us in a {WINDOW_US} us window"
+        );
         let on = thread_named(&computing, &name) as f64 * 100.0 / sum;
         let rq = thread_named(&waiting_for_cpu, &name) as f64 * 100.0 / sum;
         let off = thread_named(&sleep, &name) as f64 * 100.0 / sum;
         // With three threads and fgbpf on two CPUs, a compute phase may
         // wait for a CPU: that is wall time in compute_phase too, shown
         // as [runqueue] above it.
-        assert!((on + rq - busy as f64).abs() <= 4.0, "{name}: {on:.1}% + {rq:.1}% in compute_phase, expected {busy}%");
-        assert!((off - (100 - busy) as f64).abs() <= 4.0, "{name}: {off:.1}% sleeping, expected {}%", 100 - busy);
+        assert!(
+            (on + rq - busy as f64).abs() <= 4.0,
+            "{name}: {on:.1}% + {rq:.1}% in compute_phase, expected {busy}%"
+        );
+        assert!(
+            (off - (100 - busy) as f64).abs() <= 4.0,
+            "{name}: {off:.1}% sleeping, expected {}%",
+            100 - busy
+        );
     }
 }
 
@@ -127,7 +196,12 @@ fn per_process_merges_threads() {
         .args(["1", "50", "20"]));
     assert_ok(&out);
     let stacks = read_folded(&dir.join("wall.folded"));
-    assert!(stacks.iter().all(|(f, _)| f[0].starts_with("mixed-") && !f[1].starts_with("mix")), "{stacks:?}");
+    assert!(
+        stacks
+            .iter()
+            .all(|(f, _)| f[0].starts_with("mixed-") && !f[1].starts_with("mix")),
+        "{stacks:?}"
+    );
     // The per-thread views keep their threads.
     let on = read_folded(&dir.join("oncpu.folded"));
     assert!(on.iter().any(|(f, _)| f[1].starts_with("mix50-")));

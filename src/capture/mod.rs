@@ -86,12 +86,24 @@ pub(crate) fn have_btf_tracepoints() -> bool {
 /// program, their field names do not.
 macro_rules! configure_common {
     ($open:expr, $targets:expr, $max_stacks:expr, $max_entries:expr, $btf:expr) => {{
-        let ro = $open.maps.rodata_data.as_deref_mut().expect("every fgbpf program has read-only config");
+        let ro = $open
+            .maps
+            .rodata_data
+            .as_deref_mut()
+            .expect("every fgbpf program has read-only config");
         ro.filter_pids = !$targets.pids.is_empty();
         ro.filter_tids = !$targets.tids.is_empty();
         ro.follow_children = $targets.follow_children;
-        $open.maps.stacks.set_max_entries($max_stacks).map_err(|e| bpf_error("sizing the stack map", e))?;
-        $open.maps.counts.set_max_entries($max_entries).map_err(|e| bpf_error("sizing the counts map", e))?;
+        $open
+            .maps
+            .stacks
+            .set_max_entries($max_stacks)
+            .map_err(|e| bpf_error("sizing the stack map", e))?;
+        $open
+            .maps
+            .counts
+            .set_max_entries($max_entries)
+            .map_err(|e| bpf_error("sizing the counts map", e))?;
         $open.progs.fork_btf.set_autoload($btf);
         $open.progs.exec_btf.set_autoload($btf);
         $open.progs.fork_raw.set_autoload(!$btf);
@@ -116,9 +128,14 @@ macro_rules! impl_proc_event {
 pub(crate) use impl_proc_event;
 
 /// Attaches the fork and exec tracepoints of targets.bpf.h.
-pub(crate) fn attach_tracking(fork: &ProgramMut, exec: &ProgramMut) -> Result<Vec<Link>, CaptureError> {
+pub(crate) fn attach_tracking(
+    fork: &ProgramMut,
+    exec: &ProgramMut,
+) -> Result<Vec<Link>, CaptureError> {
     Ok(vec![
-        fork.attach().map_err(|e| bpf_error("attaching to sched_process_fork", e))?,
-        exec.attach().map_err(|e| bpf_error("attaching to sched_process_exec", e))?,
+        fork.attach()
+            .map_err(|e| bpf_error("attaching to sched_process_fork", e))?,
+        exec.attach()
+            .map_err(|e| bpf_error("attaching to sched_process_exec", e))?,
     ])
 }

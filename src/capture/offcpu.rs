@@ -9,8 +9,8 @@ use libbpf_rs::{Link, MapCore, MapFlags};
 
 use super::procs::{ProcEvent, ProcWatcher};
 use super::{
-    attach_tracking, bpf_error, configure_common, have_btf_tracepoints, impl_proc_event, object_storage,
-    quiet_libbpf, raise_memlock, CaptureError, Targets,
+    attach_tracking, bpf_error, configure_common, have_btf_tracepoints, impl_proc_event,
+    object_storage, quiet_libbpf, raise_memlock, CaptureError, Targets,
 };
 use crate::drain::{c_name, entries, RawStack, StackReader, LOST_STACK};
 use crate::profile::Losses;
@@ -146,7 +146,10 @@ pub struct OffcpuTracer {
 }
 
 fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: valid pointer to a stack value; CLOCK_MONOTONIC is the clock
     // of bpf_ktime_get_ns().
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
@@ -165,7 +168,11 @@ impl OffcpuTracer {
         configure_common!(open, opts.targets, opts.max_stacks, opts.max_entries, btf);
         open.progs.switch_btf.set_autoload(btf);
         open.progs.switch_raw.set_autoload(!btf);
-        let ro = open.maps.rodata_data.as_deref_mut().expect("configured above");
+        let ro = open
+            .maps
+            .rodata_data
+            .as_deref_mut()
+            .expect("configured above");
         ro.user_stacks = opts.user_stacks;
         ro.kern_stacks = opts.kernel_stacks;
         ro.self_pid = std::process::id();
@@ -174,15 +181,26 @@ impl OffcpuTracer {
         ro.state_mask = opts.states.iter().fold(0, |m, s| m | 1 << s.raw());
         ro.sample_every = opts.sample_every.max(1);
 
-        let skel = open.load().map_err(|e| bpf_error("loading the off-CPU BPF program", e))?;
-        opts.targets.fill(&skel.maps.target_pids, &skel.maps.target_tids)?;
+        let skel = open
+            .load()
+            .map_err(|e| bpf_error("loading the off-CPU BPF program", e))?;
+        opts.targets
+            .fill(&skel.maps.target_pids, &skel.maps.target_tids)?;
         let mut links = match btf {
             true => attach_tracking(&skel.progs.fork_btf, &skel.progs.exec_btf)?,
             false => attach_tracking(&skel.progs.fork_raw, &skel.progs.exec_raw)?,
         };
         let watcher = ProcWatcher::new::<types::fg_proc_event>(&skel.maps.proc_events)?;
-        let switch = if btf { &skel.progs.switch_btf } else { &skel.progs.switch_raw };
-        links.push(switch.attach().map_err(|e| bpf_error("attaching to sched_switch", e))?);
+        let switch = if btf {
+            &skel.progs.switch_btf
+        } else {
+            &skel.progs.switch_raw
+        };
+        links.push(
+            switch
+                .attach()
+                .map_err(|e| bpf_error("attaching to sched_switch", e))?,
+        );
         let tracer = OffcpuTracer {
             watcher,
             links,
@@ -217,7 +235,11 @@ impl OffcpuTracer {
             // SAFETY: offcpu_start is a padding-free struct of integers.
             let bytes = unsafe { plain::as_bytes(&start) };
             // NOEXIST: a switch-out seen since attaching is more precise.
-            let _ = self.skel.maps.starts.update(&tid.to_ne_bytes(), bytes, MapFlags::NO_EXIST);
+            let _ = self
+                .skel
+                .maps
+                .starts
+                .update(&tid.to_ne_bytes(), bytes, MapFlags::NO_EXIST);
         }
     }
 
@@ -232,7 +254,12 @@ impl OffcpuTracer {
 
     pub fn stats(&self) -> OffcpuStats {
         let mut sum = OffcpuStats::default();
-        let Ok(Some(per_cpu)) = self.skel.maps.stats.lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY) else {
+        let Ok(Some(per_cpu)) = self
+            .skel
+            .maps
+            .stats
+            .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
+        else {
             return sum;
         };
         for bytes in per_cpu {
@@ -303,20 +330,43 @@ impl OffcpuTracer {
             stats.lost_start_full,
             "profile fewer threads with -p or -t",
         );
-        losses.add("user stacks (stack map full)", stats.lost_user_stack, "raise --max-stacks");
-        losses.add("kernel stacks (stack map full)", stats.lost_kern_stack, "raise --max-stacks");
-        let events_lost = self.skel.maps.bss_data.as_deref().map_or(0, |b| b.proc_events_lost);
+        losses.add(
+            "user stacks (stack map full)",
+            stats.lost_user_stack,
+            "raise --max-stacks",
+        );
+        losses.add(
+            "kernel stacks (stack map full)",
+            stats.lost_kern_stack,
+            "raise --max-stacks",
+        );
+        let events_lost = self
+            .skel
+            .maps
+            .bss_data
+            .as_deref()
+            .map_or(0, |b| b.proc_events_lost);
         losses.add(
             "process announcements (their frames may stay unnamed)",
             events_lost,
             "profile fewer processes with -p",
         );
-        OffcpuDrain { stacks, stats, losses, open_blocks }
+        OffcpuDrain {
+            stacks,
+            stats,
+            losses,
+            open_blocks,
+        }
     }
 
     /// Blocks still open at the end count up to now. Their kernel stacks
     /// were never read at a switch-in, so they come from /proc/TID/stack.
-    fn open_blocks<M: MapCore>(&self, now: u64, reader: &mut StackReader<'_, M>, out: &mut Vec<RawStack>) -> u64 {
+    fn open_blocks<M: MapCore>(
+        &self,
+        now: u64,
+        reader: &mut StackReader<'_, M>,
+        out: &mut Vec<RawStack>,
+    ) -> u64 {
         let mut count = 0;
         let sample_every = self.opts.sample_every.max(1) as u64;
         for (k, v) in entries(&self.skel.maps.starts) {
@@ -329,12 +379,16 @@ impl OffcpuTracer {
             let pre = start.pre_existing != 0;
             if !pre
                 && (ns < self.opts.min_block.as_nanos() as u64
-                    || self.opts.max_block.is_some_and(|m| ns > m.as_nanos() as u64))
+                    || self
+                        .opts
+                        .max_block
+                        .is_some_and(|m| ns > m.as_nanos() as u64))
             {
                 continue;
             }
             // A thread that has exited leaves its last start behind.
-            let Ok(comm) = fs::read_to_string(format!("/proc/{}/task/{tid}/comm", start.pid)) else {
+            let Ok(comm) = fs::read_to_string(format!("/proc/{}/task/{tid}/comm", start.pid))
+            else {
                 continue;
             };
             let user = reader.get(start.user_stack);
@@ -350,7 +404,11 @@ impl OffcpuTracer {
                 },
                 user: user.unwrap_or_default(),
                 kernel: Vec::new(),
-                kernel_names: if self.opts.kernel_stacks { proc_kernel_stack(start.pid, tid) } else { Vec::new() },
+                kernel_names: if self.opts.kernel_stacks {
+                    proc_kernel_stack(start.pid, tid)
+                } else {
+                    Vec::new()
+                },
                 weight: (ns * sample_every + 500) / 1000,
                 leaf_note: Some(State::from_raw(start.state).frame()),
             });
@@ -383,8 +441,12 @@ fn blocked_threads(targets: &Targets) -> Vec<(u32, u32, State)> {
     };
     let mut out = Vec::new();
     let mut add = |pid: u32, tid: u32| {
-        let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")) else { return };
-        let state = stat.rfind(')').and_then(|i| stat[i + 1..].split_whitespace().next());
+        let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")) else {
+            return;
+        };
+        let state = stat
+            .rfind(')')
+            .and_then(|i| stat[i + 1..].split_whitespace().next());
         let state = match state {
             Some("S") | Some("I") => State::Sleeping,
             Some("D") => State::Uninterruptible,
@@ -405,7 +467,11 @@ fn blocked_threads(targets: &Targets) -> Vec<(u32, u32, State)> {
     for &tid in &targets.tids {
         let tgid = fs::read_to_string(format!("/proc/{tid}/status"))
             .ok()
-            .and_then(|s| s.lines().find_map(|l| l.strip_prefix("Tgid:")).and_then(|v| v.trim().parse().ok()));
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("Tgid:"))
+                    .and_then(|v| v.trim().parse().ok())
+            });
         if let Some(pid) = tgid {
             add(pid, tid);
         }

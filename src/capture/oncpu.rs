@@ -9,8 +9,8 @@ use libbpf_rs::{Link, MapCore, MapFlags};
 use super::perf::{online_cpus, open_cpu_clock};
 use super::procs::{ProcEvent, ProcWatcher};
 use super::{
-    attach_tracking, bpf_error, configure_common, have_btf_tracepoints, impl_proc_event, object_storage,
-    quiet_libbpf, raise_memlock, CaptureError, Targets,
+    attach_tracking, bpf_error, configure_common, have_btf_tracepoints, impl_proc_event,
+    object_storage, quiet_libbpf, raise_memlock, CaptureError, Targets,
 };
 use crate::drain::{c_name, entries, RawStack, StackReader, LOST_STACK};
 use crate::profile::Losses;
@@ -100,13 +100,20 @@ impl OncpuSampler {
 
         let btf = have_btf_tracepoints();
         configure_common!(open, opts.targets, opts.max_stacks, opts.max_entries, btf);
-        let ro = open.maps.rodata_data.as_deref_mut().expect("configured above");
+        let ro = open
+            .maps
+            .rodata_data
+            .as_deref_mut()
+            .expect("configured above");
         ro.include_idle = opts.include_idle;
         ro.user_stacks = opts.user_stacks;
         ro.kern_stacks = opts.kernel_stacks;
 
-        let skel = open.load().map_err(|e| bpf_error("loading the on-CPU BPF program", e))?;
-        opts.targets.fill(&skel.maps.target_pids, &skel.maps.target_tids)?;
+        let skel = open
+            .load()
+            .map_err(|e| bpf_error("loading the on-CPU BPF program", e))?;
+        opts.targets
+            .fill(&skel.maps.target_pids, &skel.maps.target_tids)?;
         let mut links = match btf {
             true => attach_tracking(&skel.progs.fork_btf, &skel.progs.exec_btf)?,
             false => attach_tracking(&skel.progs.fork_raw, &skel.progs.exec_raw)?,

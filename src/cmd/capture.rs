@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::CliError;
 use crate::capture::Targets;
 use crate::cli::{CaptureArgs, Format};
-use crate::output::{files, folded, pprof, speedscope, svg};
+use crate::output::{files, folded, pprof, speedscope, svg, unresolved};
 use crate::profile::Profile;
 use crate::session::command::HeldCommand;
 use crate::session::signals::StopFlag;
@@ -52,14 +52,20 @@ pub fn capture<R: Live>(
     let loading = std::time::Instant::now();
     let mut recorder = start(targets)?;
     let attach_ms = loading.elapsed().as_secs_f64() * 1000.0;
-    let mut symbolizer = Symbolizer::new(&symbolize::Options::default());
+    let mut symbolizer = Symbolizer::new(&symbolize::Options {
+        debug_dirs: args.symbols.debug_dirs.clone(),
+    });
     if let Some(h) = held.as_mut() {
         h.release().map_err(CliError::usage)?;
     }
     eprintln!(
         "fgbpf: recording {what} of {} (attached in {attach_ms:.0} ms){}",
         prepared.target,
-        if args.duration.is_none() { "; Ctrl-C to stop" } else { "" }
+        if args.duration.is_none() {
+            "; Ctrl-C to stop"
+        } else {
+            ""
+        }
     );
     let started_at = local_timestamp("%Y-%m-%d %H:%M:%S");
     let window = Window {
@@ -75,7 +81,14 @@ pub fn capture<R: Live>(
             eprintln!("fgbpf: the command exited with status {code}");
         }
     }
-    Ok(Finished { prepared, recorder, symbolizer, elapsed, end, started_at })
+    Ok(Finished {
+        prepared,
+        recorder,
+        symbolizer,
+        elapsed,
+        end,
+        started_at,
+    })
 }
 
 /// The output file names of a capture: each view in each format, and the
@@ -252,7 +265,7 @@ pub fn summary(profile: &Profile, written: &[PathBuf]) -> String {
     let unknown = if total == 0 {
         0.0
     } else {
-        profile.unknown_leaf_weight() as f64 * 100.0 / total as f64
+        unresolved::leaf_weight(profile) as f64 * 100.0 / total as f64
     };
     let mut out = format!(
         "fgbpf: {total} {} in {} unique stacks over {:.1} s; {:.1}% with an unresolved leaf frame\n",
@@ -270,6 +283,9 @@ pub fn summary(profile: &Profile, written: &[PathBuf]) -> String {
             l.count, l.what, l.remedy
         ));
     }
+    for line in unresolved::summary_lines(profile) {
+        out.push_str(&format!("fgbpf: {line}\n"));
+    }
     if total == 0 {
         out.push_str("fgbpf: no samples: the target did not run during the capture\n");
     }
@@ -277,7 +293,9 @@ pub fn summary(profile: &Profile, written: &[PathBuf]) -> String {
         out.push_str(&format!("fgbpf: wrote {}\n", p.display()));
     }
     let (cpu, rss_mb) = own_footprint();
-    out.push_str(&format!("fgbpf: own use: {cpu:.2} s CPU, {rss_mb:.0} MB peak memory\n"));
+    out.push_str(&format!(
+        "fgbpf: own use: {cpu:.2} s CPU, {rss_mb:.0} MB peak memory\n"
+    ));
     out
 }
 
@@ -291,5 +309,8 @@ fn own_footprint() -> (f64, f64) {
         u
     };
     let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    (secs(usage.ru_utime) + secs(usage.ru_stime), usage.ru_maxrss as f64 / 1024.0)
+    (
+        secs(usage.ru_utime) + secs(usage.ru_stime),
+        usage.ru_maxrss as f64 / 1024.0,
+    )
 }

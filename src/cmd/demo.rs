@@ -26,7 +26,10 @@ pub fn run(args: &DemoArgs) -> Result<(), CliError> {
             ],
             ..Default::default()
         },
-        sampling: SamplingArgs { frequency: 499, include_idle: false },
+        sampling: SamplingArgs {
+            frequency: 499,
+            include_idle: false,
+        },
         ..Default::default()
     };
     wall::run(&wall_args)?;

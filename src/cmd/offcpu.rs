@@ -10,7 +10,7 @@ use crate::capture::offcpu::{OffcpuOptions, OffcpuTracer, State};
 use crate::capture::procs::ProcEvent;
 use crate::capture::Targets;
 use crate::cli::{BlockArgs, CaptureArgs, MapArgs, OffcpuArgs};
-use crate::output::{breakdown, folded::Leading, palette::Heat, report, svg};
+use crate::output::{breakdown, folded::Leading, palette::Heat, report, svg, unresolved};
 use crate::profile::{Kind, Meta, Profile, Unit};
 use crate::session::window::Live;
 use crate::symbolize::Symbolizer;
@@ -30,7 +30,12 @@ impl Live for OffcpuTracer {
 }
 
 /// Checks the block filters before anything starts.
-pub fn options(targets: Targets, capture: &CaptureArgs, blocks: &BlockArgs, maps: &MapArgs) -> Result<OffcpuOptions, CliError> {
+pub fn options(
+    targets: Targets,
+    capture: &CaptureArgs,
+    blocks: &BlockArgs,
+    maps: &MapArgs,
+) -> Result<OffcpuOptions, CliError> {
     if let (Some(min), Some(max)) = (blocks.min_block, blocks.max_block) {
         if min > max {
             return Err(CliError::usage(format!(
@@ -38,7 +43,11 @@ pub fn options(targets: Targets, capture: &CaptureArgs, blocks: &BlockArgs, maps
             )));
         }
     }
-    let mut states: Vec<State> = blocks.states.iter().filter_map(|s| State::parse(s)).collect();
+    let mut states: Vec<State> = blocks
+        .states
+        .iter()
+        .filter_map(|s| State::parse(s))
+        .collect();
     states.dedup();
     if states.is_empty() {
         states = State::ALL.to_vec();
@@ -57,7 +66,12 @@ pub fn options(targets: Targets, capture: &CaptureArgs, blocks: &BlockArgs, maps
 }
 
 /// Drains a stopped tracer into its profile (microseconds).
-pub fn profile(tracer: &OffcpuTracer, symbolizer: &mut Symbolizer, target: &str, elapsed: Duration) -> (Profile, u64) {
+pub fn profile(
+    tracer: &OffcpuTracer,
+    symbolizer: &mut Symbolizer,
+    target: &str,
+    elapsed: Duration,
+) -> (Profile, u64) {
     let drained = tracer.drain();
     let mut profile = symbolizer.profile(&drained.stacks, Unit::Microseconds);
     profile.meta = Meta {
@@ -87,14 +101,26 @@ pub fn svg_options(profile: &Profile, started_at: &str, leading: Leading) -> svg
 /// The off-CPU report: hotspots, then time per process and per thread split
 /// by state.
 pub fn report_text(profile: &Profile, open_blocks: u64) -> String {
-    let mut text = report::render(profile, &report::Options { kind: "off-CPU".into(), ..Default::default() });
+    let mut text = report::render(
+        profile,
+        &report::Options {
+            kind: "off-CPU".into(),
+            ..Default::default()
+        },
+    );
     if open_blocks > 0 {
         text.push_str(&format!(
             "\n{open_blocks} blocks were still open when the capture ended; their time so far is included.\n"
         ));
     }
+    text.push_str(&unresolved::render(profile));
     text.push_str(&breakdown::render(profile, Leading::Process, false, 0));
-    text.push_str(&breakdown::render(profile, Leading::ProcessAndThread, false, 3));
+    text.push_str(&breakdown::render(
+        profile,
+        Leading::ProcessAndThread,
+        false,
+        3,
+    ));
     text
 }
 
@@ -102,10 +128,27 @@ pub fn run(args: &OffcpuArgs) -> Result<Outcome, CliError> {
     // Filters are checked before the capture; targets are filled in later.
     options(Targets::default(), &args.capture, &args.blocks, &args.maps)?;
     let outputs = output_names(&["offcpu"], &args.capture.formats);
-    let Finished { prepared, recorder, mut symbolizer, elapsed, end, started_at } =
-        capture(&args.capture, "offcpu", &outputs, "off-CPU time", |targets| {
-            Ok(OffcpuTracer::start(&options(targets, &args.capture, &args.blocks, &args.maps)?)?)
-        })?;
+    let Finished {
+        prepared,
+        recorder,
+        mut symbolizer,
+        elapsed,
+        end,
+        started_at,
+    } = capture(
+        &args.capture,
+        "offcpu",
+        &outputs,
+        "off-CPU time",
+        |targets| {
+            Ok(OffcpuTracer::start(&options(
+                targets,
+                &args.capture,
+                &args.blocks,
+                &args.maps,
+            )?)?)
+        },
+    )?;
     let (profile, open_blocks) = profile(&recorder, &mut symbolizer, &prepared.target, elapsed);
     drop(recorder);
     let written = write_view(

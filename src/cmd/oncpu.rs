@@ -10,7 +10,7 @@ use crate::capture::oncpu::{OncpuOptions, OncpuSampler};
 use crate::capture::procs::ProcEvent;
 use crate::capture::Targets;
 use crate::cli::{CaptureArgs, MapArgs, OncpuArgs, SamplingArgs};
-use crate::output::{folded::Leading, palette::Heat, report, svg};
+use crate::output::{folded::Leading, palette::Heat, report, svg, unresolved};
 use crate::profile::{Kind, Meta, Profile, Unit};
 use crate::session::window::{EndReason, Live};
 use crate::symbolize::Symbolizer;
@@ -35,7 +35,12 @@ pub struct Outcome {
     pub end: EndReason,
 }
 
-pub fn options(targets: Targets, capture: &CaptureArgs, sampling: &SamplingArgs, maps: &MapArgs) -> OncpuOptions {
+pub fn options(
+    targets: Targets,
+    capture: &CaptureArgs,
+    sampling: &SamplingArgs,
+    maps: &MapArgs,
+) -> OncpuOptions {
     OncpuOptions {
         targets,
         frequency: sampling.frequency,
@@ -48,7 +53,12 @@ pub fn options(targets: Targets, capture: &CaptureArgs, sampling: &SamplingArgs,
 }
 
 /// Drains a stopped sampler into its profile.
-pub fn profile(sampler: &OncpuSampler, symbolizer: &mut Symbolizer, target: &str, elapsed: Duration) -> Profile {
+pub fn profile(
+    sampler: &OncpuSampler,
+    symbolizer: &mut Symbolizer,
+    target: &str,
+    elapsed: Duration,
+) -> Profile {
     let drained = sampler.drain();
     let mut profile = symbolizer.profile(&drained.stacks, Unit::Samples);
     profile.meta = Meta {
@@ -79,10 +89,21 @@ pub fn svg_options(profile: &Profile, started_at: &str, leading: Leading) -> svg
 pub fn run(args: &OncpuArgs) -> Result<Outcome, CliError> {
     let outputs = output_names(&["oncpu"], &args.capture.formats);
     let what = format!("on-CPU samples at {} Hz", args.sampling.frequency);
-    let Finished { prepared, recorder, mut symbolizer, elapsed, end, started_at } =
-        capture(&args.capture, "oncpu", &outputs, &what, |targets| {
-            Ok(OncpuSampler::start(&options(targets, &args.capture, &args.sampling, &args.maps))?)
-        })?;
+    let Finished {
+        prepared,
+        recorder,
+        mut symbolizer,
+        elapsed,
+        end,
+        started_at,
+    } = capture(&args.capture, "oncpu", &outputs, &what, |targets| {
+        Ok(OncpuSampler::start(&options(
+            targets,
+            &args.capture,
+            &args.sampling,
+            &args.maps,
+        ))?)
+    })?;
     let profile = profile(&recorder, &mut symbolizer, &prepared.target, elapsed);
     drop(recorder);
     let svg_opts = svg_options(&profile, &started_at, Leading::ProcessAndThread);
@@ -92,7 +113,10 @@ pub fn run(args: &OncpuArgs) -> Result<Outcome, CliError> {
         &profile,
         &args.capture.formats,
         &svg_opts,
-        Some(&report::render(&profile, &report::Options::default())),
+        Some(
+            &(report::render(&profile, &report::Options::default())
+                + &unresolved::render(&profile)),
+        ),
     )?;
     eprint!("{}", summary(&profile, &written));
     Ok(Outcome { written, end })

@@ -27,7 +27,12 @@ pub fn run(args: &ReportArgs) -> Result<(), CliError> {
         // thread frames of fgbpf's own files.
         if matches!(profile.meta.kind, Kind::OffCpu | Kind::Wall) && !profile.threads().is_empty() {
             let on_cpu = profile.meta.kind == Kind::Wall;
-            text.push_str(&breakdown::render(profile, Leading::ProcessAndThread, on_cpu, 3));
+            text.push_str(&breakdown::render(
+                profile,
+                Leading::ProcessAndThread,
+                on_cpu,
+                3,
+            ));
         }
         text
     };

@@ -11,7 +11,7 @@ use crate::capture::offcpu::OffcpuTracer;
 use crate::capture::oncpu::OncpuSampler;
 use crate::capture::procs::ProcEvent;
 use crate::cli::WallArgs;
-use crate::output::{breakdown, folded::Leading, palette::Heat, report, svg};
+use crate::output::{breakdown, folded::Leading, palette::Heat, report, svg, unresolved};
 use crate::profile::{Kind, Meta, Profile, Unit};
 use crate::session::window::Live;
 
@@ -29,7 +29,11 @@ impl Live for WallRecorder {
     }
 
     fn progress(&self) -> String {
-        format!("{} samples, {} off-CPU intervals", self.on.stats().samples, self.off.stats().recorded)
+        format!(
+            "{} samples, {} off-CPU intervals",
+            self.on.stats().samples,
+            self.off.stats().recorded
+        )
     }
 
     fn stop(&mut self) {
@@ -46,9 +50,13 @@ pub fn combine(on: &Profile, off: &Profile) -> Profile {
     let mut wall = Profile::new(Unit::Microseconds);
     wall.absorb(on, |samples| samples * 1_000_000 / hz);
     wall.absorb(off, |us| us);
+    wall.absorb_unresolved(on, |samples| samples * 1_000_000 / hz);
+    wall.absorb_unresolved(off, |us| us);
     wall.coalesce();
     let mut losses = on.meta.losses.clone();
-    losses.entries.extend(off.meta.losses.entries.iter().cloned());
+    losses
+        .entries
+        .extend(off.meta.losses.entries.iter().cloned());
     wall.meta = Meta {
         kind: Kind::Wall,
         target: on.meta.target.clone(),
@@ -62,19 +70,43 @@ pub fn combine(on: &Profile, off: &Profile) -> Profile {
 pub fn run(args: &WallArgs) -> Result<Outcome, CliError> {
     offcpu::options(Default::default(), &args.capture, &args.blocks, &args.maps)?;
     let outputs = output_names(&["oncpu", "offcpu", "wall"], &args.capture.formats);
-    let what = format!("on-CPU samples at {} Hz and off-CPU time", args.sampling.frequency);
-    let Finished { prepared, recorder, mut symbolizer, elapsed, end, started_at } =
-        capture(&args.capture, "wall", &outputs, &what, |targets| {
-            let off = OffcpuTracer::start(&offcpu::options(targets.clone(), &args.capture, &args.blocks, &args.maps)?)?;
-            let on = OncpuSampler::start(&oncpu::options(targets, &args.capture, &args.sampling, &args.maps))?;
-            Ok(WallRecorder { on, off })
-        })?;
+    let what = format!(
+        "on-CPU samples at {} Hz and off-CPU time",
+        args.sampling.frequency
+    );
+    let Finished {
+        prepared,
+        recorder,
+        mut symbolizer,
+        elapsed,
+        end,
+        started_at,
+    } = capture(&args.capture, "wall", &outputs, &what, |targets| {
+        let off = OffcpuTracer::start(&offcpu::options(
+            targets.clone(),
+            &args.capture,
+            &args.blocks,
+            &args.maps,
+        )?)?;
+        let on = OncpuSampler::start(&oncpu::options(
+            targets,
+            &args.capture,
+            &args.sampling,
+            &args.maps,
+        ))?;
+        Ok(WallRecorder { on, off })
+    })?;
     let on = oncpu::profile(&recorder.on, &mut symbolizer, &prepared.target, elapsed);
-    let (off, open_blocks) = offcpu::profile(&recorder.off, &mut symbolizer, &prepared.target, elapsed);
+    let (off, open_blocks) =
+        offcpu::profile(&recorder.off, &mut symbolizer, &prepared.target, elapsed);
     drop(recorder);
     let wall = combine(&on, &off);
 
-    let leading = if args.per_process { Leading::Process } else { Leading::ProcessAndThread };
+    let leading = if args.per_process {
+        Leading::Process
+    } else {
+        Leading::ProcessAndThread
+    };
     let dir = &prepared.out_dir;
     let formats = &args.capture.formats;
     let mut written = write_view(
@@ -106,14 +138,28 @@ pub fn run(args: &WallArgs) -> Result<Outcome, CliError> {
         palette: Some(svg::wall_palette(&wall, leading)),
         ..Default::default()
     };
-    let mut report = report::render(&wall, &report::Options { kind: "wall-clock".into(), ..Default::default() });
+    let mut report = report::render(
+        &wall,
+        &report::Options {
+            kind: "wall-clock".into(),
+            ..Default::default()
+        },
+    );
     if open_blocks > 0 {
         report.push_str(&format!(
             "\n{open_blocks} off-CPU blocks were still open when the capture ended; their time so far is included.\n"
         ));
     }
+    report.push_str(&unresolved::render(&wall));
     report.push_str(&breakdown::render(&wall, leading, true, 3));
-    written.extend(write_view(dir, "wall", &wall, formats, &wall_svg, Some(&report))?);
+    written.extend(write_view(
+        dir,
+        "wall",
+        &wall,
+        formats,
+        &wall_svg,
+        Some(&report),
+    )?);
     eprint!("{}", summary(&wall, &written));
     Ok(Outcome { written, end })
 }

@@ -29,7 +29,11 @@ pub fn is_off_cpu(profile: &Profile, stack: &Stack) -> bool {
 /// The frame that names what a stack was doing: its leaf, or for an
 /// off-CPU stack the frame below the state.
 fn telling_frame(profile: &Profile, stack: &Stack, cat: usize) -> Option<String> {
-    let idx = if cat == 0 { stack.frames.len().checked_sub(1)? } else { stack.frames.len().checked_sub(2)? };
+    let idx = if cat == 0 {
+        stack.frames.len().checked_sub(1)?
+    } else {
+        stack.frames.len().checked_sub(2)?
+    };
     let f = profile.frame(stack.frames[idx]);
     Some(format!("{}{}", sanitize(&f.name), f.kind.suffix()))
 }
@@ -63,11 +67,21 @@ pub fn render(profile: &Profile, leading: Leading, with_on_cpu: bool, top_frames
         }
     }
     let mut rows: Vec<(String, Row)> = rows.into_iter().collect();
-    rows.sort_by(|a, b| b.1.by_cat.iter().sum::<u64>().cmp(&a.1.by_cat.iter().sum()).then(a.0.cmp(&b.0)));
+    rows.sort_by(|a, b| {
+        b.1.by_cat
+            .iter()
+            .sum::<u64>()
+            .cmp(&a.1.by_cat.iter().sum())
+            .then(a.0.cmp(&b.0))
+    });
 
     let unit = profile.unit.name();
     let mut out = String::new();
-    let who = if leading == Leading::Process { "process" } else { "thread" };
+    let who = if leading == Leading::Process {
+        "process"
+    } else {
+        "thread"
+    };
     let _ = writeln!(out, "\nTime by {who} ({unit})");
     let first = if with_on_cpu { 0 } else { 1 };
     let names = ["on-CPU", "sleeping", "uninterruptible", "runqueue"];
@@ -102,15 +116,31 @@ mod tests {
     #[test]
     fn splits_thread_time_by_state() {
         let mut p = Profile::new(Unit::Microseconds);
-        let t = p.intern_thread(Thread { pid: 1, tid: 2, process: "app".into(), name: "worker".into() });
+        let t = p.intern_thread(Thread {
+            pid: 1,
+            tid: 2,
+            process: "app".into(),
+            name: "worker".into(),
+        });
         let work = p.intern_frame(Frame::new("work", FrameKind::User));
         let nap = p.intern_frame(Frame::new("nap", FrameKind::User));
         let sleeping = p.intern_frame(Frame::new("[sleeping]", FrameKind::Pseudo));
-        p.push(Stack { thread: Some(t), frames: vec![work], weight: 300 });
-        p.push(Stack { thread: Some(t), frames: vec![nap, sleeping], weight: 700 });
+        p.push(Stack {
+            thread: Some(t),
+            frames: vec![work],
+            weight: 300,
+        });
+        p.push(Stack {
+            thread: Some(t),
+            frames: vec![nap, sleeping],
+            weight: 700,
+        });
         let text = render(&p, Leading::ProcessAndThread, true, 2);
         assert!(text.contains("app-1 / worker-2"), "{text}");
-        assert!(text.contains("1000            30.0%            70.0%"), "{text}");
+        assert!(
+            text.contains("1000            30.0%            70.0%"),
+            "{text}"
+        );
         assert!(text.contains("sleeping: nap"), "{text}");
         assert!(text.contains("on-CPU: work"), "{text}");
     }

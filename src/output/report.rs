@@ -8,6 +8,7 @@ use std::io::{self, Write};
 use serde::Serialize;
 
 use super::folded::{leading_frames, sanitize, Leading};
+use super::unresolved;
 use crate::profile::{FrameId, Profile};
 
 #[derive(Clone, Debug)]
@@ -210,7 +211,7 @@ pub fn render(profile: &Profile, opts: &Options) -> String {
     let _ = writeln!(
         out,
         "unresolved leaf frames: {:.1}% of {unit}",
-        pct(profile.unknown_leaf_weight(), s.total)
+        pct(unresolved::leaf_weight(profile), s.total)
     );
     if s.total == 0 {
         let _ = writeln!(
@@ -289,7 +290,7 @@ pub fn render_json(profile: &Profile, opts: &Options) -> String {
         source: opts.source.as_deref(),
         unit: profile.unit.name(),
         unique_stacks: profile.stacks().len(),
-        unresolved_leaf: profile.unknown_leaf_weight(),
+        unresolved_leaf: unresolved::leaf_weight(profile),
         summary: summarize(profile, opts),
     };
     let mut text = serde_json::to_string_pretty(&doc).expect("plain data serializes");

@@ -49,10 +49,22 @@ pub fn palette_for(profile: &Profile, leading: Leading, heat: Heat) -> PaletteMa
 
 /// Colours the frames of `profile` not yet in `map` with `heat`.
 pub fn extend_palette(map: &mut PaletteMap, profile: &Profile, leading: Leading, heat: Heat) {
-    let frames = profile.frames().iter().map(|f| (format!("{}{}", sanitize(&f.name), f.kind.suffix()), f.clone()));
+    let frames = profile.frames().iter().map(|f| {
+        (
+            format!("{}{}", sanitize(&f.name), f.kind.suffix()),
+            f.clone(),
+        )
+    });
     palette::fill(map, frames, heat);
-    let pseudo = profile.threads().iter().flat_map(|t| folded::leading_frames(t, leading));
-    palette::fill(map, pseudo.map(|n| (n.clone(), Frame::new(n, FrameKind::Pseudo))), heat);
+    let pseudo = profile
+        .threads()
+        .iter()
+        .flat_map(|t| folded::leading_frames(t, leading));
+    palette::fill(
+        map,
+        pseudo.map(|n| (n.clone(), Frame::new(n, FrameKind::Pseudo))),
+        heat,
+    );
 }
 
 /// The wall-clock view's palette. inferno colours by name, so a name gets
@@ -73,8 +85,19 @@ pub fn wall_palette(profile: &Profile, leading: Leading) -> PaletteMap {
     }
     let mut map = PaletteMap::default();
     for (i, f) in profile.frames().iter().enumerate() {
-        let heat = if on[i] * 2 >= all[i] { Heat::OnCpu } else { Heat::OffCpu };
-        palette::fill(&mut map, [(format!("{}{}", sanitize(&f.name), f.kind.suffix()), f.clone())], heat);
+        let heat = if on[i] * 2 >= all[i] {
+            Heat::OnCpu
+        } else {
+            Heat::OffCpu
+        };
+        palette::fill(
+            &mut map,
+            [(
+                format!("{}{}", sanitize(&f.name), f.kind.suffix()),
+                f.clone(),
+            )],
+            heat,
+        );
     }
     extend_palette(&mut map, profile, leading, Heat::OnCpu);
     map
@@ -87,7 +110,10 @@ pub fn write(profile: &Profile, opts: &Options, out: &mut dyn Write) -> io::Resu
             leading: opts.leading,
         },
     );
-    let mut palette = opts.palette.clone().unwrap_or_else(|| palette_for(profile, opts.leading, opts.heat));
+    let mut palette = opts
+        .palette
+        .clone()
+        .unwrap_or_else(|| palette_for(profile, opts.leading, opts.heat));
     write_lines(&lines, profile.unit.name(), opts, &mut palette, out)
 }
 
@@ -224,13 +250,26 @@ mod wall_palette_tests {
     #[test]
     fn waiting_frames_are_cool_and_computing_frames_warm() {
         let mut p = Profile::new(Unit::Microseconds);
-        let t = p.intern_thread(Thread { pid: 1, tid: 1, process: "p".into(), name: "p".into() });
+        let t = p.intern_thread(Thread {
+            pid: 1,
+            tid: 1,
+            process: "p".into(),
+            name: "p".into(),
+        });
         let main = p.intern_frame(Frame::new("main", FrameKind::User));
         let work = p.intern_frame(Frame::new("work", FrameKind::User));
         let nap = p.intern_frame(Frame::new("nap", FrameKind::User));
         let state = p.intern_frame(Frame::new("[sleeping]", FrameKind::Pseudo));
-        p.push(Stack { thread: Some(t), frames: vec![main, work], weight: 30 });
-        p.push(Stack { thread: Some(t), frames: vec![main, nap, state], weight: 70 });
+        p.push(Stack {
+            thread: Some(t),
+            frames: vec![main, work],
+            weight: 30,
+        });
+        p.push(Stack {
+            thread: Some(t),
+            frames: vec![main, nap, state],
+            weight: 70,
+        });
         let map = wall_palette(&p, Leading::ProcessAndThread);
         let nap_c = map.get("nap").unwrap();
         let work_c = map.get("work").unwrap();

@@ -15,8 +15,13 @@ const SUMMARY_PROCESSES: usize = 5;
 /// weight) stay out of the summary: a stray frame is not worth a line.
 const SUMMARY_MIN_PCT: f64 = 1.0;
 
-/// The weight of all stacks whose leaf frame is unresolved.
+/// The weight of all stacks whose leaf frame is unresolved: from the
+/// capture's own accounting (which also counts `module+0x...` leaves), or,
+/// for a profile read from a file, its `[unknown]` leaves.
 pub fn leaf_weight(profile: &Profile) -> u64 {
+    if profile.unresolved.is_empty() {
+        return profile.unknown_leaf_weight();
+    }
     profile.unresolved.iter().map(Unresolved::weight).sum()
 }
 
@@ -81,7 +86,11 @@ pub fn render(profile: &Profile) -> String {
         );
         for (reason, w) in &u.reasons {
             let (what, remedy) = explain(reason);
-            let _ = writeln!(out, "    {:>5.1}%  {what}; remedy: {remedy}", pct(*w, total));
+            let _ = writeln!(
+                out,
+                "    {:>5.1}%  {what}; remedy: {remedy}",
+                pct(*w, total)
+            );
         }
     }
     let more = profile.unresolved.len().saturating_sub(REPORT_PROCESSES);
@@ -152,7 +161,9 @@ fn pct(part: u64, total: u64) -> f64 {
 /// Process and file names come from the target: keep terminal controls
 /// out of the summary and the report.
 fn clean(s: &str) -> String {
-    s.chars().map(|c| if c.is_control() { '?' } else { c }).collect()
+    s.chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
 }
 
 #[cfg(test)]
@@ -175,15 +186,28 @@ mod tests {
             name: "ok".into(),
         });
         let f = p.intern_frame(Frame::new("main", FrameKind::User));
-        p.push(Stack { thread: Some(t), frames: vec![f], weight: 200 });
-        p.push(Stack { thread: Some(u), frames: vec![f], weight: 1000 });
+        p.push(Stack {
+            thread: Some(t),
+            frames: vec![f],
+            weight: 200,
+        });
+        p.push(Stack {
+            thread: Some(u),
+            frames: vec![f],
+            weight: 1000,
+        });
         p.unresolved = vec![
             Unresolved {
                 pid: 42,
                 process: "node".into(),
                 reasons: vec![
                     (UnresolvedReason::JitWithoutPerfMap, 50),
-                    (UnresolvedReason::NoSymbols { module: "libx.so".into() }, 10),
+                    (
+                        UnresolvedReason::NoSymbols {
+                            module: "libx.so".into(),
+                        },
+                        10,
+                    ),
                 ],
             },
             Unresolved {
@@ -199,11 +223,20 @@ mod tests {
     fn report_gives_shares_reasons_and_remedies() {
         let text = render(&profile());
         assert!(text.contains("5.1% of all samples"), "{text}");
-        assert!(text.contains("node (pid 42): 30.0% of its 200 samples"), "{text}");
+        assert!(
+            text.contains("node (pid 42): 30.0% of its 200 samples"),
+            "{text}"
+        );
         assert!(text.contains(" 25.0%  JIT code"), "{text}");
         assert!(text.contains("--perf-basic-prof"), "{text}");
-        assert!(text.contains("no symbols in libx.so; remedy: install its debug symbols"), "{text}");
-        assert!(text.contains("ok?[2J (pid 7)") && !text.contains('\x1b'), "{text}");
+        assert!(
+            text.contains("no symbols in libx.so; remedy: install its debug symbols"),
+            "{text}"
+        );
+        assert!(
+            text.contains("ok?[2J (pid 7)") && !text.contains('\x1b'),
+            "{text}"
+        );
         assert_eq!(leaf_weight(&profile()), 61);
     }
 
@@ -211,7 +244,9 @@ mod tests {
     fn summary_skips_processes_with_a_sliver() {
         let lines = summary_lines(&profile());
         assert_eq!(lines.len(), 1, "{lines:?}");
-        assert!(lines[0].starts_with("node (pid 42): 30.0% of its samples unresolved: 25.0% JIT code"));
+        assert!(
+            lines[0].starts_with("node (pid 42): 30.0% of its samples unresolved: 25.0% JIT code")
+        );
         assert!(lines[0].contains("other reasons in report.txt"));
     }
 

@@ -50,6 +50,9 @@ impl Window<'_> {
             for ev in live.poll_processes(POLL) {
                 symbolizer.remember(ev.pid, &ev.comm);
             }
+            // Picks up code mapped since a process was first seen; it
+            // paces itself.
+            symbolizer.refresh();
             let now = Instant::now();
             if self.stop.stopped() {
                 break EndReason::Interrupted;
