@@ -212,7 +212,8 @@ def startup(rounds, tmp):
         m = re.search(r"attached in (\d+) ms", line)
         if m:
             fg_attach.append(int(m.group(1)) / 1000)
-        t, _ = first_line_after(["bpftrace", "-e", 'profile:hz:99 { @c = count(); } BEGIN { printf("ready\\n"); }'],
+        # -B line: bpftrace block-buffers output to a pipe otherwise.
+        t, _ = first_line_after(["bpftrace", "-B", "line", "-e", 'profile:hz:99 { @c = count(); } BEGIN { printf("ready\\n"); }'],
                                 r"ready", stream="stdout")
         bt.append(t)
         log(f"start-up round {r + 1}/{rounds}: fgbpf {fg[-1]:.3f} s, bpftrace {bt[-1]:.3f} s")
