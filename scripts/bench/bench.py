@@ -234,11 +234,12 @@ def synthetic(path, stacks, depth=30, seed=1):
 
 
 def gnu_time(cmd, stdout=subprocess.DEVNULL):
-    proc = subprocess.run(["/usr/bin/time", "-f", "%e %M", *cmd], stdout=stdout, stderr=subprocess.PIPE, text=True)
+    """(wall seconds, peak MB, CPU seconds) of a command, or None if it failed."""
+    proc = subprocess.run(["/usr/bin/time", "-f", "%e %M %U %S", *cmd], stdout=stdout, stderr=subprocess.PIPE, text=True)
     if proc.returncode != 0:
         return None
-    secs, kb = proc.stderr.strip().splitlines()[-1].split()
-    return float(secs), int(kb) / 1024
+    secs, kb, user, sys_ = proc.stderr.strip().splitlines()[-1].split()
+    return float(secs), int(kb) / 1024, float(user) + float(sys_)
 
 
 def post_processing(sizes, rounds, tmp, tools):
@@ -316,7 +317,6 @@ def footprint(tmp, seconds):
     m = re.search(r"own use: ([\d.]+) s CPU, (\d+) MB peak memory", proc.stderr)
     fg = (float(m.group(1)), float(m.group(2))) if m else (float("nan"), float("nan"))
     perf = gnu_time(["perf", "record", "-a", "-g", "-F", "99", "-o", str(tmp / "fp.data"), "--", "sleep", str(seconds)])
-    # perf's CPU time also needs its post-processing to be comparable.
     return fg, perf
 
 
@@ -402,12 +402,15 @@ def write_report(path, args, results):
     L.append("| tool | CPU time | peak memory |\n|---|---|---|")
     L.append(f"| fgbpf oncpu (capture, symbolization and all outputs) | {fp_fg[0]:.2f} s | {fp_fg[1]:.0f} MB |")
     if fp_perf:
-        L.append(f"| perf record -a -g (capture only; wall {fp_perf[0]:.1f} s) | see note | {fp_perf[1]:.0f} MB |")
+        L.append(f"| perf record -a -g (capture only, no flamegraph yet) | {fp_perf[2]:.2f} s | {fp_perf[1]:.0f} MB |")
     L.append("")
     L.append("## 8. Symbolization at scale\n")
     L.append("`examples/symbolize_speed.rs`: 100 000 distinct stacks of 20 frames over 50 processes of one "
              "large Rust binary, symbolized after the processes exited.\n")
     L.append(f"```\n{sym}\n```\n")
+    analysis = ROOT / "scripts/bench/analysis.md"
+    if analysis.exists():
+        L.append(analysis.read_text())
     path.write_text("\n".join(L) + "\n")
 
 
