@@ -89,6 +89,24 @@ pub fn entries<M: MapCore>(map: &M) -> Vec<(Vec<u8>, Vec<u8>)> {
         .collect()
 }
 
+/// Sums entry 0 of a per-CPU array of `u64` counters over CPUs, into the
+/// counters' struct as the skeleton generated it.
+pub fn sum_per_cpu<M: MapCore, T: plain::Plain + Default>(map: &M) -> T {
+    let mut sum = vec![0u64; std::mem::size_of::<T>() / 8];
+    if let Ok(Some(per_cpu)) = map.lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY) {
+        for bytes in per_cpu {
+            for (s, c) in sum.iter_mut().zip(bytes.chunks_exact(8)) {
+                *s += u64::from_ne_bytes(c.try_into().expect("chunks of 8 bytes"));
+            }
+        }
+    }
+    let bytes: Vec<u8> = sum.iter().flat_map(|v| v.to_ne_bytes()).collect();
+    let mut out = T::default();
+    // Cannot fail: `bytes` is exactly as long as `T` when T is all u64s.
+    let _ = plain::copy_from_bytes(&mut out, &bytes);
+    out
+}
+
 /// A C `char[N]` name as a string, up to its first NUL.
 pub fn c_name(raw: &[i8]) -> String {
     let bytes: Vec<u8> = raw

@@ -12,7 +12,7 @@ use super::{
     attach_tracking, bpf_error, configure_common, have_btf_tracepoints, impl_proc_event,
     object_storage, quiet_libbpf, raise_memlock, CaptureError, Targets,
 };
-use crate::drain::{c_name, entries, RawStack, StackReader, LOST_STACK};
+use crate::drain::{c_name, entries, sum_per_cpu, RawStack, StackReader, LOST_STACK};
 use crate::profile::Losses;
 
 mod skel {
@@ -107,18 +107,9 @@ impl Default for OffcpuOptions {
     }
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct OffcpuStats {
-    pub switches: u64,
-    pub recorded: u64,
-    pub too_short: u64,
-    pub too_long: u64,
-    pub lost_start_full: u64,
-    pub lost_map_full: u64,
-    pub lost_user_stack: u64,
-    pub lost_kern_stack: u64,
-    pub lost_ns: u64,
-}
+/// The tracer's counters (struct offcpu_stats of src/bpf/offcpu.h), summed
+/// over CPUs.
+pub use skel::types::offcpu_stats as OffcpuStats;
 
 #[derive(Debug, Default)]
 pub struct OffcpuDrain {
@@ -253,30 +244,7 @@ impl OffcpuTracer {
     }
 
     pub fn stats(&self) -> OffcpuStats {
-        let mut sum = OffcpuStats::default();
-        let Ok(Some(per_cpu)) = self
-            .skel
-            .maps
-            .stats
-            .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
-        else {
-            return sum;
-        };
-        for bytes in per_cpu {
-            let mut s = types::offcpu_stats::default();
-            if plain::copy_from_bytes(&mut s, &bytes).is_ok() {
-                sum.switches += s.switches;
-                sum.recorded += s.recorded;
-                sum.too_short += s.too_short;
-                sum.too_long += s.too_long;
-                sum.lost_start_full += s.lost_start_full;
-                sum.lost_map_full += s.lost_map_full;
-                sum.lost_user_stack += s.lost_user_stack;
-                sum.lost_kern_stack += s.lost_kern_stack;
-                sum.lost_ns += s.lost_ns;
-            }
-        }
-        sum
+        sum_per_cpu(&self.skel.maps.stats)
     }
 
     /// Stops tracing; the maps stay readable for [`Self::drain`].

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
-use libbpf_rs::{Link, MapCore, MapFlags};
+use libbpf_rs::Link;
 
 use super::perf::{online_cpus, open_cpu_clock};
 use super::procs::{ProcEvent, ProcWatcher};
@@ -12,7 +12,7 @@ use super::{
     attach_tracking, bpf_error, configure_common, have_btf_tracepoints, impl_proc_event,
     object_storage, quiet_libbpf, raise_memlock, CaptureError, Targets,
 };
-use crate::drain::{c_name, entries, RawStack, StackReader, LOST_STACK};
+use crate::drain::{c_name, entries, sum_per_cpu, RawStack, StackReader, LOST_STACK};
 use crate::profile::Losses;
 
 mod skel {
@@ -55,15 +55,9 @@ impl Default for OncpuOptions {
     }
 }
 
-/// The sampler's counters, summed over CPUs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct OncpuStats {
-    pub samples: u64,
-    pub idle: u64,
-    pub lost_map_full: u64,
-    pub lost_user_stack: u64,
-    pub lost_kern_stack: u64,
-}
+/// The sampler's counters (struct oncpu_stats of src/bpf/oncpu.h), summed
+/// over CPUs.
+pub use skel::types::oncpu_stats as OncpuStats;
 
 /// What the sampler gathered, read out of the kernel.
 #[derive(Debug, Default)]
@@ -160,26 +154,7 @@ impl OncpuSampler {
     }
 
     pub fn stats(&self) -> OncpuStats {
-        let mut sum = OncpuStats::default();
-        let Ok(Some(per_cpu)) = self
-            .skel
-            .maps
-            .stats
-            .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
-        else {
-            return sum;
-        };
-        for bytes in per_cpu {
-            let mut s = types::oncpu_stats::default();
-            if plain::copy_from_bytes(&mut s, &bytes).is_ok() {
-                sum.samples += s.samples;
-                sum.idle += s.idle;
-                sum.lost_map_full += s.lost_map_full;
-                sum.lost_user_stack += s.lost_user_stack;
-                sum.lost_kern_stack += s.lost_kern_stack;
-            }
-        }
-        sum
+        sum_per_cpu(&self.skel.maps.stats)
     }
 
     /// Stops sampling; the maps stay readable for [`Self::drain`].
