@@ -1,7 +1,7 @@
 //! The one in-memory model every output is written from: weighted stacks of
 //! interned frames, with a unit and the threads they belong to.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::fmt;
 use std::time::Duration;
 
@@ -220,9 +220,9 @@ impl Profile {
             meta: Meta::default(),
             unresolved: Vec::new(),
             frames: Vec::new(),
-            frame_ids: HashMap::new(),
+            frame_ids: HashMap::default(),
             threads: Vec::new(),
-            thread_ids: HashMap::new(),
+            thread_ids: HashMap::default(),
             stacks: Vec::new(),
         }
     }
@@ -342,18 +342,19 @@ impl Profile {
     /// Merges stacks with the same thread and frames, heaviest first, so
     /// outputs are small and deterministic.
     pub fn coalesce(&mut self) {
-        let mut merged: HashMap<(Option<ThreadId>, Vec<FrameId>), u64> = HashMap::new();
-        for s in self.stacks.drain(..) {
-            *merged.entry((s.thread, s.frames)).or_default() += s.weight;
-        }
-        self.stacks = merged
-            .into_iter()
-            .map(|((thread, frames), weight)| Stack {
-                thread,
-                frames,
-                weight,
-            })
-            .collect();
+        // Sorting groups equal stacks without hashing every frame list.
+        self.stacks.sort_unstable_by(|a, b| {
+            a.thread
+                .cmp(&b.thread)
+                .then_with(|| a.frames.cmp(&b.frames))
+        });
+        self.stacks.dedup_by(|later, kept| {
+            let same = later.thread == kept.thread && later.frames == kept.frames;
+            if same {
+                kept.weight += later.weight;
+            }
+            same
+        });
         self.stacks.sort_by(|a, b| {
             b.weight
                 .cmp(&a.weight)

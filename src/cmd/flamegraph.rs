@@ -2,9 +2,8 @@
 //! filtered like `grep` over the file's lines, in either layout, with
 //! threads kept apart or merged per process.
 
-use std::collections::BTreeMap;
-
 use regex::Regex;
+use rustc_hash::FxHashMap;
 
 use super::post::{check_output_file, file_name, heat, load, note_rounding, write_file};
 use super::CliError;
@@ -25,7 +24,8 @@ fn compile(option: &str, pattern: &str) -> Result<Regex, CliError> {
     })
 }
 
-/// Stacks kept by the filters, merged by their rendered line, sorted.
+/// Stacks kept by the filters, merged by their rendered line, sorted (the
+/// order inferno draws them in anyway, and a stable one for tests).
 fn filtered_lines(
     profile: &Profile,
     leading: Leading,
@@ -37,22 +37,28 @@ fn filtered_lines(
         leading: Leading::ProcessAndThread,
     };
     let shown = folded::Options { leading };
-    let mut merged: BTreeMap<String, u64> = BTreeMap::new();
+    let read = folded::Folder::new(profile, &as_read);
+    let show = folded::Folder::new(profile, &shown);
+    let filtering = grep.is_some() || exclude.is_some();
+    let mut merged: FxHashMap<String, u64> = FxHashMap::default();
     for s in profile.stacks() {
-        let line = folded::stack_line(profile, s, &as_read);
-        if grep.is_some_and(|r| !r.is_match(&line)) || exclude.is_some_and(|r| r.is_match(&line)) {
-            continue;
+        if filtering {
+            let line = read.stack(s);
+            if grep.is_some_and(|r| !r.is_match(&line))
+                || exclude.is_some_and(|r| r.is_match(&line))
+            {
+                continue;
+            }
         }
-        *merged
-            .entry(folded::stack_line(profile, s, &shown))
-            .or_default() += s.weight;
+        *merged.entry(show.stack(s)).or_default() += s.weight;
     }
     let kept = merged.values().sum();
-    let lines = merged
+    let mut lines: Vec<String> = merged
         .into_iter()
         .filter(|(stack, _)| !stack.is_empty())
         .map(|(stack, w)| format!("{stack} {w}"))
         .collect();
+    lines.sort_unstable();
     (lines, kept)
 }
 

@@ -19,7 +19,9 @@
 
 use std::path::Path;
 
-use crate::profile::{Frame, FrameKind, Kind, Profile, Stack, Thread, Unit, UNKNOWN};
+use rustc_hash::FxHashMap;
+
+use crate::profile::{Frame, FrameId, FrameKind, Kind, Profile, Stack, Thread, Unit, UNKNOWN};
 
 /// How a file's stacks identify where they ran.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -113,6 +115,8 @@ pub fn parse(source: &str, bytes: &[u8], unit: Unit) -> Result<Loaded, String> {
         Layout::Foreign
     };
     let mut profile = Profile::new(unit);
+    // The same frame text recurs on many lines: intern each text once.
+    let mut ids: FxHashMap<&str, FrameId> = FxHashMap::default();
     for l in &lines {
         let (thread, code) = match layout {
             Layout::Fgbpf => {
@@ -130,7 +134,10 @@ pub fn parse(source: &str, bytes: &[u8], unit: Unit) -> Result<Loaded, String> {
         };
         let frames = code
             .iter()
-            .map(|f| profile.intern_frame(frame(f, layout)))
+            .map(|f| {
+                *ids.entry(f)
+                    .or_insert_with(|| profile.intern_frame(frame(f, layout)))
+            })
             .collect();
         profile.push(Stack {
             thread,

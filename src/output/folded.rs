@@ -54,27 +54,74 @@ pub fn leading_frames(thread: &Thread, leading: Leading) -> Vec<String> {
     }
 }
 
-/// The folded frames of one stack, root first, without its weight.
-pub fn stack_line(profile: &Profile, stack: &Stack, opts: &Options) -> String {
-    let mut parts: Vec<String> = Vec::with_capacity(stack.frames.len() + 2);
-    if let Some(t) = stack.thread {
-        parts.extend(leading_frames(profile.thread(t), opts.leading));
+/// Writes stacks of one profile as folded lines. Frames and threads recur
+/// across many stacks, so each one's folded name is made once.
+pub struct Folder<'p> {
+    profile: &'p Profile,
+    frames: Vec<String>,
+    threads: Vec<String>,
+}
+
+impl<'p> Folder<'p> {
+    pub fn new(profile: &'p Profile, opts: &Options) -> Self {
+        let frames = profile
+            .frames()
+            .iter()
+            .map(|f| format!("{}{}", sanitize(&f.name), f.kind.suffix()))
+            .collect();
+        let threads = profile
+            .threads()
+            .iter()
+            .map(|t| leading_frames(t, opts.leading).join(";"))
+            .collect();
+        Folder {
+            profile,
+            frames,
+            threads,
+        }
     }
-    parts.extend(stack.frames.iter().map(|&f| {
-        let frame = profile.frame(f);
-        format!("{}{}", sanitize(&frame.name), frame.kind.suffix())
-    }));
-    parts.join(";")
+
+    /// The folded frames of one stack, root first, without its weight.
+    pub fn stack(&self, stack: &Stack) -> String {
+        let lead = stack
+            .thread
+            .map(|t| self.threads[t as usize].as_str())
+            .filter(|l| !l.is_empty());
+        let len = lead.map_or(0, |l| l.len() + 1)
+            + stack
+                .frames
+                .iter()
+                .map(|&f| self.frames[f as usize].len() + 1)
+                .sum::<usize>();
+        let mut line = String::with_capacity(len);
+        for part in lead.into_iter().chain(
+            stack
+                .frames
+                .iter()
+                .map(|&f| self.frames[f as usize].as_str()),
+        ) {
+            if !line.is_empty() {
+                line.push(';');
+            }
+            line.push_str(part);
+        }
+        line
+    }
+
+    /// Every line of the profile, heaviest first as stored.
+    pub fn lines(&self) -> Vec<String> {
+        self.profile
+            .stacks()
+            .iter()
+            .filter(|s| !s.frames.is_empty() || s.thread.is_some())
+            .map(|s| format!("{} {}", self.stack(s), s.weight))
+            .collect()
+    }
 }
 
 /// Every line of the profile, heaviest first as stored.
 pub fn lines(profile: &Profile, opts: &Options) -> Vec<String> {
-    profile
-        .stacks()
-        .iter()
-        .filter(|s| !s.frames.is_empty() || s.thread.is_some())
-        .map(|s| format!("{} {}", stack_line(profile, s, opts), s.weight))
-        .collect()
+    Folder::new(profile, opts).lines()
 }
 
 pub fn write(profile: &Profile, opts: &Options, out: &mut dyn Write) -> io::Result<()> {

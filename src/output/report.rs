@@ -1,7 +1,7 @@
 //! The text report: hotspots by self and total weight, the heaviest callees
 //! of the top functions, per-thread totals, and what the capture lost.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::FxHashMap;
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::folded::{leading_frames, sanitize, Leading};
 use super::unresolved;
-use crate::profile::{FrameId, Profile};
+use crate::profile::{FrameId, Profile, ThreadId};
 
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -81,74 +81,126 @@ fn frame_name(profile: &Profile, id: FrameId) -> String {
     format!("{}{}", sanitize(&f.name), f.kind.suffix())
 }
 
-pub fn summarize(profile: &Profile, opts: &Options) -> Summary {
-    let mut self_w: HashMap<FrameId, u64> = HashMap::new();
-    let mut total_w: HashMap<FrameId, u64> = HashMap::new();
-    let mut callees: HashMap<FrameId, HashMap<Option<FrameId>, u64>> = HashMap::new();
-    let mut threads: HashMap<String, u64> = HashMap::new();
-    for s in profile.stacks() {
-        if let Some(&leaf) = s.frames.last() {
-            *self_w.entry(leaf).or_default() += s.weight;
-        }
-        let mut seen = HashSet::new();
+/// The `n` heaviest frames, heaviest first, ties by name. Names are made
+/// only for the frames that can make the cut: with a million distinct
+/// frames, naming all of them inside a sort is what makes reports slow.
+fn top_frames(profile: &Profile, weights: &[u64], n: usize) -> Vec<FrameId> {
+    let mut ids: Vec<FrameId> = (0..weights.len())
+        .filter(|&f| weights[f] > 0)
+        .map(|f| f as FrameId)
+        .collect();
+    if n == 0 {
+        return Vec::new();
+    }
+    if ids.len() > n {
+        ids.select_nth_unstable_by(n - 1, |&a, &b| {
+            weights[b as usize].cmp(&weights[a as usize])
+        });
+        let cut = weights[ids[n - 1] as usize];
+        ids.retain(|&f| weights[f as usize] >= cut);
+    }
+    let mut keyed: Vec<(u64, String, FrameId)> = ids
+        .into_iter()
+        .map(|f| (weights[f as usize], frame_name(profile, f), f))
+        .collect();
+    keyed.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    keyed.truncate(n);
+    keyed.into_iter().map(|(_, _, f)| f).collect()
+}
+
+/// Calls `visit(index, frame)` for the first occurrence of each frame in
+/// each stack: recursion counts a function's time once per stack.
+fn each_first_occurrence(
+    profile: &Profile,
+    mut visit: impl FnMut(&crate::profile::Stack, usize, FrameId),
+) {
+    // Stamps instead of a set per stack: stack n marks frame f with n + 1.
+    let mut stamp = vec![0u32; profile.frames().len()];
+    for (n, s) in profile.stacks().iter().enumerate() {
+        let mark = n as u32 + 1;
         for (i, &f) in s.frames.iter().enumerate() {
-            // Recursion counts a function's time once per stack.
-            if seen.insert(f) {
-                *total_w.entry(f).or_default() += s.weight;
-                *callees
-                    .entry(f)
-                    .or_default()
-                    .entry(s.frames.get(i + 1).copied())
-                    .or_default() += s.weight;
+            if stamp[f as usize] != mark {
+                stamp[f as usize] = mark;
+                visit(s, i, f);
             }
         }
+    }
+}
+
+pub fn summarize(profile: &Profile, opts: &Options) -> Summary {
+    let frames = profile.frames().len();
+    let mut self_w = vec![0u64; frames];
+    let mut total_w = vec![0u64; frames];
+    let mut threads: FxHashMap<ThreadId, u64> = FxHashMap::default();
+    for s in profile.stacks() {
+        if let Some(&leaf) = s.frames.last() {
+            self_w[leaf as usize] += s.weight;
+        }
         if let Some(t) = s.thread {
-            let name = leading_frames(profile.thread(t), Leading::ProcessAndThread).join(" / ");
-            *threads.entry(name).or_default() += s.weight;
+            *threads.entry(t).or_default() += s.weight;
         }
     }
-    let row = |f: FrameId, with_callees: bool| {
-        let mut cs: Vec<(String, u64)> = if with_callees {
-            callees[&f]
-                .iter()
-                .map(|(c, &w)| {
-                    (
-                        c.map_or_else(|| "(self)".to_string(), |c| frame_name(profile, c)),
-                        w,
-                    )
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
+    each_first_occurrence(profile, |s, _, f| total_w[f as usize] += s.weight);
+
+    let top_self = top_frames(profile, &self_w, opts.top);
+    let top_total = top_frames(profile, &total_w, opts.top);
+    // Callees only for the functions that list them: a second pass.
+    let listed: FxHashMap<FrameId, usize> = top_total
+        .iter()
+        .take(opts.callees_of)
+        .enumerate()
+        .map(|(k, &f)| (f, k))
+        .collect();
+    let mut callees: Vec<FxHashMap<Option<FrameId>, u64>> =
+        vec![FxHashMap::default(); listed.len()];
+    if !listed.is_empty() {
+        each_first_occurrence(profile, |s, i, f| {
+            if let Some(&k) = listed.get(&f) {
+                *callees[k].entry(s.frames.get(i + 1).copied()).or_default() += s.weight;
+            }
+        });
+    }
+    let row = |f: FrameId| {
+        let mut cs: Vec<(String, u64)> = listed
+            .get(&f)
+            .map(|&k| {
+                callees[k]
+                    .iter()
+                    .map(|(c, &w)| {
+                        (
+                            c.map_or_else(|| "(self)".to_string(), |c| frame_name(profile, c)),
+                            w,
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
         cs.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         cs.truncate(5);
         FunctionRow {
             name: frame_name(profile, f),
-            self_weight: self_w.get(&f).copied().unwrap_or(0),
-            total_weight: total_w[&f],
+            self_weight: self_w[f as usize],
+            total_weight: total_w[f as usize],
             callees: cs,
         }
     };
-    let ranked = |m: &HashMap<FrameId, u64>| {
-        let mut v: Vec<(FrameId, u64)> = m.iter().map(|(&f, &w)| (f, w)).collect();
-        v.sort_by(|a, b| {
-            b.1.cmp(&a.1)
-                .then_with(|| frame_name(profile, a.0).cmp(&frame_name(profile, b.0)))
-        });
-        v.truncate(opts.top);
-        v
-    };
-    let by_self = ranked(&self_w)
+    let by_self = top_self
         .into_iter()
-        .map(|(f, _)| row(f, false))
+        .map(|f| FunctionRow {
+            callees: Vec::new(),
+            ..row(f)
+        })
         .collect();
-    let by_total = ranked(&total_w)
+    let by_total = top_total.into_iter().map(row).collect();
+    let mut threads: Vec<(String, u64)> = threads
         .into_iter()
-        .enumerate()
-        .map(|(i, (f, _))| row(f, i < opts.callees_of))
+        .map(|(t, w)| {
+            (
+                leading_frames(profile.thread(t), Leading::ProcessAndThread).join(" / "),
+                w,
+            )
+        })
         .collect();
-    let mut threads: Vec<(String, u64)> = threads.into_iter().collect();
     threads.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     threads.truncate(opts.top);
     Summary {
