@@ -195,17 +195,27 @@ fn second_ctrl_c_exits_at_once_without_outputs() {
     }
     let _g = serial();
     let dir = out_dir("double-ctrl-c");
-    let child = spawn_capture(&["oncpu"], &dir);
+    // A busy target gives fgbpf frames to name after the first Ctrl-C
+    // (loading kallsyms and the binary takes tens of milliseconds), so the
+    // second one surely lands while it is finishing.
+    let mut target = Command::new(workload("split")).arg("20").spawn().unwrap();
+    let child = fgbpf()
+        .args(["wall", "-F", "999", "-p", &target.id().to_string(), "-o"])
+        .arg(&dir)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     settle();
     let ids = programs_of(child.id());
     signal(&child, libc::SIGINT);
-    // Two signals sent back to back merge into one; the second must come
-    // while fgbpf is finishing (naming kernel symbols alone takes longer).
-    std::thread::sleep(Duration::from_millis(20));
+    // Two signals sent back to back would merge into one.
+    std::thread::sleep(Duration::from_millis(2));
     signal(&child, libc::SIGINT);
     let out = child.wait_with_output().unwrap();
+    target.kill().ok();
+    target.wait().ok();
     assert_eq!(out.status.code(), Some(130), "{}", stderr_of(&out));
-    assert!(!dir.join("oncpu.svg").exists());
+    assert!(!dir.join("wall.svg").exists());
     assert_released(&ids, "a second Ctrl-C");
 }
 
