@@ -188,7 +188,9 @@ def time_to_answer(w, rounds, tmp, tools):
 def first_line_after(cmd, pattern, stream="stderr"):
     """Seconds from launch until a line matching `pattern` appears."""
     start = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out = subprocess.PIPE if stream == "stdout" else subprocess.DEVNULL
+    err = subprocess.PIPE if stream == "stderr" else subprocess.DEVNULL
+    proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True)
     src = proc.stderr if stream == "stderr" else proc.stdout
     elapsed = None
     line_text = ""
@@ -198,7 +200,13 @@ def first_line_after(cmd, pattern, stream="stderr"):
             line_text = line
             break
     proc.send_signal(signal.SIGINT)
-    proc.communicate(timeout=60)
+    try:
+        proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+    if elapsed is None:
+        raise RuntimeError(f"{cmd[0]} never printed a line matching {pattern!r}")
     return elapsed, line_text
 
 
