@@ -38,4 +38,13 @@ if [ ! -x "$consumers/node_modules/.bin/ajv" ]; then
 fi
 export FGBPF_CONSUMERS="$PWD/$consumers"
 
-cargo test --locked "$@"
+# cargo prints one result line per test binary, the last one for doc tests
+# (there are none); close with the totals over all of them.
+mkdir -p target
+set +e
+cargo test --locked "$@" 2>&1 | tee target/test-output.log
+status=${PIPESTATUS[0]}
+set -e
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+     END { printf "tests: %d passed, %d failed\n", p, f }' target/test-output.log
+exit "$status"
