@@ -13,6 +13,8 @@ use std::mem::MaybeUninit;
 
 use libbpf_rs::{Link, OpenObject, ProgramMut};
 
+use crate::profile::Losses;
+
 pub use targets::Targets;
 
 /// Storage for an opened BPF object. libbpf-rs skeletons borrow it for
@@ -126,6 +128,32 @@ macro_rules! impl_proc_event {
     };
 }
 pub(crate) use impl_proc_event;
+
+/// Losses every program can have: stacks the stack map had no room for
+/// (src/bpf/stacks.bpf.h) and process announcements the ring buffer
+/// dropped (src/bpf/targets.bpf.h).
+pub(crate) fn add_shared_losses(
+    losses: &mut Losses,
+    user_stacks: u64,
+    kernel_stacks: u64,
+    announcements: u64,
+) {
+    losses.add(
+        "user stacks (stack map full)",
+        user_stacks,
+        "raise --max-stacks",
+    );
+    losses.add(
+        "kernel stacks (stack map full)",
+        kernel_stacks,
+        "raise --max-stacks",
+    );
+    losses.add(
+        "process announcements (their frames may stay unnamed)",
+        announcements,
+        "profile fewer processes with -p",
+    );
+}
 
 /// Attaches the fork and exec tracepoints of targets.bpf.h.
 pub(crate) fn attach_tracking(

@@ -9,8 +9,8 @@ use libbpf_rs::Link;
 use super::perf::{online_cpus, open_cpu_clock};
 use super::procs::{ProcEvent, ProcWatcher};
 use super::{
-    attach_tracking, bpf_error, configure_common, have_btf_tracepoints, impl_proc_event,
-    object_storage, quiet_libbpf, raise_memlock, CaptureError, Targets,
+    add_shared_losses, attach_tracking, bpf_error, configure_common, have_btf_tracepoints,
+    impl_proc_event, object_storage, quiet_libbpf, raise_memlock, CaptureError, Targets,
 };
 use crate::drain::{c_name, entries, sum_per_cpu, RawStack, StackReader, LOST_STACK};
 use crate::profile::Losses;
@@ -194,26 +194,17 @@ impl OncpuSampler {
             stats.lost_map_full,
             "raise --max-entries",
         );
-        losses.add(
-            "user stacks (stack map full)",
-            stats.lost_user_stack,
-            "raise --max-stacks",
-        );
-        losses.add(
-            "kernel stacks (stack map full)",
-            stats.lost_kern_stack,
-            "raise --max-stacks",
-        );
         let events_lost = self
             .skel
             .maps
             .bss_data
             .as_deref()
             .map_or(0, |b| b.proc_events_lost);
-        losses.add(
-            "process announcements (their frames may stay unnamed)",
+        add_shared_losses(
+            &mut losses,
+            stats.lost_user_stack,
+            stats.lost_kern_stack,
             events_lost,
-            "profile fewer processes with -p",
         );
         OncpuDrain {
             stacks,

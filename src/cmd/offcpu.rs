@@ -98,6 +98,14 @@ pub fn svg_options(profile: &Profile, started_at: &str, leading: Leading) -> svg
     }
 }
 
+/// The report line on waits the capture ended in the middle of.
+pub fn open_blocks_note(open_blocks: u64) -> String {
+    match open_blocks {
+        0 => String::new(),
+        n => format!("\n{n} off-CPU blocks were still open when the capture ended; their time so far is included.\n"),
+    }
+}
+
 /// The off-CPU report: hotspots, then time per process and per thread split
 /// by state.
 pub fn report_text(profile: &Profile, open_blocks: u64) -> String {
@@ -108,11 +116,7 @@ pub fn report_text(profile: &Profile, open_blocks: u64) -> String {
             ..Default::default()
         },
     );
-    if open_blocks > 0 {
-        text.push_str(&format!(
-            "\n{open_blocks} blocks were still open when the capture ended; their time so far is included.\n"
-        ));
-    }
+    text.push_str(&open_blocks_note(open_blocks));
     text.push_str(&unresolved::render(profile));
     text.push_str(&breakdown::render(profile, Leading::Process, false, 0));
     text.push_str(&breakdown::render(

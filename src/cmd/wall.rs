@@ -9,7 +9,7 @@ use super::oncpu::Outcome;
 use super::{offcpu, oncpu, CliError};
 use crate::capture::offcpu::OffcpuTracer;
 use crate::capture::oncpu::OncpuSampler;
-use crate::capture::procs::ProcEvent;
+use crate::capture::procs::{ProcEvent, ProcEventKind};
 use crate::cli::WallArgs;
 use crate::output::{breakdown, folded::Leading, palette::Heat, report, svg, unresolved};
 use crate::profile::{Kind, Meta, Profile, Unit};
@@ -25,6 +25,9 @@ impl Live for WallRecorder {
     fn poll_processes(&self, timeout: Duration) -> Vec<ProcEvent> {
         let mut events = self.on.poll_processes(timeout);
         events.extend(self.off.poll_processes(Duration::ZERO));
+        // Both programs announce each process: read its mappings once.
+        events.sort_by_key(|e| (e.pid, e.kind == ProcEventKind::Exec));
+        events.dedup_by_key(|e| (e.pid, e.kind == ProcEventKind::Exec));
         events
     }
 
@@ -145,11 +148,7 @@ pub fn run(args: &WallArgs) -> Result<Outcome, CliError> {
             ..Default::default()
         },
     );
-    if open_blocks > 0 {
-        report.push_str(&format!(
-            "\n{open_blocks} off-CPU blocks were still open when the capture ended; their time so far is included.\n"
-        ));
-    }
+    report.push_str(&offcpu::open_blocks_note(open_blocks));
     report.push_str(&unresolved::render(&wall));
     report.push_str(&breakdown::render(&wall, leading, true, 3));
     written.extend(write_view(
