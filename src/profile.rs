@@ -63,6 +63,29 @@ impl Frame {
         }
     }
 
+    /// A frame from its folded text. Suffixes `_[k]`, `_[i]` and `_[j]`
+    /// give the kind; bracketed names are pseudo-frames only in fgbpf's own
+    /// files (`ours`), since other tools bracket the module names of
+    /// unsymbolized code (`[libc.so.6]`).
+    pub fn from_folded(text: &str, ours: bool) -> Frame {
+        for kind in [FrameKind::Kernel, FrameKind::Inlined, FrameKind::Jit] {
+            if let Some(name) = text.strip_suffix(kind.suffix()) {
+                return Frame::new(name, kind);
+            }
+        }
+        let pseudo = ours
+            && text.starts_with('[')
+            && text.ends_with(']')
+            && text != UNKNOWN
+            && text != "[unnamed]";
+        let kind = if pseudo {
+            FrameKind::Pseudo
+        } else {
+            FrameKind::User
+        };
+        Frame::new(text, kind)
+    }
+
     /// True for frames that could not be named at all.
     pub fn is_unknown(&self) -> bool {
         self.name == UNKNOWN

@@ -32,7 +32,7 @@ pub fn run(args: &ConvertArgs) -> Result<(), CliError> {
     let target = target(&args.output)?;
     check_output_file(&args.output)?;
     let loaded = load(&args.input)?;
-    note_rounding(&args.input, &loaded);
+    note_rounding(&args.input, loaded.rounded);
     let profile = &loaded.profile;
     match target {
         Target::Pprof => write_file(&args.output, |w| pprof::write(profile, w)),

@@ -84,8 +84,8 @@ pub fn run(args: &DiffArgs) -> Result<(), CliError> {
     let moved = changes(before, after, args.threshold);
     let text = render_changes((&b, before), (&a, after), args.threshold, &moved);
     files::prepare_dir(&args.output, &OUTPUTS).map_err(CliError::usage)?;
-    note_rounding(&args.before, &before_file);
-    note_rounding(&args.after, &after_file);
+    note_rounding(&args.before, before_file.rounded);
+    note_rounding(&args.after, after_file.rounded);
     let out = |name: &str| Path::new(&args.output).join(name);
     write_file(&out(OUTPUTS[0]), |w| w.write_all(&after_svg))?;
     write_file(&out(OUTPUTS[1]), |w| w.write_all(&before_svg))?;

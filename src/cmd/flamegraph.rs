@@ -2,16 +2,17 @@
 //! filtered like `grep` over the file's lines, in either layout, with
 //! threads kept apart or merged per process.
 
-use regex::Regex;
-use rustc_hash::FxHashMap;
+use std::borrow::Cow;
 
-use super::post::{check_output_file, file_name, heat, load, note_rounding, write_file};
+use regex::Regex;
+
+use super::post::{check_output_file, file_name, note_rounding, read, scheme, write_file};
 use super::CliError;
 use crate::cli::FlamegraphArgs;
-use crate::input::folded::Layout;
-use crate::output::folded::{self, Leading};
+use crate::input::folded::{self, kind_from_name, Layout, Scan};
+use crate::output::palette::Lines;
 use crate::output::svg;
-use crate::profile::{Kind, Profile};
+use crate::profile::Kind;
 
 /// A regex for `--grep`/`--exclude`, with the parser's multi-line message
 /// cut to its last line so the error stays one line.
@@ -24,42 +25,53 @@ fn compile(option: &str, pattern: &str) -> Result<Regex, CliError> {
     })
 }
 
-/// Stacks kept by the filters, merged by their rendered line, sorted (the
-/// order inferno draws them in anyway, and a stable one for tests).
-fn filtered_lines(
-    profile: &Profile,
-    leading: Leading,
+/// The lines of a folded file to draw, checked and filtered, without
+/// building a profile: inferno takes the lines as they are.
+struct Kept<'a> {
+    /// `STACK COUNT` lines, borrowed from the file where it had them in
+    /// that form.
+    lines: Vec<Cow<'a, str>>,
+    kept: u64,
+    scan: Scan,
+}
+
+/// Checks every line and keeps those the filters pass. Filters see each
+/// stack as its line in the file, thread frames too.
+fn keep<'a>(
+    source: &str,
+    text: &'a str,
     grep: Option<&Regex>,
     exclude: Option<&Regex>,
-) -> (Vec<String>, u64) {
-    // Filters see each stack as its line in the file, thread frames too.
-    let as_read = folded::Options {
-        leading: Leading::ProcessAndThread,
-    };
-    let shown = folded::Options { leading };
-    let read = folded::Folder::new(profile, &as_read);
-    let show = folded::Folder::new(profile, &shown);
-    let filtering = grep.is_some() || exclude.is_some();
-    let mut merged: FxHashMap<String, u64> = FxHashMap::default();
-    for s in profile.stacks() {
-        if filtering {
-            let line = read.stack(s);
-            if grep.is_some_and(|r| !r.is_match(&line))
-                || exclude.is_some_and(|r| r.is_match(&line))
-            {
-                continue;
-            }
+) -> Result<Kept<'a>, String> {
+    let mut lines = Vec::new();
+    let mut kept = 0;
+    let scan = folded::scan(source, text, |l| {
+        if l.count == 0
+            || grep.is_some_and(|r| !r.is_match(l.stack))
+            || exclude.is_some_and(|r| r.is_match(l.stack))
+        {
+            return;
         }
-        *merged.entry(show.stack(s)).or_default() += s.weight;
+        kept += l.count;
+        lines.push(if l.canonical {
+            Cow::Borrowed(l.text)
+        } else {
+            Cow::Owned(format!("{} {}", l.stack, l.count))
+        });
+    })?;
+    Ok(Kept { lines, kept, scan })
+}
+
+/// `PROCESS-PID;THREAD-TID;REST COUNT` as `PROCESS-PID;REST COUNT`.
+fn merge_threads(line: &str) -> String {
+    let (stack, count) = line.rsplit_once(' ').expect("kept lines have a count");
+    let mut frames = stack.splitn(3, ';');
+    let process = frames.next().unwrap_or_default();
+    frames.next();
+    match frames.next() {
+        Some(rest) => format!("{process};{rest} {count}"),
+        None => format!("{process} {count}"),
     }
-    let kept = merged.values().sum();
-    let mut lines: Vec<String> = merged
-        .into_iter()
-        .filter(|(stack, _)| !stack.is_empty())
-        .map(|(stack, w)| format!("{stack} {w}"))
-        .collect();
-    lines.sort_unstable();
-    (lines, kept)
 }
 
 fn default_title(kind: Kind, name: &str) -> String {
@@ -84,9 +96,15 @@ pub fn run(args: &FlamegraphArgs) -> Result<(), CliError> {
         .map(|p| compile("--exclude", p))
         .transpose()?;
     check_output_file(&args.output)?;
-    let loaded = load(&args.input)?;
+    let bytes = read(&args.input)?;
+    // Names are not always UTF-8; a replacement character is better than
+    // refusing the whole file.
+    let text = String::from_utf8_lossy(&bytes);
+    let source = args.input.display().to_string();
+    let Kept { lines, kept, scan } =
+        keep(&source, &text, grep.as_ref(), exclude.as_ref()).map_err(CliError::usage)?;
     let name = file_name(&args.input);
-    if (args.per_thread || args.per_process) && loaded.layout == Layout::Foreign {
+    if (args.per_thread || args.per_process) && scan.layout == Layout::Foreign {
         let flag = if args.per_process {
             "--per-process"
         } else {
@@ -97,21 +115,20 @@ pub fn run(args: &FlamegraphArgs) -> Result<(), CliError> {
             args.input.display()
         )));
     }
-    let profile = &loaded.profile;
-    let leading = if args.per_process {
-        Leading::Process
-    } else {
-        Leading::ProcessAndThread
-    };
-    let (lines, kept) = filtered_lines(profile, leading, grep.as_ref(), exclude.as_ref());
     if lines.is_empty() {
         return Err(CliError::usage(format!(
             "no stack of {} is left after --grep/--exclude",
             args.input.display()
         )));
     }
-    let unit = profile.unit.name();
-    let total = profile.total();
+    let lines: Vec<Cow<str>> = if args.per_process {
+        lines.iter().map(|l| Cow::Owned(merge_threads(l))).collect()
+    } else {
+        lines
+    };
+    let (kind, unit) = kind_from_name(&args.input);
+    let unit = unit.name();
+    let total = scan.total;
     let mut subtitle = if kept == total {
         format!("{total} {unit} from {name}")
     } else {
@@ -133,48 +150,62 @@ pub fn run(args: &FlamegraphArgs) -> Result<(), CliError> {
         title: args
             .title
             .clone()
-            .unwrap_or_else(|| default_title(profile.meta.kind, &name)),
+            .unwrap_or_else(|| default_title(kind, &name)),
         subtitle: Some(subtitle),
-        leading,
-        heat: heat(profile.meta.kind),
+        scheme: scheme(kind),
         min_width: args.min_width,
         inverted: args.inverted,
         ..Default::default()
     };
-    note_rounding(&args.input, &loaded);
-    // Wall-clock files get the capture's warm/cool split, which their state
-    // frames (read back as pseudo-frames) make possible.
-    let mut palette = match profile.meta.kind {
-        Kind::Wall => svg::wall_palette(profile, leading),
-        _ => svg::palette_for(profile, leading, opts.heat),
+    let ours = scan.layout == Layout::Fgbpf;
+    let shape = Lines {
+        leading: match (ours, args.per_process) {
+            (false, _) => 0,
+            (true, true) => 1,
+            (true, false) => 2,
+        },
+        ours,
     };
+    note_rounding(&args.input, scan.rounded);
     write_file(&args.output, |w| {
-        svg::write_lines(&lines, unit, &opts, &mut palette, w)
+        let lines: Vec<&str> = lines.iter().map(|l| l.as_ref()).collect();
+        svg::render(lines, unit, shape, &opts, w)
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::input::folded::parse;
-    use crate::profile::Unit;
+
+    fn keep_lines(text: &str, grep: Option<&str>, exclude: Option<&str>) -> (Vec<String>, u64) {
+        let grep = grep.map(|p| compile("--grep", p).unwrap());
+        let exclude = exclude.map(|p| compile("--exclude", p).unwrap());
+        let k = keep("t", text, grep.as_ref(), exclude.as_ref()).unwrap();
+        (k.lines.iter().map(|l| l.to_string()).collect(), k.kept)
+    }
 
     #[test]
     fn filters_see_the_file_line_and_processes_merge() {
-        let p = parse(
-            "t",
-            b"srv-1;a-2;main;read_[k] 3\nsrv-1;b-3;main;read_[k] 4\nsrv-1;b-3;main;compute 5\n",
-            Unit::Samples,
-        )
-        .unwrap()
-        .profile;
-        let grep = compile("--grep", "_\\[k\\]$").unwrap();
-        let (lines, kept) = filtered_lines(&p, Leading::Process, Some(&grep), None);
-        assert_eq!(lines, ["srv-1;main;read_[k] 7"]);
+        let text =
+            "srv-1;a-2;main;read_[k] 3\nsrv-1;b-3;main;read_[k] 4\nsrv-1;b-3;main;compute 5\n";
+        let (lines, kept) = keep_lines(text, Some("_\\[k\\]$"), None);
+        assert_eq!(
+            lines,
+            ["srv-1;a-2;main;read_[k] 3", "srv-1;b-3;main;read_[k] 4"]
+        );
         assert_eq!(kept, 7);
-        let exclude = compile("--exclude", "^srv-1;b-3;").unwrap();
-        let (lines, _) = filtered_lines(&p, Leading::ProcessAndThread, None, Some(&exclude));
+        let merged: Vec<String> = lines.iter().map(|l| merge_threads(l)).collect();
+        assert_eq!(merged, ["srv-1;main;read_[k] 3", "srv-1;main;read_[k] 4"]);
+        let (lines, _) = keep_lines(text, None, Some("^srv-1;b-3;"));
         assert_eq!(lines, ["srv-1;a-2;main;read_[k] 3"]);
+        assert_eq!(merge_threads("p-1;t-2 9"), "p-1 9");
+    }
+
+    #[test]
+    fn odd_lines_are_rewritten_for_inferno() {
+        let (lines, kept) = keep_lines("a;b\t2\n  a;c   3.5 \na;d 0\n", None, None);
+        assert_eq!(lines, ["a;b 2", "a;c 4"]);
+        assert_eq!(kept, 6);
     }
 
     #[test]

@@ -10,7 +10,12 @@ use crate::capture::offcpu::{OffcpuOptions, OffcpuTracer, State};
 use crate::capture::procs::ProcEvent;
 use crate::capture::Targets;
 use crate::cli::{BlockArgs, CaptureArgs, MapArgs, OffcpuArgs};
-use crate::output::{breakdown, folded::Leading, palette::Heat, report, svg, unresolved};
+use crate::output::{
+    breakdown,
+    folded::Leading,
+    palette::{Heat, Scheme},
+    report, svg, unresolved,
+};
 use crate::profile::{Kind, Meta, Profile, Unit};
 use crate::session::window::Live;
 use crate::symbolize::Symbolizer;
@@ -93,7 +98,7 @@ pub fn svg_options(profile: &Profile, started_at: &str, leading: Leading) -> svg
             profile.total() as f64 / 1e6
         )),
         leading,
-        heat: Heat::OffCpu,
+        scheme: Scheme::Heat(Heat::OffCpu),
         ..Default::default()
     }
 }

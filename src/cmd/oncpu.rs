@@ -10,7 +10,11 @@ use crate::capture::oncpu::{OncpuOptions, OncpuSampler};
 use crate::capture::procs::ProcEvent;
 use crate::capture::Targets;
 use crate::cli::{CaptureArgs, MapArgs, OncpuArgs, SamplingArgs};
-use crate::output::{folded::Leading, palette::Heat, report, svg, unresolved};
+use crate::output::{
+    folded::Leading,
+    palette::{Heat, Scheme},
+    report, svg, unresolved,
+};
 use crate::profile::{Kind, Meta, Profile, Unit};
 use crate::session::window::{EndReason, Live};
 use crate::symbolize::Symbolizer;
@@ -81,7 +85,7 @@ pub fn svg_options(profile: &Profile, started_at: &str, leading: Leading) -> svg
             profile.meta.duration.as_secs_f64()
         )),
         leading,
-        heat: Heat::OnCpu,
+        scheme: Scheme::Heat(Heat::OnCpu),
         ..Default::default()
     }
 }

@@ -8,7 +8,10 @@ use std::path::Path;
 
 use super::CliError;
 use crate::input::folded::{self, Loaded};
-use crate::output::{files, palette::Heat};
+use crate::output::{
+    files,
+    palette::{Heat, Scheme},
+};
 use crate::profile::Kind;
 
 /// Reads and checks a folded file; a file that cannot be read or parsed is
@@ -23,15 +26,26 @@ pub fn load(path: &Path) -> Result<Loaded, CliError> {
     folded::read_file(path).map_err(CliError::usage)
 }
 
+/// The bytes of an input file; one that cannot be read is bad input.
+pub fn read(path: &Path) -> Result<Vec<u8>, CliError> {
+    if path.is_dir() {
+        return Err(CliError::usage(format!(
+            "{} is a directory; pass a .folded file",
+            path.display()
+        )));
+    }
+    std::fs::read(path).map_err(|e| CliError::usage(format!("cannot read {}: {e}", path.display())))
+}
+
 /// Says that counts were rounded; called once the command cannot fail on
 /// bad input any more, so that an error stays the only line.
-pub fn note_rounding(path: &Path, loaded: &Loaded) {
-    if loaded.rounded > 0 {
-        let lines = if loaded.rounded == 1 { "line" } else { "lines" };
+pub fn note_rounding(path: &Path, rounded: usize) {
+    if rounded > 0 {
+        let lines = if rounded == 1 { "line" } else { "lines" };
         eprintln!(
             "fgbpf: {}: rounded the fractional counts of {} {lines} to whole numbers",
             path.display(),
-            loaded.rounded
+            rounded
         );
     }
 }
@@ -90,11 +104,13 @@ pub fn kind_name(kind: Kind) -> &'static str {
     }
 }
 
-/// Off-CPU files are drawn in the cool palette, like at capture time.
-pub fn heat(kind: Kind) -> Heat {
+/// Files are coloured like at capture time: off-CPU cool, wall-clock by
+/// each frame's majority (its state frames tell waiting from running).
+pub fn scheme(kind: Kind) -> Scheme {
     match kind {
-        Kind::OffCpu => Heat::OffCpu,
-        _ => Heat::OnCpu,
+        Kind::OffCpu => Scheme::Heat(Heat::OffCpu),
+        Kind::Wall => Scheme::Majority,
+        _ => Scheme::Heat(Heat::OnCpu),
     }
 }
 

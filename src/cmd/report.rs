@@ -36,6 +36,6 @@ pub fn run(args: &ReportArgs) -> Result<(), CliError> {
         }
         text
     };
-    note_rounding(&path, &loaded);
+    note_rounding(&path, loaded.rounded);
     print(&text)
 }

@@ -11,7 +11,7 @@ use crate::capture::offcpu::OffcpuTracer;
 use crate::capture::oncpu::OncpuSampler;
 use crate::capture::procs::{ProcEvent, ProcEventKind};
 use crate::cli::WallArgs;
-use crate::output::{breakdown, folded::Leading, palette::Heat, report, svg, unresolved};
+use crate::output::{breakdown, folded::Leading, palette::Scheme, report, svg, unresolved};
 use crate::profile::{Kind, Meta, Profile, Unit};
 use crate::session::window::Live;
 
@@ -137,8 +137,7 @@ pub fn run(args: &WallArgs) -> Result<Outcome, CliError> {
             1_000_000 / args.sampling.frequency
         )),
         leading,
-        heat: Heat::OnCpu,
-        palette: Some(svg::wall_palette(&wall, leading)),
+        scheme: Scheme::Majority,
         ..Default::default()
     };
     let mut report = report::render(

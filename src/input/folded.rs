@@ -21,7 +21,7 @@ use std::path::Path;
 
 use rustc_hash::FxHashMap;
 
-use crate::profile::{Frame, FrameId, FrameKind, Kind, Profile, Stack, Thread, Unit, UNKNOWN};
+use crate::profile::{Frame, FrameId, Kind, Profile, Stack, Thread, Unit};
 
 /// How a file's stacks identify where they ran.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,10 +78,70 @@ pub fn read_file(path: &Path) -> Result<Loaded, String> {
 /// int64 nanoseconds and inferno's colour arithmetic cannot overflow.
 const MAX_TOTAL: u64 = 1 << 53;
 
-/// One checked line: its frames, root first, and its count.
-struct Line<'a> {
-    frames: Vec<&'a str>,
-    count: u64,
+/// One checked line of a folded file.
+#[derive(Clone, Copy, Debug)]
+pub struct Checked<'a> {
+    /// The frames, root first, joined by `;`.
+    pub stack: &'a str,
+    pub count: u64,
+    /// The whole line, trimmed.
+    pub text: &'a str,
+    /// Whether `text` is exactly `STACK COUNT`, one space between and a
+    /// whole count: the form other readers (inferno) take as it is.
+    pub canonical: bool,
+    /// Whether it starts with fgbpf's `PROCESS-PID;THREAD-TID` frames.
+    pub has_thread: bool,
+}
+
+/// What a whole file turned out to be, once every line was checked.
+#[derive(Clone, Copy, Debug)]
+pub struct Scan {
+    pub layout: Layout,
+    /// Lines whose fractional count was rounded.
+    pub rounded: usize,
+    pub total: u64,
+}
+
+/// Checks every line of folded text and hands each to `each`, without
+/// building a profile: the fast path for commands that only pass lines on.
+/// `source` names the text in errors (`SOURCE:LINE: ...`).
+pub fn scan<'a>(
+    source: &str,
+    text: &'a str,
+    mut each: impl FnMut(Checked<'a>),
+) -> Result<Scan, String> {
+    let mut rounded = 0;
+    let mut total: u64 = 0;
+    let mut lines = 0usize;
+    let mut ours = true;
+    for (i, raw) in text.split('\n').enumerate() {
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with("# ") {
+            continue;
+        }
+        let at = |msg: String| format!("{source}:{}: {msg}", i + 1);
+        let (checked, was_rounded) = check_line(line).map_err(at)?;
+        rounded += usize::from(was_rounded);
+        total = total
+            .checked_add(checked.count)
+            .filter(|&t| t <= MAX_TOTAL)
+            .ok_or_else(|| at("the counts add up to more than 2^53".into()))?;
+        lines += 1;
+        ours &= checked.has_thread;
+        each(checked);
+    }
+    if lines == 0 {
+        return Err(format!("{source}: no stacks"));
+    }
+    if total == 0 {
+        return Err(format!("{source}: no stacks (every count is 0)"));
+    }
+    let layout = if ours { Layout::Fgbpf } else { Layout::Foreign };
+    Ok(Scan {
+        layout,
+        rounded,
+        total,
+    })
 }
 
 /// Parses folded text; `source` names it in errors (`SOURCE:LINE: ...`).
@@ -90,92 +150,90 @@ pub fn parse(source: &str, bytes: &[u8], unit: Unit) -> Result<Loaded, String> {
     // replacement character is better than refusing the whole file.
     let text = String::from_utf8_lossy(bytes);
     let mut lines = Vec::new();
-    let mut rounded = 0;
-    let mut total: u64 = 0;
-    for (i, raw) in text.split('\n').enumerate() {
-        let line = raw.trim();
-        if line.is_empty() || line.starts_with("# ") {
-            continue;
-        }
-        let at = |msg: String| format!("{source}:{}: {msg}", i + 1);
-        let (l, was_rounded) = parse_line(line).map_err(at)?;
-        rounded += usize::from(was_rounded);
-        total = total
-            .checked_add(l.count)
-            .filter(|&t| t <= MAX_TOTAL)
-            .ok_or_else(|| at("the counts add up to more than 2^53".into()))?;
-        lines.push(l);
-    }
-    if lines.is_empty() {
-        return Err(format!("{source}: no stacks"));
-    }
-    let layout = if lines.iter().all(|l| has_thread_frames(&l.frames)) {
-        Layout::Fgbpf
-    } else {
-        Layout::Foreign
-    };
+    let scanned = scan(source, &text, |l| lines.push((l.stack, l.count)))?;
+    let layout = scanned.layout;
     let mut profile = Profile::new(unit);
     // The same frame text recurs on many lines: intern each text once.
     let mut ids: FxHashMap<&str, FrameId> = FxHashMap::default();
-    for l in &lines {
+    let mut frames = Vec::new();
+    for &(stack, count) in &lines {
+        if count == 0 {
+            continue;
+        }
+        frames.clear();
+        frames.extend(stack.split(';'));
         let (thread, code) = match layout {
             Layout::Fgbpf => {
-                let (process, pid) = id_frame(l.frames[0]).expect("checked by has_thread_frames");
-                let (name, tid) = id_frame(l.frames[1]).expect("checked by has_thread_frames");
+                let (process, pid) = id_frame(frames[0]).expect("checked by scan");
+                let (name, tid) = id_frame(frames[1]).expect("checked by scan");
                 let t = profile.intern_thread(Thread {
                     pid,
                     tid,
                     process: process.into(),
                     name: name.into(),
                 });
-                (Some(t), &l.frames[2..])
+                (Some(t), &frames[2..])
             }
-            Layout::Foreign => (None, &l.frames[..]),
+            Layout::Foreign => (None, &frames[..]),
         };
-        let frames = code
+        let ours = layout == Layout::Fgbpf;
+        let ids = code
             .iter()
             .map(|f| {
                 *ids.entry(f)
-                    .or_insert_with(|| profile.intern_frame(frame(f, layout)))
+                    .or_insert_with(|| profile.intern_frame(Frame::from_folded(f, ours)))
             })
             .collect();
         profile.push(Stack {
             thread,
-            frames,
-            weight: l.count,
+            frames: ids,
+            weight: count,
         });
-    }
-    if profile.stacks().is_empty() {
-        return Err(format!("{source}: no stacks (every count is 0)"));
     }
     profile.coalesce();
     Ok(Loaded {
         profile,
         layout,
-        rounded,
+        rounded: scanned.rounded,
     })
 }
 
-fn parse_line(line: &str) -> Result<(Line<'_>, bool), String> {
+fn check_line(line: &str) -> Result<(Checked<'_>, bool), String> {
     let Some(split) = line.rfind([' ', '\t']) else {
         return Err(format!(
             "no count: expected `frame;frame;... COUNT`, found `{}`",
             excerpt(line)
         ));
     };
-    let (stack, count) = (line[..split].trim_end(), &line[split + 1..]);
-    let (count, was_rounded) = parse_count(count)?;
+    let (stack, count_text) = (line[..split].trim_end(), &line[split + 1..]);
+    let (count, was_rounded) = parse_count(count_text)?;
     if stack.is_empty() {
         return Err("no frames before the count".into());
     }
-    let frames: Vec<&str> = stack.split(';').collect();
-    if let Some(n) = frames.iter().position(|f| f.is_empty()) {
+    if stack.starts_with(';') || stack.ends_with(';') || stack.contains(";;") {
+        let n = stack.split(';').position(str::is_empty).unwrap_or(0);
         return Err(format!(
             "frame {} is empty (`;` at the start or end, or `;;`)",
             n + 1
         ));
     }
-    Ok((Line { frames, count }, was_rounded))
+    let canonical =
+        split == stack.len() && line.as_bytes()[split] == b' ' && !count_text.contains('.');
+    let mut frames = stack.splitn(3, ';');
+    let has_thread = match (frames.next(), frames.next()) {
+        (Some(p), Some(t)) => id_frame(p).is_some() && id_frame(t).is_some(),
+        _ => false,
+    };
+    Ok((
+        Checked {
+            stack,
+            count,
+            text: line,
+            canonical,
+            has_thread,
+        },
+        was_rounded,
+    ))
 }
 
 /// A whole count, or a fractional one rounded half up (in decimal, so the
@@ -226,35 +284,11 @@ fn id_frame(f: &str) -> Option<(&str, u32)> {
     Some((name, id.parse().ok()?))
 }
 
-fn has_thread_frames(frames: &[&str]) -> bool {
-    frames.len() >= 2 && id_frame(frames[0]).is_some() && id_frame(frames[1]).is_some()
-}
-
-fn frame(folded: &str, layout: Layout) -> Frame {
-    for kind in [FrameKind::Kernel, FrameKind::Inlined, FrameKind::Jit] {
-        if let Some(name) = folded.strip_suffix(kind.suffix()) {
-            return Frame::new(name, kind);
-        }
-    }
-    // Only fgbpf's own bracketed frames are known not to be code; other
-    // tools bracket module names of unsymbolized code (`[libc.so.6]`).
-    let pseudo = layout == Layout::Fgbpf
-        && folded.starts_with('[')
-        && folded.ends_with(']')
-        && folded != UNKNOWN
-        && folded != "[unnamed]";
-    let kind = if pseudo {
-        FrameKind::Pseudo
-    } else {
-        FrameKind::User
-    };
-    Frame::new(folded, kind)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::output::folded::{self, Options};
+    use crate::profile::{FrameKind, UNKNOWN};
 
     fn load(text: &str) -> Result<Loaded, String> {
         parse("f.folded", text.as_bytes(), Unit::Samples)

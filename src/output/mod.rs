@@ -3,6 +3,7 @@
 
 pub mod breakdown;
 pub mod diff;
+pub mod drawn;
 pub mod files;
 pub mod folded;
 pub mod palette;

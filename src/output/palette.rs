@@ -6,7 +6,7 @@
 //! inlined aqua, JIT green; off-CPU time cool (blue); pseudo-frames
 //! (process, thread) grey-violet, off-CPU states dark blue.
 
-use inferno::flamegraph::color::{Color, PaletteMap};
+use inferno::flamegraph::color::Color;
 
 use crate::profile::{Frame, FrameKind};
 
@@ -55,15 +55,24 @@ pub fn color(frame: &Frame, heat: Heat) -> Color {
     }
 }
 
-/// A map from folded frame names (with their `_[k]`-style suffixes) to
-/// colours. When a name occurs both on and off CPU, the first insertion
-/// wins, so callers insert the family that should dominate first.
-pub fn fill(map: &mut PaletteMap, frames: impl IntoIterator<Item = (String, Frame)>, heat: Heat) {
-    for (folded_name, frame) in frames {
-        if map.get(&folded_name).is_none() {
-            map.insert(folded_name, color(&frame, heat));
-        }
-    }
+/// How the frames of folded lines are coloured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scheme {
+    /// Every frame's time is of one kind.
+    Heat(Heat),
+    /// Wall-clock lines mix both, and inferno colours by name, so a name
+    /// gets one colour: warm when most of its drawn time was on CPU, cool
+    /// when most was spent waiting (in stacks that end in a state frame).
+    Majority,
+}
+
+/// What the lines look like, for telling frames apart by their text.
+#[derive(Clone, Copy, Debug)]
+pub struct Lines {
+    /// How many frames at the root are process and thread frames.
+    pub leading: usize,
+    /// fgbpf's own lines, where bracketed names are pseudo-frames.
+    pub ours: bool,
 }
 
 #[cfg(test)]

@@ -4,25 +4,23 @@
 use std::io::{self, Write};
 
 use inferno::flamegraph::{self, color::PaletteMap, Direction};
+use rayon::slice::ParallelSliceMut;
 
-use super::breakdown;
-use super::folded::{self, sanitize, Leading};
-use super::palette::{self, Heat};
-use crate::profile::{Frame, FrameKind, Profile};
+use super::drawn;
+use super::folded::{self, Leading};
+use super::palette::{Heat, Lines, Scheme};
+use crate::profile::Profile;
 
 #[derive(Clone, Debug)]
 pub struct Options {
     pub title: String,
     pub subtitle: Option<String>,
     pub leading: Leading,
-    pub heat: Heat,
+    pub scheme: Scheme,
     /// Frames narrower than this percentage of the total are omitted.
     pub min_width: f64,
     /// Icicle layout: roots at the top.
     pub inverted: bool,
-    /// Colours prepared by the caller (e.g. the wall-clock view's warm and
-    /// cool frames); by default every frame is coloured with `heat`.
-    pub palette: Option<PaletteMap>,
 }
 
 impl Default for Options {
@@ -31,76 +29,19 @@ impl Default for Options {
             title: "Flame Graph".into(),
             subtitle: None,
             leading: Leading::ProcessAndThread,
-            heat: Heat::OnCpu,
+            scheme: Scheme::Heat(Heat::OnCpu),
             min_width: 0.1,
             inverted: false,
-            palette: None,
         }
     }
 }
 
-/// The palette for every frame the SVG will show, including the leading
-/// process and thread frames.
-pub fn palette_for(profile: &Profile, leading: Leading, heat: Heat) -> PaletteMap {
-    let mut map = PaletteMap::default();
-    extend_palette(&mut map, profile, leading, heat);
-    map
-}
-
-/// Colours the frames of `profile` not yet in `map` with `heat`.
-pub fn extend_palette(map: &mut PaletteMap, profile: &Profile, leading: Leading, heat: Heat) {
-    let frames = profile.frames().iter().map(|f| {
-        (
-            format!("{}{}", sanitize(&f.name), f.kind.suffix()),
-            f.clone(),
-        )
-    });
-    palette::fill(map, frames, heat);
-    let pseudo = profile
-        .threads()
-        .iter()
-        .flat_map(|t| folded::leading_frames(t, leading));
-    palette::fill(
-        map,
-        pseudo.map(|n| (n.clone(), Frame::new(n, FrameKind::Pseudo))),
-        heat,
-    );
-}
-
-/// The wall-clock view's palette. inferno colours by name, so a name gets
-/// one colour: warm when most of its time was on CPU, cool when most of it
-/// was spent waiting (in stacks that end in an off-CPU state frame).
-pub fn wall_palette(profile: &Profile, leading: Leading) -> PaletteMap {
-    let mut on = vec![0u64; profile.frames().len()];
-    let mut all = vec![0u64; profile.frames().len()];
-    for s in profile.stacks() {
-        let waiting = breakdown::is_off_cpu(profile, s);
-        let mut seen = std::collections::HashSet::new();
-        for &f in s.frames.iter().filter(|&&f| seen.insert(f)) {
-            all[f as usize] += s.weight;
-            if !waiting {
-                on[f as usize] += s.weight;
-            }
-        }
+fn leading_count(leading: Leading) -> usize {
+    match leading {
+        Leading::ProcessAndThread => 2,
+        Leading::Process => 1,
+        Leading::None => 0,
     }
-    let mut map = PaletteMap::default();
-    for (i, f) in profile.frames().iter().enumerate() {
-        let heat = if on[i] * 2 >= all[i] {
-            Heat::OnCpu
-        } else {
-            Heat::OffCpu
-        };
-        palette::fill(
-            &mut map,
-            [(
-                format!("{}{}", sanitize(&f.name), f.kind.suffix()),
-                f.clone(),
-            )],
-            heat,
-        );
-    }
-    extend_palette(&mut map, profile, leading, Heat::OnCpu);
-    map
 }
 
 pub fn write(profile: &Profile, opts: &Options, out: &mut dyn Write) -> io::Result<()> {
@@ -110,24 +51,42 @@ pub fn write(profile: &Profile, opts: &Options, out: &mut dyn Write) -> io::Resu
             leading: opts.leading,
         },
     );
-    let mut palette = opts
-        .palette
-        .clone()
-        .unwrap_or_else(|| palette_for(profile, opts.leading, opts.heat));
-    write_lines(&lines, profile.unit.name(), opts, &mut palette, out)
+    let shape = Lines {
+        leading: leading_count(opts.leading),
+        ours: true,
+    };
+    let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+    render(lines, profile.unit.name(), shape, opts, out)
 }
 
-/// Renders folded lines; shared by captures and by re-rendering files.
-pub fn write_lines(
+/// Renders `STACK COUNT` lines in any order; shared by captures and by
+/// re-rendering files. `shape` tells how to read frames for colouring.
+pub fn render(
+    mut lines: Vec<&str>,
+    count_name: &str,
+    shape: Lines,
+    opts: &Options,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    if lines.is_empty() {
+        return write_empty(opts, out);
+    }
+    // inferno sorts on one thread; sorting here uses every CPU, and the
+    // palette needs the sorted order too.
+    lines.par_sort_unstable();
+    let drawn = drawn::from_sorted(&lines, opts.min_width, opts.scheme, shape);
+    let mut palette = drawn.palette;
+    draw(&drawn.lines, count_name, opts, &mut palette, out)
+}
+
+/// inferno's part: lines to SVG, drawn in the order given.
+fn draw(
     lines: &[String],
     count_name: &str,
     opts: &Options,
     palette: &mut PaletteMap,
     out: &mut dyn Write,
 ) -> io::Result<()> {
-    if lines.is_empty() {
-        return write_empty(opts, out);
-    }
     let mut fopts = flamegraph::Options::default();
     fopts.title = opts.title.clone();
     fopts.subtitle = opts.subtitle.clone();
@@ -136,10 +95,14 @@ pub fn write_lines(
     fopts.hash = true;
     fopts.min_width = opts.min_width;
     fopts.palette_map = Some(palette);
+    // Flame-chart mode is inferno's way to take lines in a given order
+    // (it reverses them, then draws them unsorted); a flame graph in the
+    // order the reduction worked out is what it then draws.
+    fopts.flame_chart = true;
     if opts.inverted {
         fopts.direction = Direction::Inverted;
     }
-    flamegraph::from_lines(&mut fopts, lines.iter().map(String::as_str), out)
+    flamegraph::from_lines(&mut fopts, lines.iter().rev().map(String::as_str), out)
         .map_err(|e| io::Error::other(format!("rendering flamegraph: {e}")))
 }
 
@@ -181,7 +144,7 @@ pub fn escape(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::{Stack, Thread, Unit};
+    use crate::profile::{Frame, FrameKind, Stack, Thread, Unit};
 
     fn render(p: &Profile, title: &str) -> String {
         let mut out = Vec::new();
@@ -243,37 +206,174 @@ mod tests {
 }
 
 #[cfg(test)]
+mod reduction_tests {
+    use super::*;
+
+    /// Lines with shared trunks, bushy narrow tails, lines that end inside
+    /// other lines' stacks, and state frames, from a fixed seed.
+    fn lines(n: usize, seed: u64) -> Vec<String> {
+        let mut x = seed;
+        let mut next = |m: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % m
+        };
+        let mut out = Vec::new();
+        for i in 0..n {
+            let mut frames = vec![
+                format!("srv-{}", 1 + next(2)),
+                format!("w-{}", 10 + next(3)),
+            ];
+            let depth = 1 + next(12) as usize;
+            for d in 0..depth {
+                frames.push(format!("f{}_{}", d, next(if d < 3 { 3 } else { 40 })));
+            }
+            match next(6) {
+                0 => frames.push("[sleeping]".into()),
+                1 => frames.push(format!("leaf{i}_[k]")),
+                _ => {}
+            }
+            let count = if next(10) == 0 {
+                1 + next(5000)
+            } else {
+                1 + next(20)
+            };
+            out.push(format!("{} {count}", frames.join(";")));
+        }
+        out
+    }
+
+    fn both(text: &[String], opts: &Options, shape: Lines) -> (String, String, bool) {
+        let mut sorted: Vec<&str> = text.iter().map(String::as_str).collect();
+        sorted.sort_unstable();
+        let mut reduced = Vec::new();
+        render(sorted.clone(), "samples", shape, opts, &mut reduced).unwrap();
+        let d = drawn::from_sorted(&sorted, opts.min_width, opts.scheme, shape);
+        let mut palette = d.palette;
+        // Every line, drawn the way inferno draws a file by itself.
+        let mut fopts = flamegraph::Options::default();
+        fopts.title = opts.title.clone();
+        fopts.subtitle = opts.subtitle.clone();
+        fopts.count_name = "samples".into();
+        fopts.deterministic = true;
+        fopts.hash = true;
+        fopts.min_width = opts.min_width;
+        fopts.palette_map = Some(&mut palette);
+        if opts.inverted {
+            fopts.direction = Direction::Inverted;
+        }
+        let mut full = Vec::new();
+        flamegraph::from_lines(&mut fopts, sorted.iter().copied(), &mut full).unwrap();
+        (
+            String::from_utf8(reduced).unwrap(),
+            String::from_utf8(full).unwrap(),
+            d.lines.len() * 2 < sorted.len(),
+        )
+    }
+
+    #[test]
+    fn reduced_lines_draw_the_same_picture() {
+        let shape = Lines {
+            leading: 2,
+            ours: true,
+        };
+        for (seed, min_width, scheme, inverted) in [
+            (1, 0.1, Scheme::Heat(Heat::OnCpu), false),
+            (2, 0.5, Scheme::Majority, false),
+            (3, 2.0, Scheme::Heat(Heat::OffCpu), true),
+            (4, 0.01, Scheme::Majority, false),
+        ] {
+            let text = lines(3000, seed);
+            let opts = Options {
+                min_width,
+                scheme,
+                inverted,
+                ..Default::default()
+            };
+            let (reduced, full, fewer) = both(&text, &opts, shape);
+            assert!(fewer, "seed {seed}: the lines were not reduced");
+            assert!(reduced == full, "seed {seed}: pictures differ");
+        }
+    }
+
+    #[test]
+    fn names_that_sort_oddly_keep_inferno_order() {
+        // `A 5` sorts before `A b;...`, which sorts before `A;c`: inferno
+        // draws the frame `A` twice, and the reduced lines must too.
+        let mut text: Vec<String> = ["A 500", "A b;x 300", "A;c 400", "A;d 2", "A;e 1"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        text.extend((0..200).map(|i| format!("A;z{i} 1")));
+        let opts = Options {
+            min_width: 1.0,
+            ..Default::default()
+        };
+        let shape = Lines {
+            leading: 0,
+            ours: false,
+        };
+        let (reduced, full, _) = both(&text, &opts, shape);
+        assert!(reduced == full, "pictures differ");
+    }
+}
+
+#[cfg(test)]
 mod wall_palette_tests {
     use super::*;
-    use crate::profile::{Stack, Thread, Unit};
+
+    fn fill_of(svg: &str, name: &str) -> (u8, u8, u8) {
+        let at = svg.find(&format!("<title>{name} (")).expect(name);
+        let rect = &svg[at..];
+        let fill = &rect[rect.find("fill=\"rgb(").expect("fill") + 10..];
+        let nums: Vec<u8> = fill[..fill.find(')').unwrap()]
+            .split(',')
+            .map(|n| n.trim().parse().unwrap())
+            .collect();
+        (nums[0], nums[1], nums[2])
+    }
 
     #[test]
     fn waiting_frames_are_cool_and_computing_frames_warm() {
-        let mut p = Profile::new(Unit::Microseconds);
-        let t = p.intern_thread(Thread {
-            pid: 1,
-            tid: 1,
-            process: "p".into(),
-            name: "p".into(),
-        });
-        let main = p.intern_frame(Frame::new("main", FrameKind::User));
-        let work = p.intern_frame(Frame::new("work", FrameKind::User));
-        let nap = p.intern_frame(Frame::new("nap", FrameKind::User));
-        let state = p.intern_frame(Frame::new("[sleeping]", FrameKind::Pseudo));
-        p.push(Stack {
-            thread: Some(t),
-            frames: vec![main, work],
-            weight: 30,
-        });
-        p.push(Stack {
-            thread: Some(t),
-            frames: vec![main, nap, state],
-            weight: 70,
-        });
-        let map = wall_palette(&p, Leading::ProcessAndThread);
-        let nap_c = map.get("nap").unwrap();
-        let work_c = map.get("work").unwrap();
-        assert!(nap_c.b > nap_c.r, "{nap_c:?}");
-        assert!(work_c.r > work_c.b, "{work_c:?}");
+        let lines = vec!["p-1;p-1;main;work 30", "p-1;p-1;main;nap;[sleeping] 70"];
+        let opts = Options {
+            scheme: Scheme::Majority,
+            ..Default::default()
+        };
+        let shape = Lines {
+            leading: 2,
+            ours: true,
+        };
+        let mut out = Vec::new();
+        render(lines, "us", shape, &opts, &mut out).unwrap();
+        let svg = String::from_utf8(out).unwrap();
+        let (r, _, b) = fill_of(&svg, "nap");
+        assert!(b > r, "nap: {r} {b}");
+        let (r, _, b) = fill_of(&svg, "work");
+        assert!(r > b, "work: {r} {b}");
+        let (r, g, b) = fill_of(&svg, "p-1");
+        assert!(
+            r > 150 && g > 150 && b > 180,
+            "process frame is grey-violet: {r} {g} {b}"
+        );
+    }
+
+    #[test]
+    fn only_drawn_frames_are_coloured() {
+        let mut lines = vec!["a;b 1000".to_string()];
+        lines.extend((0..500).map(|i| format!("a;leaf{i} 1")));
+        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let mut sorted = lines.clone();
+        sorted.sort_unstable();
+        let shape = Lines {
+            leading: 0,
+            ours: false,
+        };
+        let d = drawn::from_sorted(&sorted, 0.1, Scheme::Heat(Heat::OnCpu), shape);
+        assert!(d.palette.get("a").is_some() && d.palette.get("b").is_some());
+        assert!(d.palette.get("leaf1").is_none(), "1 of 1500 is under 0.1%");
+        let d = drawn::from_sorted(&sorted, 0.0, Scheme::Heat(Heat::OnCpu), shape);
+        assert!(d.palette.get("leaf1").is_some());
     }
 }

@@ -1,0 +1,207 @@
+//! What a flamegraph will show, worked out before inferno sees the lines:
+//! only frames at least `min_width` percent of the total wide are drawn,
+//! so everything narrower can be summed up first. A file with a million
+//! distinct stacks then reaches inferno as a few thousand lines that draw
+//! the same picture, and only the drawn frames need colours.
+//!
+//! The reduced lines keep every drawn frame's start and width: a run of
+//! narrow siblings becomes one line named after its first member, weighing
+//! their sum, split wherever the sum would reach the drawing threshold, so
+//! it stays undrawn and the siblings after it keep their place.
+
+use inferno::flamegraph::color::PaletteMap;
+use rustc_hash::FxHashMap;
+
+use super::breakdown;
+use super::palette::{color, Heat, Lines, Scheme};
+use crate::profile::{Frame, FrameKind};
+
+/// Lines for inferno and the colours of the frames they draw.
+pub struct Drawn {
+    /// `STACK COUNT` lines in the order inferno must draw them, which is
+    /// not always sorted order: a shortened line (`A;f3_3 21`, standing for
+    /// `A;f3_3;...`) can sort before a sibling it follows (`A;f3_38;...`).
+    pub lines: Vec<String>,
+    pub palette: PaletteMap,
+}
+
+/// A frame of the current line, whose rectangle is still growing.
+struct Open<'a> {
+    name: &'a str,
+    /// The line up to and including this frame.
+    path: &'a str,
+    all: u64,
+    on: u64,
+    /// Time of lines that end at this frame.
+    own: u64,
+    /// Where this frame's reduced lines start in the output.
+    out_start: usize,
+    /// Narrow children since the last drawn one: the first's name and
+    /// their summed time.
+    piece: Option<(&'a str, u64)>,
+}
+
+impl<'a> Open<'a> {
+    fn new(name: &'a str, path: &'a str, out_start: usize) -> Self {
+        Open {
+            name,
+            path,
+            all: 0,
+            on: 0,
+            own: 0,
+            out_start,
+            piece: None,
+        }
+    }
+
+    /// The line for a run of narrow children.
+    fn piece_line(&self, first: &str, time: u64) -> String {
+        if self.path.is_empty() {
+            format!("{first} {time}")
+        } else {
+            format!("{};{first} {time}", self.path)
+        }
+    }
+}
+
+#[derive(Default)]
+struct Seen {
+    all: u64,
+    on: u64,
+    leading: bool,
+}
+
+struct Walk<'a> {
+    /// `open[0]` is inferno's root; `open[d + 1]` the frame at depth d.
+    open: Vec<Open<'a>>,
+    out: Vec<String>,
+    seen: FxHashMap<&'a str, Seen>,
+    min_time: f64,
+    leading: usize,
+}
+
+impl<'a> Walk<'a> {
+    /// Closes frames until `keep` remain open.
+    fn close_to(&mut self, keep: usize) {
+        while self.open.len() > keep {
+            let f = self.open.pop().expect("len > keep");
+            let depth = self.open.len() - 1;
+            let parent = self.open.last_mut().expect("the root stays open");
+            if (f.all as f64) < self.min_time {
+                // A narrow frame's descendants are narrower still, so it
+                // has written nothing: it joins its parent's run.
+                debug_assert_eq!(self.out.len(), f.out_start);
+                parent.piece = match parent.piece {
+                    Some((first, time)) if ((time + f.all) as f64) < self.min_time => {
+                        Some((first, time + f.all))
+                    }
+                    Some((first, time)) => {
+                        self.out.push(parent.piece_line(first, time));
+                        Some((f.name, f.all))
+                    }
+                    None => Some((f.name, f.all)),
+                };
+                continue;
+            }
+            let seen = self.seen.entry(f.name).or_default();
+            seen.all += f.all;
+            seen.on += f.on;
+            seen.leading |= depth < self.leading;
+            if let Some((first, time)) = f.piece {
+                self.out.push(f.piece_line(first, time));
+            }
+            // Lines that end at a frame sort before its children's
+            // (`A 5` < `A;B 3`), so its own time comes first.
+            if f.own > 0 {
+                self.out
+                    .insert(f.out_start, format!("{} {}", f.path, f.own));
+            }
+            if let Some((first, time)) = parent.piece.take() {
+                self.out.insert(f.out_start, parent.piece_line(first, time));
+            }
+        }
+    }
+
+    fn line(&mut self, stack: &'a str, count: u64, waiting: bool) {
+        let mut depth = 0;
+        let mut same = true;
+        let mut end = 0;
+        for f in stack.split(';') {
+            end += f.len();
+            if !(same && depth + 1 < self.open.len() && self.open[depth + 1].name == f) {
+                if same {
+                    self.close_to(depth + 1);
+                    same = false;
+                }
+                let out_start = self.out.len();
+                self.open.push(Open::new(f, &stack[..end], out_start));
+            }
+            depth += 1;
+            end += 1;
+        }
+        if same {
+            self.close_to(depth + 1);
+        }
+        for f in &mut self.open[1..] {
+            f.all += count;
+            if !waiting {
+                f.on += count;
+            }
+        }
+        self.open.last_mut().expect("a line has frames").own += count;
+    }
+}
+
+/// Works out what inferno will draw from sorted `STACK COUNT` lines.
+pub fn from_sorted(lines: &[&str], min_width: f64, scheme: Scheme, shape: Lines) -> Drawn {
+    let parsed: Vec<(&str, u64)> = lines
+        .iter()
+        .map(|l| match l.rsplit_once(' ') {
+            Some((stack, count)) => (stack, count.parse().unwrap_or(0)),
+            None => (*l, 0),
+        })
+        .collect();
+    let total: u64 = parsed.iter().map(|(_, c)| c).sum();
+    let mut walk = Walk {
+        open: vec![Open::new("", "", 0)],
+        out: Vec::new(),
+        seen: FxHashMap::default(),
+        // inferno's own test: a frame is dropped when its width is under
+        // `min_width` percent of the total, in floating point.
+        min_time: min_width * total as f64 / 100.0,
+        leading: shape.leading,
+    };
+    for &(stack, count) in &parsed {
+        let waiting = scheme == Scheme::Majority
+            && stack
+                .rsplit(';')
+                .next()
+                .is_some_and(|leaf| breakdown::STATES.contains(&leaf));
+        walk.line(stack, count, waiting);
+    }
+    walk.close_to(1);
+    if let Some((first, time)) = walk.open[0].piece.take() {
+        walk.out.push(walk.open[0].piece_line(first, time));
+    }
+
+    let mut names: Vec<(&str, Seen)> = walk.seen.into_iter().collect();
+    names.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    let mut palette = PaletteMap::default();
+    for (name, seen) in names {
+        let frame = if seen.leading {
+            Frame::new(name, FrameKind::Pseudo)
+        } else {
+            Frame::from_folded(name, shape.ours)
+        };
+        let heat = match scheme {
+            Scheme::Heat(h) => h,
+            Scheme::Majority if seen.on * 2 >= seen.all => Heat::OnCpu,
+            Scheme::Majority => Heat::OffCpu,
+        };
+        palette.insert(name, color(&frame, heat));
+    }
+    Drawn {
+        lines: walk.out,
+        palette,
+    }
+}
