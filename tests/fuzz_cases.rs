@@ -111,3 +111,96 @@ fn cli_parser_never_panics_on_random_arguments() {
         let _ = Cli::try_parse_from(std::iter::once("fgbpf".to_string()).chain(args));
     }
 }
+
+/// Random folded lines over names chosen to sort awkwardly (`a`, `a b`,
+/// `a0`, names ending in a space and a number), some lines ending inside
+/// others' stacks. A leaf never ends in a space and a number: inferno reads
+/// that as a second count column, in any file.
+fn awkward_lines(rng: &mut Rng) -> String {
+    let names = [
+        "a",
+        "a b",
+        "a0",
+        "a;b",
+        "b",
+        "b 1",
+        "[sleeping]",
+        "x_[k]",
+        "a 2",
+    ];
+    let leaves = ["a", "a b", "a0", "b", "[sleeping]", "x_[k]", "b 1x"];
+    let mut text = String::new();
+    for _ in 0..(rng.next() % 300) {
+        let depth = (rng.next() % 6) as usize;
+        let mut frames: Vec<&str> = (0..depth)
+            .map(|_| names[(rng.next() as usize) % names.len()])
+            .collect();
+        frames.push(leaves[(rng.next() as usize) % leaves.len()]);
+        let count = if rng.next() % 8 == 0 {
+            rng.next() % 2000
+        } else {
+            rng.next() % 20
+        };
+        text.push_str(&format!("{} {count}\n", frames.join(";")));
+    }
+    text
+}
+
+#[test]
+fn reduced_flamegraphs_match_inferno_on_random_input() {
+    use fgbpf::output::{drawn, palette, svg};
+    use inferno::flamegraph;
+
+    let mut rng = Rng(0x0123_4567_89AB_CDEF);
+    let mut compared = 0;
+    for round in 0..400 {
+        let text = awkward_lines(&mut rng);
+        let mut lines = Vec::new();
+        if folded::scan("r", &text, |l| {
+            if l.count > 0 {
+                lines.push(format!("{} {}", l.stack, l.count));
+            }
+        })
+        .is_err()
+        {
+            continue;
+        }
+        let mut sorted: Vec<&str> = lines.iter().map(String::as_str).collect();
+        sorted.sort_unstable();
+        let min_width = [0.0, 0.5, 5.0, 30.0][round % 4];
+        let scheme = if round % 3 == 0 {
+            palette::Scheme::Majority
+        } else {
+            palette::Scheme::Heat(palette::Heat::OnCpu)
+        };
+        let shape = palette::Lines {
+            leading: 0,
+            ours: false,
+        };
+        let opts = svg::Options {
+            min_width,
+            scheme,
+            ..Default::default()
+        };
+        let mut reduced = Vec::new();
+        svg::render(sorted.clone(), "samples", shape, &opts, &mut reduced).unwrap();
+
+        // Every line, drawn by inferno the way it draws a file by itself.
+        let mut colours = drawn::from_sorted(&sorted, min_width, scheme, shape).palette;
+        let mut fopts = flamegraph::Options::default();
+        fopts.title = opts.title.clone();
+        fopts.count_name = "samples".into();
+        fopts.deterministic = true;
+        fopts.hash = true;
+        fopts.min_width = min_width;
+        fopts.palette_map = Some(&mut colours);
+        let mut full = Vec::new();
+        flamegraph::from_lines(&mut fopts, sorted.iter().copied(), &mut full).unwrap();
+        assert!(
+            reduced == full,
+            "round {round}: the reduced lines draw a different picture for:\n{text}"
+        );
+        compared += 1;
+    }
+    assert!(compared > 300, "only {compared} random files were valid");
+}

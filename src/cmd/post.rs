@@ -7,7 +7,10 @@ use std::io::{self, Write};
 use std::path::Path;
 
 use super::CliError;
-use crate::input::folded::{self, Loaded};
+use crate::input::{
+    self,
+    folded::{self, Loaded},
+};
 use crate::output::{
     files,
     palette::{Heat, Scheme},
@@ -27,14 +30,14 @@ pub fn load(path: &Path) -> Result<Loaded, CliError> {
 }
 
 /// The bytes of an input file; one that cannot be read is bad input.
-pub fn read(path: &Path) -> Result<Vec<u8>, CliError> {
+pub fn read(path: &Path) -> Result<input::Bytes, CliError> {
     if path.is_dir() {
         return Err(CliError::usage(format!(
             "{} is a directory; pass a .folded file",
             path.display()
         )));
     }
-    std::fs::read(path).map_err(|e| CliError::usage(format!("cannot read {}: {e}", path.display())))
+    input::read(path).map_err(CliError::usage)
 }
 
 /// Says that counts were rounded; called once the command cannot fail on

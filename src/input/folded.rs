@@ -62,7 +62,7 @@ pub fn kind_from_name(path: &Path) -> (Kind, Unit) {
 }
 
 pub fn read_file(path: &Path) -> Result<Loaded, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let bytes = super::read(path)?;
     let (kind, unit) = kind_from_name(path);
     let mut loaded = parse(&path.display().to_string(), &bytes, unit)?;
     loaded.profile.meta.kind = kind;

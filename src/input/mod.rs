@@ -4,7 +4,49 @@
 
 pub mod folded;
 
+use std::fs::File;
+use std::ops::Deref;
 use std::path::{Path, PathBuf};
+
+use memmap2::Mmap;
+
+/// A whole input file's bytes.
+pub enum Bytes {
+    /// Mapped, not copied: a large folded file is read once, by parsing it.
+    Mapped(Mmap),
+    Read(Vec<u8>),
+}
+
+impl Deref for Bytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Bytes::Mapped(m) => m,
+            Bytes::Read(v) => v,
+        }
+    }
+}
+
+/// Reads `path` whole. Regular files are mapped; pipes and other special
+/// files (`/dev/stdin`, process substitution) are read.
+pub fn read(path: &Path) -> Result<Bytes, String> {
+    let cannot = |e: std::io::Error| format!("cannot read {}: {e}", path.display());
+    let file = File::open(path).map_err(cannot)?;
+    let meta = file.metadata().map_err(cannot)?;
+    if meta.is_file() && meta.len() > 0 {
+        // SAFETY: the map is read-only and private to this process; a file
+        // truncated by another process while it is being read is the one
+        // case this cannot guard against, as with any reader of a file
+        // being rewritten.
+        if let Ok(map) = unsafe { Mmap::map(&file) } {
+            let _ = map.advise(memmap2::Advice::Sequential);
+            return Ok(Bytes::Mapped(map));
+        }
+    }
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut &file, &mut bytes).map_err(cannot)?;
+    Ok(Bytes::Read(bytes))
+}
 
 /// The views a capture directory may hold, most complete first: wall-clock
 /// time contains both the on-CPU and the off-CPU view.

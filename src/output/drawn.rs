@@ -54,14 +54,70 @@ impl<'a> Open<'a> {
         }
     }
 
-    /// The line for a run of narrow children.
-    fn piece_line(&self, first: &str, time: u64) -> String {
-        if self.path.is_empty() {
+    /// The line for a run of narrow children, named after the first; its
+    /// name is settled by [`settle_labels`].
+    fn piece_line(&self, first: &str, time: u64) -> Reduced {
+        let text = if self.path.is_empty() {
             format!("{first} {time}")
         } else {
             format!("{};{first} {time}", self.path)
+        };
+        Reduced { text, piece: true }
+    }
+}
+
+/// A line for inferno; `piece` lines stand for runs of narrow frames.
+struct Reduced {
+    text: String,
+    piece: bool,
+}
+
+fn stack_of(line: &str) -> &str {
+    line.rsplit_once(' ').map_or(line, |(stack, _)| stack)
+}
+
+/// Whether `line`'s stack passes through the frame that ends `path`.
+fn passes(line: &str, path: &str) -> bool {
+    let stack = stack_of(line);
+    stack.starts_with(path) && matches!(stack.as_bytes().get(path.len()), None | Some(b';'))
+}
+
+/// A piece's last frame is never drawn, so its name only has to keep it
+/// apart: inferno merges a frame with the same frame of the line before or
+/// after it, and the first member's name can recur in the next run (a name
+/// that sorts around a sibling with a space, `a`, `a b`, `a`). And a name
+/// ending in a space and a number (`worker 2`), last on a line, reads to
+/// inferno as a second count column. Such names get `_` marks until neither
+/// can happen.
+fn settle_labels(out: &mut [Reduced]) {
+    for i in 0..out.len() {
+        if !out[i].piece {
+            continue;
+        }
+        loop {
+            let line = &out[i].text;
+            let path = stack_of(line);
+            let label = path.rsplit(';').next().unwrap_or(path);
+            let clash = |j: Option<usize>| {
+                j.and_then(|j| out.get(j))
+                    .is_some_and(|o| passes(&o.text, path))
+            };
+            if !(ends_like_a_count(label) || clash(i.checked_sub(1)) || clash(Some(i + 1))) {
+                break;
+            }
+            let at = path.len();
+            out[i].text.insert(at, '_');
         }
     }
+}
+
+/// Whether inferno would take the end of `name` for a count: the text
+/// after its last space is digits with at most one dot.
+fn ends_like_a_count(name: &str) -> bool {
+    name.rsplit_once(' ').is_some_and(|(_, tail)| {
+        tail.bytes().filter(|&b| b == b'.').count() <= 1
+            && tail.bytes().all(|b| b == b'.' || b.is_ascii_digit())
+    })
 }
 
 #[derive(Default)]
@@ -74,7 +130,7 @@ struct Seen {
 struct Walk<'a> {
     /// `open[0]` is inferno's root; `open[d + 1]` the frame at depth d.
     open: Vec<Open<'a>>,
-    out: Vec<String>,
+    out: Vec<Reduced>,
     seen: FxHashMap<&'a str, Seen>,
     min_time: f64,
     leading: usize,
@@ -113,8 +169,13 @@ impl<'a> Walk<'a> {
             // Lines that end at a frame sort before its children's
             // (`A 5` < `A;B 3`), so its own time comes first.
             if f.own > 0 {
-                self.out
-                    .insert(f.out_start, format!("{} {}", f.path, f.own));
+                self.out.insert(
+                    f.out_start,
+                    Reduced {
+                        text: format!("{} {}", f.path, f.own),
+                        piece: false,
+                    },
+                );
             }
             if let Some((first, time)) = parent.piece.take() {
                 self.out.insert(f.out_start, parent.piece_line(first, time));
@@ -183,6 +244,7 @@ pub fn from_sorted(lines: &[&str], min_width: f64, scheme: Scheme, shape: Lines)
     if let Some((first, time)) = walk.open[0].piece.take() {
         walk.out.push(walk.open[0].piece_line(first, time));
     }
+    settle_labels(&mut walk.out);
 
     let mut names: Vec<(&str, Seen)> = walk.seen.into_iter().collect();
     names.sort_unstable_by(|a, b| a.0.cmp(b.0));
@@ -201,7 +263,7 @@ pub fn from_sorted(lines: &[&str], min_width: f64, scheme: Scheme, shape: Lines)
         palette.insert(name, color(&frame, heat));
     }
     Drawn {
-        lines: walk.out,
+        lines: walk.out.into_iter().map(|r| r.text).collect(),
         palette,
     }
 }
