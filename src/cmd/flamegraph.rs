@@ -97,9 +97,7 @@ pub fn run(args: &FlamegraphArgs) -> Result<(), CliError> {
         .transpose()?;
     check_output_file(&args.output)?;
     let bytes = read(&args.input)?;
-    // Names are not always UTF-8; a replacement character is better than
-    // refusing the whole file.
-    let text = String::from_utf8_lossy(&bytes);
+    let text = folded::text_of(&bytes);
     let source = args.input.display().to_string();
     let Kept { lines, kept, scan } =
         keep(&source, &text, grep.as_ref(), exclude.as_ref()).map_err(CliError::usage)?;
