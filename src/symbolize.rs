@@ -127,6 +127,9 @@ struct Proc {
 /// How often [`Symbolizer::refresh`] looks for changed memory maps, and
 /// how long one look may take: reading every process's map each time
 /// would cost a busy host more than the capture itself.
+/// An address in the kernel's text on x86-64 (its default base); only
+/// used to make blazesym load the kernel's symbols early.
+const KERNEL_TEXT_GUESS: u64 = 0xffff_ffff_8100_0000;
 const REFRESH_EVERY: Duration = Duration::from_millis(500);
 const REFRESH_BUDGET: Duration = Duration::from_millis(5);
 
@@ -194,6 +197,46 @@ impl Symbolizer {
             own_vdso: own_vdso(),
             last_refresh: Instant::now(),
             refresh_from: 0,
+        }
+    }
+
+    /// Reads and indexes the kernel's symbols now, during the capture,
+    /// rather than after it: parsing kallsyms is most of the time between
+    /// the end of a capture and its flamegraph.
+    pub fn prepare_kernel(&mut self) {
+        let src = Source::Kernel(Kernel::default());
+        // Any address does: the first lookup loads the whole table, which
+        // blazesym then keeps.
+        let _ = self
+            .blazesym
+            .symbolize(&src, Input::AbsAddr(&[KERNEL_TEXT_GUESS]));
+    }
+
+    /// Reads, during the capture rather than after it, what naming a
+    /// targeted process's frames will take: its memory map, and the
+    /// symbols and debug information of every binary it maps. For the
+    /// processes a capture targets only, whose code fills its stacks: with
+    /// a C library's debug information installed, loading it was most of
+    /// the wait for a short capture's flamegraph.
+    pub fn prepare_process(&mut self, pid: u32) {
+        if !self.procs.contains_key(&pid) && !self.read_process(pid) {
+            return;
+        }
+        let Some(p) = self.procs.get(&pid) else {
+            return;
+        };
+        let mut firsts: Vec<(BinaryId, u64)> = Vec::new();
+        for v in &p.vmas {
+            if let Region::File(b) = v.region {
+                if !firsts.iter().any(|&(seen, _)| seen == b) {
+                    firsts.push((b, v.offset));
+                }
+            }
+        }
+        for (b, offset) in firsts {
+            // blazesym keeps what it loads for the file; the result of
+            // naming this one offset does not matter.
+            let _ = self.symbolize_binary(&self.binaries[b], &[offset]);
         }
     }
 

@@ -73,6 +73,7 @@ pub fn capture<R: Live>(
         stop: &stop,
         command: held.as_mut(),
         watched: [&args.pids[..], &args.tids[..]].concat(),
+        prepare: args.pids.clone(),
     };
     let (elapsed, end) = window.run(&recorder, &mut symbolizer);
     recorder.stop();

@@ -169,5 +169,9 @@ pub fn run(args: &OffcpuArgs) -> Result<Outcome, CliError> {
         Some(&report_text(&profile, open_blocks)),
     )?;
     eprint!("{}", summary(&profile, &written));
+    // Freeing the symbolizer's caches (every symbol table and debug
+    // information it read) takes longer than writing the outputs; the
+    // process is about to exit, which frees them at once.
+    std::mem::forget(symbolizer);
     Ok(Outcome { written, end })
 }

@@ -159,5 +159,9 @@ pub fn run(args: &WallArgs) -> Result<Outcome, CliError> {
         Some(&report),
     )?);
     eprint!("{}", summary(&wall, &written));
+    // Freeing the symbolizer's caches (every symbol table and debug
+    // information it read) takes longer than writing the outputs; the
+    // process is about to exit, which frees them at once.
+    std::mem::forget(symbolizer);
     Ok(Outcome { written, end })
 }

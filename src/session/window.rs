@@ -35,6 +35,8 @@ pub struct Window<'a> {
     pub command: Option<&'a mut HeldCommand>,
     /// `-p` and `-t` targets whose disappearance ends the capture.
     pub watched: Vec<u32>,
+    /// Processes whose symbols to load while the capture runs (`-p`).
+    pub prepare: Vec<u32>,
 }
 
 const POLL: Duration = Duration::from_millis(50);
@@ -46,9 +48,25 @@ impl Window<'_> {
         let tty = std::io::stderr().is_terminal();
         let mut last_status = start;
         let mut last_check = start;
+        let mut first = true;
         let reason = loop {
-            for ev in live.poll_processes(POLL) {
+            // Waking at the deadline, not at the next poll after it, takes
+            // up to a poll's 50 ms off the wait for the flamegraph.
+            let wait = self.duration.map_or(POLL, |d| {
+                (start + d)
+                    .saturating_duration_since(Instant::now())
+                    .min(POLL)
+            });
+            for ev in live.poll_processes(wait) {
                 symbolizer.remember(ev.pid, &ev.comm);
+            }
+            if std::mem::take(&mut first) {
+                // Sampling runs meanwhile; this only moves reading
+                // symbols from after the window into it.
+                symbolizer.prepare_kernel();
+                for &pid in &self.prepare {
+                    symbolizer.prepare_process(pid);
+                }
             }
             // Picks up code mapped since a process was first seen; it
             // paces itself.
