@@ -103,7 +103,9 @@ def machine():
 # --- 1. on-CPU overhead ----------------------------------------------------
 
 def oncpu_overhead(w, rounds, tmp):
-    burn = [w["cpuburn"], "1200"]
+    # About 4 s of work per run: long enough that a point of slowdown
+    # stands out of the run-to-run spread of a shared VM.
+    burn = [w["cpuburn"], "3000"]
     configs = [("alone", None)]
     for hz in (99, 999, 4999):
         configs += [
@@ -250,6 +252,15 @@ def gnu_time(cmd, stdout=subprocess.DEVNULL):
     return float(secs), int(kb) / 1024, float(user) + float(sys_)
 
 
+def same_frames(a, b):
+    """How many frames two flamegraphs draw, if they draw the same ones
+    (name, count and share in each frame's tooltip), else None."""
+    def frames(p):
+        return sorted(re.findall(r"<title>([^<]*)</title>", p.read_text(errors="replace")))
+    fa, fb = frames(a), frames(b)
+    return len(fa) if fa == fb else None
+
+
 def post_processing(sizes, rounds, tmp, tools):
     rows = []
     for n in sizes:
@@ -259,13 +270,14 @@ def post_processing(sizes, rounds, tmp, tools):
         for r in range(rounds):
             out = tmp / f"fg-{n}.svg"
             subprocess.run(["rm", "-f", str(out)])
-            runs["fgbpf flamegraph"].append(gnu_time([str(FGBPF), "flamegraph", str(folded), "-o", str(out)]))
+            # inferno-flamegraph's default detail: frames down to 0.01% wide.
+            runs["fgbpf flamegraph"].append(gnu_time([str(FGBPF), "flamegraph", str(folded), "-o", str(out), "--min-width", "0.01"]))
             runs["fgbpf report"].append(gnu_time([str(FGBPF), "report", str(folded)]))
             with open(tmp / f"inferno-{n}.svg", "w") as svg:
                 runs["inferno-flamegraph"].append(gnu_time([f"{tools}/inferno-flamegraph", str(folded)], stdout=svg))
             log(f"post-processing {n} stacks round {r + 1}/{rounds}: " +
                 ", ".join(f"{k} {v[-1]}" for k, v in runs.items()))
-        rows.append((n, runs))
+        rows.append((n, runs, same_frames(tmp / f"fg-{n}.svg", tmp / f"inferno-{n}.svg")))
     return rows
 
 
@@ -387,15 +399,21 @@ def write_report(path, args, results):
     L.append("")
 
     L.append("## 5. Post-processing at scale\n")
-    L.append("Synthetic folded files of depth-30 stacks; wall time and peak memory (GNU time).\n")
+    L.append("Synthetic folded files of depth-30 stacks; wall time and peak memory (GNU time). "
+             "`fgbpf flamegraph` runs with `--min-width 0.01`, inferno-flamegraph's default (fgbpf's own is 0.1), "
+             "so both draw every frame at least 0.01% of the total wide.\n")
     L.append("| unique stacks | tool | time | peak memory |\n|---|---|---|---|")
-    for n, runs in post:
+    for n, runs, _ in post:
         for tool, vals in runs.items():
             ok = [v for v in vals if v]
             if not ok:
                 L.append(f"| {n} | {tool} | failed | |")
                 continue
             L.append(f"| {n} | {tool} | {fmt_spread([v[0] for v in ok])} | {statistics.median([v[1] for v in ok]):.0f} MB |")
+    L.append("")
+    for n, _, same in post:
+        L.append(f"- {n} stacks: " + (f"both SVGs draw the same {same} frames, with the same counts."
+                                      if same else "the two SVGs draw different frames."))
     L.append("")
 
     L.append("## 6. Fidelity\n")

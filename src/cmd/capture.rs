@@ -238,7 +238,7 @@ pub fn write_view(
     let mut written = Vec::new();
     let mut write = |name: String, f: &dyn Fn(&mut dyn std::io::Write) -> std::io::Result<()>| {
         let path = dir.join(name);
-        files::write_atomic(&path, f)
+        files::write_atomic(&path, files::Durability::Synced, f)
             .map_err(|e| CliError::failed(format!("writing {}: {e}", path.display())))?;
         written.push(path);
         Ok::<(), CliError>(())

@@ -80,7 +80,7 @@ pub fn write_file(
     path: &Path,
     write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
 ) -> Result<(), CliError> {
-    files::write_atomic(path, write)
+    files::write_atomic(path, files::Durability::Renamed, write)
         .map_err(|e| CliError::failed(format!("writing {}: {e}", path.display())))?;
     eprintln!("fgbpf: wrote {}", path.display());
     Ok(())

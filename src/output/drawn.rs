@@ -9,6 +9,8 @@
 //! their sum, split wherever the sum would reach the drawing threshold, so
 //! it stays undrawn and the siblings after it keep their place.
 
+use std::borrow::Cow;
+
 use inferno::flamegraph::color::PaletteMap;
 use rustc_hash::FxHashMap;
 
@@ -17,11 +19,11 @@ use super::palette::{color, Heat, Lines, Scheme};
 use crate::profile::{Frame, FrameKind};
 
 /// Lines for inferno and the colours of the frames they draw.
-pub struct Drawn {
+pub struct Drawn<'a> {
     /// `STACK COUNT` lines in the order inferno must draw them, which is
     /// not always sorted order: a shortened line (`A;f3_3 21`, standing for
     /// `A;f3_3;...`) can sort before a sibling it follows (`A;f3_38;...`).
-    pub lines: Vec<String>,
+    pub lines: Vec<Cow<'a, str>>,
     pub palette: PaletteMap,
 }
 
@@ -34,6 +36,9 @@ struct Open<'a> {
     on: u64,
     /// Time of lines that end at this frame.
     own: u64,
+    /// The line that ended here, while it is the only one: it then goes to
+    /// inferno as it is.
+    own_line: Option<&'a str>,
     /// Where this frame's reduced lines start in the output.
     out_start: usize,
     /// Narrow children since the last drawn one: the first's name and
@@ -49,6 +54,7 @@ impl<'a> Open<'a> {
             all: 0,
             on: 0,
             own: 0,
+            own_line: None,
             out_start,
             piece: None,
         }
@@ -56,19 +62,22 @@ impl<'a> Open<'a> {
 
     /// The line for a run of narrow children, named after the first; its
     /// name is settled by [`settle_labels`].
-    fn piece_line(&self, first: &str, time: u64) -> Reduced {
+    fn piece_line(&self, first: &str, time: u64) -> Reduced<'a> {
         let text = if self.path.is_empty() {
             format!("{first} {time}")
         } else {
             format!("{};{first} {time}", self.path)
         };
-        Reduced { text, piece: true }
+        Reduced {
+            text: Cow::Owned(text),
+            piece: true,
+        }
     }
 }
 
 /// A line for inferno; `piece` lines stand for runs of narrow frames.
-struct Reduced {
-    text: String,
+struct Reduced<'a> {
+    text: Cow<'a, str>,
     piece: bool,
 }
 
@@ -89,7 +98,7 @@ fn passes(line: &str, path: &str) -> bool {
 /// ending in a space and a number (`worker 2`), last on a line, reads to
 /// inferno as a second count column. Such names get `_` marks until neither
 /// can happen.
-fn settle_labels(out: &mut [Reduced]) {
+fn settle_labels(out: &mut [Reduced<'_>]) {
     for i in 0..out.len() {
         if !out[i].piece {
             continue;
@@ -106,7 +115,7 @@ fn settle_labels(out: &mut [Reduced]) {
                 break;
             }
             let at = path.len();
-            out[i].text.insert(at, '_');
+            out[i].text.to_mut().insert(at, '_');
         }
     }
 }
@@ -130,7 +139,7 @@ struct Seen {
 struct Walk<'a> {
     /// `open[0]` is inferno's root; `open[d + 1]` the frame at depth d.
     open: Vec<Open<'a>>,
-    out: Vec<Reduced>,
+    out: Vec<Reduced<'a>>,
     seen: FxHashMap<&'a str, Seen>,
     min_time: f64,
     leading: usize,
@@ -172,7 +181,10 @@ impl<'a> Walk<'a> {
                 self.out.insert(
                     f.out_start,
                     Reduced {
-                        text: format!("{} {}", f.path, f.own),
+                        text: match f.own_line {
+                            Some(line) => Cow::Borrowed(line),
+                            None => Cow::Owned(format!("{} {}", f.path, f.own)),
+                        },
                         piece: false,
                     },
                 );
@@ -183,7 +195,7 @@ impl<'a> Walk<'a> {
         }
     }
 
-    fn line(&mut self, stack: &'a str, count: u64, waiting: bool) {
+    fn line(&mut self, line: &'a str, stack: &'a str, count: u64, waiting: bool) {
         let mut depth = 0;
         let mut same = true;
         let mut end = 0;
@@ -209,20 +221,27 @@ impl<'a> Walk<'a> {
                 f.on += count;
             }
         }
-        self.open.last_mut().expect("a line has frames").own += count;
+        let leaf = self.open.last_mut().expect("a line has frames");
+        leaf.own_line = if leaf.own == 0 { Some(line) } else { None };
+        leaf.own += count;
     }
 }
 
 /// Works out what inferno will draw from sorted `STACK COUNT` lines.
-pub fn from_sorted(lines: &[&str], min_width: f64, scheme: Scheme, shape: Lines) -> Drawn {
-    let parsed: Vec<(&str, u64)> = lines
+pub fn from_sorted<'a>(
+    lines: &[&'a str],
+    min_width: f64,
+    scheme: Scheme,
+    shape: Lines,
+) -> Drawn<'a> {
+    let parsed: Vec<(&str, &str, u64)> = lines
         .iter()
-        .map(|l| match l.rsplit_once(' ') {
-            Some((stack, count)) => (stack, count.parse().unwrap_or(0)),
-            None => (*l, 0),
+        .map(|&l| match l.rsplit_once(' ') {
+            Some((stack, count)) => (l, stack, count.parse().unwrap_or(0)),
+            None => (l, l, 0),
         })
         .collect();
-    let total: u64 = parsed.iter().map(|(_, c)| c).sum();
+    let total: u64 = parsed.iter().map(|(_, _, c)| c).sum();
     let mut walk = Walk {
         open: vec![Open::new("", "", 0)],
         out: Vec::new(),
@@ -232,13 +251,13 @@ pub fn from_sorted(lines: &[&str], min_width: f64, scheme: Scheme, shape: Lines)
         min_time: min_width * total as f64 / 100.0,
         leading: shape.leading,
     };
-    for &(stack, count) in &parsed {
+    for &(line, stack, count) in &parsed {
         let waiting = scheme == Scheme::Majority
             && stack
                 .rsplit(';')
                 .next()
                 .is_some_and(|leaf| breakdown::STATES.contains(&leaf));
-        walk.line(stack, count, waiting);
+        walk.line(line, stack, count, waiting);
     }
     walk.close_to(1);
     if let Some((first, time)) = walk.open[0].piece.take() {

@@ -50,10 +50,21 @@ pub fn prepare_dir(dir: &Path, names: &[&str]) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether a written file must reach the disk before it is named.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// A capture's outputs: the moment they record cannot be had again.
+    Synced,
+    /// Files made from other files (`fgbpf flamegraph`, `convert`), which
+    /// can be made again; waiting for the disk only delays them.
+    Renamed,
+}
+
 /// Writes `path` through a temporary file in the same directory and a
 /// rename, so the final name only ever holds a complete file.
 pub fn write_atomic(
     path: &Path,
+    durability: Durability,
     write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
 ) -> io::Result<()> {
     let tmp: PathBuf = {
@@ -64,7 +75,10 @@ pub fn write_atomic(
     let result = (|| {
         let mut out = io::BufWriter::new(fs::File::create(&tmp)?);
         write(&mut out)?;
-        out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+        let file = out.into_inner().map_err(|e| e.into_error())?;
+        if durability == Durability::Synced {
+            file.sync_all()?;
+        }
         fs::rename(&tmp, path)
     })();
     if result.is_err() {
@@ -84,7 +98,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("fgbpf-files-{}", std::process::id()));
         fs::create_dir_all(&dir).unwrap();
         let path = dir.join("out.txt");
-        let err = write_atomic(&path, |w| {
+        let err = write_atomic(&path, Durability::Synced, |w| {
             w.write_all(b"half")?;
             Err(io::Error::other("boom"))
         });
@@ -95,7 +109,7 @@ mod tests {
             0,
             "temporary file left behind"
         );
-        write_atomic(&path, |w| w.write_all(b"whole")).unwrap();
+        write_atomic(&path, Durability::Renamed, |w| w.write_all(b"whole")).unwrap();
         assert_eq!(fs::read_to_string(&path).unwrap(), "whole");
         fs::remove_dir_all(&dir).unwrap();
     }

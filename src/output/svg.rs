@@ -1,6 +1,7 @@
 //! Interactive flamegraphs (search, zoom) rendered by inferno, with
 //! fgbpf's deterministic palette.
 
+use std::borrow::Cow;
 use std::io::{self, Write};
 
 use inferno::flamegraph::{self, color::PaletteMap, Direction};
@@ -81,7 +82,7 @@ pub fn render(
 
 /// inferno's part: lines to SVG, drawn in the order given.
 fn draw(
-    lines: &[String],
+    lines: &[Cow<'_, str>],
     count_name: &str,
     opts: &Options,
     palette: &mut PaletteMap,
@@ -102,7 +103,7 @@ fn draw(
     if opts.inverted {
         fopts.direction = Direction::Inverted;
     }
-    flamegraph::from_lines(&mut fopts, lines.iter().rev().map(String::as_str), out)
+    flamegraph::from_lines(&mut fopts, lines.iter().rev().map(|l| l.as_ref()), out)
         .map_err(|e| io::Error::other(format!("rendering flamegraph: {e}")))
 }
 

@@ -40,6 +40,13 @@ pub struct Window<'a> {
 }
 
 const POLL: Duration = Duration::from_millis(50);
+/// How long before the end of a timed capture the symbols its stacks will
+/// need are read: late enough that a busy target does not share its CPUs
+/// with the reading for most of the window, early enough that the reading
+/// (tens of milliseconds, more for large debug information) is done when
+/// the window closes, instead of delaying the flamegraph. Captures ended
+/// by Ctrl-C or their command read them after.
+const PREPARE_AHEAD: Duration = Duration::from_millis(1000);
 const TARGET_CHECK: Duration = Duration::from_millis(200);
 
 impl Window<'_> {
@@ -48,7 +55,7 @@ impl Window<'_> {
         let tty = std::io::stderr().is_terminal();
         let mut last_status = start;
         let mut last_check = start;
-        let mut first = true;
+        let mut unprepared = true;
         let reason = loop {
             // Waking at the deadline, not at the next poll after it, takes
             // up to a poll's 50 ms off the wait for the flamegraph.
@@ -60,9 +67,11 @@ impl Window<'_> {
             for ev in live.poll_processes(wait) {
                 symbolizer.remember(ev.pid, &ev.comm);
             }
-            if std::mem::take(&mut first) {
-                // Sampling runs meanwhile; this only moves reading
-                // symbols from after the window into it.
+            if self
+                .duration
+                .is_some_and(|d| start.elapsed() + PREPARE_AHEAD >= d)
+                && std::mem::take(&mut unprepared)
+            {
                 symbolizer.prepare_kernel();
                 for &pid in &self.prepare {
                     symbolizer.prepare_process(pid);
