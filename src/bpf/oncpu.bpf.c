@@ -14,6 +14,10 @@
 const volatile bool include_idle = false;
 const volatile bool user_stacks = true;
 const volatile bool kern_stacks = true;
+/* fgbpf itself: left out, as the off-CPU program leaves it out, so that a
+ * system-wide profile shows the system, and naming fgbpf's own frames does
+ * not load its debug information. Its cost is reported as "own use". */
+const volatile __u32 self_pid = 0;
 
 /* Sizes are defaults; the loader resizes `counts` and `stacks` before load. */
 struct {
@@ -48,7 +52,7 @@ int do_sample(struct bpf_perf_event_data *ctx)
 		st->idle++;
 		return 0;
 	}
-	if (!is_target(pid, tid))
+	if (pid == self_pid || !is_target(pid, tid))
 		return 0;
 	st->samples++;
 

@@ -102,6 +102,7 @@ impl OncpuSampler {
         ro.include_idle = opts.include_idle;
         ro.user_stacks = opts.user_stacks;
         ro.kern_stacks = opts.kernel_stacks;
+        ro.self_pid = std::process::id();
 
         let skel = open
             .load()

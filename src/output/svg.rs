@@ -37,6 +37,9 @@ impl Default for Options {
     }
 }
 
+/// Line counts from which sorting is spread over threads.
+pub const PARALLEL_FROM: usize = 100_000;
+
 fn leading_count(leading: Leading) -> usize {
     match leading {
         Leading::ProcessAndThread => 2,
@@ -73,8 +76,13 @@ pub fn render(
         return write_empty(opts, out);
     }
     // inferno sorts on one thread; sorting here uses every CPU, and the
-    // palette needs the sorted order too.
-    lines.par_sort_unstable();
+    // palette needs the sorted order too. Small inputs sort faster than
+    // the threads start.
+    if lines.len() >= PARALLEL_FROM {
+        lines.par_sort_unstable();
+    } else {
+        lines.sort_unstable();
+    }
     let drawn = drawn::from_sorted(&lines, opts.min_width, opts.scheme, shape);
     let mut palette = drawn.palette;
     draw(&drawn.lines, count_name, opts, &mut palette, out)
