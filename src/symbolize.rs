@@ -124,12 +124,12 @@ struct Proc {
     alive: bool,
 }
 
-/// How often [`Symbolizer::refresh`] looks for changed memory maps, and
-/// how long one look may take: reading every process's map each time
-/// would cost a busy host more than the capture itself.
 /// An address in the kernel's text on x86-64 (its default base); only
 /// used to make blazesym load the kernel's symbols early.
 const KERNEL_TEXT_GUESS: u64 = 0xffff_ffff_8100_0000;
+/// How often [`Symbolizer::refresh`] looks for changed memory maps, and
+/// how long one look may take: reading every process's map each time
+/// would cost a busy host more than the capture itself.
 const REFRESH_EVERY: Duration = Duration::from_millis(500);
 const REFRESH_BUDGET: Duration = Duration::from_millis(5);
 
