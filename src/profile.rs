@@ -103,6 +103,10 @@ impl fmt::Display for Frame {
 /// The name of a frame nothing is known about.
 pub const UNKNOWN: &str = "[unknown]";
 
+/// Counts of lines or stacks from which sorting is spread over threads:
+/// smaller inputs sort faster than the threads start.
+pub const PARALLEL_FROM: usize = 100_000;
+
 pub type FrameId = u32;
 pub type ThreadId = u32;
 
@@ -370,13 +374,13 @@ impl Profile {
     pub fn coalesce(&mut self) {
         // Sorting groups equal stacks without hashing every frame list;
         // a million stacks read from a file sort in half the time on two
-        // CPUs (small profiles sort faster than threads start).
+        // CPUs.
         let by_stack = |a: &Stack, b: &Stack| {
             a.thread
                 .cmp(&b.thread)
                 .then_with(|| a.frames.cmp(&b.frames))
         };
-        let parallel = self.stacks.len() >= 100_000;
+        let parallel = self.stacks.len() >= PARALLEL_FROM;
         if parallel {
             self.stacks.par_sort_unstable_by(by_stack);
         } else {

@@ -5,6 +5,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::oncpu::Outcome;
 use super::CliError;
 use crate::capture::Targets;
 use crate::cli::{CaptureArgs, Format};
@@ -260,8 +261,23 @@ pub fn write_view(
     Ok(written)
 }
 
+/// Ends a capture command: prints the summary and hands the symbolizer to
+/// the exit. Freeing its caches (every symbol table and debug information
+/// it read) takes longer than writing the outputs; the process is about to
+/// exit, which frees them at once.
+pub fn finish(
+    profile: &Profile,
+    written: Vec<PathBuf>,
+    symbolizer: Symbolizer,
+    end: EndReason,
+) -> Outcome {
+    eprint!("{}", summary(profile, &written));
+    std::mem::forget(symbolizer);
+    Outcome { written, end }
+}
+
 /// The end-of-capture summary lines.
-pub fn summary(profile: &Profile, written: &[PathBuf]) -> String {
+fn summary(profile: &Profile, written: &[PathBuf]) -> String {
     let total = profile.total();
     let unknown = if total == 0 {
         0.0

@@ -10,6 +10,7 @@ use super::post::{check_output_file, file_name, note_rounding, read, scheme, wri
 use super::CliError;
 use crate::cli::FlamegraphArgs;
 use crate::input::folded::{self, kind_from_name, Layout, Scan};
+use crate::output::folded::Leading;
 use crate::output::palette::Lines;
 use crate::output::svg;
 use crate::profile::Kind;
@@ -155,14 +156,10 @@ pub fn run(args: &FlamegraphArgs) -> Result<(), CliError> {
         inverted: args.inverted,
         ..Default::default()
     };
-    let ours = scan.layout == Layout::Fgbpf;
-    let shape = Lines {
-        leading: match (ours, args.per_process) {
-            (false, _) => 0,
-            (true, true) => 1,
-            (true, false) => 2,
-        },
-        ours,
+    let shape = match scan.layout {
+        Layout::Fgbpf if args.per_process => Lines::ours(Leading::Process),
+        Layout::Fgbpf => Lines::ours(Leading::ProcessAndThread),
+        Layout::Foreign => Lines::foreign(),
     };
     note_rounding(&args.input, scan.rounded);
     write_file(&args.output, |w| {

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::capture::{capture, output_names, summary, write_view, Finished};
+use super::capture::{capture, finish, output_names, write_view, Finished};
 use super::oncpu::Outcome;
 use super::CliError;
 use crate::capture::offcpu::{OffcpuOptions, OffcpuTracer, State};
@@ -168,10 +168,5 @@ pub fn run(args: &OffcpuArgs) -> Result<Outcome, CliError> {
         &svg_options(&profile, &started_at, Leading::ProcessAndThread),
         Some(&report_text(&profile, open_blocks)),
     )?;
-    eprint!("{}", summary(&profile, &written));
-    // Freeing the symbolizer's caches (every symbol table and debug
-    // information it read) takes longer than writing the outputs; the
-    // process is about to exit, which frees them at once.
-    std::mem::forget(symbolizer);
-    Ok(Outcome { written, end })
+    Ok(finish(&profile, written, symbolizer, end))
 }

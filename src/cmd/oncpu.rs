@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::capture::{capture, output_names, summary, write_view, Finished};
+use super::capture::{capture, finish, output_names, write_view, Finished};
 use super::CliError;
 use crate::capture::oncpu::{OncpuOptions, OncpuSampler};
 use crate::capture::procs::ProcEvent;
@@ -122,10 +122,5 @@ pub fn run(args: &OncpuArgs) -> Result<Outcome, CliError> {
                 + &unresolved::render(&profile)),
         ),
     )?;
-    eprint!("{}", summary(&profile, &written));
-    // Freeing the symbolizer's caches (every symbol table and debug
-    // information it read) takes longer than writing the outputs; the
-    // process is about to exit, which frees them at once.
-    std::mem::forget(symbolizer);
-    Ok(Outcome { written, end })
+    Ok(finish(&profile, written, symbolizer, end))
 }

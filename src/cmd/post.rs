@@ -20,13 +20,7 @@ use crate::profile::Kind;
 /// Reads and checks a folded file; a file that cannot be read or parsed is
 /// bad input.
 pub fn load(path: &Path) -> Result<Loaded, CliError> {
-    if path.is_dir() {
-        return Err(CliError::usage(format!(
-            "{} is a directory; pass a .folded file",
-            path.display()
-        )));
-    }
-    folded::read_file(path).map_err(CliError::usage)
+    folded::from_bytes(path, &read(path)?).map_err(CliError::usage)
 }
 
 /// The bytes of an input file; one that cannot be read is bad input.

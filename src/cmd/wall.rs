@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::capture::{capture, output_names, summary, write_view, Finished};
+use super::capture::{capture, finish, output_names, write_view, Finished};
 use super::oncpu::Outcome;
 use super::{offcpu, oncpu, CliError};
 use crate::capture::offcpu::OffcpuTracer;
@@ -158,10 +158,5 @@ pub fn run(args: &WallArgs) -> Result<Outcome, CliError> {
         &wall_svg,
         Some(&report),
     )?);
-    eprint!("{}", summary(&wall, &written));
-    // Freeing the symbolizer's caches (every symbol table and debug
-    // information it read) takes longer than writing the outputs; the
-    // process is about to exit, which frees them at once.
-    std::mem::forget(symbolizer);
-    Ok(Outcome { written, end })
+    Ok(finish(&wall, written, symbolizer, end))
 }

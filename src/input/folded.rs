@@ -63,9 +63,14 @@ pub fn kind_from_name(path: &Path) -> (Kind, Unit) {
 }
 
 pub fn read_file(path: &Path) -> Result<Loaded, String> {
-    let bytes = super::read(path)?;
+    from_bytes(path, &super::read(path)?)
+}
+
+/// A file's profile from its bytes, read already; `path` gives its kind
+/// and unit (see [`kind_from_name`]) and names it in errors.
+pub fn from_bytes(path: &Path, bytes: &[u8]) -> Result<Loaded, String> {
     let (kind, unit) = kind_from_name(path);
-    let mut loaded = parse(&path.display().to_string(), &bytes, unit)?;
+    let mut loaded = parse(&path.display().to_string(), bytes, unit)?;
     loaded.profile.meta.kind = kind;
     loaded.profile.meta.target = path.file_name().map_or_else(
         || path.display().to_string(),

@@ -234,14 +234,13 @@ pub fn from_sorted<'a>(
     scheme: Scheme,
     shape: Lines,
 ) -> Drawn<'a> {
-    let parsed: Vec<(&str, &str, u64)> = lines
-        .iter()
-        .map(|&l| match l.rsplit_once(' ') {
-            Some((stack, count)) => (l, stack, count.parse().unwrap_or(0)),
-            None => (l, l, 0),
-        })
-        .collect();
-    let total: u64 = parsed.iter().map(|(_, _, c)| c).sum();
+    // Two passes rather than one kept list: a million lines' worth of
+    // parsed counts would cost more memory than reading them twice.
+    let split = |l: &'a str| match l.rsplit_once(' ') {
+        Some((stack, count)) => (stack, count.parse::<u64>().unwrap_or(0)),
+        None => (l, 0),
+    };
+    let total: u64 = lines.iter().map(|&l| split(l).1).sum();
     let mut walk = Walk {
         open: vec![Open::new("", "", 0)],
         out: Vec::new(),
@@ -251,7 +250,8 @@ pub fn from_sorted<'a>(
         min_time: min_width * total as f64 / 100.0,
         leading: shape.leading,
     };
-    for &(line, stack, count) in &parsed {
+    for &line in lines {
+        let (stack, count) = split(line);
         let waiting = scheme == Scheme::Majority
             && stack
                 .rsplit(';')

@@ -8,6 +8,7 @@
 
 use inferno::flamegraph::color::Color;
 
+use super::folded::Leading;
 use crate::profile::{Frame, FrameKind};
 
 /// Whether a frame's time was spent running or waiting.
@@ -73,6 +74,29 @@ pub struct Lines {
     pub leading: usize,
     /// fgbpf's own lines, where bracketed names are pseudo-frames.
     pub ours: bool,
+}
+
+impl Lines {
+    /// fgbpf's lines, starting with `leading` frames.
+    pub fn ours(leading: Leading) -> Lines {
+        let leading = match leading {
+            Leading::ProcessAndThread => 2,
+            Leading::Process => 1,
+            Leading::None => 0,
+        };
+        Lines {
+            leading,
+            ours: true,
+        }
+    }
+
+    /// Another tool's lines: stacks only.
+    pub fn foreign() -> Lines {
+        Lines {
+            leading: 0,
+            ours: false,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use rayon::slice::ParallelSliceMut;
 use super::drawn;
 use super::folded::{self, Leading};
 use super::palette::{Heat, Lines, Scheme};
-use crate::profile::Profile;
+use crate::profile::{Profile, PARALLEL_FROM};
 
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -37,17 +37,6 @@ impl Default for Options {
     }
 }
 
-/// Line counts from which sorting is spread over threads.
-pub const PARALLEL_FROM: usize = 100_000;
-
-fn leading_count(leading: Leading) -> usize {
-    match leading {
-        Leading::ProcessAndThread => 2,
-        Leading::Process => 1,
-        Leading::None => 0,
-    }
-}
-
 pub fn write(profile: &Profile, opts: &Options, out: &mut dyn Write) -> io::Result<()> {
     let lines = folded::lines(
         profile,
@@ -55,10 +44,7 @@ pub fn write(profile: &Profile, opts: &Options, out: &mut dyn Write) -> io::Resu
             leading: opts.leading,
         },
     );
-    let shape = Lines {
-        leading: leading_count(opts.leading),
-        ours: true,
-    };
+    let shape = Lines::ours(opts.leading);
     let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
     render(lines, profile.unit.name(), shape, opts, out)
 }
@@ -76,8 +62,7 @@ pub fn render(
         return write_empty(opts, out);
     }
     // inferno sorts on one thread; sorting here uses every CPU, and the
-    // palette needs the sorted order too. Small inputs sort faster than
-    // the threads start.
+    // palette needs the sorted order too.
     if lines.len() >= PARALLEL_FROM {
         lines.par_sort_unstable();
     } else {
