@@ -7,7 +7,7 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use fgbpf::drain::RawStack;
+use fgbpf::profile::RawStack;
 use fgbpf::profile::Unit;
 use fgbpf::symbolize::{Options, Symbolizer};
 

@@ -1,6 +1,6 @@
 //! Command-line definitions. Parsing only: checks that need the system
 //! (do these processes exist, can that directory be written) live in
-//! [`crate::cmd`].
+//! [`crate::app`].
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -110,19 +110,20 @@ pub struct CaptureArgs {
 #[derive(Debug, Args, Clone)]
 pub struct MapArgs {
     /// Entries of the stack map: distinct user and kernel stacks kept.
-    #[arg(long, value_name = "N", default_value = "16384", value_parser = clap::value_parser!(u32).range(64..=4_194_304))]
+    #[arg(long, value_name = "N", default_value_t = crate::probe::DEFAULT_MAX_STACKS, value_parser = clap::value_parser!(u32).range(64..=4_194_304))]
     pub max_stacks: u32,
 
-    /// Entries of the counts map: distinct (thread, stacks) keys kept.
-    #[arg(long, value_name = "N", default_value = "65536", value_parser = clap::value_parser!(u32).range(64..=16_777_216))]
+    /// Entries of the counts map: distinct (thread, stacks, state) keys kept
+    /// between two drains (it is drained every second).
+    #[arg(long, value_name = "N", default_value_t = crate::probe::DEFAULT_MAX_ENTRIES, value_parser = clap::value_parser!(u32).range(64..=16_777_216))]
     pub max_entries: u32,
 }
 
 impl Default for MapArgs {
     fn default() -> Self {
         MapArgs {
-            max_stacks: 16384,
-            max_entries: 65536,
+            max_stacks: crate::probe::DEFAULT_MAX_STACKS,
+            max_entries: crate::probe::DEFAULT_MAX_ENTRIES,
         }
     }
 }

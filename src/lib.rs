@@ -1,16 +1,22 @@
 //! fgbpf: an eBPF on-CPU and off-CPU profiler.
 //!
-//! The modules follow the pipeline: [`capture`] loads and attaches the BPF
-//! programs, [`drain`] reads what they aggregated, [`symbolize`] names the
-//! addresses, [`profile`] holds the result, and [`output`] writes it.
+//! The modules follow the pipeline:
+//! - [`probe`] owns the one BPF object: loading, attaching, feature
+//!   probing, and draining what it aggregated while the capture runs;
+//! - [`procs`] is the process registry: mappings, pinned binaries, build
+//!   IDs, debug files, perf maps, and the unwind tables built from them;
+//! - [`symbolize`] turns addresses into frames, with the reason when it
+//!   cannot;
+//! - [`profile`] is the one model (weighted stacks with a unit, threads,
+//!   states and binary identity), its building, merging and analysis;
+//! - [`format`] reads and writes it, one module per format;
+//! - [`app`] is one thin file per subcommand, on top of all of these.
 
-pub mod capture;
+pub mod app;
 pub mod cli;
-pub mod cmd;
 pub mod demo;
-pub mod drain;
-pub mod input;
-pub mod output;
+pub mod format;
+pub mod probe;
+pub mod procs;
 pub mod profile;
-pub mod session;
 pub mod symbolize;

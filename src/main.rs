@@ -2,7 +2,7 @@ use clap::error::ErrorKind;
 use clap::Parser;
 
 use fgbpf::cli::{Cli, Command};
-use fgbpf::cmd;
+use fgbpf::app;
 
 fn main() {
     let cli = match Cli::try_parse() {
@@ -25,18 +25,18 @@ fn main() {
         }
     };
     let result = match &cli.command {
-        Command::Oncpu(args) => cmd::oncpu::run(args).map(|_| ()),
-        Command::Offcpu(args) => cmd::offcpu::run(args).map(|_| ()),
-        Command::Wall(args) => cmd::wall::run(args).map(|_| ()),
-        Command::Demo(args) => cmd::demo::run(args),
+        Command::Oncpu(args) => app::oncpu::run(args).map(|_| ()),
+        Command::Offcpu(args) => app::offcpu::run(args).map(|_| ()),
+        Command::Wall(args) => app::wall::run(args).map(|_| ()),
+        Command::Demo(args) => app::demo::run(args),
         Command::DemoWorkload { seconds } => {
             fgbpf::demo::run(*seconds);
             Ok(())
         }
-        Command::Report(args) => cmd::report::run(args),
-        Command::Flamegraph(args) => cmd::flamegraph::run(args),
-        Command::Diff(args) => cmd::diff::run(args),
-        Command::Convert(args) => cmd::convert::run(args),
+        Command::Report(args) => app::report::run(args),
+        Command::Flamegraph(args) => app::flamegraph::run(args),
+        Command::Diff(args) => app::diff::run(args),
+        Command::Convert(args) => app::convert::run(args),
     };
     if let Err(e) = result {
         eprintln!("fgbpf: error: {e}");

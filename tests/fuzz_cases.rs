@@ -4,7 +4,7 @@
 
 use clap::Parser;
 use fgbpf::cli::Cli;
-use fgbpf::input::folded;
+use fgbpf::format::folded::read as folded;
 use fgbpf::profile::Unit;
 
 /// A fixed xorshift stream: the same inputs on every run.
@@ -148,7 +148,7 @@ fn awkward_lines(rng: &mut Rng) -> String {
 
 #[test]
 fn reduced_flamegraphs_match_inferno_on_random_input() {
-    use fgbpf::output::{drawn, palette, svg};
+    use fgbpf::format::{drawn, palette, svg};
     use inferno::flamegraph;
 
     let mut rng = Rng(0x0123_4567_89AB_CDEF);

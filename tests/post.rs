@@ -14,7 +14,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use fgbpf::output::{folded, pprof, speedscope};
+use fgbpf::format::{folded, pprof, speedscope};
 use fgbpf::profile::{Frame, FrameKind, Kind, Profile, Stack, Thread, Unit};
 
 const BIN: &str = env!("CARGO_BIN_EXE_fgbpf");
@@ -497,7 +497,7 @@ fn capture_folded_reads_back_losslessly() {
     let mut f = fs::File::create(&path).unwrap();
     folded::write(&p, &opts, &mut f).unwrap();
     drop(f);
-    let back = fgbpf::input::folded::read_file(&path).unwrap();
+    let back = fgbpf::format::folded::read::read_file(&path).unwrap();
     assert_eq!(back.profile.meta.kind, Kind::OnCpu);
     let threads = |p: &Profile| {
         let mut t = p.threads().to_vec();
@@ -510,7 +510,7 @@ fn capture_folded_reads_back_losslessly() {
         folded::lines(&p, &opts)
     );
     let fixture = fs::read_to_string(Path::new(ROOT).join("tests/fixtures/oncpu.folded")).unwrap();
-    let read = fgbpf::input::folded::parse("x", fixture.as_bytes(), Unit::Samples).unwrap();
+    let read = fgbpf::format::folded::read::parse("x", fixture.as_bytes(), Unit::Samples).unwrap();
     let mut again = folded::lines(&read.profile, &opts);
     let mut original: Vec<String> = fixture.lines().map(String::from).collect();
     again.sort();

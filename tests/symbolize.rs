@@ -14,7 +14,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use common::*;
-use fgbpf::drain::RawStack;
+use fgbpf::profile::RawStack;
 use fgbpf::profile::{Unit, UnresolvedReason};
 use fgbpf::symbolize::{Options, Symbolizer};
 

@@ -2,7 +2,7 @@
 //! one error naming the file and line.
 #![no_main]
 
-use fgbpf::input::folded;
+use fgbpf::format::folded::read as folded;
 use fgbpf::profile::Unit;
 use libfuzzer_sys::fuzz_target;
 

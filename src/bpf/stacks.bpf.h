@@ -6,7 +6,10 @@
 #ifndef FGBPF_STACKS_BPF_H
 #define FGBPF_STACKS_BPF_H
 
-#include "common.h"
+#include "fgbpf.h"
+
+const volatile bool user_stacks = true;
+const volatile bool kern_stacks = true;
 
 struct stack_buf {
 	__u64 ips[MAX_STACK_DEPTH];

@@ -1,10 +1,10 @@
-/* Target selection and process tracking shared by fgbpf's BPF programs.
- * Included once per program object: each object owns its own copy of these
- * maps, and its loader fills them (see src/capture/targets.rs). */
+/* Target selection and process tracking shared by fgbpf's BPF programs:
+ * one target filter and one process-event ring buffer for the object (the
+ * loader fills them, see src/probe/targets.rs). */
 #ifndef FGBPF_TARGETS_BPF_H
 #define FGBPF_TARGETS_BPF_H
 
-#include "common.h"
+#include "fgbpf.h"
 
 #define MAX_TARGETS 8192
 #define MAX_KNOWN_PROCS 65536
@@ -12,6 +12,10 @@
 const volatile bool filter_pids = false;
 const volatile bool filter_tids = false;
 const volatile bool follow_children = false;
+/* fgbpf itself: left out of every program, so that a system-wide profile
+ * shows the system and naming fgbpf's own frames does not load its debug
+ * information. Its cost is reported as "own use". */
+const volatile __u32 self_pid = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -40,10 +44,6 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 256 * 1024);
 } proc_events SEC(".maps");
-
-/* Never used: makes struct fg_proc_event part of the object's BTF so the
- * skeleton generates its Rust type. */
-struct fg_proc_event fg_proc_event_type = {};
 
 /* Counted when proc_events is full; user space reports it. */
 __u64 proc_events_lost = 0;

@@ -1,0 +1,338 @@
+//! Steps every capture command takes: checks before the capture (targets,
+//! privileges, kernel, output directory) and writing the outputs after.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::CliError;
+use crate::probe::{Probe, Targets};
+use crate::cli::{CaptureArgs, Format};
+use crate::format::{files, folded, pprof, speedscope, svg, unresolved};
+use crate::profile::Profile;
+use crate::app::session::command::HeldCommand;
+use crate::app::session::signals::StopFlag;
+use crate::app::session::window::{EndReason, Window};
+use crate::app::session::{command, targets};
+use crate::symbolize::{self, Symbolizer};
+
+/// What a finished capture wrote.
+pub struct Outcome {
+    pub written: Vec<PathBuf>,
+    pub end: EndReason,
+}
+
+/// What a finished capture window leaves for the command to write out.
+pub struct Finished {
+    pub prepared: Prepared,
+    pub recorder: Probe,
+    pub symbolizer: Symbolizer,
+    pub elapsed: Duration,
+    pub end: EndReason,
+    /// Local time the window opened, for subtitles.
+    pub started_at: String,
+}
+
+/// Runs the steps every capture command shares: checks, output directory,
+/// the held `-- COMMAND`, starting the recorder (`start` gets the final
+/// targets), the window, and stopping at its end. `what` names the
+/// recording for the start message, e.g. "on-CPU samples at 99 Hz".
+pub fn capture(
+    args: &CaptureArgs,
+    kind: &str,
+    outputs: &[String],
+    what: &str,
+    start: impl FnOnce(Targets) -> Result<Probe, CliError>,
+) -> Result<Finished, CliError> {
+    let names: Vec<&str> = outputs.iter().map(String::as_str).collect();
+    let prepared = preflight(args, kind, &names)?;
+    let stop = StopFlag::install().map_err(CliError::failed)?;
+    let mut held = match args.command.is_empty() {
+        true => None,
+        false => Some(HeldCommand::spawn(&args.command).map_err(CliError::usage)?),
+    };
+    let mut targets = prepared.targets.clone();
+    if let Some(h) = &held {
+        targets.pids.push(h.pid);
+    }
+    let loading = std::time::Instant::now();
+    let mut recorder = start(targets)?;
+    let attach_ms = loading.elapsed().as_secs_f64() * 1000.0;
+    let mut symbolizer = Symbolizer::new(&symbolize::Options {
+        debug_dirs: args.symbols.debug_dirs.clone(),
+    });
+    if let Some(h) = held.as_mut() {
+        h.release().map_err(CliError::usage)?;
+    }
+    eprintln!(
+        "fgbpf: recording {what} of {} (attached in {attach_ms:.0} ms){}",
+        prepared.target,
+        if args.duration.is_none() {
+            "; Ctrl-C to stop"
+        } else {
+            ""
+        }
+    );
+    let started_at = local_timestamp("%Y-%m-%d %H:%M:%S");
+    let window = Window {
+        duration: args.duration,
+        stop: &stop,
+        command: held.as_mut(),
+        watched: [&args.pids[..], &args.tids[..]].concat(),
+        prepare: args.pids.clone(),
+    };
+    let (elapsed, end) = window.run(&mut recorder, &mut symbolizer);
+    recorder.stop();
+    if let EndReason::CommandExited(code) = end {
+        if code != 0 {
+            eprintln!("fgbpf: the command exited with status {code}");
+        }
+    }
+    Ok(Finished {
+        prepared,
+        recorder,
+        symbolizer,
+        elapsed,
+        end,
+        started_at,
+    })
+}
+
+/// The output file names of a capture: each view in each format, and the
+/// report.
+pub fn output_names(stems: &[&str], formats: &[Format]) -> Vec<String> {
+    let mut names: Vec<String> = stems.iter().flat_map(|s| view_files(s, formats)).collect();
+    names.push("report.txt".into());
+    names
+}
+
+/// A capture that passed every check and has its output directory.
+pub struct Prepared {
+    pub out_dir: PathBuf,
+    pub targets: Targets,
+    /// What was profiled, for titles and reports.
+    pub target: String,
+}
+
+/// Everything that can be checked before the capture starts, so that bad
+/// input fails fast with one line and writes nothing.
+pub fn preflight(args: &CaptureArgs, kind: &str, outputs: &[&str]) -> Result<Prepared, CliError> {
+    targets::check(&args.pids, &args.tids).map_err(CliError::usage)?;
+    if let Some(program) = args.command.first() {
+        command::resolve(program).map_err(CliError::usage)?;
+    }
+    check_privileges()?;
+    check_kernel()?;
+    let out_dir = args.output.clone().unwrap_or_else(|| default_dir(kind));
+    files::prepare_dir(&out_dir, outputs).map_err(CliError::usage)?;
+    Ok(Prepared {
+        out_dir,
+        targets: Targets {
+            pids: args.pids.clone(),
+            tids: args.tids.clone(),
+            follow_children: !args.command.is_empty(),
+        },
+        target: describe(args),
+    })
+}
+
+fn describe(args: &CaptureArgs) -> String {
+    let list = |ids: &[u32]| ids.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+    if !args.command.is_empty() {
+        return args.command.join(" ");
+    }
+    let mut parts = Vec::new();
+    if !args.pids.is_empty() {
+        let names: Vec<String> = args
+            .pids
+            .iter()
+            .map(|p| {
+                let comm = fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default();
+                format!("{} ({p})", comm.trim())
+            })
+            .collect();
+        parts.push(format!("pid {}", names.join(", ")));
+    }
+    if !args.tids.is_empty() {
+        parts.push(format!("tid {}", list(&args.tids)));
+    }
+    if parts.is_empty() {
+        let host = fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        return format!("all processes on {}", host.trim());
+    }
+    parts.join(" and ")
+}
+
+/// `./fgbpf-KIND-YYYYmmdd-HHMMSS` in local time.
+fn default_dir(kind: &str) -> PathBuf {
+    PathBuf::from(format!("fgbpf-{kind}-{}", local_timestamp("%Y%m%d-%H%M%S")))
+}
+
+pub fn local_timestamp(format: &str) -> String {
+    let fmt = std::ffi::CString::new(format).expect("format has no NUL");
+    let mut buf = [0u8; 64];
+    // SAFETY: time/localtime_r/strftime with valid, sized buffers.
+    let n = unsafe {
+        let t = libc::time(std::ptr::null_mut());
+        let mut tm: libc::tm = std::mem::zeroed();
+        libc::localtime_r(&t, &mut tm);
+        libc::strftime(buf.as_mut_ptr().cast(), buf.len(), fmt.as_ptr(), &tm)
+    };
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+/// Root, or CAP_BPF and CAP_PERFMON (plus CAP_SYS_ADMIN for reading other
+/// processes' mappings).
+fn check_privileges() -> Result<(), CliError> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return Ok(());
+    }
+    let status = fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let eff = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .unwrap_or(0);
+    const CAP_PERFMON: u32 = 38;
+    const CAP_BPF: u32 = 39;
+    let missing: Vec<&str> = [(CAP_BPF, "CAP_BPF"), (CAP_PERFMON, "CAP_PERFMON")]
+        .iter()
+        .filter(|(bit, _)| eff & (1 << bit) == 0)
+        .map(|&(_, name)| name)
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(CliError::usage(format!(
+        "not running as root and missing {}: run with sudo, or grant them with `setcap cap_bpf,cap_perfmon,cap_sys_admin+ep fgbpf`",
+        missing.join(" and ")
+    )))
+}
+
+fn check_kernel() -> Result<(), CliError> {
+    if !Path::new("/sys/kernel/btf/vmlinux").exists() {
+        return Err(CliError::usage(
+            "this kernel exposes no BTF (/sys/kernel/btf/vmlinux is missing): fgbpf needs a kernel built with CONFIG_DEBUG_INFO_BTF=y (see README, 'Requirements')",
+        ));
+    }
+    Ok(())
+}
+
+/// The file names a view named `stem` is written to, by format.
+pub fn view_files(stem: &str, formats: &[Format]) -> Vec<String> {
+    formats
+        .iter()
+        .map(|f| match f {
+            Format::Svg => format!("{stem}.svg"),
+            Format::Folded => format!("{stem}.folded"),
+            Format::Pprof => format!("{stem}.pb.gz"),
+            Format::Speedscope => format!("{stem}.speedscope.json"),
+        })
+        .collect()
+}
+
+/// Writes one view in each of `formats`, and `report.txt` if given.
+pub fn write_view(
+    dir: &Path,
+    stem: &str,
+    profile: &Profile,
+    formats: &[Format],
+    svg_opts: &svg::Options,
+    report_text: Option<&str>,
+) -> Result<Vec<PathBuf>, CliError> {
+    let mut written = Vec::new();
+    let mut write = |name: String, f: &dyn Fn(&mut dyn std::io::Write) -> std::io::Result<()>| {
+        let path = dir.join(name);
+        files::write_atomic(&path, files::Durability::Synced, f)
+            .map_err(|e| CliError::failed(format!("writing {}: {e}", path.display())))?;
+        written.push(path);
+        Ok::<(), CliError>(())
+    };
+    let fopts = folded::Options {
+        leading: svg_opts.leading,
+    };
+    for (format, name) in formats.iter().zip(view_files(stem, formats)) {
+        match format {
+            Format::Svg => write(name, &|w| svg::write(profile, svg_opts, w))?,
+            Format::Folded => write(name, &|w| folded::write(profile, &fopts, w))?,
+            Format::Pprof => write(name, &|w| pprof::write(profile, w))?,
+            Format::Speedscope => write(name, &|w| speedscope::write(profile, w))?,
+        }
+    }
+    if let Some(text) = report_text {
+        write("report.txt".to_string(), &|w| w.write_all(text.as_bytes()))?;
+    }
+    Ok(written)
+}
+
+/// Ends a capture command: prints the summary and hands the symbolizer to
+/// the exit. Freeing its caches (every symbol table and debug information
+/// it read) takes longer than writing the outputs; the process is about to
+/// exit, which frees them at once.
+pub fn finish(
+    profile: &Profile,
+    written: Vec<PathBuf>,
+    symbolizer: Symbolizer,
+    end: EndReason,
+) -> Outcome {
+    eprint!("{}", summary(profile, &written));
+    std::mem::forget(symbolizer);
+    Outcome { written, end }
+}
+
+/// The end-of-capture summary lines.
+fn summary(profile: &Profile, written: &[PathBuf]) -> String {
+    let total = profile.total();
+    let unknown = if total == 0 {
+        0.0
+    } else {
+        unresolved::leaf_weight(profile) as f64 * 100.0 / total as f64
+    };
+    let mut out = format!(
+        "fgbpf: {total} {} in {} unique stacks over {:.1} s; {:.1}% with an unresolved leaf frame\n",
+        profile.unit.name(),
+        profile.stacks().len(),
+        profile.meta.duration.as_secs_f64(),
+        unknown
+    );
+    if profile.meta.losses.entries.is_empty() {
+        out.push_str("fgbpf: lost: none\n");
+    }
+    for l in &profile.meta.losses.entries {
+        out.push_str(&format!(
+            "fgbpf: lost {} {} ({})\n",
+            l.count, l.what, l.remedy
+        ));
+    }
+    for line in unresolved::summary_lines(profile) {
+        out.push_str(&format!("fgbpf: {line}\n"));
+    }
+    if total == 0 {
+        out.push_str("fgbpf: no samples: the target did not run during the capture\n");
+    }
+    for p in written {
+        out.push_str(&format!("fgbpf: wrote {}\n", p.display()));
+    }
+    let (cpu, rss_mb) = own_footprint();
+    out.push_str(&format!(
+        "fgbpf: own use: {cpu:.2} s CPU, {rss_mb:.0} MB peak memory\n"
+    ));
+    out
+}
+
+/// fgbpf's own CPU time (user + system) and peak resident memory, so that
+/// its cost on the host is visible after every capture.
+fn own_footprint() -> (f64, f64) {
+    // SAFETY: getrusage fills the zeroed struct it is given.
+    let usage = unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut u);
+        u
+    };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (
+        secs(usage.ru_utime) + secs(usage.ru_stime),
+        usage.ru_maxrss as f64 / 1024.0,
+    )
+}

@@ -1,0 +1,213 @@
+//! `fgbpf flamegraph INPUT.folded -o OUT.svg`: re-renders folded stacks,
+//! filtered like `grep` over the file's lines, in either layout, with
+//! threads kept apart or merged per process.
+
+use std::borrow::Cow;
+
+use regex::Regex;
+
+use super::post::{check_output_file, file_name, note_rounding, read, scheme, write_file};
+use super::CliError;
+use crate::cli::FlamegraphArgs;
+use crate::format::folded::read::{self as folded, kind_from_name, Layout, Scan};
+use crate::format::folded::Leading;
+use crate::format::palette::Lines;
+use crate::format::svg;
+use crate::profile::Kind;
+
+/// A regex for `--grep`/`--exclude`, with the parser's multi-line message
+/// cut to its last line so the error stays one line.
+fn compile(option: &str, pattern: &str) -> Result<Regex, CliError> {
+    Regex::new(pattern).map_err(|e| {
+        let text = e.to_string();
+        let why = text.lines().last().unwrap_or("").trim();
+        let why = why.strip_prefix("error: ").unwrap_or(why);
+        CliError::usage(format!("{option} `{pattern}` is not a valid regex: {why}"))
+    })
+}
+
+/// The lines of a folded file to draw, checked and filtered, without
+/// building a profile: inferno takes the lines as they are.
+struct Kept<'a> {
+    /// `STACK COUNT` lines, borrowed from the file where it had them in
+    /// that form.
+    lines: Vec<Cow<'a, str>>,
+    kept: u64,
+    scan: Scan,
+}
+
+/// Checks every line and keeps those the filters pass. Filters see each
+/// stack as its line in the file, thread frames too.
+fn keep<'a>(
+    source: &str,
+    text: &'a str,
+    grep: Option<&Regex>,
+    exclude: Option<&Regex>,
+) -> Result<Kept<'a>, String> {
+    let mut lines = Vec::new();
+    let mut kept = 0;
+    let scan = folded::scan(source, text, |l| {
+        if l.count == 0
+            || grep.is_some_and(|r| !r.is_match(l.stack))
+            || exclude.is_some_and(|r| r.is_match(l.stack))
+        {
+            return;
+        }
+        kept += l.count;
+        lines.push(if l.canonical {
+            Cow::Borrowed(l.text)
+        } else {
+            Cow::Owned(format!("{} {}", l.stack, l.count))
+        });
+    })?;
+    Ok(Kept { lines, kept, scan })
+}
+
+/// `PROCESS-PID;THREAD-TID;REST COUNT` as `PROCESS-PID;REST COUNT`.
+fn merge_threads(line: &str) -> String {
+    let (stack, count) = line.rsplit_once(' ').expect("kept lines have a count");
+    let mut frames = stack.splitn(3, ';');
+    let process = frames.next().unwrap_or_default();
+    frames.next();
+    match frames.next() {
+        Some(rest) => format!("{process};{rest} {count}"),
+        None => format!("{process} {count}"),
+    }
+}
+
+fn default_title(kind: Kind, name: &str) -> String {
+    let what = match kind {
+        Kind::OnCpu => "CPU flame graph",
+        Kind::OffCpu => "Off-CPU flame graph",
+        Kind::Wall => "Wall-clock flame graph",
+        Kind::Other => "Flame graph",
+    };
+    format!("{what}: {name}")
+}
+
+pub fn run(args: &FlamegraphArgs) -> Result<(), CliError> {
+    let grep = args
+        .grep
+        .as_deref()
+        .map(|p| compile("--grep", p))
+        .transpose()?;
+    let exclude = args
+        .exclude
+        .as_deref()
+        .map(|p| compile("--exclude", p))
+        .transpose()?;
+    check_output_file(&args.output)?;
+    let bytes = read(&args.input)?;
+    let text = folded::text_of(&bytes);
+    let source = args.input.display().to_string();
+    let Kept { lines, kept, scan } =
+        keep(&source, &text, grep.as_ref(), exclude.as_ref()).map_err(CliError::usage)?;
+    let name = file_name(&args.input);
+    if (args.per_thread || args.per_process) && scan.layout == Layout::Foreign {
+        let flag = if args.per_process {
+            "--per-process"
+        } else {
+            "--per-thread"
+        };
+        return Err(CliError::usage(format!(
+            "{flag} needs fgbpf's layout (every line starting PROCESS-PID;THREAD-TID;), which {} does not have",
+            args.input.display()
+        )));
+    }
+    if lines.is_empty() {
+        return Err(CliError::usage(format!(
+            "no stack of {} is left after --grep/--exclude",
+            args.input.display()
+        )));
+    }
+    let lines: Vec<Cow<str>> = if args.per_process {
+        lines.iter().map(|l| Cow::Owned(merge_threads(l))).collect()
+    } else {
+        lines
+    };
+    let (kind, unit) = kind_from_name(&args.input);
+    let unit = unit.name();
+    let total = scan.total;
+    let mut subtitle = if kept == total {
+        format!("{total} {unit} from {name}")
+    } else {
+        format!(
+            "{kept} of {total} {unit} ({:.1}%) from {name}",
+            kept as f64 * 100.0 / total as f64
+        )
+    };
+    if let Some(p) = &args.grep {
+        subtitle.push_str(&format!("; stacks matching /{p}/"));
+    }
+    if let Some(p) = &args.exclude {
+        subtitle.push_str(&format!("; without stacks matching /{p}/"));
+    }
+    if args.per_process {
+        subtitle.push_str("; threads merged per process");
+    }
+    let opts = svg::Options {
+        title: args
+            .title
+            .clone()
+            .unwrap_or_else(|| default_title(kind, &name)),
+        subtitle: Some(subtitle),
+        scheme: scheme(kind),
+        min_width: args.min_width,
+        inverted: args.inverted,
+        ..Default::default()
+    };
+    let shape = match scan.layout {
+        Layout::Fgbpf if args.per_process => Lines::ours(Leading::Process),
+        Layout::Fgbpf => Lines::ours(Leading::ProcessAndThread),
+        Layout::Foreign => Lines::foreign(),
+    };
+    note_rounding(&args.input, scan.rounded);
+    write_file(&args.output, |w| {
+        let lines: Vec<&str> = lines.iter().map(|l| l.as_ref()).collect();
+        svg::render(lines, unit, shape, &opts, w)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keep_lines(text: &str, grep: Option<&str>, exclude: Option<&str>) -> (Vec<String>, u64) {
+        let grep = grep.map(|p| compile("--grep", p).unwrap());
+        let exclude = exclude.map(|p| compile("--exclude", p).unwrap());
+        let k = keep("t", text, grep.as_ref(), exclude.as_ref()).unwrap();
+        (k.lines.iter().map(|l| l.to_string()).collect(), k.kept)
+    }
+
+    #[test]
+    fn filters_see_the_file_line_and_processes_merge() {
+        let text =
+            "srv-1;a-2;main;read_[k] 3\nsrv-1;b-3;main;read_[k] 4\nsrv-1;b-3;main;compute 5\n";
+        let (lines, kept) = keep_lines(text, Some("_\\[k\\]$"), None);
+        assert_eq!(
+            lines,
+            ["srv-1;a-2;main;read_[k] 3", "srv-1;b-3;main;read_[k] 4"]
+        );
+        assert_eq!(kept, 7);
+        let merged: Vec<String> = lines.iter().map(|l| merge_threads(l)).collect();
+        assert_eq!(merged, ["srv-1;main;read_[k] 3", "srv-1;main;read_[k] 4"]);
+        let (lines, _) = keep_lines(text, None, Some("^srv-1;b-3;"));
+        assert_eq!(lines, ["srv-1;a-2;main;read_[k] 3"]);
+        assert_eq!(merge_threads("p-1;t-2 9"), "p-1 9");
+    }
+
+    #[test]
+    fn odd_lines_are_rewritten_for_inferno() {
+        let (lines, kept) = keep_lines("a;b\t2\n  a;c   3.5 \na;d 0\n", None, None);
+        assert_eq!(lines, ["a;b 2", "a;c 4"]);
+        assert_eq!(kept, 6);
+    }
+
+    #[test]
+    fn bad_regex_is_one_line() {
+        let e = compile("--grep", "a(").unwrap_err();
+        assert_eq!(e.code, 2);
+        assert!(!e.message.contains('\n'), "{}", e.message);
+        assert!(e.message.contains("unclosed group"), "{}", e.message);
+    }
+}

@@ -1,0 +1,52 @@
+//! One module per subcommand; `main.rs` dispatches here.
+
+pub mod capture;
+pub mod convert;
+pub mod demo;
+pub mod diff;
+pub mod flamegraph;
+pub mod offcpu;
+pub mod oncpu;
+pub mod post;
+pub mod record;
+pub mod session;
+pub mod report;
+pub mod wall;
+
+use std::fmt;
+
+/// An error that ends the program with one line on stderr.
+#[derive(Debug)]
+pub struct CliError {
+    /// 2 for bad input (nothing was captured), 1 for failures after that.
+    pub code: i32,
+    pub message: String,
+}
+
+impl CliError {
+    pub fn usage(message: impl Into<String>) -> Self {
+        CliError {
+            code: 2,
+            message: message.into(),
+        }
+    }
+
+    pub fn failed(message: impl Into<String>) -> Self {
+        CliError {
+            code: 1,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl From<crate::probe::CaptureError> for CliError {
+    fn from(e: crate::probe::CaptureError) -> Self {
+        CliError::failed(e.message)
+    }
+}

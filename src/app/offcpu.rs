@@ -1,0 +1,17 @@
+//! `fgbpf offcpu`: measure where threads wait and why, and write
+//! `offcpu.folded` (microseconds), `offcpu.svg` and `report.txt`.
+
+use super::capture::Outcome;
+use super::record::{self, Recording};
+use super::CliError;
+use crate::cli::OffcpuArgs;
+
+pub fn run(args: &OffcpuArgs) -> Result<Outcome, CliError> {
+    record::run(&Recording {
+        capture: &args.capture,
+        maps: &args.maps,
+        sampling: None,
+        blocks: Some(&args.blocks),
+        per_process: false,
+    })
+}

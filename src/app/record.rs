@@ -1,0 +1,281 @@
+//! The one recorder behind `oncpu`, `offcpu` and `wall`: a capture is one
+//! probe with the programs its views need, and each view is a profile
+//! built from what the probe recorded. The subcommands only say which
+//! views they want and how the probe is set.
+
+use std::time::Duration;
+
+use super::capture::{capture, finish, output_names, write_view, Finished, Outcome};
+use super::CliError;
+use crate::cli::{BlockArgs, CaptureArgs, MapArgs, SamplingArgs};
+use crate::format::{
+    breakdown,
+    folded::Leading,
+    palette::{Heat, Scheme},
+    report, svg, unresolved,
+};
+use crate::probe::{self, OffcpuOptions, OncpuOptions, Probe, Recorded};
+use crate::profile::{merge, Kind, Losses, Meta, Profile, RawStack, State, Unit};
+use crate::symbolize::Symbolizer;
+
+/// What a capture command records and writes.
+pub struct Recording<'a> {
+    pub capture: &'a CaptureArgs,
+    pub maps: &'a MapArgs,
+    /// Set for captures with an on-CPU view.
+    pub sampling: Option<&'a SamplingArgs>,
+    /// Set for captures with an off-CPU view.
+    pub blocks: Option<&'a BlockArgs>,
+    /// For `wall`: merge each process's threads under one root frame.
+    pub per_process: bool,
+}
+
+impl Recording<'_> {
+    /// The command's name, and the stem of its default output directory.
+    fn kind(&self) -> &'static str {
+        match (self.sampling.is_some(), self.blocks.is_some()) {
+            (true, true) => "wall",
+            (false, true) => "offcpu",
+            _ => "oncpu",
+        }
+    }
+
+    fn stems(&self) -> Vec<&'static str> {
+        match self.kind() {
+            "wall" => vec!["oncpu", "offcpu", "wall"],
+            k => vec![k],
+        }
+    }
+
+    fn what(&self) -> String {
+        match (self.sampling, self.blocks) {
+            (Some(s), Some(_)) => format!("on-CPU samples at {} Hz and off-CPU time", s.frequency),
+            (Some(s), None) => format!("on-CPU samples at {} Hz", s.frequency),
+            _ => "off-CPU time".to_string(),
+        }
+    }
+
+    /// The probe's settings; bad block filters are refused here, before
+    /// anything starts.
+    fn options(&self, targets: probe::Targets) -> Result<probe::Options, CliError> {
+        Ok(probe::Options {
+            targets,
+            oncpu: self.sampling.map(|s| OncpuOptions {
+                frequency: s.frequency,
+                include_idle: s.include_idle,
+            }),
+            offcpu: self.blocks.map(offcpu_options).transpose()?,
+            user_stacks: !self.capture.kernel_only,
+            kernel_stacks: !self.capture.user_only,
+            max_stacks: self.maps.max_stacks,
+            max_entries: self.maps.max_entries,
+        })
+    }
+}
+
+/// Checks the block filters and turns them into the tracer's settings.
+fn offcpu_options(blocks: &BlockArgs) -> Result<OffcpuOptions, CliError> {
+    if let (Some(min), Some(max)) = (blocks.min_block, blocks.max_block) {
+        if min > max {
+            return Err(CliError::usage(format!(
+                "--min-block {min} is above --max-block {max}: no interval could be recorded"
+            )));
+        }
+    }
+    let mut states: Vec<State> = blocks
+        .states
+        .iter()
+        .filter_map(|s| State::parse(s))
+        .collect();
+    states.sort();
+    states.dedup();
+    if states.is_empty() {
+        states = State::ALL.to_vec();
+    }
+    Ok(OffcpuOptions {
+        min_block: Duration::from_micros(blocks.min_block.unwrap_or(0)),
+        max_block: blocks.max_block.map(Duration::from_micros),
+        states,
+        sample_every: blocks.sample_every.unwrap_or(1),
+    })
+}
+
+/// Records, then writes every view the recording asks for.
+pub fn run(rec: &Recording<'_>) -> Result<Outcome, CliError> {
+    // Filters are checked before the capture; targets are filled in later.
+    rec.options(Default::default())?;
+    let outputs = output_names(&rec.stems(), &rec.capture.formats);
+    let Finished {
+        prepared,
+        mut recorder,
+        mut symbolizer,
+        elapsed,
+        end,
+        started_at,
+    } = capture(rec.capture, rec.kind(), &outputs, &rec.what(), |targets| {
+        Ok(Probe::start(&rec.options(targets)?)?)
+    })?;
+    let recorded = recorder.finish();
+    drop(recorder);
+    let views = Views::build(rec, recorded, &mut symbolizer, &prepared.target, elapsed);
+    let dir = &prepared.out_dir;
+    let formats = &rec.capture.formats;
+    let thread_roots = Leading::ProcessAndThread;
+    let mut written = Vec::new();
+    let main = match (&views.on, &views.off) {
+        (Some(on), Some(off)) => {
+            written.extend(write_view(dir, "oncpu", on, formats, &oncpu_svg(on, &started_at, thread_roots), None)?);
+            written.extend(write_view(dir, "offcpu", off, formats, &offcpu_svg(off, &started_at, thread_roots), None)?);
+            let leading = match rec.per_process {
+                true => Leading::Process,
+                false => Leading::ProcessAndThread,
+            };
+            let mut wall = merge::wall(on, off);
+            wall.meta.losses = views.losses(true, true);
+            let frequency = on.meta.frequency.unwrap_or(1);
+            let mut text = report::render(&wall, &report::Options { kind: "wall-clock".into(), ..Default::default() });
+            text.push_str(&open_blocks_note(views.open_blocks));
+            text.push_str(&unresolved::render(&wall));
+            text.push_str(&breakdown::render(&wall, leading, true, 3));
+            let svg_opts = svg::Options {
+                title: format!("Wall-clock flame graph: {}", prepared.target),
+                subtitle: Some(format!(
+                    "{:.1} s from {started_at}, in us (a CPU sample = {} us). Warm frames: mostly on CPU; cool frames: mostly waiting",
+                    elapsed.as_secs_f64(),
+                    1_000_000 / frequency.max(1)
+                )),
+                leading,
+                scheme: Scheme::Majority,
+                ..Default::default()
+            };
+            written.extend(write_view(dir, "wall", &wall, formats, &svg_opts, Some(&text))?);
+            wall
+        }
+        (Some(on), None) => {
+            let text = report::render(on, &report::Options::default()) + &unresolved::render(on);
+            written.extend(write_view(dir, "oncpu", on, formats, &oncpu_svg(on, &started_at, thread_roots), Some(&text))?);
+            views.on.expect("matched above")
+        }
+        (None, Some(off)) => {
+            let text = offcpu_report(off, views.open_blocks);
+            written.extend(write_view(dir, "offcpu", off, formats, &offcpu_svg(off, &started_at, thread_roots), Some(&text))?);
+            views.off.expect("matched above")
+        }
+        (None, None) => unreachable!("every recording has a view"),
+    };
+    Ok(finish(&main, written, symbolizer, end))
+}
+
+/// The profiles a recording's views are drawn from.
+struct Views {
+    on: Option<Profile>,
+    off: Option<Profile>,
+    open_blocks: u64,
+    oncpu_losses: Losses,
+    offcpu_losses: Losses,
+    shared_losses: Losses,
+}
+
+impl Views {
+    fn build(
+        rec: &Recording<'_>,
+        recorded: Recorded,
+        symbolizer: &mut Symbolizer,
+        target: &str,
+        elapsed: Duration,
+    ) -> Views {
+        let (off_raw, on_raw): (Vec<RawStack>, Vec<RawStack>) =
+            recorded.stacks.into_iter().partition(|s| s.state.is_some());
+        let mut views = Views {
+            on: None,
+            off: None,
+            open_blocks: recorded.open_blocks,
+            oncpu_losses: recorded.oncpu_losses,
+            offcpu_losses: recorded.offcpu_losses,
+            shared_losses: recorded.shared_losses,
+        };
+        let meta = |kind, frequency, losses| Meta {
+            kind,
+            target: target.to_string(),
+            duration: elapsed,
+            frequency,
+            losses,
+        };
+        if let Some(s) = rec.sampling {
+            let mut p = symbolizer.profile(&on_raw, Unit::Samples);
+            p.meta = meta(Kind::OnCpu, Some(s.frequency), views.losses(true, false));
+            views.on = Some(p);
+        }
+        if rec.blocks.is_some() {
+            let mut p = symbolizer.profile(&off_raw, Unit::Microseconds);
+            p.meta = meta(Kind::OffCpu, None, views.losses(false, true));
+            views.off = Some(p);
+        }
+        views
+    }
+
+    /// The losses of the on-CPU side, the off-CPU side, or both, with
+    /// those they share counted once.
+    fn losses(&self, on: bool, off: bool) -> Losses {
+        let mut all = Losses::default();
+        let parts = [(on, &self.oncpu_losses), (off, &self.offcpu_losses), (true, &self.shared_losses)];
+        for (_, l) in parts.iter().filter(|(want, _)| *want) {
+            all.entries.extend(l.entries.iter().cloned());
+        }
+        all
+    }
+}
+
+fn oncpu_svg(profile: &Profile, started_at: &str, leading: Leading) -> svg::Options {
+    svg::Options {
+        title: format!("CPU flame graph: {}", profile.meta.target),
+        subtitle: Some(format!(
+            "on-CPU samples: {} at {} Hz over {:.1} s, from {started_at}; kernel frames orange, user frames red-yellow",
+            profile.total(),
+            profile.meta.frequency.unwrap_or(0),
+            profile.meta.duration.as_secs_f64()
+        )),
+        leading,
+        scheme: Scheme::Heat(Heat::OnCpu),
+        ..Default::default()
+    }
+}
+
+fn offcpu_svg(profile: &Profile, started_at: &str, leading: Leading) -> svg::Options {
+    svg::Options {
+        title: format!("Off-CPU flame graph: {}", profile.meta.target),
+        subtitle: Some(format!(
+            "off-CPU time in us over {:.1} s from {started_at}; {:.2} s blocked in all; stacks end in the wait state",
+            profile.meta.duration.as_secs_f64(),
+            profile.total() as f64 / 1e6
+        )),
+        leading,
+        scheme: Scheme::Heat(Heat::OffCpu),
+        ..Default::default()
+    }
+}
+
+/// The report line on waits the capture ended in the middle of.
+fn open_blocks_note(open_blocks: u64) -> String {
+    match open_blocks {
+        0 => String::new(),
+        n => format!("\n{n} off-CPU blocks were still open when the capture ended; their time so far is included.\n"),
+    }
+}
+
+/// The off-CPU report: hotspots, then time per process and per thread split
+/// by state.
+fn offcpu_report(profile: &Profile, open_blocks: u64) -> String {
+    let mut text = report::render(
+        profile,
+        &report::Options {
+            kind: "off-CPU".into(),
+            ..Default::default()
+        },
+    );
+    text.push_str(&open_blocks_note(open_blocks));
+    text.push_str(&unresolved::render(profile));
+    text.push_str(&breakdown::render(profile, Leading::Process, false, 0));
+    text.push_str(&breakdown::render(profile, Leading::ProcessAndThread, false, 3));
+    text
+}

@@ -1,0 +1,110 @@
+//! The capture window: runs until the duration elapses, Ctrl-C, the
+//! command exits or every target is gone, feeding process announcements to
+//! the symbolizer and showing progress on a terminal.
+
+use std::io::{IsTerminal, Write};
+use std::time::{Duration, Instant};
+
+use super::command::HeldCommand;
+use super::signals::StopFlag;
+use super::targets::task_alive;
+use crate::probe::Probe;
+use crate::symbolize::Symbolizer;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EndReason {
+    Duration,
+    Interrupted,
+    CommandExited(i32),
+    TargetsGone,
+}
+
+pub struct Window<'a> {
+    pub duration: Option<Duration>,
+    pub stop: &'a StopFlag,
+    pub command: Option<&'a mut HeldCommand>,
+    /// `-p` and `-t` targets whose disappearance ends the capture.
+    pub watched: Vec<u32>,
+    /// Processes whose symbols to load while the capture runs (`-p`).
+    pub prepare: Vec<u32>,
+}
+
+const POLL: Duration = Duration::from_millis(50);
+/// How long before the end of a timed capture the symbols its stacks will
+/// need are read: late enough that a busy target does not share its CPUs
+/// with the reading for most of the window, early enough that the reading
+/// (tens of milliseconds, more for large debug information) is done when
+/// the window closes, instead of delaying the flamegraph. Captures ended
+/// by Ctrl-C or their command read them after.
+const PREPARE_AHEAD: Duration = Duration::from_millis(1000);
+const TARGET_CHECK: Duration = Duration::from_millis(200);
+
+impl Window<'_> {
+    pub fn run(mut self, live: &mut Probe, symbolizer: &mut Symbolizer) -> (Duration, EndReason) {
+        let start = Instant::now();
+        let tty = std::io::stderr().is_terminal();
+        let mut last_status = start;
+        let mut last_check = start;
+        let mut unprepared = true;
+        let reason = loop {
+            // Waking at the deadline, not at the next poll after it, takes
+            // up to a poll's 50 ms off the wait for the flamegraph.
+            let wait = self.duration.map_or(POLL, |d| {
+                (start + d)
+                    .saturating_duration_since(Instant::now())
+                    .min(POLL)
+            });
+            for ev in live.poll_processes(wait) {
+                symbolizer.remember(ev.pid, &ev.comm);
+            }
+            if self
+                .duration
+                .is_some_and(|d| start.elapsed() + PREPARE_AHEAD >= d)
+                && std::mem::take(&mut unprepared)
+            {
+                symbolizer.prepare_kernel();
+                for &pid in &self.prepare {
+                    symbolizer.prepare_process(pid);
+                }
+            }
+            // Picks up code mapped since a process was first seen; it
+            // paces itself, as does draining the counts.
+            symbolizer.refresh();
+            live.tick();
+            let now = Instant::now();
+            if self.stop.stopped() {
+                break EndReason::Interrupted;
+            }
+            if self.duration.is_some_and(|d| now - start >= d) {
+                break EndReason::Duration;
+            }
+            if let Some(code) = self.command.as_mut().and_then(|c| c.try_wait()) {
+                break EndReason::CommandExited(code);
+            }
+            if !self.watched.is_empty() && now - last_check >= TARGET_CHECK {
+                last_check = now;
+                if !self.watched.iter().any(|&id| task_alive(id)) {
+                    break EndReason::TargetsGone;
+                }
+            }
+            if tty && now - last_status >= Duration::from_secs(1) {
+                last_status = now;
+                let elapsed = (now - start).as_secs_f64();
+                let of = self
+                    .duration
+                    .map_or_else(String::new, |d| format!(" / {:.0} s", d.as_secs_f64()));
+                eprint!("\r\x1b[Kfgbpf: {elapsed:.0} s{of}, {}", live.progress());
+                let _ = std::io::stderr().flush();
+            }
+        };
+        // Announcements still queued belong to processes that ran in the
+        // window: remember them before anything else exits.
+        for ev in live.poll_processes(Duration::ZERO) {
+            symbolizer.remember(ev.pid, &ev.comm);
+        }
+        if tty {
+            eprint!("\r\x1b[K");
+        }
+        (start.elapsed(), reason)
+    }
+}

@@ -1,0 +1,74 @@
+/* The counts every program adds to, double-buffered so that user space can
+ * drain them while the capture runs: programs add to counts0 or counts1 as
+ * `generation` says; user space flips the generation, lets programs that
+ * read the old one finish, then reads and deletes the idle map. */
+#ifndef FGBPF_COUNTS_BPF_H
+#define FGBPF_COUNTS_BPF_H
+
+#include "fgbpf.h"
+
+/* Sized by the loader before load. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct fg_key);
+	__type(value, __u64);
+} counts0 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct fg_key);
+	__type(value, __u64);
+} counts1 SEC(".maps");
+
+/* Written by user space through the mapped .bss; only its low bit counts. */
+volatile __u64 generation = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fg_stats);
+} stats SEC(".maps");
+
+static __always_inline struct fg_stats *get_stats(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&stats, &zero);
+}
+
+static __always_inline long add_in(void *map, struct fg_key *key, __u64 value, bool *fresh)
+{
+	__u64 *total = bpf_map_lookup_elem(map, key);
+	long err;
+
+	if (total) {
+		__sync_fetch_and_add(total, value);
+		return 0;
+	}
+	err = bpf_map_update_elem(map, key, &value, BPF_NOEXIST);
+	if (err == -EEXIST) {
+		/* Another CPU inserted the key between our lookup and update. */
+		total = bpf_map_lookup_elem(map, key);
+		if (total)
+			__sync_fetch_and_add(total, value);
+		return 0;
+	}
+	if (!err)
+		*fresh = true;
+	return err;
+}
+
+/* Adds `value` to the bucket `key` of the current generation. Returns 0 on
+ * success, an error when the map had no room; sets *fresh when the key is
+ * new in this generation. */
+static __always_inline long add_count(struct fg_key *key, __u64 value, bool *fresh)
+{
+	if (generation & 1)
+		return add_in(&counts1, key, value, fresh);
+	return add_in(&counts0, key, value, fresh);
+}
+
+#endif

@@ -1,0 +1,90 @@
+/* Everything fgbpf's BPF object and its Rust loader agree on. The loader
+ * reads these structs through the skeleton's generated types, so a field
+ * changed here changes on both sides. */
+#ifndef FGBPF_H
+#define FGBPF_H
+
+#define TASK_COMM_LEN 16
+/* The kernel's PERF_MAX_STACK_DEPTH: a stored stack holds at most this
+ * many instruction pointers. */
+#define MAX_STACK_DEPTH 127
+
+/* What a counted bucket measures: on-CPU samples, or off-CPU time in one
+ * of three states, read from the task's state when it switched out. */
+enum fg_state {
+	FG_ONCPU = 0,           /* weight: samples */
+	FG_SLEEPING = 1,        /* interruptible: sleeps, sockets, futexes */
+	FG_UNINTERRUPTIBLE = 2, /* D state: usually disk I/O */
+	FG_RUNQUEUE = 3,        /* preempted while runnable: waiting for a CPU */
+};
+
+enum fg_key_flags {
+	/* The block began before the capture: user space seeded its start
+	 * from /proc, so it has no user stack. */
+	FG_PRE_EXISTING = 1,
+};
+
+/* One aggregation bucket, for every program: a thread, the pair of stacks
+ * it was caught in, and what was measured. The value is a __u64: samples
+ * for FG_ONCPU, nanoseconds for the off-CPU states. */
+struct fg_key {
+	__u32 pid;
+	__u32 tid;
+	/* Keys into the `stacks` map; 0 when there was no such stack (a kernel
+	 * thread has no user stack) or it was not asked for. A key missing
+	 * from `stacks` is a stack that could not be stored (counted). */
+	__u64 user_stack;
+	__u64 kern_stack;
+	__u32 state; /* enum fg_state */
+	__u32 flags; /* enum fg_key_flags */
+	char comm[TASK_COMM_LEN];
+};
+
+/* A thread that is off-CPU now, keyed by thread id in a global map: a
+ * per-CPU map would lose or inflate intervals of threads that migrate. */
+struct fg_start {
+	__u64 ts;         /* bpf_ktime_get_ns() at switch-out */
+	__u64 user_stack; /* taken at switch-out, while the thread was current */
+	__u32 pid;
+	__u32 state;      /* enum fg_state */
+	__u32 flags;      /* enum fg_key_flags */
+	__u32 pad;
+};
+
+/* Per-CPU counters; user space sums them over CPUs. Every sample or
+ * interval that was seen but could not be stored in full lands in one of
+ * the lost_* fields. */
+struct fg_stats {
+	/* on-CPU sampler */
+	__u64 samples;          /* samples that passed the filters */
+	__u64 idle;             /* samples of the idle task, skipped by default */
+	__u64 lost_samples;     /* counts map had no room for a new key */
+	/* off-CPU tracer */
+	__u64 switches;         /* switch-outs of target threads */
+	__u64 recorded;         /* intervals added to counts */
+	__u64 too_short;        /* dropped by --min-block */
+	__u64 too_long;         /* dropped by --max-block */
+	__u64 lost_start_full;  /* starts map full: interval not measured */
+	__u64 lost_intervals;   /* counts map full: interval not stored */
+	__u64 lost_ns;          /* time of the intervals lost above */
+	/* both */
+	__u64 lost_user_stack;  /* user stack not stored: stacks map full */
+	__u64 lost_kern_stack;  /* kernel stack not stored: stacks map full */
+};
+
+enum fg_proc_event_kind {
+	/* First stack of a process: user space snapshots its mappings for
+	 * symbolization while it still lives. */
+	FG_PROC_NEW = 1,
+	/* A watched process called execve: its mappings changed. */
+	FG_PROC_EXEC = 2,
+};
+
+/* Sent through a ring buffer once per process (not per sample). */
+struct fg_proc_event {
+	__u32 pid;
+	__u32 kind;
+	char comm[TASK_COMM_LEN]; /* the process's (thread group leader's) name */
+};
+
+#endif

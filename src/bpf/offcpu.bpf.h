@@ -1,0 +1,145 @@
+/* Off-CPU tracer on sched_switch alone (no kprobe or fentry needed): at
+ * switch-out of a target thread it notes the time, its state and its user
+ * stack; at switch-in it adds the elapsed time to the thread's
+ * (stacks, state) bucket. The kernel stack is read at switch-in, from the
+ * stack the thread saved when it blocked, and only for intervals the
+ * filters keep. Nothing per switch crosses to user space. */
+#ifndef FGBPF_OFFCPU_BPF_H
+#define FGBPF_OFFCPU_BPF_H
+
+#include "fgbpf.h"
+#include "counts.bpf.h"
+#include "stacks.bpf.h"
+#include "targets.bpf.h"
+
+#define TASK_INTERRUPTIBLE 0x1
+#define TASK_UNINTERRUPTIBLE 0x2
+#define TASK_NOLOAD 0x400
+
+const volatile __u64 min_block_ns = 0;
+const volatile __u64 max_block_ns = ~0ULL;
+/* Bit (1 << enum fg_state) set for each off-CPU state to record. */
+const volatile __u32 state_mask = 0xe;
+/* Record one switch in `sample_every`; weights are scaled by it. */
+const volatile __u32 sample_every = 1;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, struct fg_start);
+} starts SEC(".maps");
+
+static __always_inline __u32 classify(bool preempt, unsigned int prev_state)
+{
+	if (preempt || prev_state == 0)
+		return FG_RUNQUEUE;
+	if ((prev_state & TASK_UNINTERRUPTIBLE) && !(prev_state & TASK_NOLOAD))
+		return FG_UNINTERRUPTIBLE;
+	return FG_SLEEPING;
+}
+
+static __always_inline void switch_out(void *ctx, struct fg_stats *st, struct task_struct *prev,
+				       bool preempt, unsigned int prev_state)
+{
+	__u32 pid = BPF_CORE_READ(prev, tgid), tid = BPF_CORE_READ(prev, pid);
+	struct fg_start start = {};
+
+	if (tid == 0 || pid == self_pid || !is_target(pid, tid))
+		return;
+	start.pid = pid;
+	start.state = classify(preempt, prev_state);
+	if (!(state_mask & (1 << start.state)))
+		return;
+	st->switches++;
+	if (sample_every > 1 && bpf_get_prandom_u32() % sample_every)
+		return;
+	/* prev is still current here: its user stack is readable now, and
+	 * only now. */
+	if (user_stacks) {
+		bool lost = false;
+
+		start.user_stack = store_stack(ctx, 0, BPF_F_USER_STACK, &lost);
+		if (lost)
+			st->lost_user_stack++;
+	}
+	start.ts = bpf_ktime_get_ns();
+	if (bpf_map_update_elem(&starts, &tid, &start, BPF_ANY))
+		st->lost_start_full++;
+}
+
+static __always_inline void switch_in(struct fg_stats *st, struct task_struct *next)
+{
+	__u32 tid = BPF_CORE_READ(next, pid);
+	struct fg_start *start = bpf_map_lookup_elem(&starts, &tid);
+	struct fg_key key = {};
+	bool fresh = false;
+	__u64 delta;
+
+	if (!start)
+		return;
+	delta = bpf_ktime_get_ns() - start->ts;
+	key.user_stack = start->user_stack;
+	key.state = start->state;
+	key.flags = start->flags;
+	bpf_map_delete_elem(&starts, &tid);
+	/* Seeded blocks started before the capture: their length so far is
+	 * not their length, so the filters do not apply to them. */
+	if (!(key.flags & FG_PRE_EXISTING)) {
+		if (delta < min_block_ns) {
+			st->too_short++;
+			return;
+		}
+		if (delta > max_block_ns) {
+			st->too_long++;
+			return;
+		}
+	}
+	delta *= sample_every;
+	key.pid = BPF_CORE_READ(next, tgid);
+	key.tid = tid;
+	BPF_CORE_READ_STR_INTO(&key.comm, next, comm);
+	if (kern_stacks) {
+		bool lost = false;
+
+		key.kern_stack = store_task_kernel_stack(next, 1, &lost);
+		if (lost)
+			st->lost_kern_stack++;
+	}
+	if (add_count(&key, delta, &fresh)) {
+		st->lost_intervals++;
+		st->lost_ns += delta;
+		return;
+	}
+	if (fresh)
+		note_process(key.pid, next);
+	st->recorded++;
+}
+
+static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct *prev,
+				     struct task_struct *next, unsigned int prev_state)
+{
+	struct fg_stats *st = get_stats();
+
+	if (!st)
+		return 0;
+	switch_out(ctx, st, prev, preempt, prev_state);
+	switch_in(st, next);
+	return 0;
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(switch_btf, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
+{
+	return on_switch(ctx, preempt, prev, next, prev_state);
+}
+
+SEC("raw_tp/sched_switch")
+int BPF_PROG(switch_raw, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
+{
+	return on_switch(ctx, preempt, prev, next, prev_state);
+}
+
+#endif

@@ -1,0 +1,58 @@
+/* On-CPU sampler: runs on a cpu-clock perf event on every CPU and counts
+ * (thread, user stack, kernel stack) in kernel maps. Nothing per sample
+ * crosses to user space. */
+#ifndef FGBPF_ONCPU_BPF_H
+#define FGBPF_ONCPU_BPF_H
+
+#include "fgbpf.h"
+#include "counts.bpf.h"
+#include "stacks.bpf.h"
+#include "targets.bpf.h"
+
+const volatile bool include_idle = false;
+
+SEC("perf_event")
+int do_sample(struct bpf_perf_event_data *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 pid = pid_tgid >> 32, tid = (__u32)pid_tgid;
+	struct fg_key key = {};
+	struct fg_stats *st = get_stats();
+	bool fresh = false;
+
+	if (!st)
+		return 0;
+	if (tid == 0 && !include_idle) {
+		st->idle++;
+		return 0;
+	}
+	if (pid == self_pid || !is_target(pid, tid))
+		return 0;
+	st->samples++;
+
+	key.pid = pid;
+	key.tid = tid;
+	key.state = FG_ONCPU;
+	bpf_get_current_comm(&key.comm, sizeof(key.comm));
+	if (user_stacks) {
+		bool lost = false;
+
+		key.user_stack = store_stack(ctx, 0, BPF_F_USER_STACK, &lost);
+		if (lost)
+			st->lost_user_stack++;
+	}
+	if (kern_stacks) {
+		bool lost = false;
+
+		key.kern_stack = store_stack(ctx, 1, 0, &lost);
+		if (lost)
+			st->lost_kern_stack++;
+	}
+	if (add_count(&key, 1, &fresh))
+		st->lost_samples++;
+	else if (fresh && pid)
+		note_process(pid, bpf_get_current_task_btf());
+	return 0;
+}
+
+#endif

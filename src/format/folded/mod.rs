@@ -1,0 +1,199 @@
+//! Brendan Gregg's folded format: `process-PID;thread-TID;root;...;leaf N`,
+//! one line per stack. Kernel frames end in `_[k]`, inlined ones in `_[i]`,
+//! JIT ones in `_[j]`.
+
+pub mod read;
+
+use std::io::{self, Write};
+
+use crate::profile::{Profile, Stack, Thread};
+
+/// Which leading pseudo-frames identify where a stack ran.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Leading {
+    /// `process-PID;thread-TID;...`
+    #[default]
+    ProcessAndThread,
+    /// `process-PID;...`: threads of a process merged.
+    Process,
+    /// Stacks only.
+    None,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Options {
+    pub leading: Leading,
+}
+
+/// Makes a name safe inside a folded line: `;` separates frames and a line
+/// break ends the stack, so neither may survive from untrusted names.
+pub fn sanitize(name: &str) -> String {
+    let clean: String = name
+        .chars()
+        .map(|c| match c {
+            ';' => ':',
+            c if c.is_control() => '?',
+            c => c,
+        })
+        .collect();
+    if clean.trim().is_empty() {
+        "[unnamed]".to_string()
+    } else {
+        clean
+    }
+}
+
+/// The pseudo-frames that stand for `thread` at the root of its stacks.
+pub fn leading_frames(thread: &Thread, leading: Leading) -> Vec<String> {
+    let process = || format!("{}-{}", sanitize(&thread.process), thread.pid);
+    match leading {
+        Leading::ProcessAndThread => vec![
+            process(),
+            format!("{}-{}", sanitize(&thread.name), thread.tid),
+        ],
+        Leading::Process => vec![process()],
+        Leading::None => vec![],
+    }
+}
+
+/// Writes stacks of one profile as folded lines. Frames and threads recur
+/// across many stacks, so each one's folded name is made once.
+pub struct Folder<'p> {
+    profile: &'p Profile,
+    frames: Vec<String>,
+    threads: Vec<String>,
+}
+
+impl<'p> Folder<'p> {
+    pub fn new(profile: &'p Profile, opts: &Options) -> Self {
+        let frames = profile
+            .frames()
+            .iter()
+            .map(|f| format!("{}{}", sanitize(&f.name), f.kind.suffix()))
+            .collect();
+        let threads = profile
+            .threads()
+            .iter()
+            .map(|t| leading_frames(t, opts.leading).join(";"))
+            .collect();
+        Folder {
+            profile,
+            frames,
+            threads,
+        }
+    }
+
+    /// The folded frames of one stack, root first, without its weight.
+    pub fn stack(&self, stack: &Stack) -> String {
+        let lead = stack
+            .thread
+            .map(|t| self.threads[t as usize].as_str())
+            .filter(|l| !l.is_empty());
+        let len = lead.map_or(0, |l| l.len() + 1)
+            + stack
+                .frames
+                .iter()
+                .map(|&f| self.frames[f as usize].len() + 1)
+                .sum::<usize>();
+        let mut line = String::with_capacity(len);
+        for part in lead.into_iter().chain(
+            stack
+                .frames
+                .iter()
+                .map(|&f| self.frames[f as usize].as_str()),
+        ) {
+            if !line.is_empty() {
+                line.push(';');
+            }
+            line.push_str(part);
+        }
+        line
+    }
+
+    /// Every line of the profile, heaviest first as stored.
+    pub fn lines(&self) -> Vec<String> {
+        self.profile
+            .stacks()
+            .iter()
+            .filter(|s| !s.frames.is_empty() || s.thread.is_some())
+            .map(|s| format!("{} {}", self.stack(s), s.weight))
+            .collect()
+    }
+}
+
+/// Every line of the profile, heaviest first as stored.
+pub fn lines(profile: &Profile, opts: &Options) -> Vec<String> {
+    Folder::new(profile, opts).lines()
+}
+
+pub fn write(profile: &Profile, opts: &Options, out: &mut dyn Write) -> io::Result<()> {
+    for line in lines(profile, opts) {
+        writeln!(out, "{line}")?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::{Frame, FrameKind, Unit};
+
+    fn sample_profile() -> Profile {
+        let mut p = Profile::new(Unit::Samples);
+        let t = p.intern_thread(Thread {
+            pid: 10,
+            tid: 11,
+            process: "srv".into(),
+            name: "wo;rk\ner".into(),
+        });
+        let main = p.intern_frame(Frame::new("main", FrameKind::User));
+        let inl = p.intern_frame(Frame::new("helper", FrameKind::Inlined));
+        let k = p.intern_frame(Frame::new("do_syscall_64", FrameKind::Kernel));
+        p.push(Stack {
+            thread: Some(t),
+            frames: vec![main, inl, k],
+            weight: 7,
+        });
+        p.push(Stack {
+            thread: Some(t),
+            frames: vec![main],
+            weight: 3,
+        });
+        p.coalesce();
+        p
+    }
+
+    #[test]
+    fn folds_with_suffixes_and_sanitized_names() {
+        let p = sample_profile();
+        let l = lines(&p, &Options::default());
+        assert_eq!(
+            l,
+            vec![
+                "srv-10;wo:rk?er-11;main;helper_[i];do_syscall_64_[k] 7",
+                "srv-10;wo:rk?er-11;main 3"
+            ]
+        );
+        let l = lines(
+            &p,
+            &Options {
+                leading: Leading::Process,
+            },
+        );
+        assert_eq!(l[1], "srv-10;main 3");
+        let l = lines(
+            &p,
+            &Options {
+                leading: Leading::None,
+            },
+        );
+        assert_eq!(l[1], "main 3");
+    }
+
+    #[test]
+    fn sanitize_never_returns_empty() {
+        assert_eq!(sanitize(""), "[unnamed]");
+        assert_eq!(sanitize(" "), "[unnamed]");
+        assert_eq!(sanitize("a b"), "a b");
+    }
+}

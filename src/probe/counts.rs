@@ -1,0 +1,145 @@
+//! Draining the double-buffered counts (`src/bpf/counts.bpf.h`) while the
+//! capture runs: flip the generation, let programs that read the old one
+//! finish, then read and delete the idle map into running totals. The
+//! kernel's counts maps then hold at most one interval's keys, and the
+//! totals are readable at any moment of the capture.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use libbpf_rs::{MapCore, MapFlags};
+
+use super::drain::{c_name, StackReader};
+use super::skel::{types, FgbpfSkel};
+use super::{state_of_raw, DRAIN_EVERY};
+use crate::profile::{RawStack, BEFORE_CAPTURE, LOST_STACK};
+
+/// BPF programs run to completion without sleeping, in microseconds: one
+/// that read the old generation before the flip is done well within this.
+const SETTLE: Duration = Duration::from_millis(2);
+
+/// Totals per key (the raw bytes of a `struct fg_key`), over every drain.
+#[derive(Default)]
+pub(super) struct Counts {
+    totals: HashMap<Vec<u8>, u64>,
+    last_drain: Option<Instant>,
+}
+
+impl Counts {
+    /// Drains when [`DRAIN_EVERY`] has passed since the last drain.
+    pub fn tick(&mut self, skel: &FgbpfSkel<'_>) {
+        let now = Instant::now();
+        match self.last_drain {
+            None => self.last_drain = Some(now),
+            Some(t) if now - t >= DRAIN_EVERY => {
+                self.last_drain = Some(now);
+                let idle = flip(skel);
+                std::thread::sleep(SETTLE);
+                self.drain(map_of(skel, idle));
+            }
+            Some(_) => {}
+        }
+    }
+
+    /// Drains both buffers; for the end of the capture, when no program
+    /// runs any more.
+    pub fn drain_all(&mut self, skel: &FgbpfSkel<'_>) {
+        self.drain(&skel.maps.counts0);
+        self.drain(&skel.maps.counts1);
+    }
+
+    fn drain<M: MapCore>(&mut self, map: &M) {
+        for (k, v) in take_entries(map) {
+            if v.len() < 8 {
+                continue;
+            }
+            let value = u64::from_ne_bytes(v[..8].try_into().expect("8 bytes"));
+            *self.totals.entry(k).or_default() += value;
+        }
+    }
+
+    /// The totals as raw stacks, their stacks read from the stack store.
+    /// Off-CPU nanoseconds become microseconds.
+    pub fn raw_stacks<M: MapCore>(
+        &self,
+        reader: &mut StackReader<'_, M>,
+    ) -> Vec<RawStack> {
+        let mut out = Vec::with_capacity(self.totals.len());
+        for (k, &value) in &self.totals {
+            let mut key = types::fg_key::default();
+            if plain::copy_from_bytes(&mut key, k).is_err() {
+                continue;
+            }
+            let user = reader.get(key.user_stack);
+            let kernel = reader.get(key.kern_stack);
+            let state = state_of_raw(key.state);
+            let pre_existing = key.flags & 1 != 0;
+            let root_note = match () {
+                _ if pre_existing => Some(BEFORE_CAPTURE),
+                _ if user.is_none() || kernel.is_none() => Some(LOST_STACK),
+                _ => None,
+            };
+            out.push(RawStack {
+                pid: key.pid,
+                tid: key.tid,
+                comm: c_name(&key.comm),
+                user: user.unwrap_or_default(),
+                kernel: kernel.unwrap_or_default(),
+                kernel_names: Vec::new(),
+                weight: match state {
+                    None => value,
+                    Some(_) => (value + 500) / 1000,
+                },
+                root_note,
+                state,
+            });
+        }
+        out
+    }
+}
+
+/// Switches the programs to the other buffer; returns the one now idle.
+fn flip(skel: &FgbpfSkel<'_>) -> u64 {
+    let bss = skel
+        .maps
+        .bss_data
+        .as_deref()
+        .expect("fgbpf.bpf.c has a .bss");
+    // SAFETY: `generation` lives in the .bss map that libbpf mapped into
+    // this process; BPF programs read it concurrently, so it is written
+    // with a volatile store of one aligned u64, never through a reference
+    // that assumes exclusive access.
+    unsafe {
+        let p = std::ptr::addr_of!(bss.generation) as *mut u64;
+        let old = std::ptr::read_volatile(p);
+        std::ptr::write_volatile(p, old.wrapping_add(1));
+        old & 1
+    }
+}
+
+fn map_of<'a>(skel: &'a FgbpfSkel<'_>, which: u64) -> &'a libbpf_rs::Map<'a> {
+    match which {
+        0 => &skel.maps.counts0,
+        _ => &skel.maps.counts1,
+    }
+}
+
+/// Reads and deletes every entry: in batches where the kernel supports
+/// it, else key by key.
+fn take_entries<M: MapCore>(map: &M) -> Vec<(Vec<u8>, Vec<u8>)> {
+    if let Ok(iter) = map.lookup_and_delete_batch(4096, MapFlags::ANY, MapFlags::ANY) {
+        let batched: Vec<_> = iter.collect();
+        // The iterator yields nothing when the kernel refuses batch reads.
+        if !batched.is_empty() || map.keys().next().is_none() {
+            return batched;
+        }
+    }
+    let keys: Vec<Vec<u8>> = map.keys().collect();
+    keys.into_iter()
+        .filter_map(|k| {
+            let v = map.lookup(&k, MapFlags::ANY).ok().flatten()?;
+            let _ = map.delete(&k);
+            Some((k, v))
+        })
+        .collect()
+}

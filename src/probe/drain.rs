@@ -1,0 +1,106 @@
+//! Generic readers of kernel maps: stacks from the stack store, every
+//! entry of a hash map, per-CPU counters summed, C names.
+
+use std::collections::HashMap;
+
+use libbpf_rs::{MapCore, MapFlags};
+
+/// Reads stacks from the `stacks` map of `src/bpf/stacks.bpf.h`, each
+/// key once.
+pub struct StackReader<'m, M: MapCore> {
+    map: &'m M,
+    cache: HashMap<u64, Option<Vec<u64>>>,
+    buf: Vec<u8>,
+}
+
+impl<'m, M: MapCore> StackReader<'m, M> {
+    pub fn new(map: &'m M) -> Self {
+        StackReader {
+            map,
+            cache: HashMap::new(),
+            buf: vec![0; map.value_size() as usize],
+        }
+    }
+
+    /// The instruction pointers under `key`, leaf first: empty for key 0
+    /// (no stack taken), `None` for a stack that could not be stored.
+    pub fn get(&mut self, key: u64) -> Option<Vec<u64>> {
+        if key == 0 {
+            return Some(Vec::new());
+        }
+        if let Some(ips) = self.cache.get(&key) {
+            return ips.clone();
+        }
+        let ips = match self
+            .map
+            .lookup_into(&key.to_ne_bytes(), &mut self.buf, MapFlags::ANY)
+        {
+            Ok(true) => Some(
+                self.buf
+                    .chunks_exact(8)
+                    .map(|c| u64::from_ne_bytes(c.try_into().expect("chunks of 8 bytes")))
+                    .take_while(|&ip| ip != 0)
+                    .collect(),
+            ),
+            _ => None,
+        };
+        self.cache.insert(key, ips.clone());
+        ips
+    }
+}
+
+/// Every (key, value) of a hash map that no program updates any more, read
+/// in batches where the kernel supports it, else key by key.
+pub fn entries<M: MapCore>(map: &M) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let batched: Vec<_> = match map.lookup_batch(4096, MapFlags::ANY, MapFlags::ANY) {
+        Ok(iter) => iter.collect(),
+        Err(_) => Vec::new(),
+    };
+    // The batch iterator yields nothing when the kernel refuses batch reads.
+    if !batched.is_empty() || map.keys().next().is_none() {
+        return batched;
+    }
+    map.keys()
+        .filter_map(|k| map.lookup(&k, MapFlags::ANY).ok().flatten().map(|v| (k, v)))
+        .collect()
+}
+
+/// Sums entry 0 of a per-CPU array of `u64` counters over CPUs, into the
+/// counters' struct as the skeleton generated it.
+pub fn sum_per_cpu<M: MapCore, T: plain::Plain + Default>(map: &M) -> T {
+    let mut sum = vec![0u64; std::mem::size_of::<T>() / 8];
+    if let Ok(Some(per_cpu)) = map.lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY) {
+        for bytes in per_cpu {
+            for (s, c) in sum.iter_mut().zip(bytes.chunks_exact(8)) {
+                *s += u64::from_ne_bytes(c.try_into().expect("chunks of 8 bytes"));
+            }
+        }
+    }
+    let bytes: Vec<u8> = sum.iter().flat_map(|v| v.to_ne_bytes()).collect();
+    let mut out = T::default();
+    // Cannot fail: `bytes` is exactly as long as `T` when T is all u64s.
+    let _ = plain::copy_from_bytes(&mut out, &bytes);
+    out
+}
+
+/// A C `char[N]` name as a string, up to its first NUL.
+pub fn c_name(raw: &[i8]) -> String {
+    let bytes: Vec<u8> = raw
+        .iter()
+        .map(|&c| c as u8)
+        .take_while(|&c| c != 0)
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn c_name_stops_at_nul_and_tolerates_bad_utf8() {
+        let raw: Vec<i8> = b"ab\xffc\0zz".iter().map(|&b| b as i8).collect();
+        assert_eq!(c_name(&raw), "ab\u{fffd}c");
+        assert_eq!(c_name(&[]), "");
+    }
+}

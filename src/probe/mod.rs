@@ -1,0 +1,447 @@
+//! The probe: fgbpf's one BPF object (`src/bpf/fgbpf.bpf.c`) and everything
+//! that touches it. [`Probe::start`] opens, sizes, loads and attaches the
+//! programs a capture needs; while it runs, [`Probe::tick`] drains the
+//! double-buffered counts and [`Probe::poll_processes`] reads process
+//! announcements; [`Probe::finish`] hands over every stack as
+//! [`RawStack`]s. Nothing here names a frame or builds a profile.
+
+mod counts;
+pub mod drain;
+pub mod events;
+mod offcpu;
+pub mod perf;
+mod skel;
+pub mod targets;
+
+use std::fmt;
+use std::mem::MaybeUninit;
+use std::time::{Duration, Instant};
+
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::{Link, OpenObject};
+
+use crate::profile::{Losses, RawStack, State};
+use counts::Counts;
+use events::{ProcEvent, ProcWatcher};
+use skel::{FgbpfSkel, FgbpfSkelBuilder};
+
+pub use targets::Targets;
+
+/// The probe's counters (struct fg_stats of src/bpf/fgbpf.h), summed over
+/// CPUs.
+pub use skel::types::fg_stats as Stats;
+
+/// Default entries of the stack store (distinct user and kernel stacks).
+pub const DEFAULT_MAX_STACKS: u32 = 16384;
+/// Default entries of each counts buffer (distinct thread + stack + state
+/// keys between two drains).
+pub const DEFAULT_MAX_ENTRIES: u32 = 65536;
+/// How often the counts are drained while the capture runs.
+pub const DRAIN_EVERY: Duration = Duration::from_secs(1);
+
+/// The on-CPU sampler's settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OncpuOptions {
+    /// Samples per second on each CPU.
+    pub frequency: u64,
+    pub include_idle: bool,
+}
+
+/// The off-CPU tracer's settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OffcpuOptions {
+    /// Intervals shorter than this are not recorded.
+    pub min_block: Duration,
+    /// Intervals longer than this are not recorded.
+    pub max_block: Option<Duration>,
+    pub states: Vec<State>,
+    /// Record one switch in N, scaling times by N.
+    pub sample_every: u32,
+}
+
+impl Default for OffcpuOptions {
+    fn default() -> Self {
+        OffcpuOptions {
+            min_block: Duration::ZERO,
+            max_block: None,
+            states: State::ALL.to_vec(),
+            sample_every: 1,
+        }
+    }
+}
+
+/// What to record: the programs to enable and what they share.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Options {
+    pub targets: Targets,
+    /// The on-CPU sampler, when wanted.
+    pub oncpu: Option<OncpuOptions>,
+    /// The off-CPU tracer, when wanted.
+    pub offcpu: Option<OffcpuOptions>,
+    pub user_stacks: bool,
+    pub kernel_stacks: bool,
+    pub max_stacks: u32,
+    pub max_entries: u32,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            targets: Targets::default(),
+            oncpu: None,
+            offcpu: None,
+            user_stacks: true,
+            kernel_stacks: true,
+            max_stacks: DEFAULT_MAX_STACKS,
+            max_entries: DEFAULT_MAX_ENTRIES,
+        }
+    }
+}
+
+/// Everything a finished capture recorded, read out of the kernel.
+#[derive(Debug, Default)]
+pub struct Recorded {
+    /// On-CPU samples (`state` None, weight in samples) and off-CPU
+    /// intervals (`state` set, weight in microseconds).
+    pub stacks: Vec<RawStack>,
+    pub stats: Stats,
+    /// Losses of the on-CPU sampler only.
+    pub oncpu_losses: Losses,
+    /// Losses of the off-CPU tracer only.
+    pub offcpu_losses: Losses,
+    /// Losses every view shares: the stack store, process announcements.
+    pub shared_losses: Losses,
+    /// Off-CPU blocks still open when the capture ended (their time so far
+    /// is in `stacks`).
+    pub open_blocks: u64,
+}
+
+/// A running (or stopped) capture. Dropping it detaches and unloads
+/// everything it attached.
+pub struct Probe {
+    // Field order is drop order: the ring buffer and links go before the
+    // skeleton whose maps and programs they use.
+    watcher: ProcWatcher,
+    links: Vec<Link>,
+    skel: FgbpfSkel<'static>,
+    counts: Counts,
+    opts: Options,
+    /// From the start of loading to the last program attached.
+    pub attach_time: Duration,
+    /// CPUs the sampler runs on (0 without the sampler).
+    pub cpus: usize,
+    /// When recording stopped: blocks still open are counted up to here,
+    /// however long draining takes.
+    stopped_at: Option<u64>,
+}
+
+impl Probe {
+    /// Loads the object with the programs `opts` asks for, fills the
+    /// targets and starts recording.
+    pub fn start(opts: &Options) -> Result<Self, CaptureError> {
+        let started = Instant::now();
+        raise_memlock();
+        quiet_libbpf();
+        let mut open = FgbpfSkelBuilder::default()
+            .open(object_storage())
+            .map_err(|e| bpf_error("opening the BPF object", e))?;
+        let btf = have_btf_tracepoints();
+        let off = opts.offcpu.as_ref();
+        {
+            let ro = open
+                .maps
+                .rodata_data
+                .as_deref_mut()
+                .expect("fgbpf.bpf.c has read-only config");
+            ro.filter_pids = !opts.targets.pids.is_empty();
+            ro.filter_tids = !opts.targets.tids.is_empty();
+            ro.follow_children = opts.targets.follow_children;
+            ro.self_pid = std::process::id();
+            ro.user_stacks = opts.user_stacks;
+            ro.kern_stacks = opts.kernel_stacks;
+            ro.include_idle = opts.oncpu.as_ref().is_some_and(|o| o.include_idle);
+            if let Some(off) = off {
+                ro.min_block_ns = off.min_block.as_nanos() as u64;
+                ro.max_block_ns = off.max_block.map_or(u64::MAX, |d| d.as_nanos() as u64);
+                ro.state_mask = off.states.iter().fold(0, |m, s| m | 1 << raw_state(*s));
+                ro.sample_every = off.sample_every.max(1);
+            }
+        }
+        let size = |map: &mut libbpf_rs::OpenMapMut, n: u32, what: &str| {
+            map.set_max_entries(n)
+                .map_err(|e| bpf_error(&format!("sizing the {what} map"), e))
+        };
+        size(&mut open.maps.stacks, opts.max_stacks, "stack")?;
+        size(&mut open.maps.counts0, opts.max_entries, "counts")?;
+        size(&mut open.maps.counts1, opts.max_entries, "counts")?;
+        let progs = &mut open.progs;
+        progs.fork_btf.set_autoload(btf);
+        progs.exec_btf.set_autoload(btf);
+        progs.fork_raw.set_autoload(!btf);
+        progs.exec_raw.set_autoload(!btf);
+        progs.do_sample.set_autoload(opts.oncpu.is_some());
+        progs.switch_btf.set_autoload(off.is_some() && btf);
+        progs.switch_raw.set_autoload(off.is_some() && !btf);
+
+        let skel = open
+            .load()
+            .map_err(|e| bpf_error("loading the BPF object", e))?;
+        opts.targets
+            .fill(&skel.maps.target_pids, &skel.maps.target_tids)?;
+        let attach = |prog: &libbpf_rs::ProgramMut, what: &str| {
+            prog.attach()
+                .map_err(|e| bpf_error(&format!("attaching to {what}"), e))
+        };
+        let (fork, exec) = match btf {
+            true => (&skel.progs.fork_btf, &skel.progs.exec_btf),
+            false => (&skel.progs.fork_raw, &skel.progs.exec_raw),
+        };
+        let mut links = vec![
+            attach(fork, "sched_process_fork")?,
+            attach(exec, "sched_process_exec")?,
+        ];
+        let watcher = ProcWatcher::new(&skel.maps.proc_events)?;
+        if off.is_some() {
+            let switch = match btf {
+                true => &skel.progs.switch_btf,
+                false => &skel.progs.switch_raw,
+            };
+            links.push(attach(switch, "sched_switch")?);
+        }
+        let mut cpus = 0;
+        if let Some(on) = &opts.oncpu {
+            for cpu in perf::online_cpus()? {
+                let Some(fd) = perf::open_cpu_clock(cpu, on.frequency)? else {
+                    continue;
+                };
+                // libbpf owns the perf fd from here and closes it with the link.
+                let link = skel.progs.do_sample.attach_perf_event(fd).map_err(|e| {
+                    // SAFETY: fd was opened above and not handed over.
+                    unsafe { libc::close(fd) };
+                    bpf_error(&format!("attaching the sampler to CPU {cpu}"), e)
+                })?;
+                links.push(link);
+                cpus += 1;
+            }
+            if cpus == 0 {
+                return Err(CaptureError::new(
+                    "no online CPU accepted a cpu-clock perf event",
+                ));
+            }
+        }
+        let probe = Probe {
+            watcher,
+            links,
+            skel,
+            counts: Counts::default(),
+            opts: opts.clone(),
+            attach_time: started.elapsed(),
+            cpus,
+            stopped_at: None,
+        };
+        // A command started by fgbpf has no history before the capture.
+        if off.is_some() && !opts.targets.follow_children {
+            probe.seed_blocked_threads();
+        }
+        Ok(probe)
+    }
+
+    /// Adds a process to the targets while recording.
+    pub fn add_target_pid(&self, pid: u32) -> Result<(), CaptureError> {
+        Targets::add_pid(pid, &self.skel.maps.target_pids)
+    }
+
+    /// Process announcements since the last call, waiting up to `timeout`.
+    pub fn poll_processes(&self, timeout: Duration) -> Vec<ProcEvent> {
+        self.watcher.poll(timeout)
+    }
+
+    pub fn stats(&self) -> Stats {
+        drain::sum_per_cpu(&self.skel.maps.stats)
+    }
+
+    /// Progress figures for a status line, e.g. "1234 samples".
+    pub fn progress(&self) -> String {
+        let st = self.stats();
+        let mut parts = Vec::new();
+        if self.opts.oncpu.is_some() {
+            parts.push(format!("{} samples", st.samples));
+        }
+        if self.opts.offcpu.is_some() {
+            parts.push(format!("{} off-CPU intervals", st.recorded));
+        }
+        parts.join(", ")
+    }
+
+    /// Drains the counts if [`DRAIN_EVERY`] has passed since the last
+    /// drain, so that the kernel's counts maps only ever hold one
+    /// interval's keys. Call it from the capture loop.
+    pub fn tick(&mut self) {
+        self.counts.tick(&self.skel);
+    }
+
+    /// Stops recording; what was gathered stays readable for
+    /// [`Self::finish`].
+    pub fn stop(&mut self) {
+        self.links.clear();
+        self.stopped_at.get_or_insert_with(offcpu::monotonic_ns);
+    }
+
+    /// Reads every counted stack, plus the off-CPU blocks still open. Call
+    /// after [`Self::stop`] so the maps hold still.
+    pub fn finish(&mut self) -> Recorded {
+        let now = self.stopped_at.unwrap_or_else(offcpu::monotonic_ns);
+        self.counts.drain_all(&self.skel);
+        let mut reader = drain::StackReader::new(&self.skel.maps.stacks);
+        let mut stacks = self.counts.raw_stacks(&mut reader);
+        let open_blocks = match &self.opts.offcpu {
+            Some(off) => offcpu::open_blocks(
+                &self.skel.maps.starts,
+                off,
+                self.opts.kernel_stacks,
+                now,
+                &mut reader,
+                &mut stacks,
+            ),
+            None => 0,
+        };
+        let stats = self.stats();
+        let mut rec = Recorded {
+            stacks,
+            stats,
+            open_blocks,
+            ..Default::default()
+        };
+        rec.oncpu_losses.add(
+            "samples (counts map full)",
+            stats.lost_samples,
+            "raise --max-entries",
+        );
+        rec.offcpu_losses.add(
+            "off-CPU intervals (counts map full)",
+            stats.lost_intervals,
+            "raise --max-entries",
+        );
+        rec.offcpu_losses.add(
+            "off-CPU intervals (blocked-thread map full)",
+            stats.lost_start_full,
+            "profile fewer threads with -p or -t",
+        );
+        let announcements = self
+            .skel
+            .maps
+            .bss_data
+            .as_deref()
+            .map_or(0, |b| b.proc_events_lost);
+        let shared = &mut rec.shared_losses;
+        shared.add(
+            "user stacks (stack map full)",
+            stats.lost_user_stack,
+            "raise --max-stacks",
+        );
+        shared.add(
+            "kernel stacks (stack map full)",
+            stats.lost_kern_stack,
+            "raise --max-stacks",
+        );
+        shared.add(
+            "process announcements (their frames may stay unnamed)",
+            announcements,
+            "profile fewer processes with -p",
+        );
+        rec
+    }
+
+    /// Threads already blocked when tracing starts would otherwise go
+    /// unseen until they wake: start their clocks now, from /proc.
+    fn seed_blocked_threads(&self) {
+        let Some(off) = &self.opts.offcpu else {
+            return;
+        };
+        offcpu::seed_blocked_threads(&self.skel.maps.starts, &self.opts.targets, &off.states);
+    }
+}
+
+/// The BPF side's number for an off-CPU state (enum fg_state).
+fn raw_state(state: State) -> u32 {
+    match state {
+        State::Sleeping => 1,
+        State::Uninterruptible => 2,
+        State::Runqueue => 3,
+    }
+}
+
+/// The off-CPU state for the BPF side's number; `None` for on-CPU.
+fn state_of_raw(raw: u32) -> Option<State> {
+    match raw {
+        0 => None,
+        2 => Some(State::Uninterruptible),
+        3 => Some(State::Runqueue),
+        _ => Some(State::Sleeping),
+    }
+}
+
+/// Storage for an opened BPF object. libbpf-rs skeletons borrow it for
+/// their whole life; a capture lives until the process ends, so the few
+/// bytes are leaked rather than threaded through every caller's stack frame.
+fn object_storage() -> &'static mut MaybeUninit<OpenObject> {
+    Box::leak(Box::new(MaybeUninit::uninit()))
+}
+
+/// A failure to set up a capture, with what the user can do about it.
+#[derive(Debug)]
+pub struct CaptureError {
+    pub message: String,
+}
+
+impl CaptureError {
+    pub fn new(message: impl Into<String>) -> Self {
+        CaptureError {
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for CaptureError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for CaptureError {}
+
+/// Explains a libbpf failure at `step` in terms of what to check.
+pub(crate) fn bpf_error(step: &str, err: libbpf_rs::Error) -> CaptureError {
+    let hint = match err.kind() {
+        libbpf_rs::ErrorKind::PermissionDenied => {
+            " (run as root, or grant CAP_BPF and CAP_PERFMON)"
+        }
+        libbpf_rs::ErrorKind::NotFound => {
+            " (the kernel lacks a needed BPF feature or tracepoint; see README, 'Requirements')"
+        }
+        _ => "",
+    };
+    CaptureError::new(format!("{step}: {err}{hint}"))
+}
+
+/// libbpf's own messages would interleave with fgbpf's one-line errors;
+/// every failure it reports also comes back as an error we explain.
+fn quiet_libbpf() {
+    libbpf_rs::set_print(None);
+}
+
+/// BPF memory is charged to the cgroup on current kernels; older ones need
+/// RLIMIT_MEMLOCK raised. Where that is refused, loading may still work.
+fn raise_memlock() {
+    let unlimited = libc::rlimit {
+        rlim_cur: libc::RLIM_INFINITY,
+        rlim_max: libc::RLIM_INFINITY,
+    };
+    // SAFETY: plain syscall with a valid pointer to a stack value.
+    let _ = unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &unlimited) };
+}
+
+/// Whether BTF tracepoints (`tp_btf`) can be used: they need kernel BTF.
+fn have_btf_tracepoints() -> bool {
+    std::path::Path::new("/sys/kernel/btf/vmlinux").exists()
+}

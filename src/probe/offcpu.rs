@@ -1,0 +1,163 @@
+//! What the off-CPU tracer needs from user space: clocks for threads that
+//! were already blocked when it started (seeded from /proc), and the
+//! blocks still open when it stops, counted up to the end.
+
+use std::fs;
+
+use libbpf_rs::{MapCore, MapFlags};
+
+use super::drain::{entries, StackReader};
+use super::skel::types;
+use super::{raw_state, state_of_raw, OffcpuOptions, Targets};
+use crate::profile::{RawStack, State, BEFORE_CAPTURE, LOST_STACK};
+
+/// `CLOCK_MONOTONIC` now, in nanoseconds: the clock of bpf_ktime_get_ns().
+pub(super) fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid pointer to a stack value.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Starts the clocks of the targets' threads that are blocked now.
+pub(super) fn seed_blocked_threads<M: MapCore>(starts: &M, targets: &Targets, states: &[State]) {
+    let now = monotonic_ns();
+    for (pid, tid, state) in blocked_threads(targets) {
+        if pid == std::process::id() || !states.contains(&state) {
+            continue;
+        }
+        let start = types::fg_start {
+            ts: now,
+            user_stack: 0,
+            pid,
+            state: raw_state(state),
+            flags: 1, // FG_PRE_EXISTING
+            pad: 0,
+        };
+        // SAFETY: fg_start is a padding-free struct of integers.
+        let bytes = unsafe { plain::as_bytes(&start) };
+        // NOEXIST: a switch-out seen since attaching is more precise.
+        let _ = starts.update(&tid.to_ne_bytes(), bytes, MapFlags::NO_EXIST);
+    }
+}
+
+/// Blocks still open at `now` count up to it. Their kernel stacks were
+/// never read at a switch-in, so they come from /proc/TID/stack. Returns
+/// how many there were.
+pub(super) fn open_blocks<M: MapCore, S: MapCore>(
+    starts: &M,
+    opts: &OffcpuOptions,
+    kernel_stacks: bool,
+    now: u64,
+    reader: &mut StackReader<'_, S>,
+    out: &mut Vec<RawStack>,
+) -> u64 {
+    let mut count = 0;
+    let sample_every = opts.sample_every.max(1) as u64;
+    for (k, v) in entries(starts) {
+        let mut start = types::fg_start::default();
+        if k.len() < 4 || plain::copy_from_bytes(&mut start, &v).is_err() {
+            continue;
+        }
+        let tid = u32::from_ne_bytes(k[..4].try_into().expect("4 bytes"));
+        let ns = now.saturating_sub(start.ts);
+        let pre = start.flags & 1 != 0;
+        if !pre
+            && (ns < opts.min_block.as_nanos() as u64
+                || opts.max_block.is_some_and(|m| ns > m.as_nanos() as u64))
+        {
+            continue;
+        }
+        // A thread that has exited leaves its last start behind.
+        let Ok(comm) = fs::read_to_string(format!("/proc/{}/task/{tid}/comm", start.pid)) else {
+            continue;
+        };
+        let user = reader.get(start.user_stack);
+        count += 1;
+        out.push(RawStack {
+            pid: start.pid,
+            tid,
+            comm: comm.trim_end_matches('\n').to_string(),
+            root_note: if pre {
+                Some(BEFORE_CAPTURE)
+            } else {
+                user.is_none().then_some(LOST_STACK)
+            },
+            user: user.unwrap_or_default(),
+            kernel: Vec::new(),
+            kernel_names: if kernel_stacks {
+                proc_kernel_stack(start.pid, tid)
+            } else {
+                Vec::new()
+            },
+            weight: (ns * sample_every + 500) / 1000,
+            state: state_of_raw(start.state),
+        });
+    }
+    count
+}
+
+/// The kernel stack of a blocked thread as the kernel names it, leaf first.
+fn proc_kernel_stack(pid: u32, tid: u32) -> Vec<String> {
+    let text = fs::read_to_string(format!("/proc/{pid}/task/{tid}/stack")).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .map(|f| f.split('+').next().unwrap_or(f).to_string())
+        .collect()
+}
+
+/// Threads of the targets (every thread when there are none) that are
+/// blocked now, with their state.
+fn blocked_threads(targets: &Targets) -> Vec<(u32, u32, State)> {
+    let pids: Vec<u32> = if targets.whole_system() {
+        fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse().ok())
+            .collect()
+    } else {
+        targets.pids.clone()
+    };
+    let mut out = Vec::new();
+    let mut add = |pid: u32, tid: u32| {
+        let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")) else {
+            return;
+        };
+        let state = stat
+            .rfind(')')
+            .and_then(|i| stat[i + 1..].split_whitespace().next());
+        let state = match state {
+            Some("S") | Some("I") => State::Sleeping,
+            Some("D") => State::Uninterruptible,
+            _ => return,
+        };
+        out.push((pid, tid, state));
+    };
+    for pid in pids {
+        for tid in fs::read_dir(format!("/proc/{pid}/task"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        {
+            add(pid, tid);
+        }
+    }
+    for &tid in &targets.tids {
+        let tgid = fs::read_to_string(format!("/proc/{tid}/status"))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("Tgid:"))
+                    .and_then(|v| v.trim().parse().ok())
+            });
+        if let Some(pid) = tgid {
+            add(pid, tid);
+        }
+    }
+    out
+}

@@ -1,0 +1,12 @@
+//! The skeleton of `src/bpf/fgbpf.bpf.c`, generated at build time, and the
+//! traits that let its plain C structs be read from map bytes.
+
+#![allow(clippy::all, non_camel_case_types, dead_code, unused_imports)]
+include!(concat!(env!("OUT_DIR"), "/fgbpf.skel.rs"));
+
+// SAFETY: plain C structs of integers and byte arrays, generated from
+// src/bpf/fgbpf.h; every bit pattern is valid.
+unsafe impl plain::Plain for types::fg_key {}
+unsafe impl plain::Plain for types::fg_start {}
+unsafe impl plain::Plain for types::fg_stats {}
+unsafe impl plain::Plain for types::fg_proc_event {}

@@ -1,0 +1,1 @@
+//! The process registry (filled in by the restructure).

@@ -1,0 +1,539 @@
+//! The one in-memory model every output is written from: weighted stacks of
+//! interned frames, with a unit and the threads they belong to.
+
+pub mod merge;
+pub mod raw;
+
+pub use raw::{RawStack, State, BEFORE_CAPTURE, LOST_STACK};
+
+use rayon::slice::ParallelSliceMut;
+use rustc_hash::FxHashMap as HashMap;
+use std::collections::hash_map::Entry;
+use std::fmt;
+use std::time::Duration;
+
+/// What a stack's weight counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unit {
+    /// On-CPU samples, one per timer tick.
+    Samples,
+    /// Time, in microseconds (off-CPU and wall-clock views).
+    Microseconds,
+}
+
+impl Unit {
+    /// The word used for the unit in flamegraphs and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Unit::Samples => "samples",
+            Unit::Microseconds => "us",
+        }
+    }
+}
+
+/// Where a frame's code lives; decides its folded suffix and its colour.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FrameKind {
+    User,
+    Kernel,
+    /// A function inlined into its caller (from DWARF).
+    Inlined,
+    /// JIT-compiled code named from a perf map.
+    Jit,
+    /// A frame fgbpf adds that is not code: a process, thread or state.
+    Pseudo,
+}
+
+impl FrameKind {
+    /// The suffix the folded format uses for this kind of frame.
+    pub fn suffix(self) -> &'static str {
+        match self {
+            FrameKind::Kernel => "_[k]",
+            FrameKind::Inlined => "_[i]",
+            FrameKind::Jit => "_[j]",
+            FrameKind::User | FrameKind::Pseudo => "",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Frame {
+    pub name: String,
+    pub kind: FrameKind,
+}
+
+impl Frame {
+    pub fn new(name: impl Into<String>, kind: FrameKind) -> Self {
+        Frame {
+            name: name.into(),
+            kind,
+        }
+    }
+
+    /// A frame from its folded text. Suffixes `_[k]`, `_[i]` and `_[j]`
+    /// give the kind; bracketed names are pseudo-frames only in fgbpf's own
+    /// files (`ours`), since other tools bracket the module names of
+    /// unsymbolized code (`[libc.so.6]`).
+    pub fn from_folded(text: &str, ours: bool) -> Frame {
+        for kind in [FrameKind::Kernel, FrameKind::Inlined, FrameKind::Jit] {
+            if let Some(name) = text.strip_suffix(kind.suffix()) {
+                return Frame::new(name, kind);
+            }
+        }
+        let pseudo = ours
+            && text.starts_with('[')
+            && text.ends_with(']')
+            && text != UNKNOWN
+            && text != "[unnamed]";
+        let kind = if pseudo {
+            FrameKind::Pseudo
+        } else {
+            FrameKind::User
+        };
+        Frame::new(text, kind)
+    }
+
+    /// True for frames that could not be named at all.
+    pub fn is_unknown(&self) -> bool {
+        self.name == UNKNOWN
+    }
+}
+
+impl fmt::Display for Frame {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{}", self.name, self.kind.suffix())
+    }
+}
+
+/// The name of a frame nothing is known about.
+pub const UNKNOWN: &str = "[unknown]";
+
+/// Counts of lines or stacks from which sorting is spread over threads:
+/// smaller inputs sort faster than the threads start.
+pub const PARALLEL_FROM: usize = 100_000;
+
+pub type FrameId = u32;
+pub type ThreadId = u32;
+
+/// A thread as the capture saw it. Names come from the target and are
+/// untrusted: outputs sanitize or escape them.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Thread {
+    pub pid: u32,
+    pub tid: u32,
+    pub process: String,
+    pub name: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stack {
+    /// Index into [`Profile::threads`]; `None` for profiles read from
+    /// folded files that carry no thread identity.
+    pub thread: Option<ThreadId>,
+    /// Root first.
+    pub frames: Vec<FrameId>,
+    pub weight: u64,
+}
+
+/// Samples or time that the capture could not keep, by cause.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Losses {
+    /// (what was lost, how many, the option that raises the limit)
+    pub entries: Vec<Loss>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Loss {
+    pub what: String,
+    pub count: u64,
+    pub remedy: String,
+}
+
+impl Losses {
+    pub fn add(&mut self, what: &str, count: u64, remedy: &str) {
+        if count > 0 {
+            self.entries.push(Loss {
+                what: what.into(),
+                count,
+                remedy: remedy.into(),
+            });
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.entries.iter().map(|l| l.count).sum()
+    }
+}
+
+/// What the weights measure, beyond their unit: decides pprof sample types
+/// and titles.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Kind {
+    /// On-CPU samples (unit: samples).
+    OnCpu,
+    /// Time blocked off-CPU (unit: microseconds).
+    OffCpu,
+    /// On-CPU and off-CPU time together (unit: microseconds).
+    Wall,
+    /// Read from a folded file of unknown origin.
+    #[default]
+    Other,
+}
+
+/// Facts about the capture that outputs print alongside the stacks.
+#[derive(Clone, Debug, Default)]
+pub struct Meta {
+    pub kind: Kind,
+    /// What was profiled, e.g. the command line or "pid 1234".
+    pub target: String,
+    pub duration: Duration,
+    /// Sampling frequency (on-CPU captures).
+    pub frequency: Option<u64>,
+    pub losses: Losses,
+}
+
+/// Why the leaf frame of some samples could not be named.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum UnresolvedReason {
+    /// The file holding the code has no symbol for it, and no separate
+    /// debug file was found (a stripped binary).
+    NoSymbols { module: String },
+    /// The file holding the code could not be opened.
+    Unreadable { module: String },
+    /// Code in anonymous memory (JIT-compiled) of a process that writes no
+    /// perf map.
+    JitWithoutPerfMap,
+    /// JIT code that the process's perf map does not list.
+    NotInPerfMap,
+    /// The process exited before its memory map could be read.
+    ProcessGone,
+    /// Outside every mapping read while the process lived: mapped later.
+    Unmapped,
+    /// A kernel address with no kallsyms entry.
+    Kernel,
+}
+
+/// The weight of one process's stacks whose leaf frame is unresolved, by
+/// reason. The leaf is the innermost user frame, or the innermost kernel
+/// frame of a stack without user frames.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unresolved {
+    pub pid: u32,
+    pub process: String,
+    /// Unresolved weight by reason, heaviest first. Shares are taken of
+    /// the process's weight in the profile's stacks.
+    pub reasons: Vec<(UnresolvedReason, u64)>,
+}
+
+impl Unresolved {
+    /// The unresolved weight, all reasons together.
+    pub fn weight(&self) -> u64 {
+        self.reasons.iter().map(|(_, w)| w).sum()
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Profile {
+    pub unit: Unit,
+    pub meta: Meta,
+    /// Processes with unresolved leaf frames, heaviest first; filled by the
+    /// symbolizer, empty for profiles read from files. Kept out of
+    /// [`Meta`] so that commands rebuilding `meta` do not drop it.
+    pub unresolved: Vec<Unresolved>,
+    frames: Vec<Frame>,
+    frame_ids: HashMap<Frame, FrameId>,
+    threads: Vec<Thread>,
+    thread_ids: HashMap<Thread, ThreadId>,
+    stacks: Vec<Stack>,
+}
+
+impl Profile {
+    pub fn new(unit: Unit) -> Self {
+        Profile {
+            unit,
+            meta: Meta::default(),
+            unresolved: Vec::new(),
+            frames: Vec::new(),
+            frame_ids: HashMap::default(),
+            threads: Vec::new(),
+            thread_ids: HashMap::default(),
+            stacks: Vec::new(),
+        }
+    }
+
+    pub fn intern_frame(&mut self, frame: Frame) -> FrameId {
+        let next = FrameId::try_from(self.frames.len()).expect("fewer than 2^32 distinct frames");
+        match self.frame_ids.entry(frame) {
+            Entry::Occupied(known) => *known.get(),
+            Entry::Vacant(new) => {
+                self.frames.push(new.key().clone());
+                *new.insert(next)
+            }
+        }
+    }
+
+    pub fn intern_thread(&mut self, thread: Thread) -> ThreadId {
+        if let Some(&id) = self.thread_ids.get(&thread) {
+            return id;
+        }
+        let id = ThreadId::try_from(self.threads.len()).expect("fewer than 2^32 threads");
+        self.threads.push(thread.clone());
+        self.thread_ids.insert(thread, id);
+        id
+    }
+
+    /// Adds a stack; zero-weight stacks carry nothing and are dropped.
+    pub fn push(&mut self, stack: Stack) {
+        if stack.weight > 0 {
+            self.stacks.push(stack);
+        }
+    }
+
+    pub fn frame(&self, id: FrameId) -> &Frame {
+        &self.frames[id as usize]
+    }
+
+    pub fn frames(&self) -> &[Frame] {
+        &self.frames
+    }
+
+    pub fn thread(&self, id: ThreadId) -> &Thread {
+        &self.threads[id as usize]
+    }
+
+    pub fn threads(&self) -> &[Thread] {
+        &self.threads
+    }
+
+    pub fn stacks(&self) -> &[Stack] {
+        &self.stacks
+    }
+
+    pub fn total(&self) -> u64 {
+        self.stacks.iter().map(|s| s.weight).sum()
+    }
+
+    /// Weight of the stacks whose leaf frame could not be named.
+    pub fn unknown_leaf_weight(&self) -> u64 {
+        self.stacks
+            .iter()
+            .filter(|s| s.frames.last().is_some_and(|&f| self.frame(f).is_unknown()))
+            .map(|s| s.weight)
+            .sum()
+    }
+
+    /// Adds every stack of `other`, its weight mapped by `scale`; frames and
+    /// threads are re-interned, so the same code path shares frames.
+    pub fn absorb(&mut self, other: &Profile, scale: impl Fn(u64) -> u64) {
+        let frames: Vec<FrameId> = other
+            .frames
+            .iter()
+            .map(|f| self.intern_frame(f.clone()))
+            .collect();
+        let threads: Vec<ThreadId> = other
+            .threads
+            .iter()
+            .map(|t| self.intern_thread(t.clone()))
+            .collect();
+        for s in &other.stacks {
+            self.push(Stack {
+                thread: s.thread.map(|t| threads[t as usize]),
+                frames: s.frames.iter().map(|&f| frames[f as usize]).collect(),
+                weight: scale(s.weight),
+            });
+        }
+    }
+
+    /// Adds the unresolved weights of `other`, mapped by `scale`, as
+    /// [`Profile::absorb`] adds its stacks (e.g. on-CPU samples into a
+    /// wall-clock view in microseconds).
+    pub fn absorb_unresolved(&mut self, other: &Profile, scale: impl Fn(u64) -> u64) {
+        for o in &other.unresolved {
+            let i = match self.unresolved.iter().position(|u| u.pid == o.pid) {
+                Some(i) => i,
+                None => {
+                    self.unresolved.push(Unresolved {
+                        pid: o.pid,
+                        process: o.process.clone(),
+                        reasons: Vec::new(),
+                    });
+                    self.unresolved.len() - 1
+                }
+            };
+            let u = &mut self.unresolved[i];
+            for (reason, w) in &o.reasons {
+                match u.reasons.iter_mut().find(|(r, _)| r == reason) {
+                    Some((_, have)) => *have += scale(*w),
+                    None => u.reasons.push((reason.clone(), scale(*w))),
+                }
+            }
+            u.reasons
+                .sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        }
+        self.unresolved
+            .sort_by(|a, b| b.weight().cmp(&a.weight()).then_with(|| a.pid.cmp(&b.pid)));
+    }
+
+    /// Merges stacks with the same thread and frames, heaviest first, so
+    /// outputs are small and deterministic.
+    pub fn coalesce(&mut self) {
+        // Sorting groups equal stacks without hashing every frame list;
+        // a million stacks read from a file sort in half the time on two
+        // CPUs.
+        let by_stack = |a: &Stack, b: &Stack| {
+            a.thread
+                .cmp(&b.thread)
+                .then_with(|| a.frames.cmp(&b.frames))
+        };
+        let parallel = self.stacks.len() >= PARALLEL_FROM;
+        if parallel {
+            self.stacks.par_sort_unstable_by(by_stack);
+        } else {
+            self.stacks.sort_unstable_by(by_stack);
+        }
+        self.stacks.dedup_by(|later, kept| {
+            let same = later.thread == kept.thread && later.frames == kept.frames;
+            if same {
+                kept.weight += later.weight;
+            }
+            same
+        });
+        let by_weight = |a: &Stack, b: &Stack| {
+            b.weight
+                .cmp(&a.weight)
+                .then_with(|| a.thread.cmp(&b.thread))
+                .then_with(|| a.frames.cmp(&b.frames))
+        };
+        if parallel {
+            self.stacks.par_sort_by(by_weight);
+        } else {
+            self.stacks.sort_by(by_weight);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interning_dedupes_frames_and_threads() {
+        let mut p = Profile::new(Unit::Samples);
+        let a = p.intern_frame(Frame::new("main", FrameKind::User));
+        let b = p.intern_frame(Frame::new("main", FrameKind::Kernel));
+        assert_ne!(a, b);
+        assert_eq!(a, p.intern_frame(Frame::new("main", FrameKind::User)));
+        let t = Thread {
+            pid: 1,
+            tid: 2,
+            process: "p".into(),
+            name: "t".into(),
+        };
+        assert_eq!(p.intern_thread(t.clone()), p.intern_thread(t));
+        assert_eq!(p.threads().len(), 1);
+    }
+
+    #[test]
+    fn coalesce_merges_and_orders_by_weight() {
+        let mut p = Profile::new(Unit::Samples);
+        let a = p.intern_frame(Frame::new("a", FrameKind::User));
+        let b = p.intern_frame(Frame::new("b", FrameKind::User));
+        p.push(Stack {
+            thread: None,
+            frames: vec![a],
+            weight: 2,
+        });
+        p.push(Stack {
+            thread: None,
+            frames: vec![a, b],
+            weight: 3,
+        });
+        p.push(Stack {
+            thread: None,
+            frames: vec![a],
+            weight: 2,
+        });
+        p.push(Stack {
+            thread: None,
+            frames: vec![b],
+            weight: 0,
+        });
+        p.coalesce();
+        let w: Vec<u64> = p.stacks().iter().map(|s| s.weight).collect();
+        assert_eq!(w, vec![4, 3]);
+        assert_eq!(p.total(), 7);
+    }
+
+    #[test]
+    fn absorb_shares_frames_and_scales() {
+        let mut a = Profile::new(Unit::Microseconds);
+        let mut b = Profile::new(Unit::Samples);
+        let t = Thread {
+            pid: 1,
+            tid: 1,
+            process: "p".into(),
+            name: "p".into(),
+        };
+        let bt = b.intern_thread(t.clone());
+        let x = b.intern_frame(Frame::new("x", FrameKind::User));
+        b.push(Stack {
+            thread: Some(bt),
+            frames: vec![x],
+            weight: 3,
+        });
+        let at = a.intern_thread(t);
+        let ax = a.intern_frame(Frame::new("x", FrameKind::User));
+        a.push(Stack {
+            thread: Some(at),
+            frames: vec![ax],
+            weight: 5,
+        });
+        a.absorb(&b, |w| w * 10);
+        a.coalesce();
+        assert_eq!(a.frames().len(), 1);
+        assert_eq!(a.stacks().len(), 1);
+        assert_eq!(a.total(), 35);
+    }
+
+    #[test]
+    fn absorb_unresolved_merges_by_process_and_reason() {
+        let gone = UnresolvedReason::ProcessGone;
+        let jit = UnresolvedReason::JitWithoutPerfMap;
+        let entry = |pid, reasons: Vec<(UnresolvedReason, u64)>| Unresolved {
+            pid,
+            process: format!("p{pid}"),
+            reasons,
+        };
+        let mut wall = Profile::new(Unit::Microseconds);
+        wall.unresolved = vec![entry(1, vec![(gone.clone(), 100)])];
+        let mut on = Profile::new(Unit::Samples);
+        on.unresolved = vec![
+            entry(1, vec![(jit.clone(), 30), (gone.clone(), 1)]),
+            entry(2, vec![(gone.clone(), 1)]),
+        ];
+        wall.absorb_unresolved(&on, |w| w * 10);
+        assert_eq!(
+            wall.unresolved[0],
+            entry(1, vec![(jit, 300), (gone.clone(), 110)])
+        );
+        assert_eq!(wall.unresolved[1], entry(2, vec![(gone, 10)]));
+    }
+
+    #[test]
+    fn unknown_leaf_weight_counts_only_unknown_leaves() {
+        let mut p = Profile::new(Unit::Samples);
+        let a = p.intern_frame(Frame::new("a", FrameKind::User));
+        let u = p.intern_frame(Frame::new(UNKNOWN, FrameKind::User));
+        p.push(Stack {
+            thread: None,
+            frames: vec![a, u],
+            weight: 5,
+        });
+        p.push(Stack {
+            thread: None,
+            frames: vec![u, a],
+            weight: 7,
+        });
+        assert_eq!(p.unknown_leaf_weight(), 5);
+    }
+}
