@@ -72,6 +72,34 @@ struct fg_stats {
 	__u64 lost_kern_stack;  /* kernel stack not stored: stacks map full */
 };
 
+/* Unwind tables (src/procs/unwind/ compiles them from .eh_frame; the BPF
+ * walker is unwind.bpf.h). A table is a run of rows sorted by `pc`, one row
+ * per address range with the same rules; a row holds from its pc to the
+ * next row's. `pc` is relative to the table's base (the lowest ELF virtual
+ * address it covers). x86_64: the return address is always at CFA - 8. */
+enum fg_cfa_type {
+	FG_CFA_NONE = 0,       /* no unwind information here: a gap between FDEs */
+	FG_CFA_RSP = 1,        /* CFA = rsp + cfa_off */
+	FG_CFA_RBP = 2,        /* CFA = rbp + cfa_off */
+	FG_CFA_PLT = 3,        /* CFA = rsp + cfa_off + ((rip & 15) >= 11 ? 8 : 0) */
+	FG_CFA_END = 4,        /* the outermost frame: return address undefined */
+	FG_CFA_UNSUPPORTED = 5, /* a rule the walker cannot follow: stop, counted */
+};
+
+enum fg_rbp_type {
+	FG_RBP_SAME = 0,       /* rbp keeps the caller's value */
+	FG_RBP_AT_CFA = 1,     /* the caller's rbp is saved at CFA + rbp_off */
+	FG_RBP_UNSUPPORTED = 2, /* another rule: rbp is unknown from here on */
+};
+
+struct fg_unwind_row {
+	__u32 pc;
+	__s32 cfa_off;
+	__s16 rbp_off;
+	__u8 cfa_type; /* enum fg_cfa_type */
+	__u8 rbp_type; /* enum fg_rbp_type */
+};
+
 enum fg_proc_event_kind {
 	/* First stack of a process: user space snapshots its mappings for
 	 * symbolization while it still lives. */
