@@ -113,6 +113,12 @@ pub struct MapArgs {
     #[arg(long, value_name = "N", default_value_t = crate::probe::DEFAULT_MAX_STACKS, value_parser = clap::value_parser!(u32).range(64..=4_194_304))]
     pub max_stacks: u32,
 
+    /// Rows of the kernel's unwind-table array (16 bytes each): every
+    /// binary's .eh_frame rules, shared by the processes that map it. 0:
+    /// walk user stacks by frame pointers only.
+    #[arg(long, value_name = "N", default_value_t = crate::probe::DEFAULT_MAX_UNWIND_ROWS, value_parser = clap::value_parser!(u32).range(0..=67_108_864))]
+    pub max_unwind_rows: u32,
+
     /// Entries of the counts map: distinct (thread, stacks, state) keys kept
     /// between two drains (it is drained every second).
     #[arg(long, value_name = "N", default_value_t = crate::probe::DEFAULT_MAX_ENTRIES, value_parser = clap::value_parser!(u32).range(64..=16_777_216))]
@@ -124,6 +130,7 @@ impl Default for MapArgs {
         MapArgs {
             max_stacks: crate::probe::DEFAULT_MAX_STACKS,
             max_entries: crate::probe::DEFAULT_MAX_ENTRIES,
+            max_unwind_rows: crate::probe::DEFAULT_MAX_UNWIND_ROWS,
         }
     }
 }

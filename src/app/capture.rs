@@ -305,6 +305,11 @@ fn summary(profile: &Profile, written: &[PathBuf]) -> String {
             l.count, l.what, l.remedy
         ));
     }
+    if let Some(u) = &profile.meta.unwinding {
+        for line in u.lines() {
+            out.push_str(&format!("fgbpf: {line}\n"));
+        }
+    }
     for line in unresolved::summary_lines(profile) {
         out.push_str(&format!("fgbpf: {line}\n"));
     }

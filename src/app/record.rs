@@ -15,7 +15,7 @@ use crate::format::{
     report, svg, unresolved,
 };
 use crate::probe::{self, OffcpuOptions, OncpuOptions, Probe, Recorded};
-use crate::profile::{merge, Kind, Losses, Meta, Profile, RawStack, State, Unit};
+use crate::profile::{merge, Kind, Losses, Meta, Profile, RawStack, State, Unit, Unwinding};
 use crate::symbolize::Symbolizer;
 
 /// What a capture command records and writes.
@@ -69,6 +69,7 @@ impl Recording<'_> {
             kernel_stacks: !self.capture.user_only,
             max_stacks: self.maps.max_stacks,
             max_entries: self.maps.max_entries,
+            max_unwind_rows: self.maps.max_unwind_rows,
         })
     }
 }
@@ -136,6 +137,7 @@ pub fn run(rec: &Recording<'_>) -> Result<Outcome, CliError> {
             let mut text = report::render(&wall, &report::Options { kind: "wall-clock".into(), ..Default::default() });
             text.push_str(&open_blocks_note(views.open_blocks));
             text.push_str(&unresolved::render(&wall));
+            text.push_str(&unwinding_section(&wall));
             text.push_str(&breakdown::render(&wall, leading, true, 3));
             let svg_opts = svg::Options {
                 title: format!("Wall-clock flame graph: {}", prepared.target),
@@ -152,7 +154,9 @@ pub fn run(rec: &Recording<'_>) -> Result<Outcome, CliError> {
             wall
         }
         (Some(on), None) => {
-            let text = report::render(on, &report::Options::default()) + &unresolved::render(on);
+            let text = report::render(on, &report::Options::default())
+                + &unresolved::render(on)
+                + &unwinding_section(on);
             written.extend(write_view(dir, "oncpu", on, formats, &oncpu_svg(on, &started_at, thread_roots), Some(&text))?);
             views.on.expect("matched above")
         }
@@ -194,12 +198,14 @@ impl Views {
             offcpu_losses: recorded.offcpu_losses,
             shared_losses: recorded.shared_losses,
         };
+        let unwinding = unwinding(&recorded.stats, recorded.tables.as_ref());
         let meta = |kind, frequency, losses| Meta {
             kind,
             target: target.to_string(),
             duration: elapsed,
             frequency,
             losses,
+            unwinding: unwinding.clone(),
         };
         if let Some(s) = rec.sampling {
             let mut p = symbolizer.profile(&on_raw, Unit::Samples);
@@ -224,6 +230,39 @@ impl Views {
         }
         all
     }
+}
+
+/// The probe's walk counters and table coverage, for the model.
+fn unwinding(stats: &probe::Stats, tables: Option<&probe::TableStats>) -> Option<Unwinding> {
+    let mut u = Unwinding {
+        tables: stats.unw_tables,
+        mixed: stats.unw_mixed,
+        frame_pointers: stats.unw_fp_only,
+        depth: stats.unw_depth,
+        fault: stats.unw_fault,
+        unsupported: stats.unw_unsupported,
+        lost: stats.unw_lost_fp,
+        enabled: tables.is_some(),
+        ..Default::default()
+    };
+    if let Some(t) = tables {
+        u.binaries = t.binaries;
+        u.rows = t.rows;
+        u.capacity = t.capacity;
+        u.build_ms = t.build_time.as_millis() as u64;
+        u.without = t
+            .without
+            .iter()
+            .map(|(path, why)| {
+                let why = match why {
+                    probe::NoTable::NoUnwindInfo(e) => format!("{e}; its frames are walked by frame pointers"),
+                    probe::NoTable::NoRoom => "the unwind-table array is full (raise --max-unwind-rows)".to_string(),
+                };
+                (path.clone(), why)
+            })
+            .collect();
+    }
+    (u.total() > 0).then_some(u)
 }
 
 fn oncpu_svg(profile: &Profile, started_at: &str, leading: Leading) -> svg::Options {
@@ -255,6 +294,18 @@ fn offcpu_svg(profile: &Profile, started_at: &str, leading: Leading) -> svg::Opt
     }
 }
 
+/// The report's section on how user stacks were walked.
+fn unwinding_section(profile: &Profile) -> String {
+    let Some(u) = &profile.meta.unwinding else {
+        return String::new();
+    };
+    let mut text = String::from("\nUser stacks\n");
+    for line in u.lines() {
+        text.push_str(&format!("  {line}\n"));
+    }
+    text
+}
+
 /// The report line on waits the capture ended in the middle of.
 fn open_blocks_note(open_blocks: u64) -> String {
     match open_blocks {
@@ -275,6 +326,7 @@ fn offcpu_report(profile: &Profile, open_blocks: u64) -> String {
     );
     text.push_str(&open_blocks_note(open_blocks));
     text.push_str(&unresolved::render(profile));
+    text.push_str(&unwinding_section(profile));
     text.push_str(&breakdown::render(profile, Leading::Process, false, 0));
     text.push_str(&breakdown::render(profile, Leading::ProcessAndThread, false, 3));
     text

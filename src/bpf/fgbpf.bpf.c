@@ -14,6 +14,7 @@
 #include "targets.bpf.h"
 #include "stacks.bpf.h"
 #include "counts.bpf.h"
+#include "unwind.bpf.h"
 #include "oncpu.bpf.h"
 #include "offcpu.bpf.h"
 

@@ -70,6 +70,14 @@ struct fg_stats {
 	/* both */
 	__u64 lost_user_stack;  /* user stack not stored: stacks map full */
 	__u64 lost_kern_stack;  /* kernel stack not stored: stacks map full */
+	/* user stacks, by how they were walked and why the walk ended */
+	__u64 unw_fp_only;      /* no tables for the process (yet): frame pointers */
+	__u64 unw_tables;       /* walked with tables, to the outermost frame */
+	__u64 unw_mixed;        /* tables, and frame pointers where code had none */
+	__u64 unw_depth;        /* cut at MAX_STACK_DEPTH frames */
+	__u64 unw_fault;        /* a stack read failed (page not resident) */
+	__u64 unw_unsupported;  /* a rule the walker cannot follow */
+	__u64 unw_lost_fp;      /* no table and no frame pointer for a frame */
 };
 
 /* Unwind tables (src/procs/unwind/ compiles them from .eh_frame; the BPF
@@ -98,6 +106,27 @@ struct fg_unwind_row {
 	__s16 rbp_off;
 	__u8 cfa_type; /* enum fg_cfa_type */
 	__u8 rbp_type; /* enum fg_rbp_type */
+};
+
+/* One executable mapping of a process, as the walker sees it: code in
+ * [start, end) uses rows [first, first + count) of `unwind_rows`, looked up
+ * with pc - load (load = the mapping's bias plus its table's base). count 0:
+ * no table for this code (JIT, no .eh_frame, no room): frame pointers. */
+struct fg_mapping {
+	__u64 start;
+	__u64 end;
+	__u64 load;
+	__u32 first;
+	__u32 count;
+};
+
+#define FG_MAX_MAPPINGS 96
+
+/* A process's executable mappings, sorted by start, in `proc_unwind`. */
+struct fg_proc_unwind {
+	__u32 count;
+	__u32 pad;
+	struct fg_mapping maps[FG_MAX_MAPPINGS];
 };
 
 enum fg_proc_event_kind {

@@ -10,6 +10,7 @@
 #include "fgbpf.h"
 #include "counts.bpf.h"
 #include "stacks.bpf.h"
+#include "unwind.bpf.h"
 #include "targets.bpf.h"
 
 #define TASK_INTERRUPTIBLE 0x1
@@ -59,7 +60,7 @@ static __always_inline void switch_out(void *ctx, struct fg_stats *st, struct ta
 	if (user_stacks) {
 		bool lost = false;
 
-		start.user_stack = store_stack(ctx, 0, BPF_F_USER_STACK, &lost);
+		start.user_stack = store_user_stack(ctx, pid, st, &lost);
 		if (lost)
 			st->lost_user_stack++;
 	}

@@ -7,6 +7,7 @@
 #include "fgbpf.h"
 #include "counts.bpf.h"
 #include "stacks.bpf.h"
+#include "unwind.bpf.h"
 #include "targets.bpf.h"
 
 const volatile bool include_idle = false;
@@ -37,7 +38,7 @@ int do_sample(struct bpf_perf_event_data *ctx)
 	if (user_stacks) {
 		bool lost = false;
 
-		key.user_stack = store_stack(ctx, 0, BPF_F_USER_STACK, &lost);
+		key.user_stack = store_user_stack(ctx, pid, st, &lost);
 		if (lost)
 			st->lost_user_stack++;
 	}

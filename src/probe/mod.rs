@@ -12,6 +12,7 @@ mod offcpu;
 pub mod perf;
 mod skel;
 pub mod targets;
+mod unwind;
 
 use std::fmt;
 use std::mem::MaybeUninit;
@@ -26,6 +27,7 @@ use events::{ProcEvent, ProcWatcher};
 use skel::{FgbpfSkel, FgbpfSkelBuilder};
 
 pub use targets::Targets;
+pub use unwind::{NoTable, TableStats};
 
 /// The probe's counters (struct fg_stats of src/bpf/fgbpf.h), summed over
 /// CPUs.
@@ -36,6 +38,8 @@ pub const DEFAULT_MAX_STACKS: u32 = 16384;
 /// Default entries of each counts buffer (distinct thread + stack + state
 /// keys between two drains).
 pub const DEFAULT_MAX_ENTRIES: u32 = 65536;
+/// Default rows of the unwind-table array (16 bytes each in the kernel).
+pub const DEFAULT_MAX_UNWIND_ROWS: u32 = 1 << 20;
 /// How often the counts are drained while the capture runs.
 pub const DRAIN_EVERY: Duration = Duration::from_secs(1);
 
@@ -82,6 +86,8 @@ pub struct Options {
     pub kernel_stacks: bool,
     pub max_stacks: u32,
     pub max_entries: u32,
+    /// Rows of the unwind-table array; 0: frame pointers only.
+    pub max_unwind_rows: u32,
 }
 
 impl Default for Options {
@@ -94,6 +100,7 @@ impl Default for Options {
             kernel_stacks: true,
             max_stacks: DEFAULT_MAX_STACKS,
             max_entries: DEFAULT_MAX_ENTRIES,
+            max_unwind_rows: DEFAULT_MAX_UNWIND_ROWS,
         }
     }
 }
@@ -114,6 +121,8 @@ pub struct Recorded {
     /// Off-CPU blocks still open when the capture ended (their time so far
     /// is in `stacks`).
     pub open_blocks: u64,
+    /// What the unwind tables covered; `None` with frame pointers only.
+    pub tables: Option<TableStats>,
 }
 
 /// A running (or stopped) capture. Dropping it detaches and unloads
@@ -125,6 +134,7 @@ pub struct Probe {
     links: Vec<Link>,
     skel: FgbpfSkel<'static>,
     counts: Counts,
+    tables: Option<unwind::Tables>,
     opts: Options,
     /// From the start of loading to the last program attached.
     pub attach_time: Duration,
@@ -160,6 +170,7 @@ impl Probe {
             ro.user_stacks = opts.user_stacks;
             ro.kern_stacks = opts.kernel_stacks;
             ro.include_idle = opts.oncpu.as_ref().is_some_and(|o| o.include_idle);
+            ro.use_tables = opts.user_stacks && opts.max_unwind_rows > 0;
             if let Some(off) = off {
                 ro.min_block_ns = off.min_block.as_nanos() as u64;
                 ro.max_block_ns = off.max_block.map_or(u64::MAX, |d| d.as_nanos() as u64);
@@ -174,6 +185,7 @@ impl Probe {
         size(&mut open.maps.stacks, opts.max_stacks, "stack")?;
         size(&mut open.maps.counts0, opts.max_entries, "counts")?;
         size(&mut open.maps.counts1, opts.max_entries, "counts")?;
+        size(&mut open.maps.unwind_rows, opts.max_unwind_rows.max(1), "unwind rows")?;
         let progs = &mut open.progs;
         progs.fork_btf.set_autoload(btf);
         progs.exec_btf.set_autoload(btf);
@@ -188,6 +200,15 @@ impl Probe {
             .map_err(|e| bpf_error("loading the BPF object", e))?;
         opts.targets
             .fill(&skel.maps.target_pids, &skel.maps.target_tids)?;
+        let mut tables = None;
+        if opts.user_stacks && opts.max_unwind_rows > 0 {
+            let mut t = unwind::Tables::new(&skel.maps.unwind_rows).map_err(CaptureError::new)?;
+            // The named targets' tables are there before their first sample.
+            for &pid in &opts.targets.pids {
+                t.track(pid, &skel.maps.proc_unwind);
+            }
+            tables = Some(t);
+        }
         let attach = |prog: &libbpf_rs::ProgramMut, what: &str| {
             prog.attach()
                 .map_err(|e| bpf_error(&format!("attaching to {what}"), e))
@@ -234,6 +255,7 @@ impl Probe {
             links,
             skel,
             counts: Counts::default(),
+            tables,
             opts: opts.clone(),
             attach_time: started.elapsed(),
             cpus,
@@ -252,8 +274,15 @@ impl Probe {
     }
 
     /// Process announcements since the last call, waiting up to `timeout`.
-    pub fn poll_processes(&self, timeout: Duration) -> Vec<ProcEvent> {
-        self.watcher.poll(timeout)
+    /// Announced processes get their unwind tables.
+    pub fn poll_processes(&mut self, timeout: Duration) -> Vec<ProcEvent> {
+        let events = self.watcher.poll(timeout);
+        if let Some(t) = self.tables.as_mut() {
+            for e in &events {
+                t.track(e.pid, &self.skel.maps.proc_unwind);
+            }
+        }
+        events
     }
 
     pub fn stats(&self) -> Stats {
@@ -278,6 +307,9 @@ impl Probe {
     /// interval's keys. Call it from the capture loop.
     pub fn tick(&mut self) {
         self.counts.tick(&self.skel);
+        if let Some(t) = self.tables.as_mut() {
+            t.refresh(&self.skel.maps.proc_unwind);
+        }
     }
 
     /// Stops recording; what was gathered stays readable for
@@ -310,6 +342,7 @@ impl Probe {
             stacks,
             stats,
             open_blocks,
+            tables: self.tables.as_ref().map(unwind::Tables::stats),
             ..Default::default()
         };
         rec.oncpu_losses.add(
@@ -425,9 +458,16 @@ pub(crate) fn bpf_error(step: &str, err: libbpf_rs::Error) -> CaptureError {
 }
 
 /// libbpf's own messages would interleave with fgbpf's one-line errors;
-/// every failure it reports also comes back as an error we explain.
+/// every failure it reports also comes back as an error we explain. With
+/// FGBPF_LIBBPF_LOG=1 they go to stderr, verifier logs included, for
+/// diagnosing a kernel that refuses the object.
 fn quiet_libbpf() {
-    libbpf_rs::set_print(None);
+    if std::env::var_os("FGBPF_LIBBPF_LOG").is_some_and(|v| v == "1") {
+        let print: libbpf_rs::PrintCallback = |_, msg| eprint!("{msg}");
+        libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Debug, print)));
+    } else {
+        libbpf_rs::set_print(None);
+    }
 }
 
 /// BPF memory is charged to the cgroup on current kernels; older ones need

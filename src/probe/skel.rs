@@ -10,3 +10,4 @@ unsafe impl plain::Plain for types::fg_key {}
 unsafe impl plain::Plain for types::fg_start {}
 unsafe impl plain::Plain for types::fg_stats {}
 unsafe impl plain::Plain for types::fg_proc_event {}
+unsafe impl plain::Plain for types::fg_proc_unwind {}

@@ -20,6 +20,7 @@ pub fn wall(on: &Profile, off: &Profile) -> Profile {
         duration: on.meta.duration,
         frequency: Some(hz),
         losses: Default::default(),
+        unwinding: on.meta.unwinding.clone(),
     };
     wall
 }

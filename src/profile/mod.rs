@@ -3,8 +3,10 @@
 
 pub mod merge;
 pub mod raw;
+pub mod unwinding;
 
 pub use raw::{RawStack, State, BEFORE_CAPTURE, LOST_STACK};
+pub use unwinding::Unwinding;
 
 use rayon::slice::ParallelSliceMut;
 use rustc_hash::FxHashMap as HashMap;
@@ -190,6 +192,8 @@ pub struct Meta {
     /// Sampling frequency (on-CPU captures).
     pub frequency: Option<u64>,
     pub losses: Losses,
+    /// How user stacks were walked; `None` for profiles read from files.
+    pub unwinding: Option<Unwinding>,
 }
 
 /// Why the leaf frame of some samples could not be named.

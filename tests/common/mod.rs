@@ -27,33 +27,44 @@ pub fn fgbpf() -> Command {
 
 static BUILT: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
-/// Compiles `tests/workloads/NAME.c` once per test run and returns the
-/// binary's path.
+/// Compiles `tests/workloads/NAME.c` once per test run with frame pointers
+/// kept everywhere (clang) and returns the binary's path: the controlled
+/// case, next to [`plain_workload`].
 pub fn workload(name: &str) -> PathBuf {
+    // clang keeps the frame pointer in leaf functions too; gcc 12 does not.
+    build(
+        name,
+        name,
+        "clang",
+        &["-O1", "-g", "-fno-omit-frame-pointer", "-mno-omit-leaf-frame-pointer", "-pthread"],
+    )
+}
+
+/// Compiles `tests/workloads/NAME.c` the way users' programs are built:
+/// the machine's default `gcc -O2`, no frame-pointer flags.
+pub fn plain_workload(name: &str) -> PathBuf {
+    build(name, &format!("{name}-O2"), "gcc", &["-O2", "-pthread"])
+}
+
+fn build(name: &str, bin_name: &str, compiler: &str, flags: &[&str]) -> PathBuf {
     let out_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("workloads");
-    let bin = out_dir.join(name);
+    let bin = out_dir.join(bin_name);
     let mut built = BUILT.lock().unwrap();
-    if !built.iter().any(|b| b == name) {
+    let key = bin_name.to_string();
+    if !built.iter().any(|b| *b == key) {
         std::fs::create_dir_all(&out_dir).unwrap();
         let src = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/workloads")
             .join(format!("{name}.c"));
-        // clang keeps the frame pointer in leaf functions too; gcc 12 does not.
-        let status = Command::new("clang")
-            .args([
-                "-O1",
-                "-g",
-                "-fno-omit-frame-pointer",
-                "-mno-omit-leaf-frame-pointer",
-                "-pthread",
-                "-o",
-            ])
+        let status = Command::new(compiler)
+            .args(flags)
+            .arg("-o")
             .arg(&bin)
             .arg(&src)
             .status()
-            .expect("clang is installed (scripts/setup.sh installs it)");
+            .unwrap_or_else(|e| panic!("running {compiler} (scripts/setup.sh installs it): {e}"));
         assert!(status.success(), "compiling {}", src.display());
-        built.push(name.to_string());
+        built.push(key);
     }
     bin
 }
@@ -90,6 +101,7 @@ pub fn read_folded(path: &Path) -> Vec<(Vec<String>, u64)> {
     let text =
         std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
     text.lines()
+        .filter(|line| !line.starts_with("# "))
         .map(|line| {
             let (stack, count) = line
                 .rsplit_once(' ')

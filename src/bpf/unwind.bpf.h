@@ -1,0 +1,267 @@
+/* User-stack walker with unwind tables compiled from .eh_frame in user
+ * space (src/procs/unwind/), so that code without frame pointers (most
+ * distribution packages, glibc, default -O2 builds) unwinds whole. Per
+ * frame: find the mapping holding the pc (binary search over the process's
+ * sorted mappings), find its row (binary search over the table), compute
+ * the CFA, read the return address at CFA-8 and the caller's rbp where the
+ * row says it was saved. Code without rows (JIT, tables not yet built)
+ * falls back to the frame pointer for that frame. The walk runs in a
+ * bpf_loop, one frame per iteration, up to MAX_STACK_DEPTH frames. */
+#ifndef FGBPF_UNWIND_BPF_H
+#define FGBPF_UNWIND_BPF_H
+
+#include "fgbpf.h"
+#include "stacks.bpf.h"
+
+/* Sized by the loader; user space fills it through a memory mapping. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct fg_unwind_row);
+} unwind_rows SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u32);
+	__type(value, struct fg_proc_unwind);
+} proc_unwind SEC(".maps");
+
+/* Off when the user asked for frame pointers only (or no process has
+ * tables): stacks then come from bpf_get_stack, as before. */
+const volatile bool use_tables = false;
+
+enum walk_end {
+	WALK_GOING = 0,
+	WALK_DONE,        /* reached the outermost frame */
+	WALK_FAULT,       /* a read of the stack failed */
+	WALK_UNSUPPORTED, /* a rule the walker cannot follow */
+	WALK_LOST_FP,     /* no row and no usable frame pointer */
+};
+
+struct walk {
+	__u64 ip, sp, bp;
+	struct fg_proc_unwind *proc;
+	struct stack_buf *buf;
+	__u32 n;
+	__u32 end;
+	bool used_fp;
+	bool used_rows;
+};
+
+/* The binary searches are global functions: the verifier checks each once
+ * on its own, instead of once per path through the walk, which would
+ * exceed its instruction budget. */
+
+/* Index of the mapping holding pc, or FG_MAX_MAPPINGS for none. */
+__noinline __u32 find_mapping(struct fg_proc_unwind *proc, __u64 pc)
+{
+	__u32 lo = 0, hi, idx;
+
+	if (!proc)
+		return FG_MAX_MAPPINGS;
+	hi = proc->count;
+	if (hi > FG_MAX_MAPPINGS)
+		hi = FG_MAX_MAPPINGS;
+	/* last mapping with start <= pc */
+	for (int i = 0; i < 8 && lo < hi; i++) {
+		__u32 mid = (lo + hi) / 2;
+
+		if (mid >= FG_MAX_MAPPINGS)
+			return FG_MAX_MAPPINGS;
+		if (proc->maps[mid].start <= pc)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0)
+		return FG_MAX_MAPPINGS;
+	idx = lo - 1;
+	if (idx >= FG_MAX_MAPPINGS)
+		return FG_MAX_MAPPINGS;
+	return pc < proc->maps[idx].end ? idx : FG_MAX_MAPPINGS;
+}
+
+/* Index in unwind_rows of the row for rel in rows [first, first + count),
+ * or ~0 (no such element) for none. */
+__noinline __u32 find_row(__u32 first, __u32 count, __u32 rel)
+{
+	__u32 lo = 0, hi = count;
+
+	/* last row with pc <= rel; 2^24 rows per table at most */
+	for (int i = 0; i < 24 && lo < hi; i++) {
+		__u32 mid = (lo + hi) / 2;
+		__u32 key = first + mid;
+		struct fg_unwind_row *r = bpf_map_lookup_elem(&unwind_rows, &key);
+
+		if (!r)
+			return ~0U;
+		if (r->pc <= rel)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0)
+		return ~0U;
+	return first + lo - 1;
+}
+
+/* One step with the frame pointer: rbp points at the saved rbp, with the
+ * return address above it. */
+static __always_inline bool fp_step(struct walk *w)
+{
+	__u64 frame[2];
+
+	if (w->bp == 0 || w->bp < w->sp)
+		return false;
+	if (bpf_probe_read_user(frame, sizeof(frame), (void *)w->bp))
+		return false;
+	w->sp = w->bp + 16;
+	w->bp = frame[0];
+	w->ip = frame[1];
+	w->used_fp = true;
+	return true;
+}
+
+static long walk_step(__u32 i, void *ctx)
+{
+	struct walk *w = ctx;
+	struct fg_mapping *m;
+	struct fg_unwind_row *r;
+	__u64 pc, cfa, ra;
+	__u32 n = w->n;
+	__u64 mi;
+
+	if (n >= MAX_STACK_DEPTH)
+		return 1;
+	w->buf->ips[n] = w->ip;
+	w->n = n + 1;
+	if (w->n >= MAX_STACK_DEPTH)
+		return 1;
+	/* A caller's return address points after its call: look up the call. */
+	pc = n == 0 ? w->ip : w->ip - 1;
+	r = NULL;
+	mi = find_mapping(w->proc, pc);
+	/* Keep the bound check: the compiler can see it holds, the verifier
+	 * cannot see into a global function. */
+	asm volatile("" : "+r"(mi));
+	if (mi < FG_MAX_MAPPINGS && w->proc) {
+		m = &w->proc->maps[mi];
+		if (m->count && pc - m->load <= 0xffffffffULL) {
+			__u32 ri = find_row(m->first, m->count, (__u32)(pc - m->load));
+
+			r = bpf_map_lookup_elem(&unwind_rows, &ri);
+		}
+	}
+	if (!r || r->cfa_type == FG_CFA_NONE) {
+		if (!fp_step(w)) {
+			w->end = WALK_LOST_FP;
+			return 1;
+		}
+		goto next;
+	}
+	w->used_rows = true;
+	switch (r->cfa_type) {
+	case FG_CFA_RSP:
+		cfa = w->sp + r->cfa_off;
+		break;
+	case FG_CFA_RBP:
+		cfa = w->bp + r->cfa_off;
+		break;
+	case FG_CFA_PLT:
+		cfa = w->sp + r->cfa_off + ((w->ip & 15) >= 11 ? 8 : 0);
+		break;
+	case FG_CFA_END:
+		w->end = WALK_DONE;
+		return 1;
+	default:
+		w->end = WALK_UNSUPPORTED;
+		return 1;
+	}
+	if (bpf_probe_read_user(&ra, sizeof(ra), (void *)(cfa - 8))) {
+		w->end = WALK_FAULT;
+		return 1;
+	}
+	if (r->rbp_type == FG_RBP_AT_CFA) {
+		if (bpf_probe_read_user(&w->bp, sizeof(w->bp), (void *)(cfa + r->rbp_off))) {
+			w->end = WALK_FAULT;
+			return 1;
+		}
+	} else if (r->rbp_type != FG_RBP_SAME) {
+		w->bp = 0;
+	}
+	w->sp = cfa;
+	w->ip = ra;
+next:
+	if (w->ip == 0) {
+		w->end = WALK_DONE;
+		return 1;
+	}
+	return 0;
+}
+
+/* The user registers of the current task, as saved at its entry to the
+ * kernel: by the timer interrupt when a sample lands in user code, by the
+ * syscall or interrupt entry otherwise (and at a context switch). */
+static __always_inline bool user_regs(struct walk *w)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct pt_regs *regs;
+
+	if (!BPF_CORE_READ(task, mm))
+		return false;
+	regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	if (!regs)
+		return false;
+	w->ip = BPF_CORE_READ(regs, ip);
+	w->sp = BPF_CORE_READ(regs, sp);
+	w->bp = BPF_CORE_READ(regs, bp);
+	return w->ip != 0;
+}
+
+/* The current task's user stack into `stacks`: walked with tables when
+ * its process has them, else by the kernel's frame-pointer walk. Returns
+ * its key (see store_stack) and counts how the walk went. */
+static __always_inline __u64 store_user_stack(void *ctx, __u32 pid, struct fg_stats *st, bool *lost)
+{
+	struct walk w = {};
+	__u32 slot = 0;
+
+	if (use_tables)
+		w.proc = bpf_map_lookup_elem(&proc_unwind, &pid);
+	if (!w.proc) {
+		st->unw_fp_only++;
+		return store_stack(ctx, 0, BPF_F_USER_STACK, lost);
+	}
+	w.buf = bpf_map_lookup_elem(&stack_scratch, &slot);
+	if (!w.buf || !user_regs(&w))
+		return STACK_NONE;
+	bpf_loop(MAX_STACK_DEPTH, walk_step, &w, 0);
+	if (w.n < MAX_STACK_DEPTH)
+		w.buf->ips[w.n] = 0;
+	switch (w.end) {
+	case WALK_GOING:
+		st->unw_depth++;
+		break;
+	case WALK_FAULT:
+		st->unw_fault++;
+		break;
+	case WALK_UNSUPPORTED:
+		st->unw_unsupported++;
+		break;
+	case WALK_LOST_FP:
+		st->unw_lost_fp++;
+		break;
+	default:
+		if (w.used_fp)
+			st->unw_mixed++;
+		else
+			st->unw_tables++;
+	}
+	return keep_stack(w.buf, w.n * sizeof(__u64), lost);
+}
+
+#endif

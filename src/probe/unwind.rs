@@ -1,0 +1,302 @@
+//! Unwind tables in the kernel: for each process the probe sees, its
+//! executable mappings go into `proc_unwind` and the rows of their binaries
+//! into `unwind_rows` (src/bpf/unwind.bpf.h), which the BPF walker reads.
+//! Rows are compiled once per binary (by device and inode) by
+//! [`crate::procs::unwind`] and shared by every process that maps it: one
+//! libc table for the whole system. The rows array is written through a
+//! shared memory mapping, not one syscall per row.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::hash::{Hash, Hasher};
+use std::time::{Duration, Instant};
+
+use libbpf_rs::{MapCore, MapFlags};
+
+use super::skel::types;
+use crate::procs::unwind::{self as compile, Row};
+
+/// Bytes the kernel gives each element of an array map: the value size
+/// rounded up to 8 (struct fg_unwind_row is 12 bytes).
+const ROW_STRIDE: usize = 16;
+/// How often tracked processes are checked for new code (dlopen).
+const REFRESH_EVERY: Duration = Duration::from_secs(2);
+
+/// Where a binary's rows are in `unwind_rows`.
+#[derive(Clone, Copy, Debug)]
+struct Placed {
+    first: u32,
+    count: u32,
+    base: u64,
+}
+
+/// Why a binary has no rows in the kernel.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum NoTable {
+    /// No .eh_frame (or it could not be read): frame pointers only.
+    NoUnwindInfo(String),
+    /// The rows array is full.
+    NoRoom,
+}
+
+/// What the tables cover, for the summary and the report.
+#[derive(Clone, Debug, Default)]
+pub struct TableStats {
+    pub binaries: usize,
+    pub rows: u64,
+    pub capacity: u64,
+    pub build_time: Duration,
+    /// Binaries left to frame pointers, with why (path → reason).
+    pub without: Vec<(String, NoTable)>,
+    /// Processes with more executable mappings than the walker holds.
+    pub mappings_dropped: u64,
+}
+
+pub(super) struct Tables {
+    rows: *mut u8,
+    len_bytes: usize,
+    capacity: u32,
+    used: u32,
+    by_binary: HashMap<(String, u64), Result<Placed, NoTable>>,
+    tracked: HashMap<u32, u64>,
+    gone: HashSet<u32>,
+    last_refresh: Instant,
+    stats: TableStats,
+}
+
+impl Drop for Tables {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly the mapping made in `new`.
+        unsafe { libc::munmap(self.rows.cast(), self.len_bytes) };
+    }
+}
+
+impl Tables {
+    /// Maps the loaded `unwind_rows` array (BPF_F_MMAPABLE) for writing.
+    pub fn new<M: MapCore>(rows: &M) -> Result<Self, String> {
+        use std::os::fd::AsRawFd;
+        let capacity = rows.max_entries();
+        let page = 4096;
+        let len_bytes = (capacity as usize * ROW_STRIDE).div_ceil(page) * page;
+        // SAFETY: maps the array map's memory, shared with the kernel; the
+        // length covers its entries, rounded to pages as the kernel does.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len_bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                rows.as_fd().as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(format!(
+                "mapping the unwind rows: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        Ok(Tables {
+            rows: ptr.cast(),
+            len_bytes,
+            capacity,
+            used: 0,
+            by_binary: HashMap::new(),
+            tracked: HashMap::new(),
+            gone: HashSet::new(),
+            last_refresh: Instant::now(),
+            stats: TableStats {
+                capacity: capacity as u64,
+                ..Default::default()
+            },
+        })
+    }
+
+    pub fn stats(&self) -> TableStats {
+        self.stats.clone()
+    }
+
+    /// Reads the process's executable mappings and gives the walker their
+    /// tables, building those of binaries not seen before.
+    pub fn track<M: MapCore>(&mut self, pid: u32, procs: &M) {
+        if pid == 0 || self.gone.contains(&pid) {
+            return;
+        }
+        let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
+            self.gone.insert(pid);
+            return;
+        };
+        let code: Vec<MapsLine> = maps.lines().filter_map(MapsLine::parse).collect();
+        let digest = digest(&code);
+        if self.tracked.get(&pid) == Some(&digest) {
+            return;
+        }
+        let mut value = types::fg_proc_unwind::default();
+        let max_mappings = value.maps.len();
+        let mut n = 0;
+        for m in &code {
+            if n == max_mappings {
+                self.stats.mappings_dropped += 1;
+                continue;
+            }
+            let (table, load) = self.table_for(pid, m);
+            let entry = &mut value.maps[n];
+            entry.start = m.start;
+            entry.end = m.end;
+            if let Some((p, load)) = table.zip(load) {
+                entry.first = p.first;
+                entry.count = p.count;
+                entry.load = load;
+            }
+            n += 1;
+        }
+        value.count = n as u32;
+        // SAFETY: fg_proc_unwind is a plain struct of integers.
+        let bytes = unsafe { plain::as_bytes(&value) };
+        if procs
+            .update(&pid.to_ne_bytes(), bytes, MapFlags::ANY)
+            .is_ok()
+        {
+            self.tracked.insert(pid, digest);
+        }
+    }
+
+    /// Re-reads tracked processes now and then, for code mapped since
+    /// (dlopen), and forgets those that exited.
+    pub fn refresh<M: MapCore>(&mut self, procs: &M) {
+        if self.last_refresh.elapsed() < REFRESH_EVERY {
+            return;
+        }
+        self.last_refresh = Instant::now();
+        let pids: Vec<u32> = self.tracked.keys().copied().collect();
+        for pid in pids {
+            if std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                self.track(pid, procs);
+            } else {
+                self.tracked.remove(&pid);
+                self.gone.insert(pid);
+                let _ = procs.delete(&pid.to_ne_bytes());
+            }
+        }
+    }
+
+    /// The rows of the binary mapped at `m`, and the mapping's `load`
+    /// (runtime address minus table pc).
+    fn table_for(&mut self, pid: u32, m: &MapsLine) -> (Option<Placed>, Option<u64>) {
+        let path = format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end);
+        let Ok(file) = File::open(&path) else {
+            return (None, None);
+        };
+        // SAFETY: read-only private mapping of a file that is mapped
+        // executable by a process: binaries are not rewritten in place.
+        let Ok(data) = (unsafe { memmap2::Mmap::map(&file) }) else {
+            return (None, None);
+        };
+        let key = (m.dev.clone(), m.inode);
+        let placed = match self.by_binary.get(&key) {
+            Some(r) => r.clone(),
+            None => {
+                let r = self.build(&data);
+                if let Err(why) = &r {
+                    self.stats.without.push((m.path.clone(), why.clone()));
+                }
+                self.by_binary.insert(key, r.clone());
+                r
+            }
+        };
+        let Ok(placed) = placed else {
+            return (None, None);
+        };
+        let load = bias(&data, m.start, m.offset).map(|b| b.wrapping_add(placed.base));
+        (Some(placed), load)
+    }
+
+    fn build(&mut self, data: &[u8]) -> Result<Placed, NoTable> {
+        let started = Instant::now();
+        let table = compile::compile(data).map_err(|e| NoTable::NoUnwindInfo(e.to_string()));
+        self.stats.build_time += started.elapsed();
+        let table = table?;
+        let count = table.rows.len() as u32;
+        if count as u64 > (self.capacity - self.used) as u64 {
+            return Err(NoTable::NoRoom);
+        }
+        let first = self.used;
+        for (i, row) in table.rows.iter().enumerate() {
+            // SAFETY: first + i < capacity (checked above), and the mapping
+            // holds capacity elements of ROW_STRIDE bytes.
+            unsafe {
+                let dst = self.rows.add((first as usize + i) * ROW_STRIDE);
+                std::ptr::copy_nonoverlapping(
+                    (row as *const Row).cast::<u8>(),
+                    dst,
+                    std::mem::size_of::<Row>(),
+                );
+            }
+        }
+        self.used += count;
+        self.stats.binaries += 1;
+        self.stats.rows += count as u64;
+        Ok(Placed {
+            first,
+            count,
+            base: table.base,
+        })
+    }
+}
+
+/// runtime address - ELF virtual address for code mapped from file offset
+/// `offset` at `start`: from the loadable segment holding that offset.
+fn bias(data: &[u8], start: u64, offset: u64) -> Option<u64> {
+    use object::{Object, ObjectSegment};
+    let file = object::File::parse(data).ok()?;
+    let seg = file.segments().find(|s| {
+        let (off, size) = s.file_range();
+        off <= offset && offset < off + size.max(1)
+    })?;
+    let (seg_off, _) = seg.file_range();
+    // vaddr = runtime - start + offset - seg_off + seg_vaddr
+    Some(
+        start
+            .wrapping_sub(offset)
+            .wrapping_add(seg_off)
+            .wrapping_sub(seg.address()),
+    )
+}
+
+/// An executable, file-backed line of /proc/PID/maps.
+struct MapsLine {
+    start: u64,
+    end: u64,
+    offset: u64,
+    dev: String,
+    inode: u64,
+    path: String,
+}
+
+impl MapsLine {
+    fn parse(line: &str) -> Option<MapsLine> {
+        let mut f = line.splitn(6, ' ');
+        let (range, perms, offset, dev, inode) = (f.next()?, f.next()?, f.next()?, f.next()?, f.next()?);
+        let path = f.next().unwrap_or("").trim_start();
+        if !perms.contains('x') || inode == "0" || !path.starts_with('/') {
+            return None;
+        }
+        let (s, e) = range.split_once('-')?;
+        Some(MapsLine {
+            start: u64::from_str_radix(s, 16).ok()?,
+            end: u64::from_str_radix(e, 16).ok()?,
+            offset: u64::from_str_radix(offset, 16).ok()?,
+            dev: dev.to_string(),
+            inode: inode.parse().ok()?,
+            path: path.to_string(),
+        })
+    }
+}
+
+fn digest(lines: &[MapsLine]) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for l in lines {
+        (l.start, l.end, l.offset, l.inode).hash(&mut h);
+    }
+    h.finish()
+}

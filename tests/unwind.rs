@@ -1,0 +1,148 @@
+//! Whole user stacks on software built the way users build it: a plain
+//! `gcc -O2` program calling glibc, and Debian's own python3.11, neither
+//! with frame pointers. fgbpf walks them with unwind tables compiled from
+//! `.eh_frame`; `perf record --call-graph dwarf` on the same process is
+//! the anchor.
+
+mod common;
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::*;
+
+/// Starts `bin args` and gives it a moment to reach its steady state.
+fn start(bin: &std::path::Path, args: &[&str]) -> Child {
+    let child = Command::new(bin).args(args).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    child
+}
+
+fn stop(mut child: Child) {
+    child.kill().ok();
+    child.wait().ok();
+}
+
+/// Weight of the stacks in which `frames` appear in this order (not
+/// necessarily adjacent), root first.
+fn weight_in_order(stacks: &[(Vec<String>, u64)], frames: &[&str]) -> u64 {
+    stacks
+        .iter()
+        .filter(|(f, _)| {
+            let mut want = frames.iter().peekable();
+            for x in f {
+                if want.peek().is_some_and(|w| *w == x) {
+                    want.next();
+                }
+            }
+            want.peek().is_none()
+        })
+        .map(|(_, w)| w)
+        .sum()
+}
+
+fn pct(part: u64, all: u64) -> f64 {
+    part as f64 * 100.0 / all.max(1) as f64
+}
+
+fn capture(cmd: &str, pid: u32, seconds: &str, test: &str) -> (std::path::PathBuf, String) {
+    let dir = out_dir(test);
+    let out = run(fgbpf()
+        .args([cmd, "-F", "999", "-d", seconds, "-p", &pid.to_string(), "-o"])
+        .arg(&dir));
+    assert_ok(&out);
+    (dir, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn plain_gcc_split_reaches_main_with_the_right_shares() {
+    if !require_root() {
+        return;
+    }
+    let child = start(&plain_workload("plain"), &["split", "6"]);
+    let (dir, stderr) = capture("oncpu", child.id(), "4", "plain_split");
+    stop(child);
+    let stacks = read_folded(&dir.join("oncpu.folded"));
+    let all = total(&stacks);
+    assert!(all > 2000, "too few samples: {all}");
+    for (f, want) in [("work_fifty", 50.0), ("work_thirty", 30.0), ("work_twenty", 20.0)] {
+        let got = share(&stacks, f);
+        assert!((got - want).abs() <= 3.0, "{f}: {got:.1}% instead of {want}%");
+        // The shared leaf keeps its caller.
+        let under = pct(weight_in_order(&stacks, &["main", f, "spin"]), all);
+        assert!(under >= want - 3.0, "main;{f};spin: {under:.1}%");
+    }
+    let main = pct(weight_with(&stacks, "main"), all);
+    assert!(main >= 99.0, "main on {main:.1}% of samples");
+    assert!(stderr.contains("unwound"), "the summary says how stacks were unwound: {stderr}");
+}
+
+#[test]
+fn plain_gcc_ten_deep_chain_is_whole() {
+    if !require_root() {
+        return;
+    }
+    let child = start(&plain_workload("plain"), &["deep", "5"]);
+    let (dir, _) = capture("oncpu", child.id(), "3", "plain_deep");
+    stop(child);
+    let stacks = read_folded(&dir.join("oncpu.folded"));
+    let chain = [
+        "main", "level1", "level2", "level3", "level4", "level5", "level6", "level7", "level8",
+        "level9", "level10", "bottom", "spin",
+    ];
+    let whole = pct(weight_in_order(&stacks, &chain), total(&stacks));
+    assert!(whole >= 95.0, "whole chain on {whole:.1}% of samples: {stacks:?}");
+}
+
+#[test]
+fn plain_gcc_waits_in_glibc_keep_their_callers() {
+    if !require_root() {
+        return;
+    }
+    let child = start(&plain_workload("plain"), &["waits", "5"]);
+    let (dir, _) = capture("offcpu", child.id(), "3", "plain_waits");
+    stop(child);
+    let stacks = read_folded(&dir.join("offcpu.folded"));
+    let of_thread = |name: &str| -> Vec<(Vec<String>, u64)> {
+        stacks
+            .iter()
+            .filter(|(f, _)| f.get(1).is_some_and(|t| t.starts_with(&format!("{name}-"))))
+            .cloned()
+            .collect()
+    };
+    for (thread, caller) in [("napper", "nap_50ms"), ("reader", "wait_for_byte")] {
+        let mine = of_thread(thread);
+        let all = total(&mine);
+        assert!(all > 1_000_000, "{thread}: only {all} us off-CPU");
+        let with = pct(weight_in_order(&mine, &["main", caller]), all)
+            .max(pct(weight_in_order(&mine, &["start_thread", caller]), all));
+        assert!(with >= 95.0, "{thread}: {caller} on {with:.1}% of its off-CPU time: {mine:?}");
+    }
+}
+
+#[test]
+fn debian_python_reaches_main() {
+    if !require_root() {
+        return;
+    }
+    let python = std::path::Path::new("/usr/bin/python3.11");
+    assert!(python.exists(), "Debian's python3.11 is installed (scripts/test.sh installs it)");
+    let script = "import time\ndef inner(n):\n    s = 0\n    for i in range(n):\n        s += i * i\n    return s\ndef outer():\n    t = time.time() + 6\n    while time.time() < t:\n        inner(10000)\nouter()\n";
+    let child = Command::new(python)
+        .args(["-c", script])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let (dir, _) = capture("oncpu", child.id(), "3", "python_main");
+    stop(child);
+    let stacks = read_folded(&dir.join("oncpu.folded"));
+    let all = total(&stacks);
+    let main = stacks
+        .iter()
+        .filter(|(f, _)| f.iter().any(|x| x == "Py_BytesMain" || x == "main"))
+        .map(|(_, w)| w)
+        .sum();
+    let got = pct(main, all);
+    assert!(got >= 95.0, "python3.11: main on {got:.1}% of {all} samples");
+}

@@ -1,0 +1,125 @@
+/* Built the way users build: plain `gcc -O2`, no frame-pointer flags, every
+ * wait through glibc. Usage: plain MODE SECONDS, where MODE is
+ *   split  CPU time split 50/30/20 between work_fifty/thirty/twenty, each
+ *          calling the same leaf `spin`, under main;
+ *   deep   a 10-deep chain level1 .. level10 spinning at the bottom;
+ *   waits  three threads: `napper` sleeps through usleep() in nap_50ms,
+ *          `reader` blocks in read() on a pipe in wait_for_byte, woken
+ *          every 20 ms by `writer` from notify_reader. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static volatile unsigned long sink;
+static double until;
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+__attribute__((noinline)) void spin(unsigned long iters)
+{
+	unsigned long h = sink;
+	for (unsigned long i = 0; i < iters; i++)
+		h = (h ^ i) * 0x9E3779B97F4A7C15UL + 7;
+	sink = h;
+}
+
+__attribute__((noinline)) void work_fifty(void) { spin(500000); sink++; }
+__attribute__((noinline)) void work_thirty(void) { spin(300000); sink++; }
+__attribute__((noinline)) void work_twenty(void) { spin(200000); sink++; }
+
+#define LEVEL(n, next)                                                 \
+	__attribute__((noinline)) void level##n(void) { next(); sink++; }
+__attribute__((noinline)) void bottom(void) { spin(100000); sink++; }
+LEVEL(10, bottom)
+LEVEL(9, level10)
+LEVEL(8, level9)
+LEVEL(7, level8)
+LEVEL(6, level7)
+LEVEL(5, level6)
+LEVEL(4, level5)
+LEVEL(3, level4)
+LEVEL(2, level3)
+LEVEL(1, level2)
+
+static int pipefd[2];
+
+__attribute__((noinline)) void nap_50ms(void) { usleep(50000); sink++; }
+
+__attribute__((noinline)) char wait_for_byte(int fd)
+{
+	char c = 0;
+	if (read(fd, &c, 1) != 1)
+		return 0;
+	return c;
+}
+
+__attribute__((noinline)) void notify_reader(void)
+{
+	if (write(pipefd[1], "x", 1) != 1)
+		abort();
+}
+
+static void *napper(void *arg)
+{
+	(void)arg;
+	while (now() < until)
+		nap_50ms();
+	return NULL;
+}
+
+static void *reader(void *arg)
+{
+	(void)arg;
+	while (wait_for_byte(pipefd[0]) == 'x')
+		sink++;
+	return NULL;
+}
+
+static void *writer(void *arg)
+{
+	(void)arg;
+	while (now() < until) {
+		usleep(20000);
+		notify_reader();
+	}
+	if (write(pipefd[1], "q", 1) != 1)
+		abort();
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 1 ? argv[1] : "split";
+	until = now() + (argc > 2 ? atof(argv[2]) : 5);
+	if (!strcmp(mode, "split")) {
+		while (now() < until) {
+			work_fifty();
+			work_thirty();
+			work_twenty();
+		}
+	} else if (!strcmp(mode, "deep")) {
+		while (now() < until)
+			level1();
+	} else if (!strcmp(mode, "waits")) {
+		pthread_t t[3];
+		if (pipe(pipefd))
+			return 1;
+		pthread_create(&t[0], NULL, napper, NULL);
+		pthread_setname_np(t[0], "napper");
+		pthread_create(&t[1], NULL, reader, NULL);
+		pthread_setname_np(t[1], "reader");
+		pthread_create(&t[2], NULL, writer, NULL);
+		pthread_setname_np(t[2], "writer");
+		for (int i = 0; i < 3; i++)
+			pthread_join(t[i], NULL);
+	}
+	return 0;
+}
