@@ -1,1 +1,2 @@
 //! The process registry (filled in by the restructure).
+pub mod unwind;
