@@ -378,3 +378,33 @@ fn rule_of(r: &Row) -> Rule {
         rbp_off: r.rbp_off,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A threshold-10 PLT (IBT + BND) over three 16-byte entries, the first
+    /// entered 4 bytes in: rsp + 8 before byte 10 of each entry, rsp + 16
+    /// from there on.
+    #[test]
+    fn plt_variant_expands_into_exact_rsp_rows() {
+        let mut out = Vec::new();
+        expand_plt(0x1004, 0x1030, 8, 10, (RbpType::Same, 0), &mut out);
+        let got: Vec<(u64, u64, i32)> = out
+            .iter()
+            .map(|s| (s.start, s.end, s.rule.cfa_off))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (0x1004, 0x100a, 8),
+                (0x100a, 0x1010, 16),
+                (0x1010, 0x101a, 8),
+                (0x101a, 0x1020, 16),
+                (0x1020, 0x102a, 8),
+                (0x102a, 0x1030, 16),
+            ]
+        );
+        assert!(out.iter().all(|s| s.rule.cfa_type == CfaType::Rsp));
+    }
+}
