@@ -19,6 +19,11 @@ consumers=target/consumers
 missing=()
 command -v go >/dev/null || missing+=(golang-go)
 command -v npm >/dev/null || missing+=(npm)
+# Real software to unwind, and the anchor it is checked against
+# (tests/unwind.rs): Debian's own python3.11 and gcc, perf's DWARF unwinder.
+command -v perf >/dev/null || missing+=(linux-perf)
+command -v gcc >/dev/null || missing+=(gcc)
+[ -x /usr/bin/python3.11 ] || missing+=(python3.11)
 if [ "${#missing[@]}" -gt 0 ]; then
     echo "test: installing ${missing[*]}" >&2
     apt-get update -qq

@@ -146,3 +146,67 @@ fn debian_python_reaches_main() {
     let got = pct(main, all);
     assert!(got >= 95.0, "python3.11: main on {got:.1}% of {all} samples");
 }
+
+/// Samples of `perf script` output as lists of function names, leaf first.
+fn perf_samples(text: &str) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    let mut cur: Vec<String> = Vec::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() {
+            if !cur.is_empty() {
+                out.push(std::mem::take(&mut cur));
+            }
+            continue;
+        }
+        // "ADDR SYMBOL+0xOFF (DSO)"
+        let mut parts = line.splitn(2, ' ');
+        let (Some(_addr), Some(rest)) = (parts.next(), parts.next()) else {
+            continue;
+        };
+        let sym = rest.split(" (").next().unwrap_or(rest);
+        let sym = sym.split("+0x").next().unwrap_or(sym);
+        cur.push(sym.to_string());
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+#[test]
+fn plain_gcc_split_agrees_with_perf_dwarf_on_the_same_process() {
+    if !require_root() {
+        return;
+    }
+    let child = start(&plain_workload("plain"), &["split", "8"]);
+    let pid = child.id().to_string();
+    let perf_data = out_dir("perf_anchor").with_extension("data");
+    let perf = Command::new("perf")
+        .args(["record", "-q", "-e", "cpu-clock", "-F", "499", "--call-graph", "dwarf", "-p", &pid, "-o"])
+        .arg(&perf_data)
+        .args(["--", "sleep", "4"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("perf is installed (scripts/test.sh installs linux-perf)");
+    let (dir, _) = capture("oncpu", child.id(), "4", "perf_anchor_fgbpf");
+    let perf_ok = perf.wait_with_output().unwrap().status.success();
+    stop(child);
+    assert!(perf_ok, "perf record failed");
+    let script = Command::new("perf")
+        .args(["script", "-F", "ip,sym", "-i"])
+        .arg(&perf_data)
+        .output()
+        .unwrap();
+    let samples = perf_samples(&String::from_utf8_lossy(&script.stdout));
+    assert!(samples.len() > 500, "perf recorded only {} samples", samples.len());
+    let stacks = read_folded(&dir.join("oncpu.folded"));
+    let ours_total = total(&stacks);
+    for f in ["main", "work_fifty", "work_thirty", "work_twenty", "spin"] {
+        let theirs = pct(samples.iter().filter(|s| s.iter().any(|x| x == f)).count() as u64, samples.len() as u64);
+        let ours = pct(weight_with(&stacks, f), ours_total);
+        eprintln!("{f}: fgbpf {ours:.1}%, perf --call-graph dwarf {theirs:.1}%");
+        assert!((ours - theirs).abs() <= 5.0, "{f}: fgbpf {ours:.1}% vs perf {theirs:.1}%");
+    }
+}
