@@ -47,9 +47,12 @@ fn pct(part: u64, all: u64) -> f64 {
 
 fn capture(cmd: &str, pid: u32, seconds: &str, test: &str) -> (std::path::PathBuf, String) {
     let dir = out_dir(test);
-    let out = run(fgbpf()
-        .args([cmd, "-F", "999", "-d", seconds, "-p", &pid.to_string(), "-o"])
-        .arg(&dir));
+    let mut fg = fgbpf();
+    fg.arg(cmd);
+    if cmd == "oncpu" {
+        fg.args(["-F", "999"]);
+    }
+    let out = run(fg.args(["-d", seconds, "-p", &pid.to_string(), "-o"]).arg(&dir));
     assert_ok(&out);
     (dir, String::from_utf8_lossy(&out.stderr).into_owned())
 }
