@@ -24,6 +24,7 @@ command -v npm >/dev/null || missing+=(npm)
 command -v perf >/dev/null || missing+=(linux-perf)
 command -v gcc >/dev/null || missing+=(gcc)
 [ -x /usr/bin/python3.11 ] || missing+=(python3.11)
+command -v redis-server >/dev/null || missing+=(redis-server)
 if [ "${#missing[@]}" -gt 0 ]; then
     echo "test: installing ${missing[*]}" >&2
     apt-get update -qq

@@ -213,3 +213,54 @@ fn plain_gcc_split_agrees_with_perf_dwarf_on_the_same_process() {
         assert!((ours - theirs).abs() <= 5.0, "{f}: fgbpf {ours:.1}% vs perf {theirs:.1}%");
     }
 }
+
+/// Share of the weight whose stack starts at a thread's true root: `_start`
+/// for the main thread, the clone entry for the others.
+fn rooted(stacks: &[(Vec<String>, u64)]) -> f64 {
+    let roots = ["_start", "clone3", "clone", "__clone3", "__clone"];
+    let ok = stacks
+        .iter()
+        .filter(|(f, _)| f.get(2).is_some_and(|r| roots.contains(&r.as_str())))
+        .map(|(_, w)| w)
+        .sum();
+    pct(ok, total(stacks))
+}
+
+#[test]
+fn debian_redis_under_load_is_walked_to_its_roots() {
+    if !require_root() {
+        return;
+    }
+    let server = std::path::Path::new("/usr/bin/redis-server");
+    assert!(server.exists(), "Debian's redis-server is installed (scripts/test.sh installs it)");
+    let port = 20000 + (std::process::id() % 20000);
+    let port = port.to_string();
+    let redis = Command::new(server)
+        .args(["--port", &port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let load = Command::new("redis-benchmark")
+        .args(["-h", "127.0.0.1", "-p", &port, "-n", "2000000", "-c", "8", "-q", "-t", "set,get,lpush"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("redis-benchmark comes with redis-tools");
+    std::thread::sleep(Duration::from_millis(300));
+    let (dir, _) = capture("oncpu", redis.id(), "3", "redis_roots");
+    stop(load);
+    stop(redis);
+    let stacks = read_folded(&dir.join("oncpu.folded"));
+    let all = total(&stacks);
+    assert!(all > 500, "redis-server got only {all} samples");
+    let got = rooted(&stacks);
+    assert!(got >= 95.0, "redis-server: {got:.1}% of samples walked to their thread's root");
+    let main_thread: Vec<_> = stacks
+        .iter()
+        .filter(|(f, _)| f.get(2).is_some_and(|r| r == "_start"))
+        .cloned()
+        .collect();
+    let main = pct(weight_with(&main_thread, "main"), total(&main_thread));
+    assert!(main >= 99.0, "redis-server main thread: main on {main:.1}%");
+}

@@ -38,8 +38,10 @@ pub const DEFAULT_MAX_STACKS: u32 = 16384;
 /// Default entries of each counts buffer (distinct thread + stack + state
 /// keys between two drains).
 pub const DEFAULT_MAX_ENTRIES: u32 = 65536;
-/// Default rows of the unwind-table array (16 bytes each in the kernel).
-pub const DEFAULT_MAX_UNWIND_ROWS: u32 = 1 << 20;
+/// Default rows of the unwind-table array (16 bytes each in the kernel, 32
+/// MB in all): about 30 typical binaries (libc 28k rows, python3.11 65k),
+/// or libLLVM (980k) with room to spare.
+pub const DEFAULT_MAX_UNWIND_ROWS: u32 = 1 << 21;
 /// How often the counts are drained while the capture runs.
 pub const DRAIN_EVERY: Duration = Duration::from_secs(1);
 

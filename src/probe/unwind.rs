@@ -183,20 +183,31 @@ impl Tables {
     /// The rows of the binary mapped at `m`, and the mapping's `load`
     /// (runtime address minus table pc).
     fn table_for(&mut self, pid: u32, m: &MapsLine) -> (Option<Placed>, Option<u64>) {
-        let path = format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end);
-        let Ok(file) = File::open(&path) else {
-            return (None, None);
-        };
-        // SAFETY: read-only private mapping of a file that is mapped
-        // executable by a process: binaries are not rewritten in place.
-        let Ok(data) = (unsafe { memmap2::Mmap::map(&file) }) else {
-            return (None, None);
+        let mapped;
+        let data: &[u8] = if m.path == VDSO {
+            // Every process maps the kernel's one vDSO image: ours.
+            match own_vdso() {
+                Some(v) => v,
+                None => return (None, None),
+            }
+        } else {
+            let path = format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end);
+            let Ok(file) = File::open(&path) else {
+                return (None, None);
+            };
+            // SAFETY: read-only private mapping of a file that is mapped
+            // executable by a process: binaries are not rewritten in place.
+            let Ok(map) = (unsafe { memmap2::Mmap::map(&file) }) else {
+                return (None, None);
+            };
+            mapped = map;
+            &mapped
         };
         let key = (m.dev.clone(), m.inode);
         let placed = match self.by_binary.get(&key) {
             Some(r) => r.clone(),
             None => {
-                let r = self.build(&data);
+                let r = self.build(data);
                 if let Err(why) = &r {
                     self.stats.without.push((m.path.clone(), why.clone()));
                 }
@@ -207,7 +218,7 @@ impl Tables {
         let Ok(placed) = placed else {
             return (None, None);
         };
-        let load = bias(&data, m.start, m.offset).map(|b| b.wrapping_add(placed.base));
+        let load = bias(data, m.start, m.offset).map(|b| b.wrapping_add(placed.base));
         (Some(placed), load)
     }
 
@@ -278,7 +289,8 @@ impl MapsLine {
         let mut f = line.splitn(6, ' ');
         let (range, perms, offset, dev, inode) = (f.next()?, f.next()?, f.next()?, f.next()?, f.next()?);
         let path = f.next().unwrap_or("").trim_start();
-        if !perms.contains('x') || inode == "0" || !path.starts_with('/') {
+        let file = inode != "0" && path.starts_with('/');
+        if !perms.contains('x') || !(file || path == VDSO) {
             return None;
         }
         let (s, e) = range.split_once('-')?;
@@ -291,6 +303,28 @@ impl MapsLine {
             path: path.to_string(),
         })
     }
+}
+
+const VDSO: &str = "[vdso]";
+
+/// This process's vDSO image, which is every process's: the kernel maps
+/// the same one into all of them (at different addresses).
+fn own_vdso() -> Option<&'static [u8]> {
+    // SAFETY: getauxval has no preconditions.
+    let base = unsafe { libc::getauxval(libc::AT_SYSINFO_EHDR) };
+    if base == 0 {
+        return None;
+    }
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    let line = maps.lines().find(|l| l.ends_with(VDSO))?;
+    let (s, e) = line.split_whitespace().next()?.split_once('-')?;
+    let (s, e) = (u64::from_str_radix(s, 16).ok()?, u64::from_str_radix(e, 16).ok()?);
+    if s != base || e <= s {
+        return None;
+    }
+    // SAFETY: the vDSO is mapped readable in this process for its whole
+    // life, from `s` to `e`, and never written.
+    Some(unsafe { std::slice::from_raw_parts(s as *const u8, (e - s) as usize) })
 }
 
 fn digest(lines: &[MapsLine]) -> u64 {
