@@ -198,7 +198,10 @@ impl Views {
             offcpu_losses: recorded.offcpu_losses,
             shared_losses: recorded.shared_losses,
         };
-        let unwinding = unwinding(&recorded.stats, recorded.tables.as_ref());
+        let mut unwinding = unwinding(&recorded.stats, recorded.tables.as_ref());
+        if let Some(u) = unwinding.as_mut() {
+            u.refused = recorded.tables_refused.clone();
+        }
         let meta = |kind, frequency, losses| Meta {
             kind,
             target: target.to_string(),

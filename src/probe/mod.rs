@@ -125,6 +125,8 @@ pub struct Recorded {
     pub open_blocks: u64,
     /// What the unwind tables covered; `None` with frame pointers only.
     pub tables: Option<TableStats>,
+    /// Why the kernel refused the table walker, when it did.
+    pub tables_refused: Option<String>,
 }
 
 /// A running (or stopped) capture. Dropping it detaches and unloads
@@ -137,6 +139,8 @@ pub struct Probe {
     skel: FgbpfSkel<'static>,
     counts: Counts,
     tables: Option<unwind::Tables>,
+    /// Why the kernel refused the table walker, when it did.
+    tables_refused: Option<String>,
     opts: Options,
     /// From the start of loading to the last program attached.
     pub attach_time: Duration,
@@ -151,6 +155,22 @@ impl Probe {
     /// Loads the object with the programs `opts` asks for, fills the
     /// targets and starts recording.
     pub fn start(opts: &Options) -> Result<Self, CaptureError> {
+        match Probe::start_with(opts) {
+            Err(e) if opts.user_stacks && opts.max_unwind_rows > 0 => {
+                // A kernel without what the table walker needs (bpf_loop,
+                // bpf_task_pt_regs: 5.17+) still profiles, by frame pointers.
+                let mut probe = Probe::start_with(&Options {
+                    max_unwind_rows: 0,
+                    ..opts.clone()
+                })?;
+                probe.tables_refused = Some(e.message);
+                Ok(probe)
+            }
+            other => other,
+        }
+    }
+
+    fn start_with(opts: &Options) -> Result<Self, CaptureError> {
         let started = Instant::now();
         raise_memlock();
         quiet_libbpf();
@@ -258,6 +278,7 @@ impl Probe {
             skel,
             counts: Counts::default(),
             tables,
+            tables_refused: None,
             opts: opts.clone(),
             attach_time: started.elapsed(),
             cpus,
@@ -345,6 +366,7 @@ impl Probe {
             stats,
             open_blocks,
             tables: self.tables.as_ref().map(unwind::Tables::stats),
+            tables_refused: self.tables_refused.clone(),
             ..Default::default()
         };
         rec.oncpu_losses.add(

@@ -24,6 +24,8 @@ pub struct Unwinding {
     pub lost: u64,
     /// Whether tables were in use at all (`--max-unwind-rows 0` turns them off).
     pub enabled: bool,
+    /// Why the kernel refused the table walker, when it did.
+    pub refused: Option<String>,
     /// Binaries with tables, rows used and available.
     pub binaries: usize,
     pub rows: u64,
@@ -51,6 +53,11 @@ impl Unwinding {
             out.push(format!(
                 "user stacks unwound by frame pointers only ({total}); code built without them loses callers"
             ));
+            if let Some(why) = &self.refused {
+                out.push(format!(
+                    "the kernel refused the .eh_frame walker ({why}); it needs Linux 5.17+ (bpf_loop, bpf_task_pt_regs)"
+                ));
+            }
             return out;
         }
         out.push(format!(
