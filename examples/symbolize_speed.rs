@@ -109,10 +109,10 @@ fn main() {
         let _ = c.wait();
     }
     let start = Instant::now();
-    let profile = s.profile(&raw, Unit::Samples);
+    let profile = fgbpf::profile::build::from_raw(&raw, Unit::Samples, &mut s);
     let first = start.elapsed();
     let start = Instant::now();
-    let again = s.profile(&raw, Unit::Samples);
+    let again = fgbpf::profile::build::from_raw(&raw, Unit::Samples, &mut s);
     let second = start.elapsed();
     println!(
         "symbolize_speed: {STACKS} stacks x {DEPTH} frames, {PROCESSES} processes (exited), {HOT_OFFSETS} distinct offsets in {} mappings: remember {:.0} ms, profile {:.0} ms (binary parsed), again {:.0} ms; {} frames, {} stacks",

@@ -50,6 +50,7 @@ fn sleeper_spends_96_percent_sleeping_in_its_sleep_function() {
     let mut child = Command::new(workload("sleeper")).arg("6").spawn().unwrap();
     std::thread::sleep(Duration::from_millis(300));
     let stacks = offcpu("sleeper", &["-p", &child.id().to_string()], "4", &[]);
+    let window_us = window_us(&out_dir_of("sleeper"));
     child.kill().ok();
     child.wait().ok();
     // Every off-CPU stack ends in exactly one state pseudo-frame.
@@ -61,7 +62,6 @@ fn sleeper_spends_96_percent_sleeping_in_its_sleep_function() {
         assert_eq!(states, 1, "{f:?}");
         assert!(f.last().unwrap().starts_with('['), "{f:?}");
     }
-    let window_us = 4_000_000.0;
     let sleeping = under(&stacks, "sleep_phase", "[sleeping]") as f64 * 100.0 / window_us;
     // 50 ms asleep per 52 ms: 96%. The first block may have begun before
     // the capture (no user stack then): at most one 50 ms sleep, 1.3%.

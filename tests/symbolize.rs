@@ -449,7 +449,7 @@ fn leaf_name(s: &mut Symbolizer, pid: u32, addr: u64) -> (String, Vec<(Unresolve
         weight: 1,
         ..Default::default()
     };
-    let p = s.profile(&[raw], Unit::Samples);
+    let p = fgbpf::profile::build::from_raw(&[raw], Unit::Samples, s);
     let leaf = *p.stacks()[0].frames.last().unwrap();
     let reasons = p
         .unresolved

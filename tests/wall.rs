@@ -68,7 +68,6 @@ fn capture_mixed(test: &str, busy: &[&str]) -> (std::path::PathBuf, Vec<(Vec<Str
     (dir, stacks)
 }
 
-const WINDOW_US: f64 = 4_000_000.0;
 
 #[test]
 fn a_thread_computing_30_ms_and_sleeping_70_splits_30_70() {
@@ -89,9 +88,10 @@ fn a_thread_computing_30_ms_and_sleeping_70_splits_30_70() {
         assert!(dir.join(f).exists(), "{f} missing");
     }
     let sum = thread_named(&by_thread(&stacks), "mix30") as f64;
+    let window = window_us(&dir);
     assert!(
-        (sum - WINDOW_US).abs() <= 0.05 * WINDOW_US,
-        "{sum} us in a {WINDOW_US} us window"
+        (sum - window).abs() <= 0.05 * window,
+        "{sum} us in a {window} us window"
     );
     let on =
         thread_named(&per_thread(&stacks, "compute_phase", None), "mix30") as f64 * 100.0 / sum;
@@ -151,7 +151,8 @@ fn several_mixes_each_sum_to_the_window() {
         return;
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let (_, stacks) = capture_mixed("wall-mixes", &["30", "60", "10"]);
+    let (dir, stacks) = capture_mixed("wall-mixes", &["30", "60", "10"]);
+    let window = window_us(&dir);
     let totals = by_thread(&stacks);
     let computing = per_thread(&stacks, "compute_phase", None);
     let waiting_for_cpu = per_thread(&stacks, "compute_phase", Some("[runqueue]"));
@@ -160,8 +161,8 @@ fn several_mixes_each_sum_to_the_window() {
         let name = format!("mix{busy}");
         let sum = thread_named(&totals, &name) as f64;
         assert!(
-            (sum - WINDOW_US).abs() <= 0.05 * WINDOW_US,
-            "{name}: {sum} us in a {WINDOW_US} us window"
+            (sum - window).abs() <= 0.05 * window,
+            "{name}: {sum} us in a {window} us window"
         );
         let on = thread_named(&computing, &name) as f64 * 100.0 / sum;
         let rq = thread_named(&waiting_for_cpu, &name) as f64 * 100.0 / sum;

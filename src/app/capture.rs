@@ -277,7 +277,7 @@ pub fn finish(
     end: EndReason,
 ) -> Outcome {
     eprint!("{}", summary(profile, &written));
-    std::mem::forget(symbolizer);
+    symbolizer.leave_to_exit();
     Outcome { written, end }
 }
 

@@ -15,7 +15,7 @@ use crate::format::{
     report, svg, unresolved,
 };
 use crate::probe::{self, OffcpuOptions, OncpuOptions, Probe, Recorded};
-use crate::profile::{merge, Kind, Losses, Meta, Profile, RawStack, State, Unit, Unwinding};
+use crate::profile::{build, merge, Kind, Losses, Meta, Profile, RawStack, State, Unit, Unwinding};
 use crate::symbolize::Symbolizer;
 
 /// What a capture command records and writes.
@@ -211,12 +211,12 @@ impl Views {
             unwinding: unwinding.clone(),
         };
         if let Some(s) = rec.sampling {
-            let mut p = symbolizer.profile(&on_raw, Unit::Samples);
+            let mut p = build::from_raw(&on_raw, Unit::Samples, symbolizer);
             p.meta = meta(Kind::OnCpu, Some(s.frequency), views.losses(true, false));
             views.on = Some(p);
         }
         if rec.blocks.is_some() {
-            let mut p = symbolizer.profile(&off_raw, Unit::Microseconds);
+            let mut p = build::from_raw(&off_raw, Unit::Microseconds, symbolizer);
             p.meta = meta(Kind::OffCpu, None, views.losses(false, true));
             views.off = Some(p);
         }

@@ -1,6 +1,7 @@
 //! The one in-memory model every output is written from: weighted stacks of
 //! interned frames, with a unit and the threads they belong to.
 
+pub mod build;
 pub mod merge;
 pub mod raw;
 pub mod unwinding;
@@ -108,7 +109,7 @@ impl fmt::Display for Frame {
 }
 
 /// The name of a frame nothing is known about.
-pub const UNKNOWN: &str = "[unknown]";
+pub use crate::symbolize::UNKNOWN;
 
 /// Counts of lines or stacks from which sorting is spread over threads:
 /// smaller inputs sort faster than the threads start.
@@ -197,25 +198,7 @@ pub struct Meta {
 }
 
 /// Why the leaf frame of some samples could not be named.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum UnresolvedReason {
-    /// The file holding the code has no symbol for it, and no separate
-    /// debug file was found (a stripped binary).
-    NoSymbols { module: String },
-    /// The file holding the code could not be opened.
-    Unreadable { module: String },
-    /// Code in anonymous memory (JIT-compiled) of a process that writes no
-    /// perf map.
-    JitWithoutPerfMap,
-    /// JIT code that the process's perf map does not list.
-    NotInPerfMap,
-    /// The process exited before its memory map could be read.
-    ProcessGone,
-    /// Outside every mapping read while the process lived: mapped later.
-    Unmapped,
-    /// A kernel address with no kallsyms entry.
-    Kernel,
-}
+pub use crate::symbolize::UnresolvedReason;
 
 /// The weight of one process's stacks whose leaf frame is unresolved, by
 /// reason. The leaf is the innermost user frame, or the innermost kernel

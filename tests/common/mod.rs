@@ -71,9 +71,7 @@ fn build(name: &str, bin_name: &str, compiler: &str, flags: &[&str]) -> PathBuf 
 
 /// A fresh, not yet existing output directory for one test.
 pub fn out_dir(test: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("out")
-        .join(test);
+    let dir = out_dir_of(test);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.parent().unwrap()).unwrap();
     dir
@@ -139,4 +137,23 @@ pub fn by_thread(stacks: &[(Vec<String>, u64)]) -> HashMap<String, u64> {
         *m.entry(f.get(1).cloned().unwrap_or_default()).or_default() += w;
     }
     m
+}
+
+/// Where [`out_dir`] put a test's outputs.
+pub fn out_dir_of(test: &str) -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("out").join(test)
+}
+
+/// The capture window as fgbpf measured it (`duration:` in report.txt), in
+/// microseconds: a debug build under load may close it a little after its
+/// deadline, and off-CPU time is measured against the real window.
+pub fn window_us(dir: &Path) -> f64 {
+    let report = std::fs::read_to_string(dir.join("report.txt")).expect("report.txt");
+    let secs: f64 = report
+        .lines()
+        .find_map(|l| l.strip_prefix("duration: "))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("report.txt has a duration line");
+    secs * 1e6
 }

@@ -1,0 +1,132 @@
+//! Reading a process's view of itself from /proc: its memory map, its
+//! root, its size and its PID inside its namespace. Names and paths come
+//! from the target and are untrusted: they are only ever used as data.
+
+use std::fs::{self, File};
+use std::ops::Range;
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::io::AsRawFd;
+use std::path::PathBuf;
+
+/// One line of /proc/PID/maps.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MapsLine<'a> {
+    pub start: u64,
+    pub end: u64,
+    pub exec: bool,
+    pub offset: u64,
+    /// Device as `major << 32 | minor`.
+    pub dev: u64,
+    pub inode: u64,
+    pub path: &'a str,
+}
+
+/// Parses one line of /proc/PID/maps; paths may hold spaces.
+pub fn parse_line(line: &str) -> Option<MapsLine<'_>> {
+    let mut rest = line;
+    let mut field = || {
+        let t = rest.trim_start();
+        let end = t.find(' ').unwrap_or(t.len());
+        let (f, r) = t.split_at(end);
+        rest = r;
+        f
+    };
+    let (range, perms, offset, dev, inode) = (field(), field(), field(), field(), field());
+    let (start, end) = range.split_once('-')?;
+    let (major, minor) = dev.split_once(':')?;
+    Some(MapsLine {
+        start: u64::from_str_radix(start, 16).ok()?,
+        end: u64::from_str_radix(end, 16).ok()?,
+        exec: perms.as_bytes().get(2) == Some(&b'x'),
+        offset: u64::from_str_radix(offset, 16).ok()?,
+        dev: (u64::from_str_radix(major, 16).ok()? << 32) | u64::from_str_radix(minor, 16).ok()?,
+        inode: inode.parse().ok()?,
+        path: rest.trim_start(),
+    })
+}
+
+/// Mappings JIT compilers put code in: anonymous memory, named or not,
+/// and memory-backed files.
+pub fn is_anon(path: &str) -> bool {
+    path.is_empty()
+        || path.starts_with("[anon")
+        || path == "[heap]"
+        || path.starts_with("/memfd:")
+        || path.starts_with("/dev/zero")
+}
+
+/// The namespace-independent identity of a process's root: its mount
+/// namespace and root directory.
+pub fn root_key(pid: &str) -> Option<(String, u64, u64)> {
+    let ns = fs::read_link(format!("/proc/{pid}/ns/mnt")).ok()?;
+    let m = fs::metadata(format!("/proc/{pid}/root/")).ok()?;
+    Some((ns.to_string_lossy().into_owned(), m.dev(), m.ino()))
+}
+
+/// Virtual memory size, from /proc/PID/stat: far cheaper to read than the
+/// memory map.
+pub fn vsize(pid: u32) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The name, in parentheses, may hold spaces: count fields after it.
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(20)?.parse().ok()
+}
+
+/// The PID the process sees itself as (innermost PID namespace).
+pub fn ns_pid(pid: u32) -> Option<u32> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find_map(|l| l.strip_prefix("NStgid:"))?;
+    line.split_whitespace().last()?.parse().ok()
+}
+
+/// This process's vDSO: every process of a kernel maps the same one.
+pub fn own_vdso() -> Option<Range<u64>> {
+    let maps = fs::read_to_string("/proc/self/maps").ok()?;
+    maps.lines()
+        .filter_map(parse_line)
+        .find(|m| m.path == "[vdso]")
+        .map(|m| m.start..m.end)
+}
+
+/// Binaries are held open for the whole capture, one descriptor each (two
+/// once parsed): a busy host maps more distinct files than the usual soft
+/// limit of 1024.
+pub fn raise_fd_limit() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit with a valid, initialized struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+}
+
+/// A path that reopens a file held open, wherever it lives.
+pub fn fd_path(file: &File) -> PathBuf {
+    PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_lines_parse_with_spaces_and_deleted_files() {
+        let m = parse_line("7f00-7f80 r-xp 00001000 fd:01 1234   /opt/my app/bin (deleted)")
+            .unwrap();
+        assert_eq!(
+            (m.start, m.end, m.offset, m.inode),
+            (0x7f00, 0x7f80, 0x1000, 1234)
+        );
+        assert!(m.exec);
+        assert_eq!(m.dev, (0xfd << 32) | 1);
+        assert_eq!(m.path, "/opt/my app/bin (deleted)");
+        let anon = parse_line("7f00-7f80 rw-p 00000000 00:00 0").unwrap();
+        assert!(!anon.exec && is_anon(anon.path));
+        assert!(!is_anon("[stack]") && is_anon("[anon:v8]"));
+    }
+}

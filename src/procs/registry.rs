@@ -1,0 +1,482 @@
+//! The process registry: what naming a process's frames needs, read while
+//! the process lives — its memory map with its history, an open descriptor
+//! on every binary it maps (reached through /proc/PID/map_files, so deleted
+//! files and files in other mount namespaces stay readable), each binary's
+//! separate debug file, its root directory and its perf map. Processes
+//! that exit, binaries deleted by a deploy and files that exist only inside
+//! a container all still resolve after the capture. Each binary is opened
+//! and parsed once, however many processes map it.
+
+use std::collections::HashMap;
+use std::fs::{self, File};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use super::elf::{self, ElfInfo};
+use super::maps::{self, fd_path, MapsLine};
+use super::perf_map::PerfMap;
+
+/// The directories distributions install separate debug files under.
+pub const SYSTEM_DEBUG_DIRS: &[&str] = &["/usr/lib/debug", "/lib/debug"];
+
+pub type BinaryId = usize;
+type RootId = usize;
+
+/// How often [`Registry::refresh`] looks for changed memory maps, and how
+/// long one look may take: reading every process's map each time would
+/// cost a busy host more than the capture itself.
+const REFRESH_EVERY: Duration = Duration::from_millis(500);
+const REFRESH_BUDGET: Duration = Duration::from_millis(5);
+
+/// Identity of an open file: the same binary reached through different
+/// paths, processes or namespaces is parsed once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct FileKey {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: i64,
+    mtime_nsec: i64,
+}
+
+impl FileKey {
+    fn of(file: &File) -> Option<FileKey> {
+        let m = file.metadata().ok()?;
+        Some(FileKey {
+            dev: m.dev(),
+            ino: m.ino(),
+            size: m.size(),
+            mtime: m.mtime(),
+            mtime_nsec: m.mtime_nsec(),
+        })
+    }
+}
+
+/// A file some process mapped executable.
+pub struct Binary {
+    /// Its file name, for `module+0xOFFSET` frames and reports.
+    pub name: String,
+    /// Held open from while a process mapped it: reopened through
+    /// /proc/self/fd, it stays readable after the process exits, after
+    /// the file is deleted, and outside the process's mount namespace.
+    pub file: Option<File>,
+    /// Where to read it when no descriptor could be kept.
+    fallback: Option<PathBuf>,
+    pub elf: Option<ElfInfo>,
+    /// A separate debug file, found by build ID or debuglink.
+    pub debug: Option<File>,
+}
+
+impl Binary {
+    /// A path that reads the binary, if any does.
+    pub fn path(&self) -> Option<PathBuf> {
+        match &self.file {
+            Some(f) => Some(fd_path(f)),
+            None => self.fallback.clone(),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Region {
+    File(BinaryId),
+    /// Memory with no file behind it: where JIT compilers put code.
+    Anon,
+    Vdso,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Vma {
+    start: u64,
+    end: u64,
+    offset: u64,
+    region: Region,
+}
+
+/// What was read about a process while it lived.
+struct Proc {
+    /// Sorted by start and disjoint.
+    vmas: Vec<Vma>,
+    /// Its PID as it sees itself, which names its perf map.
+    ns_pid: u32,
+    /// Its root directory when it is not ours (a container, a chroot).
+    root: Option<RootId>,
+    /// Its perf map, held open once seen: a /tmp private to its mount
+    /// namespace goes away with the namespace, the open file does not.
+    perf_map: Option<File>,
+    /// Virtual memory size when the map was read: when it changes, the
+    /// map has.
+    vsize: u64,
+    /// False once it is known to have exited.
+    alive: bool,
+}
+
+/// What a user address of a process was found to be.
+#[derive(Clone, Copy, Debug)]
+pub enum Target {
+    /// A file offset in a binary.
+    Binary(BinaryId, u64),
+    /// Anonymous memory: JIT code.
+    Jit,
+    /// An offset in the vDSO.
+    Vdso(u64),
+    /// Outside every mapping read while the process lived.
+    Unmapped,
+    /// The process exited before its map could be read.
+    Gone,
+}
+
+pub struct Registry {
+    /// Host directories searched for debug files, in order.
+    debug_dirs: Vec<PathBuf>,
+    /// Process names announced during the capture.
+    names: HashMap<u32, String>,
+    procs: HashMap<u32, Proc>,
+    binaries: Vec<Binary>,
+    /// (device, inode) as /proc/PID/maps shows them: a file already held
+    /// is recognised without a system call.
+    by_maps_key: HashMap<(u64, u64), BinaryId>,
+    by_file_key: HashMap<FileKey, BinaryId>,
+    /// Open root directories of other mount namespaces or chroots, kept so
+    /// that perf maps inside them can be read after the process exits.
+    roots: Vec<File>,
+    root_ids: HashMap<(String, u64, u64), RootId>,
+    own_root: Option<(String, u64, u64)>,
+    last_refresh: Instant,
+    /// Where the next refresh resumes, in PID order.
+    refresh_from: u32,
+}
+
+impl Registry {
+    /// `debug_dirs`: where separate debug files are looked for, in order.
+    pub fn new(debug_dirs: Vec<PathBuf>) -> Self {
+        maps::raise_fd_limit();
+        Registry {
+            debug_dirs,
+            names: HashMap::new(),
+            procs: HashMap::new(),
+            binaries: Vec::new(),
+            by_maps_key: HashMap::new(),
+            by_file_key: HashMap::new(),
+            roots: Vec::new(),
+            root_ids: HashMap::new(),
+            own_root: maps::root_key("self"),
+            last_refresh: Instant::now(),
+            refresh_from: 0,
+        }
+    }
+
+    pub fn binary(&self, b: BinaryId) -> &Binary {
+        &self.binaries[b]
+    }
+
+    /// Reads what naming `pid`'s frames will need while it lives. Call
+    /// again after it execs; earlier mappings are kept where the new ones
+    /// do not cover them.
+    pub fn remember(&mut self, pid: u32, name: &str) {
+        if pid == 0 {
+            return;
+        }
+        if !name.is_empty() {
+            self.names.insert(pid, name.to_string());
+        }
+        self.read_process(pid);
+    }
+
+    /// The name a process was announced with, else its current one, else
+    /// the thread's.
+    pub fn process_name(&self, pid: u32, comm: &str) -> String {
+        if let Some(name) = self.names.get(&pid) {
+            return name.clone();
+        }
+        match fs::read_to_string(format!("/proc/{pid}/comm")) {
+            Ok(name) if pid != 0 => name.trim_end_matches('\n').to_string(),
+            _ if pid == 0 => "[idle]".to_string(),
+            _ => comm.to_string(),
+        }
+    }
+
+    /// The binaries `pid` maps, each with one file offset it maps.
+    pub fn binaries_of(&mut self, pid: u32) -> Vec<(BinaryId, u64)> {
+        if !self.procs.contains_key(&pid) && !self.read_process(pid) {
+            return Vec::new();
+        }
+        let mut firsts: Vec<(BinaryId, u64)> = Vec::new();
+        for v in self.procs.get(&pid).map_or(&[][..], |p| &p.vmas[..]) {
+            if let Region::File(b) = v.region {
+                if !firsts.iter().any(|&(seen, _)| seen == b) {
+                    firsts.push((b, v.offset));
+                }
+            }
+        }
+        firsts
+    }
+
+    /// Re-reads the memory maps of remembered processes that changed since
+    /// they were read, so that libraries and JIT code mapped later (Node
+    /// remaps its builtins after start-up) still resolve if the process
+    /// exits before the capture ends. Call it often during the capture
+    /// (every poll): it limits itself to a few milliseconds twice a second.
+    pub fn refresh(&mut self) {
+        if self.last_refresh.elapsed() < REFRESH_EVERY {
+            return;
+        }
+        let start = Instant::now();
+        self.last_refresh = start;
+        let mut pids: Vec<u32> = self
+            .procs
+            .iter()
+            .filter(|(_, p)| p.alive)
+            .map(|(&pid, _)| pid)
+            .collect();
+        pids.sort_unstable();
+        let first = pids.partition_point(|&p| p < self.refresh_from);
+        pids.rotate_left(first);
+        self.refresh_from = 0;
+        for pid in pids {
+            if start.elapsed() >= REFRESH_BUDGET {
+                self.refresh_from = pid;
+                break;
+            }
+            let changed = match maps::vsize(pid) {
+                Some(size) => self.procs.get(&pid).is_some_and(|p| p.vsize != size),
+                None => true,
+            };
+            if changed && !self.read_process(pid) {
+                if let Some(p) = self.procs.get_mut(&pid) {
+                    p.alive = false;
+                }
+            }
+        }
+    }
+
+    /// Where `addr` of `pid` lives.
+    pub fn locate(&self, pid: u32, addr: u64) -> Target {
+        let Some(proc) = self.procs.get(&pid) else {
+            return Target::Gone;
+        };
+        let i = proc.vmas.partition_point(|v| v.start <= addr);
+        let Some(vma) = i.checked_sub(1).map(|i| &proc.vmas[i]) else {
+            return Target::Unmapped;
+        };
+        if addr >= vma.end {
+            return Target::Unmapped;
+        }
+        match vma.region {
+            Region::File(b) => Target::Binary(b, addr - vma.start + vma.offset),
+            Region::Anon => Target::Jit,
+            Region::Vdso => Target::Vdso(addr - vma.start),
+        }
+    }
+
+    /// The process's perf map, read now: JIT runtimes append to it for as
+    /// long as they run. Read inside the process's own root, through the
+    /// descriptor kept on it, so it is found in containers and after exit.
+    pub fn perf_map(&self, pid: u32) -> Option<PerfMap> {
+        let proc = self.procs.get(&pid)?;
+        let path = match &proc.perf_map {
+            Some(file) => fd_path(file),
+            None => {
+                let rel = format!("tmp/perf-{}.map", proc.ns_pid);
+                match proc.root {
+                    Some(root) => fd_path(&self.roots[root]).join(rel),
+                    None => Path::new("/").join(rel),
+                }
+            }
+        };
+        let text = fs::read(path).ok()?;
+        Some(PerfMap::parse(&text))
+    }
+
+    /// Reads `pid`'s memory map and whatever it references that is not
+    /// held yet; false when the process is gone.
+    pub fn read_process(&mut self, pid: u32) -> bool {
+        let Ok(text) = fs::read_to_string(format!("/proc/{pid}/maps")) else {
+            return false;
+        };
+        // A zombie keeps its /proc entry but has no address space left.
+        if text.is_empty() {
+            return false;
+        }
+        let root = self.root_of(pid);
+        let ns_pid = maps::ns_pid(pid).unwrap_or(pid);
+        let size = maps::vsize(pid).unwrap_or(0);
+        let mut vmas = Vec::new();
+        for line in text.lines() {
+            let Some(m) = maps::parse_line(line) else {
+                continue;
+            };
+            let region = match m.path {
+                "[vdso]" => Region::Vdso,
+                p if maps::is_anon(p) => Region::Anon,
+                p if p.starts_with('/') && m.exec && m.inode != 0 => {
+                    Region::File(self.open_binary(pid, &m, root))
+                }
+                _ => continue,
+            };
+            vmas.push(Vma {
+                start: m.start,
+                end: m.end,
+                offset: m.offset,
+                region,
+            });
+        }
+        let mut perf_map = None;
+        if let Some(old) = self.procs.remove(&pid) {
+            perf_map = old.perf_map;
+            // Mappings gone since the last read still name the stacks
+            // taken before (a library unloaded, the image before execve).
+            for v in old.vmas {
+                let i = vmas.partition_point(|n: &Vma| n.end <= v.start);
+                if vmas.get(i).is_none_or(|n| n.start >= v.end) {
+                    vmas.insert(i, v);
+                }
+            }
+        }
+        if perf_map.is_none() {
+            perf_map = File::open(format!("/proc/{pid}/root/tmp/perf-{ns_pid}.map")).ok();
+        }
+        self.procs.insert(
+            pid,
+            Proc {
+                vmas,
+                ns_pid,
+                root,
+                perf_map,
+                vsize: size,
+                alive: true,
+            },
+        );
+        true
+    }
+
+    /// The binary behind an executable mapping, opened on first sight.
+    fn open_binary(&mut self, pid: u32, m: &MapsLine<'_>, root: Option<RootId>) -> BinaryId {
+        let maps_key = (m.dev, m.inode);
+        if let Some(&b) = self.by_maps_key.get(&maps_key) {
+            return b;
+        }
+        let path = m.path.strip_suffix(" (deleted)").unwrap_or(m.path);
+        let root_path = root.map(|r| fd_path(&self.roots[r]));
+        // map_files reaches the very file mapped, deleted or not, whatever
+        // mount namespace it lives in; the paths are for kernels or
+        // privileges that refuse it.
+        let in_root = match &root_path {
+            Some(r) => r.join(path.trim_start_matches('/')),
+            None => PathBuf::from(path),
+        };
+        let opened = File::open(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end))
+            .or_else(|_| File::open(format!("/proc/{pid}/root{path}")))
+            .or_else(|_| File::open(&in_root));
+        let name = Path::new(path)
+            .file_name()
+            .map_or_else(|| path.to_string(), |n| n.to_string_lossy().into_owned());
+        let file = opened.ok();
+        let key = file.as_ref().and_then(FileKey::of);
+        if let Some(b) = key.and_then(|k| self.by_file_key.get(&k).copied()) {
+            self.by_maps_key.insert(maps_key, b);
+            return b;
+        }
+        let elf = file.as_ref().and_then(ElfInfo::read);
+        let debug = match (&elf, &file) {
+            (Some(info), Some(_)) if !info.has_dwarf => {
+                self.find_debug_file(info, path, root_path.as_deref(), key)
+            }
+            _ => None,
+        };
+        // Without a descriptor, only a path that outlives the process
+        // will do.
+        let fallback =
+            (file.is_none() && root.is_none() && path == m.path).then(|| PathBuf::from(path));
+        let b = self.binaries.len();
+        self.binaries.push(Binary {
+            name,
+            file,
+            fallback,
+            elf,
+            debug,
+        });
+        self.by_maps_key.insert(maps_key, b);
+        if let Some(k) = key {
+            self.by_file_key.insert(k, b);
+        }
+        b
+    }
+
+    /// A separate debug file for a binary the process sees at `path`: by
+    /// build ID, then by debuglink name next to the binary and under the
+    /// debug directories, on the host and inside the process's root.
+    fn find_debug_file(
+        &self,
+        info: &ElfInfo,
+        path: &str,
+        root: Option<&Path>,
+        own: Option<FileKey>,
+    ) -> Option<File> {
+        let mut dirs = self.debug_dirs.clone();
+        if let Some(root) = root {
+            dirs.extend(
+                SYSTEM_DEBUG_DIRS
+                    .iter()
+                    .map(|d| root.join(d.trim_start_matches('/'))),
+            );
+        }
+        let mut candidates: Vec<(PathBuf, Option<u32>)> = Vec::new();
+        if let Some(id) = info.build_id.as_deref().filter(|id| id.len() >= 2) {
+            let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+            let rel = format!(".build-id/{}/{}.debug", &hex[..2], &hex[2..]);
+            candidates.extend(dirs.iter().map(|d| (d.join(&rel), None)));
+        }
+        if let Some((link, crc)) = &info.debuglink {
+            let dir = Path::new(path).parent().unwrap_or(Path::new("/"));
+            let rel_dir = dir.strip_prefix("/").unwrap_or(dir);
+            let base = root.map_or_else(|| PathBuf::from("/"), Path::to_path_buf);
+            candidates.push((base.join(rel_dir).join(link), Some(*crc)));
+            candidates.push((base.join(rel_dir).join(".debug").join(link), Some(*crc)));
+            candidates.extend(
+                dirs.iter()
+                    .map(|d| (d.join(rel_dir).join(link), Some(*crc))),
+            );
+        }
+        candidates.into_iter().find_map(|(p, crc)| {
+            let file = File::open(&p).ok()?;
+            if own.is_some() && FileKey::of(&file) == own {
+                return None;
+            }
+            let debug = ElfInfo::read(&file)?;
+            if !debug.has_dwarf && !debug.has_symtab {
+                return None;
+            }
+            let matches = match (&info.build_id, &debug.build_id, crc) {
+                (Some(a), Some(b), _) => a == b,
+                (_, _, Some(crc)) => elf::crc32(&file) == Some(crc),
+                // Found under the binary's build ID, and carries none to
+                // contradict it.
+                _ => true,
+            };
+            matches.then_some(file)
+        })
+    }
+
+    /// The process's root directory when it differs from fgbpf's (another
+    /// mount namespace or a chroot), held open.
+    fn root_of(&mut self, pid: u32) -> Option<RootId> {
+        let key = maps::root_key(&pid.to_string())?;
+        if Some(&key) == self.own_root.as_ref() {
+            return None;
+        }
+        if let Some(&r) = self.root_ids.get(&key) {
+            return Some(r);
+        }
+        let dir = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+            .open(format!("/proc/{pid}/root"))
+            .ok()?;
+        let r = self.roots.len();
+        self.roots.push(dir);
+        self.root_ids.insert(key, r);
+        Some(r)
+    }
+}

@@ -1,0 +1,324 @@
+//! Building a [`Profile`] from what the probe recorded: every distinct
+//! kernel address and every distinct (process, user address) is named once
+//! by the [`Symbolizer`], interned once, and the stacks are assembled from
+//! those entries; the weight of stacks whose leaf stayed unnamed is
+//! accounted per process and reason in [`Profile::unresolved`].
+
+use std::collections::HashMap;
+
+use super::{
+    Frame, FrameId, FrameKind, Profile, RawStack, Stack, State, Thread, ThreadId, Unit,
+    Unresolved, UnresolvedReason,
+};
+use crate::symbolize::{Named, SymKind, Symbolizer};
+
+/// Maps keyed by address, looked up millions of times per capture: SipHash
+/// would cost more than the lookups. The addresses come from the profiled
+/// processes' stacks, which they control, so the hasher is still seeded per
+/// process (ahash), not a fixed function an attacker could collide.
+type AddrMap<V> = HashMap<u64, V, ahash::RandomState>;
+
+/// Names every frame of `raw` and returns the profile, with the samples
+/// whose leaf frame stayed unnamed in [`Profile::unresolved`].
+pub fn from_raw(raw: &[RawStack], unit: Unit, symbolizer: &mut Symbolizer) -> Profile {
+    let mut profile = Profile::new(unit);
+    // Libraries and JIT code mapped since a process was last read.
+    let mut pids: Vec<u32> = raw
+        .iter()
+        .filter(|r| !r.user.is_empty() && r.pid != 0)
+        .map(|r| r.pid)
+        .collect();
+    pids.sort_unstable();
+    pids.dedup();
+    for &pid in &pids {
+        symbolizer.reread(pid);
+    }
+    let hasher = ahash::RandomState::new();
+    let mut table = Table::default();
+    let kernel = kernel_entries(raw, symbolizer, &mut profile, &mut table, &hasher);
+    let user = user_entries(raw, symbolizer, &mut profile, &mut table, &hasher);
+    let mut next_user = 0;
+
+    let mut thread_ids: HashMap<(u32, u32, &str), ThreadId> = HashMap::new();
+    let mut process_names: HashMap<u32, String> = HashMap::new();
+    // Per process, unresolved weight by reason.
+    let mut accounts: HashMap<u32, HashMap<UnresolvedReason, u64>> = HashMap::new();
+    for r in raw {
+        let thread = match thread_ids.get(&(r.pid, r.tid, r.comm.as_str())) {
+            Some(&t) => t,
+            None => {
+                let process = process_names
+                    .entry(r.pid)
+                    .or_insert_with(|| symbolizer.process_name(r.pid, &r.comm))
+                    .clone();
+                let t = profile.intern_thread(Thread {
+                    pid: r.pid,
+                    tid: r.tid,
+                    process,
+                    name: r.comm.clone(),
+                });
+                thread_ids.insert((r.pid, r.tid, r.comm.as_str()), t);
+                t
+            }
+        };
+        // This stack's slots, in the order user_entries recorded them.
+        let slots = &user.frame_slots[next_user..next_user + r.user.len()];
+        next_user += r.user.len();
+        let mut frames = Vec::with_capacity(r.user.len() + r.kernel.len() + 2);
+        if let Some(note) = r.root_note {
+            frames.push(profile.intern_frame(Frame::new(note, FrameKind::Pseudo)));
+        }
+        for &slot in slots.iter().rev() {
+            frames.extend_from_slice(table.frames(user.entries[slot as usize]));
+        }
+        for (i, &ip) in r.kernel.iter().enumerate().rev() {
+            frames.extend_from_slice(table.frames(kernel[&caller_adjusted(ip, i)]));
+        }
+        for name in r.kernel_names.iter().rev() {
+            frames.push(profile.intern_frame(Frame::new(name.as_str(), FrameKind::Kernel)));
+        }
+        if let Some(note) = r.state.map(State::frame) {
+            frames.push(profile.intern_frame(Frame::new(note, FrameKind::Pseudo)));
+        }
+        // The user leaf says which code of the process ran or waited;
+        // kernel leaves nearly always resolve and would hide it.
+        let reason = match (slots.first(), r.kernel.first()) {
+            (Some(&slot), _) => table.unresolved(user.entries[slot as usize]),
+            (None, Some(&ip)) if r.kernel_names.is_empty() => table.unresolved(kernel[&ip]),
+            _ => None,
+        };
+        if let Some(reason) = reason.filter(|_| r.weight > 0) {
+            *accounts
+                .entry(r.pid)
+                .or_default()
+                .entry(reason.clone())
+                .or_default() += r.weight;
+        }
+        profile.push(Stack {
+            thread: Some(thread),
+            frames,
+            weight: r.weight,
+        });
+    }
+    profile.coalesce();
+    profile.unresolved = unresolved_list(accounts, &process_names);
+    profile
+}
+
+/// Names every distinct kernel address of `raw`: address -> entry of
+/// `table`.
+fn kernel_entries(
+    raw: &[RawStack],
+    symbolizer: &Symbolizer,
+    profile: &mut Profile,
+    table: &mut Table,
+    hasher: &ahash::RandomState,
+) -> AddrMap<u32> {
+    let mut entries = AddrMap::with_hasher(hasher.clone());
+    for r in raw {
+        for a in adjusted(&r.kernel) {
+            entries.insert(a, u32::MAX);
+        }
+    }
+    let addrs: Vec<u64> = entries.keys().copied().collect();
+    for (a, named) in addrs.iter().zip(symbolizer.kernel(&addrs)) {
+        entries.insert(*a, table.add(profile, named));
+    }
+    entries
+}
+
+/// The user frames of a capture, named: each frame's slot (in the order of
+/// the stacks and their frames, leaf first), and each slot's entry in the
+/// [`Table`].
+struct UserEntries {
+    frame_slots: Vec<u32>,
+    entries: Vec<u32>,
+}
+
+/// Names every distinct (process, address) of the user stacks of `raw`.
+fn user_entries(
+    raw: &[RawStack],
+    symbolizer: &Symbolizer,
+    profile: &mut Profile,
+    table: &mut Table,
+    hasher: &ahash::RandomState,
+) -> UserEntries {
+    // Each distinct (pid, address) gets a slot; each frame of `raw` records
+    // its slot, so that stacks are later assembled without a second lookup
+    // per frame.
+    let mut slots_of: HashMap<u32, AddrMap<u32>> = HashMap::new();
+    let mut slot_keys: Vec<(u32, u64)> = Vec::new();
+    let mut frame_slots = Vec::with_capacity(raw.iter().map(|r| r.user.len()).sum());
+    for r in raw.iter().filter(|r| !r.user.is_empty()) {
+        let slots = slots_of
+            .entry(r.pid)
+            .or_insert_with(|| AddrMap::with_hasher(hasher.clone()));
+        for a in adjusted(&r.user) {
+            let slot = *slots.entry(a).or_insert_with(|| {
+                slot_keys.push((r.pid, a));
+                (slot_keys.len() - 1) as u32
+            });
+            frame_slots.push(slot);
+        }
+    }
+    let entries = symbolizer
+        .user(&slot_keys)
+        .into_iter()
+        .map(|named| table.add(profile, named))
+        .collect();
+    UserEntries {
+        frame_slots,
+        entries,
+    }
+}
+
+/// What distinct addresses were named: each entry a run of interned frames
+/// (root first) and, when unnamed, why. Identical names share an entry, so
+/// entries are few (one per distinct function, JIT symbol or reason) and
+/// contiguous, and the millions of frame lookups of a large capture stay
+/// in cache.
+#[derive(Default)]
+struct Table {
+    frames: Vec<FrameId>,
+    entries: Vec<(u32, u32, Option<UnresolvedReason>)>,
+    by_name: HashMap<Named, u32>,
+}
+
+impl Table {
+    fn add(&mut self, profile: &mut Profile, named: Named) -> u32 {
+        if let Some(&e) = self.by_name.get(&named) {
+            return e;
+        }
+        let start = self.frames.len() as u32;
+        self.frames.extend(
+            named
+                .frames
+                .iter()
+                .map(|(name, kind)| profile.intern_frame(Frame::new(name.as_str(), frame_kind(*kind)))),
+        );
+        self.entries
+            .push((start, self.frames.len() as u32 - start, named.unresolved.clone()));
+        let e = (self.entries.len() - 1) as u32;
+        self.by_name.insert(named, e);
+        e
+    }
+
+    fn frames(&self, entry: u32) -> &[FrameId] {
+        let (start, len, _) = self.entries[entry as usize];
+        &self.frames[start as usize..(start + len) as usize]
+    }
+
+    fn unresolved(&self, entry: u32) -> Option<&UnresolvedReason> {
+        self.entries[entry as usize].2.as_ref()
+    }
+}
+
+fn frame_kind(kind: SymKind) -> FrameKind {
+    match kind {
+        SymKind::User => FrameKind::User,
+        SymKind::Kernel => FrameKind::Kernel,
+        SymKind::Inlined => FrameKind::Inlined,
+        SymKind::Jit => FrameKind::Jit,
+    }
+}
+
+fn unresolved_list(
+    accounts: HashMap<u32, HashMap<UnresolvedReason, u64>>,
+    names: &HashMap<u32, String>,
+) -> Vec<Unresolved> {
+    let mut list: Vec<Unresolved> = accounts
+        .into_iter()
+        .map(|(pid, reasons)| {
+            let mut reasons: Vec<(UnresolvedReason, u64)> = reasons.into_iter().collect();
+            reasons.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+            Unresolved {
+                pid,
+                process: names.get(&pid).cloned().unwrap_or_default(),
+                reasons,
+            }
+        })
+        .collect();
+    list.sort_by(|a, b| b.weight().cmp(&a.weight()).then_with(|| a.pid.cmp(&b.pid)));
+    list
+}
+
+/// Return addresses point after the call; step back into the call
+/// instruction so callers resolve to the calling function and line.
+fn caller_adjusted(ip: u64, index_from_leaf: usize) -> u64 {
+    if index_from_leaf == 0 {
+        ip
+    } else {
+        ip.saturating_sub(1)
+    }
+}
+
+fn adjusted(ips: &[u64]) -> impl Iterator<Item = u64> + '_ {
+    ips.iter()
+        .enumerate()
+        .map(|(i, &ip)| caller_adjusted(ip, i))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::symbolize::Options;
+
+    #[test]
+    fn callers_step_back_into_the_call() {
+        let v: Vec<u64> = adjusted(&[0x1000, 0x2000, 0x3000]).collect();
+        assert_eq!(v, vec![0x1000, 0x1fff, 0x2fff]);
+    }
+
+    #[test]
+    fn symbolizes_own_function_through_pid() {
+        // A frame of this test binary, named exactly as a capture names a
+        // target's frames: remembered, then symbolized.
+        let addr = symbolizes_own_function_through_pid as *const () as usize as u64;
+        let pid = std::process::id();
+        let mut s = Symbolizer::new(&Options::default());
+        s.remember(pid, "self");
+        let raw = RawStack {
+            pid,
+            tid: pid,
+            comm: "self".into(),
+            user: vec![addr, 0x10],
+            weight: 3,
+            ..Default::default()
+        };
+        let p = from_raw(&[raw], Unit::Samples, &mut s);
+        let names: Vec<String> = p.stacks()[0]
+            .frames
+            .iter()
+            .map(|&f| p.frame(f).to_string())
+            .collect();
+        assert!(
+            names
+                .iter()
+                .any(|n| n.contains("symbolizes_own_function_through_pid")),
+            "{names:?}"
+        );
+        // The caller frame at 0x10 is in no mapping; the leaf resolved.
+        assert!(p.unresolved.is_empty(), "{:?}", p.unresolved);
+    }
+
+    #[test]
+    fn unknown_process_is_reported_gone() {
+        let mut s = Symbolizer::new(&Options::default());
+        // PIDs above pid_max never exist.
+        let raw = RawStack {
+            pid: 0x7fff_fff0,
+            tid: 0x7fff_fff0,
+            comm: "ghost".into(),
+            user: vec![0x401000],
+            weight: 5,
+            ..Default::default()
+        };
+        let p = from_raw(&[raw], Unit::Samples, &mut s);
+        assert_eq!(p.unresolved.len(), 1);
+        assert_eq!(
+            p.unresolved[0].reasons,
+            vec![(UnresolvedReason::ProcessGone, 5)]
+        );
+        assert_eq!(p.unresolved[0].process, "ghost");
+    }
+}
