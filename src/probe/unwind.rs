@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use libbpf_rs::{MapCore, MapFlags};
 
 use super::skel::types;
+use crate::procs::maps;
 use crate::procs::unwind::{self as compile, Row};
 
 /// Bytes the kernel gives each element of an array map: the value size
@@ -57,7 +58,7 @@ pub(super) struct Tables {
     len_bytes: usize,
     capacity: u32,
     used: u32,
-    by_binary: HashMap<(String, u64), Result<Placed, NoTable>>,
+    by_binary: HashMap<(u64, u64), Result<Placed, NoTable>>,
     tracked: HashMap<u32, u64>,
     gone: HashSet<u32>,
     last_refresh: Instant,
@@ -203,7 +204,7 @@ impl Tables {
             mapped = map;
             &mapped
         };
-        let key = (m.dev.clone(), m.inode);
+        let key = (m.dev, m.inode);
         let placed = match self.by_binary.get(&key) {
             Some(r) => r.clone(),
             None => {
@@ -274,33 +275,31 @@ fn bias(data: &[u8], start: u64, offset: u64) -> Option<u64> {
     )
 }
 
-/// An executable, file-backed line of /proc/PID/maps.
+/// An executable line of /proc/PID/maps with code the walker may meet:
+/// a file, or the vDSO.
 struct MapsLine {
     start: u64,
     end: u64,
     offset: u64,
-    dev: String,
+    dev: u64,
     inode: u64,
     path: String,
 }
 
 impl MapsLine {
     fn parse(line: &str) -> Option<MapsLine> {
-        let mut f = line.splitn(6, ' ');
-        let (range, perms, offset, dev, inode) = (f.next()?, f.next()?, f.next()?, f.next()?, f.next()?);
-        let path = f.next().unwrap_or("").trim_start();
-        let file = inode != "0" && path.starts_with('/');
-        if !perms.contains('x') || !(file || path == VDSO) {
+        let m = maps::parse_line(line)?;
+        let file = m.inode != 0 && m.path.starts_with('/');
+        if !m.exec || !(file || m.path == VDSO) {
             return None;
         }
-        let (s, e) = range.split_once('-')?;
         Some(MapsLine {
-            start: u64::from_str_radix(s, 16).ok()?,
-            end: u64::from_str_radix(e, 16).ok()?,
-            offset: u64::from_str_radix(offset, 16).ok()?,
-            dev: dev.to_string(),
-            inode: inode.parse().ok()?,
-            path: path.to_string(),
+            start: m.start,
+            end: m.end,
+            offset: m.offset,
+            dev: m.dev,
+            inode: m.inode,
+            path: m.path.to_string(),
         })
     }
 }
