@@ -7,7 +7,8 @@ use std::path::Path;
 use super::post::{file_name, load, note_rounding, write_file};
 use super::CliError;
 use crate::cli::DiffArgs;
-use crate::format::diff::{changes, render_changes, write_svg, SvgOptions, Widths};
+use crate::format::diff::{render_changes, write_svg, SvgOptions, Widths};
+use crate::profile::analysis::changes;
 use crate::format::files;
 use crate::profile::{Profile, Unit};
 

@@ -5,26 +5,9 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use super::folded::{leading_frames, sanitize, Leading};
-use crate::profile::{FrameKind, Profile, Stack};
+use crate::profile::analysis::{category, pct};
 
-/// The off-CPU state pseudo-frames, in report order.
-pub const STATES: [&str; 3] = ["[sleeping]", "[uninterruptible]", "[runqueue]"];
-
-/// Which column a stack's weight belongs to: 0 on-CPU, 1.. the states.
-fn category(profile: &Profile, stack: &Stack) -> usize {
-    stack
-        .frames
-        .last()
-        .map(|&f| profile.frame(f))
-        .filter(|f| f.kind == FrameKind::Pseudo)
-        .and_then(|f| STATES.iter().position(|s| *s == f.name))
-        .map_or(0, |i| i + 1)
-}
-
-/// Whether a stack is off-CPU time (it ends in a state frame).
-pub fn is_off_cpu(profile: &Profile, stack: &Stack) -> bool {
-    category(profile, stack) != 0
-}
+use crate::profile::{Profile, Stack};
 
 /// The frame that names what a stack was doing: its leaf, or for an
 /// off-CPU stack the frame below the state.
@@ -42,14 +25,6 @@ fn telling_frame(profile: &Profile, stack: &Stack, cat: usize) -> Option<String>
 struct Row {
     by_cat: [u64; 4],
     frames: [HashMap<String, u64>; 4],
-}
-
-fn pct(part: u64, total: u64) -> f64 {
-    if total == 0 {
-        0.0
-    } else {
-        part as f64 * 100.0 / total as f64
-    }
 }
 
 /// A table of time per thread (or per process), in the profile's unit,
@@ -111,7 +86,7 @@ pub fn render(profile: &Profile, leading: Leading, with_on_cpu: bool, top_frames
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::{Frame, Thread, Unit};
+    use crate::profile::{Frame, FrameKind, Thread, Unit};
 
     #[test]
     fn splits_thread_time_by_state() {

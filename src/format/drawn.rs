@@ -14,9 +14,9 @@ use std::borrow::Cow;
 use inferno::flamegraph::color::PaletteMap;
 use rustc_hash::FxHashMap;
 
-use super::breakdown;
+
 use super::palette::{color, Heat, Lines, Scheme};
-use crate::profile::{Frame, FrameKind};
+use crate::profile::{Frame, FrameKind, State};
 
 /// Lines for inferno and the colours of the frames they draw.
 pub struct Drawn<'a> {
@@ -256,7 +256,7 @@ pub fn from_sorted<'a>(
             && stack
                 .rsplit(';')
                 .next()
-                .is_some_and(|leaf| breakdown::STATES.contains(&leaf));
+                .is_some_and(|leaf| State::from_frame(leaf).is_some());
         walk.line(line, stack, count, waiting);
     }
     walk.close_to(1);

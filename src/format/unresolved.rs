@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
+use crate::profile::analysis::pct;
 use crate::profile::{Profile, Unresolved, UnresolvedReason};
 
 /// Processes listed in report.txt; the rest are counted.
@@ -148,14 +149,6 @@ fn process_totals(profile: &Profile) -> HashMap<u32, u64> {
         }
     }
     totals
-}
-
-fn pct(part: u64, total: u64) -> f64 {
-    if total == 0 {
-        0.0
-    } else {
-        part as f64 * 100.0 / total as f64
-    }
 }
 
 /// Process and file names come from the target: keep terminal controls

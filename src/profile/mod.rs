@@ -1,8 +1,10 @@
 //! The one in-memory model every output is written from: weighted stacks of
 //! interned frames, with a unit and the threads they belong to.
 
+pub mod analysis;
 pub mod build;
 pub mod merge;
+pub mod names;
 pub mod raw;
 pub mod unwinding;
 

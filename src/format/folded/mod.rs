@@ -6,54 +6,13 @@ pub mod read;
 
 use std::io::{self, Write};
 
-use crate::profile::{Profile, Stack, Thread};
+use crate::profile::{Profile, Stack};
 
-/// Which leading pseudo-frames identify where a stack ran.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Leading {
-    /// `process-PID;thread-TID;...`
-    #[default]
-    ProcessAndThread,
-    /// `process-PID;...`: threads of a process merged.
-    Process,
-    /// Stacks only.
-    None,
-}
+pub use crate::profile::names::{frame_text, leading_frames, sanitize, Leading};
 
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Options {
     pub leading: Leading,
-}
-
-/// Makes a name safe inside a folded line: `;` separates frames and a line
-/// break ends the stack, so neither may survive from untrusted names.
-pub fn sanitize(name: &str) -> String {
-    let clean: String = name
-        .chars()
-        .map(|c| match c {
-            ';' => ':',
-            c if c.is_control() => '?',
-            c => c,
-        })
-        .collect();
-    if clean.trim().is_empty() {
-        "[unnamed]".to_string()
-    } else {
-        clean
-    }
-}
-
-/// The pseudo-frames that stand for `thread` at the root of its stacks.
-pub fn leading_frames(thread: &Thread, leading: Leading) -> Vec<String> {
-    let process = || format!("{}-{}", sanitize(&thread.process), thread.pid);
-    match leading {
-        Leading::ProcessAndThread => vec![
-            process(),
-            format!("{}-{}", sanitize(&thread.name), thread.tid),
-        ],
-        Leading::Process => vec![process()],
-        Leading::None => vec![],
-    }
 }
 
 /// Writes stacks of one profile as folded lines. Frames and threads recur
@@ -69,7 +28,7 @@ impl<'p> Folder<'p> {
         let frames = profile
             .frames()
             .iter()
-            .map(|f| format!("{}{}", sanitize(&f.name), f.kind.suffix()))
+            .map(frame_text)
             .collect();
         let threads = profile
             .threads()
@@ -136,7 +95,7 @@ pub fn write(profile: &Profile, opts: &Options, out: &mut dyn Write) -> io::Resu
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::{Frame, FrameKind, Unit};
+    use crate::profile::{Frame, FrameKind, Thread, Unit};
 
     fn sample_profile() -> Profile {
         let mut p = Profile::new(Unit::Samples);

@@ -1,0 +1,42 @@
+//! Analysis of a profile, for the reports and the diff: rankings of
+//! functions and threads ([`ranking`]), what moved between two profiles
+//! ([`diff`]), and where time went by off-CPU state. Writers in
+//! [`crate::format`] only render what these compute.
+
+pub mod diff;
+pub mod ranking;
+
+pub use diff::{changes, Change};
+pub use ranking::{summarize, FunctionRow, Summary};
+
+use super::{FrameKind, Profile, Stack, State};
+
+/// `part` as a percentage of `total`; 0 for an empty total.
+pub fn pct(part: u64, total: u64) -> f64 {
+    if total == 0 {
+        0.0
+    } else {
+        part as f64 * 100.0 / total as f64
+    }
+}
+
+/// The off-CPU state pseudo-frames, in report order.
+pub const STATES: [State; 3] = State::ALL;
+
+/// Which column a stack's weight belongs to: 0 on-CPU, 1.. the states in
+/// [`STATES`] order.
+pub fn category(profile: &Profile, stack: &Stack) -> usize {
+    stack
+        .frames
+        .last()
+        .map(|&f| profile.frame(f))
+        .filter(|f| f.kind == FrameKind::Pseudo)
+        .and_then(|f| State::from_frame(&f.name))
+        .and_then(|s| STATES.iter().position(|x| *x == s))
+        .map_or(0, |i| i + 1)
+}
+
+/// Whether a stack is off-CPU time (it ends in a state frame).
+pub fn is_off_cpu(profile: &Profile, stack: &Stack) -> bool {
+    category(profile, stack) != 0
+}
