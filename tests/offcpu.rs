@@ -41,6 +41,7 @@ fn under(stacks: &[(Vec<String>, u64)], frame: &str, leaf: &str) -> u64 {
         .sum()
 }
 
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn sleeper_spends_96_percent_sleeping_in_its_sleep_function() {
     if !require_root() {
@@ -73,6 +74,7 @@ fn sleeper_spends_96_percent_sleeping_in_its_sleep_function() {
     assert!(all <= 100.5, "off-CPU time {all:.1}% exceeds the window");
 }
 
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn pipe_reader_waits_in_its_read_call() {
     if !require_root() {
@@ -118,6 +120,7 @@ fn pipe_reader_waits_in_its_read_call() {
     );
 }
 
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn min_and_max_block_exclude_what_they_should() {
     if !require_root() {
@@ -153,6 +156,7 @@ fn min_and_max_block_exclude_what_they_should() {
     );
 }
 
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn runqueue_time_shows_when_threads_outnumber_cpus() {
     if !require_root() {
@@ -199,6 +203,7 @@ fn bad_block_filters_are_refused_before_capture() {
     }
 }
 
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn state_filter_keeps_only_the_states_asked_for() {
     if !require_root() {

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn split_50_30_20_is_measured_within_3_points() {
     if !require_root() {
@@ -69,6 +70,7 @@ fn split_50_30_20_is_measured_within_3_points() {
     );
 }
 
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn twenty_deep_chain_appears_whole() {
     if !require_root() {
@@ -99,6 +101,7 @@ fn twenty_deep_chain_appears_whole() {
     );
 }
 
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn named_threads_are_attributed_to_their_names() {
     if !require_root() {
@@ -136,6 +139,7 @@ fn named_threads_are_attributed_to_their_names() {
     }
 }
 
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn command_is_profiled_from_its_start_until_it_exits() {
     if !require_root() {
@@ -179,6 +183,7 @@ fn command_is_profiled_from_its_start_until_it_exits() {
     assert!(share(&stacks, "work_fifty") > 40.0);
 }
 
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn ctrl_c_ends_the_capture_and_writes_everything() {
     if !require_root() {
@@ -204,6 +209,7 @@ fn ctrl_c_ends_the_capture_and_writes_everything() {
     assert!(dir.join("oncpu.svg").exists() && dir.join("report.txt").exists());
 }
 
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn capture_ends_when_the_last_target_exits() {
     if !require_root() {
@@ -223,6 +229,7 @@ fn capture_ends_when_the_last_target_exits() {
     assert!(total(&read_folded(&dir.join("oncpu.folded"))) > 200);
 }
 
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn whole_system_sees_a_busy_process_and_skips_idle() {
     if !require_root() {
@@ -250,6 +257,7 @@ fn whole_system_sees_a_busy_process_and_skips_idle() {
     );
 }
 
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn idle_target_writes_no_samples_outputs() {
     if !require_root() {
@@ -272,6 +280,7 @@ fn idle_target_writes_no_samples_outputs() {
     );
 }
 
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn hostile_thread_names_are_escaped_and_folded_stays_parseable() {
     if !require_root() {

@@ -104,7 +104,7 @@ fn consumer(what: &str, found: Option<PathBuf>) -> Option<PathBuf> {
         return found;
     }
     let msg = format!("{what} is not installed: run scripts/test.sh, which installs it");
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
+    if std::env::var_os("CI").is_some() {
         panic!("{msg}");
     }
     eprintln!("skipping: {msg}");

@@ -92,6 +92,7 @@ fn stderr_of(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn every_exit_path_releases_the_bpf_programs() {
     if !require_root() {
@@ -188,6 +189,7 @@ fn every_exit_path_releases_the_bpf_programs() {
     }
 }
 
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn second_ctrl_c_exits_at_once_without_outputs() {
     if !require_root() {
@@ -219,6 +221,7 @@ fn second_ctrl_c_exits_at_once_without_outputs() {
     assert_released(&ids, "a second Ctrl-C");
 }
 
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn outputs_belong_to_the_sudo_user() {
     if !require_root() {
@@ -250,6 +253,7 @@ fn outputs_belong_to_the_sudo_user() {
     }
 }
 
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn hostile_symbol_names_are_escaped_in_every_svg() {
     if !require_root() {
@@ -286,6 +290,7 @@ fn hostile_symbol_names_are_escaped_in_every_svg() {
     );
 }
 
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn without_privileges_the_error_names_what_is_missing() {
     // Needs root to drop to an unprivileged user; nothing is loaded.
@@ -315,6 +320,7 @@ fn without_privileges_the_error_names_what_is_missing() {
     assert!(!dir.exists());
 }
 
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn unwritable_output_directory_is_refused_before_capture() {
     if !require_root() {
@@ -336,6 +342,7 @@ fn unwritable_output_directory_is_refused_before_capture() {
     }
 }
 
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn a_short_system_wide_capture_stays_within_the_memory_ceiling() {
     if !require_root() {

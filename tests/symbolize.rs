@@ -186,6 +186,7 @@ impl Drop for Placed {
     }
 }
 
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn process_exiting_mid_capture_is_named() {
     if !require_root() {
@@ -199,6 +200,7 @@ fn process_exiting_mid_capture_is_named() {
     assert_mostly_in(&stacks, "shortlived", BURN);
 }
 
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn process_exiting_mid_system_wide_capture_is_named() {
     if !require_root() {
@@ -236,6 +238,7 @@ fn process_exiting_mid_system_wide_capture_is_named() {
     assert_mostly_in(&stacks, "shortlived", BURN);
 }
 
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn binary_seen_only_in_a_private_mount_namespace_is_named() {
     if !require_root() {
@@ -259,6 +262,7 @@ fn binary_seen_only_in_a_private_mount_namespace_is_named() {
     assert_mostly_in(&stacks, "privlived", BURN);
 }
 
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn binary_deleted_and_replaced_while_running_is_named_from_the_mapped_file() {
     if !require_root() {
@@ -278,6 +282,7 @@ fn binary_deleted_and_replaced_while_running_is_named_from_the_mapped_file() {
     assert_mostly_in(&stacks, "dellived", BURN);
 }
 
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn node_javascript_functions_are_named_from_the_perf_map() {
     if !require_root() {
@@ -345,6 +350,7 @@ if (sink === 0) console.log(sink);
     assert!(svg.contains("fibonacciHotspot"), "not in the flamegraph");
 }
 
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn stripped_binaries_use_debug_files_or_show_module_offsets() {
     if !require_root() {
@@ -459,6 +465,7 @@ fn leaf_name(s: &mut Symbolizer, pid: u32, addr: u64) -> (String, Vec<(Unresolve
     (p.frame(leaf).to_string(), reasons)
 }
 
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn extra_debug_dirs_name_a_stripped_binary_after_it_exits() {
     if !require_root() {
@@ -506,6 +513,7 @@ fn extra_debug_dirs_name_a_stripped_binary_after_it_exits() {
     );
 }
 
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn library_loaded_after_first_sight_is_named_after_exit_when_refreshed() {
     if !require_root() {

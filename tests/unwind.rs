@@ -57,6 +57,7 @@ fn capture(cmd: &str, pid: u32, seconds: &str, test: &str) -> (std::path::PathBu
     (dir, String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn plain_gcc_split_reaches_main_with_the_right_shares() {
     if !require_root() {
@@ -80,6 +81,7 @@ fn plain_gcc_split_reaches_main_with_the_right_shares() {
     assert!(stderr.contains("unwound"), "the summary says how stacks were unwound: {stderr}");
 }
 
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn plain_gcc_ten_deep_chain_is_whole() {
     if !require_root() {
@@ -97,6 +99,7 @@ fn plain_gcc_ten_deep_chain_is_whole() {
     assert!(whole >= 95.0, "whole chain on {whole:.1}% of samples: {stacks:?}");
 }
 
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn plain_gcc_waits_in_glibc_keep_their_callers() {
     if !require_root() {
@@ -123,6 +126,7 @@ fn plain_gcc_waits_in_glibc_keep_their_callers() {
     }
 }
 
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn debian_python_reaches_main() {
     if !require_root() {
@@ -177,6 +181,7 @@ fn perf_samples(text: &str) -> Vec<Vec<String>> {
     out
 }
 
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn plain_gcc_split_agrees_with_perf_dwarf_on_the_same_process() {
     if !require_root() {
@@ -226,6 +231,7 @@ fn rooted(stacks: &[(Vec<String>, u64)]) -> f64 {
     pct(ok, total(stacks))
 }
 
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn debian_redis_under_load_is_walked_to_its_roots() {
     if !require_root() {

@@ -69,6 +69,7 @@ fn capture_mixed(test: &str, busy: &[&str]) -> (std::path::PathBuf, Vec<(Vec<Str
 }
 
 
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn a_thread_computing_30_ms_and_sleeping_70_splits_30_70() {
     if !require_root() {
@@ -145,6 +146,7 @@ fn a_thread_computing_30_ms_and_sleeping_70_splits_30_70() {
     );
 }
 
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn several_mixes_each_sum_to_the_window() {
     if !require_root() {
@@ -182,6 +184,7 @@ fn several_mixes_each_sum_to_the_window() {
     }
 }
 
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn per_process_merges_threads() {
     if !require_root() {

@@ -9,7 +9,7 @@ use regex::Regex;
 use super::post::{check_output_file, file_name, note_rounding, read, scheme, write_file};
 use super::CliError;
 use crate::cli::FlamegraphArgs;
-use crate::format::folded::read::{self as folded, kind_from_name, Layout, Scan};
+use crate::format::folded::read::{self as folded, kind_of, Layout, Scan};
 use crate::format::folded::Leading;
 use crate::format::palette::Lines;
 use crate::format::svg;
@@ -125,7 +125,7 @@ pub fn run(args: &FlamegraphArgs) -> Result<(), CliError> {
     } else {
         lines
     };
-    let (kind, unit) = kind_from_name(&args.input);
+    let (kind, unit, _) = kind_of(&args.input);
     let unit = unit.name();
     let total = scan.total;
     let mut subtitle = if kept == total {

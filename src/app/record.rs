@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use super::capture::{capture, finish, output_names, write_view, Finished, Outcome};
 use super::CliError;
-use crate::cli::{BlockArgs, CaptureArgs, MapArgs, SamplingArgs};
+use crate::cli::{BlockArgs, CaptureArgs, Format, MapArgs, SamplingArgs};
+use crate::format::sidecar::{self, Sidecar};
 use crate::format::{
-    breakdown,
+    breakdown, files,
     folded::Leading,
     palette::{Heat, Scheme},
     report, svg, unresolved,
@@ -105,7 +106,11 @@ fn offcpu_options(blocks: &BlockArgs) -> Result<OffcpuOptions, CliError> {
 pub fn run(rec: &Recording<'_>) -> Result<Outcome, CliError> {
     // Filters are checked before the capture; targets are filled in later.
     rec.options(Default::default())?;
-    let outputs = output_names(&rec.stems(), &rec.capture.formats);
+    let mut outputs = output_names(&rec.stems(), &rec.capture.formats);
+    let folded = rec.capture.formats.contains(&Format::Folded);
+    if folded {
+        outputs.push(sidecar::FILE.to_string());
+    }
     let Finished {
         prepared,
         mut recorder,
@@ -158,15 +163,30 @@ pub fn run(rec: &Recording<'_>) -> Result<Outcome, CliError> {
                 + &unresolved::render(on)
                 + &unwinding_section(on);
             written.extend(write_view(dir, "oncpu", on, formats, &oncpu_svg(on, &started_at, thread_roots), Some(&text))?);
-            views.on.expect("matched above")
+            views.on.clone().expect("matched above")
         }
         (None, Some(off)) => {
             let text = offcpu_report(off, views.open_blocks);
             written.extend(write_view(dir, "offcpu", off, formats, &offcpu_svg(off, &started_at, thread_roots), Some(&text))?);
-            views.off.expect("matched above")
+            views.off.clone().expect("matched above")
         }
         (None, None) => unreachable!("every recording has a view"),
     };
+    if folded {
+        let mut side = Sidecar::default();
+        for (stem, p) in [("oncpu", views.on.as_ref()), ("offcpu", views.off.as_ref())] {
+            if let Some(p) = p.filter(|_| rec.stems().contains(&stem)) {
+                side.add(&format!("{stem}.folded"), p);
+            }
+        }
+        if rec.kind() == "wall" {
+            side.add("wall.folded", &main);
+        }
+        let path = dir.join(sidecar::FILE);
+        files::write_atomic(&path, files::Durability::Synced, &|w: &mut dyn std::io::Write| side.write(w))
+            .map_err(|e| CliError::failed(format!("writing {}: {e}", path.display())))?;
+        written.push(path);
+    }
     Ok(finish(&main, written, symbolizer, end))
 }
 

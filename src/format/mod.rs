@@ -9,6 +9,7 @@ pub mod folded;
 pub mod input;
 pub mod palette;
 pub mod pprof;
+pub mod sidecar;
 pub mod report;
 pub mod speedscope;
 pub mod svg;

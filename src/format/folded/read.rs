@@ -66,12 +66,23 @@ pub fn read_file(path: &Path) -> Result<Loaded, String> {
     from_bytes(path, &crate::format::input::read(path)?)
 }
 
+/// What a file's weights measure: as its capture recorded it in
+/// `capture.json` (see [`crate::format::sidecar`]), else guessed from its
+/// name (see [`kind_from_name`]); and its sampling frequency, when known.
+pub fn kind_of(path: &Path) -> (Kind, Unit, Option<u64>) {
+    crate::format::sidecar::lookup(path).unwrap_or_else(|| {
+        let (kind, unit) = kind_from_name(path);
+        (kind, unit, None)
+    })
+}
+
 /// A file's profile from its bytes, read already; `path` gives its kind
-/// and unit (see [`kind_from_name`]) and names it in errors.
+/// and unit (see [`kind_of`]) and names it in errors.
 pub fn from_bytes(path: &Path, bytes: &[u8]) -> Result<Loaded, String> {
-    let (kind, unit) = kind_from_name(path);
+    let (kind, unit, frequency) = kind_of(path);
     let mut loaded = parse(&path.display().to_string(), bytes, unit)?;
     loaded.profile.meta.kind = kind;
+    loaded.profile.meta.frequency = frequency;
     loaded.profile.meta.target = path.file_name().map_or_else(
         || path.display().to_string(),
         |n| n.to_string_lossy().into(),

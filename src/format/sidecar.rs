@@ -1,0 +1,109 @@
+//! `capture.json`, written next to a capture's files: what each folded
+//! file measures (kind, unit, sampling frequency), which the folded format
+//! itself cannot say. Readers take a file's kind and unit from it, and
+//! guess from the file name only for files from elsewhere (other tools, or
+//! a folded file copied out of its capture).
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::profile::{Kind, Profile, Unit};
+
+pub const FILE: &str = "capture.json";
+
+/// What one view's files measure.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct View {
+    /// `oncpu`, `offcpu` or `wall`.
+    pub kind: String,
+    /// `samples` or `us`.
+    pub unit: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub frequency: Option<u64>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sidecar {
+    /// By file name (`oncpu.folded`, ...).
+    pub files: BTreeMap<String, View>,
+}
+
+impl Sidecar {
+    /// Records the folded file `name` holding `profile`.
+    pub fn add(&mut self, name: &str, profile: &Profile) {
+        let kind = match profile.meta.kind {
+            Kind::OnCpu => "oncpu",
+            Kind::OffCpu => "offcpu",
+            Kind::Wall => "wall",
+            Kind::Other => "other",
+        };
+        self.files.insert(
+            name.to_string(),
+            View {
+                kind: kind.into(),
+                unit: profile.unit.name().into(),
+                frequency: profile.meta.frequency,
+            },
+        );
+    }
+
+    pub fn write(&self, out: &mut dyn Write) -> io::Result<()> {
+        serde_json::to_writer_pretty(&mut *out, self)?;
+        writeln!(out)
+    }
+}
+
+/// The kind, unit and frequency recorded for the folded file at `path`,
+/// from the `capture.json` beside it; `None` when there is none, or it does
+/// not list the file, or it cannot be read.
+pub fn lookup(path: &Path) -> Option<(Kind, Unit, Option<u64>)> {
+    let dir = path.parent()?;
+    let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
+    let meta = std::fs::symlink_metadata(dir.join(FILE)).ok()?;
+    // A capture's own sidecar is a small regular file.
+    if !meta.is_file() || meta.len() > 1 << 20 {
+        return None;
+    }
+    let text = std::fs::read(dir.join(FILE)).ok()?;
+    let sidecar: Sidecar = serde_json::from_slice(&text).ok()?;
+    let view = sidecar.files.get(path.file_name()?.to_str()?)?;
+    let kind = match view.kind.as_str() {
+        "oncpu" => Kind::OnCpu,
+        "offcpu" => Kind::OffCpu,
+        "wall" => Kind::Wall,
+        _ => Kind::Other,
+    };
+    let unit = match view.unit.as_str() {
+        "us" => Unit::Microseconds,
+        "samples" => Unit::Samples,
+        _ => return None,
+    };
+    Some((kind, unit, view.frequency))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_recorded_view_reads_back() {
+        let dir = std::env::temp_dir().join(format!("fgbpf-sidecar-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut p = Profile::new(Unit::Microseconds);
+        p.meta.kind = Kind::Wall;
+        p.meta.frequency = Some(499);
+        let mut s = Sidecar::default();
+        s.add("renamed.folded", &p);
+        let mut bytes = Vec::new();
+        s.write(&mut bytes).unwrap();
+        std::fs::write(dir.join(FILE), bytes).unwrap();
+        let got = lookup(&dir.join("renamed.folded"));
+        let missing = lookup(&dir.join("other.folded"));
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(got, Some((Kind::Wall, Unit::Microseconds, Some(499))));
+        assert_eq!(missing, None);
+    }
+}
