@@ -1,3 +1,6 @@
+//! The `fgbpf` command: parses the command line and runs one subcommand
+//! of [`fgbpf::app`], turning its error into one line and an exit code.
+
 use clap::error::ErrorKind;
 use clap::Parser;
 

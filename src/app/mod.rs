@@ -1,4 +1,8 @@
-//! One module per subcommand; `main.rs` dispatches here.
+//! One thin module per subcommand; `main.rs` dispatches here. `oncpu`,
+//! `offcpu` and `wall` are one recorder ([`record`]) with different views;
+//! [`capture`] holds the steps every capture takes (checks, window,
+//! outputs, summary) and [`session`] the window itself, Ctrl-C and the held
+//! `-- COMMAND`.
 
 pub mod capture;
 pub mod convert;

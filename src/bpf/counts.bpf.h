@@ -7,17 +7,18 @@
 
 #include "fgbpf.h"
 
-/* Sized by the loader before load. */
+/* Sized by the loader before load (--max-entries; the defaults are in
+ * src/probe/mod.rs): 1 here is a placeholder. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 65536);
+	__uint(max_entries, 1);
 	__type(key, struct fg_key);
 	__type(value, __u64);
 } counts0 SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 65536);
+	__uint(max_entries, 1);
 	__type(key, struct fg_key);
 	__type(value, __u64);
 } counts1 SEC(".maps");

@@ -15,10 +15,11 @@ struct stack_buf {
 	__u64 ips[MAX_STACK_DEPTH];
 };
 
-/* Sized by the loader before load. */
+/* Sized by the loader before load (--max-stacks; the default is in
+ * src/probe/mod.rs): 1 here is a placeholder. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
+	__uint(max_entries, 1);
 	__type(key, __u64);
 	__type(value, struct stack_buf);
 } stacks SEC(".maps");

@@ -1,5 +1,8 @@
-//! Writers, one file per format. Each takes a [`crate::profile::Profile`]
-//! and its own options.
+//! Readers and writers, one module per format: folded (both ways), SVG,
+//! the text and JSON report, pprof, speedscope, and `capture.json`. Each
+//! writer takes a [`crate::profile::Profile`] and its own options and only
+//! renders: what to rank or compare is computed in
+//! [`crate::profile::analysis`].
 
 pub mod breakdown;
 pub mod diff;

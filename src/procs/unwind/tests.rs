@@ -407,23 +407,3 @@ fn errors_read_well() {
     assert!(matches!(e, Error::NoUnwindInfo), "{e}");
     eprintln!("errors: {e}");
 }
-
-/// Sizes and times of the largest binaries around (printed, not checked).
-#[test]
-fn sizes_of_large_binaries() {
-    for path in [
-        "/usr/lib/x86_64-linux-gnu/libLLVM-15.so.1",
-        "/work/main/target/release/fgbpf",
-        "/usr/bin/node",
-        "/usr/bin/gdb",
-    ] {
-        let Ok(data) = std::fs::read(path) else {
-            continue;
-        };
-        let t0 = Instant::now();
-        match compile(&data) {
-            Ok(t) => print_stats(path, data.len(), &t, t0.elapsed()),
-            Err(e) => eprintln!("{path}: {e}"),
-        }
-    }
-}
