@@ -7,7 +7,6 @@ configurations interleaved round by round so that drift on a shared,
 noisy machine spreads over all of them."""
 
 import argparse
-import json
 import os
 import platform
 import random
@@ -23,6 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import unwinding  # noqa: E402
+from measures import bpf_progs, proc_cpu  # noqa: E402
 FGBPF = ROOT / "target" / "release" / "fgbpf"
 CFLAGS = ["-O1", "-g", "-fno-omit-frame-pointer", "-mno-omit-leaf-frame-pointer", "-pthread"]
 
@@ -130,23 +130,6 @@ def oncpu_overhead(w, rounds, tmp):
 
 
 # --- 1b. on-CPU cost, measured directly -------------------------------------
-
-def bpf_progs():
-    out = subprocess.run(["bpftool", "prog", "show", "-j"], capture_output=True, text=True).stdout
-    return {p["id"]: p for p in json.loads(out or "[]")}
-
-
-def proc_cpu(pid):
-    """CPU seconds a process's threads have run so far, to the nanosecond
-    (schedstat; /proc/PID/stat counts in 10 ms ticks)."""
-    total = 0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            total += int((task / "schedstat").read_text().split()[0])
-        except (OSError, ValueError, IndexError):
-            pass
-    return total / 1e9
-
 
 def sampler_cost(w, rounds, tmp, hz=999, seconds=5):
     """What each sampler adds per second of capture, measured rather than
@@ -530,7 +513,19 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tools", required=True)
     ap.add_argument("--quick", action="store_true", help="fewer rounds and smaller inputs, for a smoke test")
+    ap.add_argument("--only-unwinding", action="store_true",
+                    help="measure section 9 alone and replace it in BENCHMARKS.md (its rows are one run)")
     args = ap.parse_args()
+    if args.only_unwinding:
+        with tempfile.TemporaryDirectory(prefix="fgbpf-bench-") as t:
+            section = "\n".join(unwinding.report(unwinding.measure(3, Path(t)))) + "\n"
+        path = ROOT / "BENCHMARKS.md"
+        text = path.read_text()
+        start = text.index("## 9. Whole stacks")
+        end = text.index("## Against the targets") if "## Against the targets" in text else len(text)
+        path.write_text(text[:start] + section + text[end:])
+        log(f"rewrote section 9 of {path}")
+        return
     args.rounds = 2 if args.quick else 5
     args.footprint = 10 if args.quick else 30
     sizes = [10_000, 100_000] if args.quick else [10_000, 100_000, 1_000_000]

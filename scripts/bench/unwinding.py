@@ -4,12 +4,13 @@
 stack per sample, unwinds later), on the same 10-deep workload; and what
 the tables cost to build."""
 
-import json
 import os
 import statistics
 import subprocess
 import time
 from pathlib import Path
+
+from measures import bpf_progs, proc_cpu
 
 ROOT = Path(__file__).resolve().parents[2]
 FGBPF = ROOT / "target" / "release" / "fgbpf"
@@ -26,21 +27,6 @@ def build(tmp):
     return str(plain), str(fp)
 
 
-def progs():
-    out = subprocess.run(["bpftool", "prog", "show", "-j"], capture_output=True, text=True).stdout
-    return {p["id"]: p for p in json.loads(out or "[]")}
-
-
-def proc_cpu(pid):
-    total = 0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            total += int((task / "schedstat").read_text().split()[0])
-        except (OSError, ValueError, IndexError):
-            pass
-    return total / 1e9
-
-
 def dir_bytes(path):
     p = Path(path)
     if p.is_file():
@@ -55,15 +41,15 @@ def run_one(cmd, out_path, workload):
     busy = [subprocess.Popen([workload, "deep", "1000"], stdout=subprocess.DEVNULL) for _ in range(2)]
     try:
         time.sleep(0.3)
-        before = set(progs())
+        before = set(bpf_progs())
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(1.5)
-        ours = [i for i in progs() if i not in before]
+        ours = [i for i in bpf_progs() if i not in before]
         subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=True)
         try:
-            p0, c0 = progs(), proc_cpu(proc.pid)
+            p0, c0 = bpf_progs(), proc_cpu(proc.pid)
             time.sleep(SECONDS)
-            p1, c1 = progs(), proc_cpu(proc.pid)
+            p1, c1 = bpf_progs(), proc_cpu(proc.pid)
         finally:
             subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=0"])
         proc.send_signal(2)
@@ -112,8 +98,11 @@ def perf_dwarf(tmp, workload):
     script = subprocess.run(["perf", "script", "-i", str(data), "-F", "ip,sym"],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     usage1 = os.times()
-    samples = sum(1 for block in script.stdout.split("\n\n") if block.strip())
-    whole = sum(1 for block in script.stdout.split("\n\n") if " main+" in block)
+    blocks = [b for b in script.stdout.split("\n\n") if b.strip()]
+    samples = len(blocks)
+    # `perf script -F ip,sym` lines: "ADDR SYMBOL" (no offset).
+    reaches = lambda b: any(line.split()[-1:] == ["main"] for line in b.splitlines())
+    whole = sum(1 for b in blocks if reaches(b))
     post = (usage1.children_user - usage0.children_user) + (usage1.children_system - usage0.children_system)
     return {"record_cpu_s": c1 - c0, "script_cpu_s": post, "bytes": data.stat().st_size,
             "samples": samples, "whole": whole}
@@ -135,6 +124,8 @@ def whole_share(folded):
 def table_builds():
     """Rows, bytes and build time of the tables of a few real binaries."""
     files = ["/lib/x86_64-linux-gnu/libc.so.6", "/usr/bin/python3.11", "/usr/bin/redis-server", str(FGBPF)]
+    # The largest shared library here (clang's).
+    files += sorted(str(p) for p in Path("/usr/lib/x86_64-linux-gnu").glob("libLLVM-*.so.1"))[-1:]
     out = subprocess.run(["cargo", "run", "--release", "--quiet", "--example", "unwind_tables", "--", *files],
                          cwd=ROOT, capture_output=True, text=True)
     return out.stdout.strip() or out.stderr.strip()

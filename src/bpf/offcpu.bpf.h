@@ -15,6 +15,7 @@
 
 #define TASK_INTERRUPTIBLE 0x1
 #define TASK_UNINTERRUPTIBLE 0x2
+#define TASK_DEAD 0x80
 #define TASK_NOLOAD 0x400
 
 const volatile __u64 min_block_ns = 0;
@@ -47,6 +48,11 @@ static __always_inline void switch_out(void *ctx, struct fg_stats *st, struct ta
 	struct fg_start start = {};
 
 	if (tid == 0 || pid == self_pid || !is_target(pid, tid))
+		return;
+	/* A thread's last switch-out, at its exit, has no switch-in: its
+	 * entry would stay in `starts` for ever, and short threads would fill
+	 * it. */
+	if (BPF_CORE_READ(prev, exit_state) || (prev_state & TASK_DEAD))
 		return;
 	start.pid = pid;
 	start.state = classify(preempt, prev_state);
@@ -96,7 +102,10 @@ static __always_inline void switch_in(struct fg_stats *st, struct task_struct *n
 			return;
 		}
 	}
-	delta *= sample_every;
+	/* Sampled intervals stand for sample_every of their kind; a seeded
+	 * block was not sampled, it is the one thread's own wait. */
+	if (!(key.flags & FG_PRE_EXISTING))
+		delta *= sample_every;
 	key.pid = BPF_CORE_READ(next, tgid);
 	key.tid = tid;
 	BPF_CORE_READ_STR_INTO(&key.comm, next, comm);

@@ -10,6 +10,9 @@
 
 const volatile bool user_stacks = true;
 const volatile bool kern_stacks = true;
+/* Random per capture: the profiled processes choose the frames hashed, so
+ * they must not be able to predict the hash and force collisions. */
+const volatile __u64 stack_seed = 0;
 
 struct stack_buf {
 	__u64 ips[MAX_STACK_DEPTH];
@@ -44,7 +47,7 @@ static __always_inline __u64 mix64(__u64 h, __u64 v)
 /* Keys the `bytes` of frames in `buf` and stores them; see store_stack. */
 static __always_inline __u64 keep_stack(struct stack_buf *buf, long bytes, bool *lost)
 {
-	__u64 h = 0x2545F4914F6CDD1DULL;
+	__u64 h = 0x2545F4914F6CDD1DULL ^ stack_seed;
 	long n;
 
 	if (bytes <= 0)

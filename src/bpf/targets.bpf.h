@@ -47,6 +47,9 @@ struct {
 
 /* Counted when proc_events is full; user space reports it. */
 __u64 proc_events_lost = 0;
+/* Children of followed processes that could not be added to target_pids
+ * (full): they are not profiled; user space reports it. */
+__u64 follow_lost = 0;
 
 static __always_inline bool is_target(__u32 pid, __u32 tid)
 {
@@ -92,8 +95,39 @@ static __always_inline void on_fork(struct task_struct *parent, struct task_stru
 	/* New threads share the parent's tgid and are already covered. */
 	if (!follow_children || ppid == cpid)
 		return;
-	if (bpf_map_lookup_elem(&target_pids, &ppid))
-		bpf_map_update_elem(&target_pids, &cpid, &one, BPF_ANY);
+	if (bpf_map_lookup_elem(&target_pids, &ppid) &&
+	    bpf_map_update_elem(&target_pids, &cpid, &one, BPF_ANY))
+		__sync_fetch_and_add(&follow_lost, 1);
+}
+
+/* A followed process whose last thread exits leaves the targets, so that
+ * a command forking many short children never fills target_pids. */
+static __always_inline void on_exit(struct task_struct *task)
+{
+	__u32 pid;
+
+	if (!follow_children)
+		return;
+	/* signal->live counts the group's threads still running; it is
+	 * already decremented for this one. */
+	if (BPF_CORE_READ(task, signal, live.counter) != 0)
+		return;
+	pid = BPF_CORE_READ(task, tgid);
+	bpf_map_delete_elem(&target_pids, &pid);
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(exit_btf, struct task_struct *p)
+{
+	on_exit(p);
+	return 0;
+}
+
+SEC("raw_tp/sched_process_exit")
+int BPF_PROG(exit_raw, struct task_struct *p)
+{
+	on_exit(p);
+	return 0;
 }
 
 SEC("tp_btf/sched_process_fork")

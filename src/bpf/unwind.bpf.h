@@ -132,14 +132,17 @@ static long walk_step(__u32 i, void *ctx)
 	struct fg_mapping *m;
 	struct fg_unwind_row *r;
 	__u64 pc, cfa, ra;
-	__u32 n = w->n;
 	__u64 mi;
+	/* The loop index is the frame number: every iteration records one
+	 * frame. The verifier sees it as any value below the loop bound, so it
+	 * checks this body once instead of once per frame number. */
+	__u32 n = i;
 
 	if (n >= MAX_STACK_DEPTH)
 		return 1;
 	w->buf->ips[n] = w->ip;
 	w->n = n + 1;
-	if (w->n >= MAX_STACK_DEPTH)
+	if (n + 1 >= MAX_STACK_DEPTH)
 		return 1;
 	/* A caller's return address points after its call: look up the call. */
 	pc = n == 0 ? w->ip : w->ip - 1;

@@ -27,7 +27,7 @@ pub(super) struct Counts {
 
 impl Counts {
     /// Drains when [`DRAIN_EVERY`] has passed since the last drain.
-    pub fn tick(&mut self, skel: &FgbpfSkel<'_>) {
+    pub fn tick(&mut self, skel: &mut FgbpfSkel<'_>) {
         let now = Instant::now();
         match self.last_drain {
             None => self.last_drain = Some(now),
@@ -99,18 +99,17 @@ impl Counts {
 }
 
 /// Switches the programs to the other buffer; returns the one now idle.
-fn flip(skel: &FgbpfSkel<'_>) -> u64 {
+fn flip(skel: &mut FgbpfSkel<'_>) -> u64 {
     let bss = skel
         .maps
         .bss_data
-        .as_deref()
+        .as_deref_mut()
         .expect("fgbpf.bpf.c has a .bss");
+    let p: *mut u64 = &mut bss.generation;
     // SAFETY: `generation` lives in the .bss map that libbpf mapped into
-    // this process; BPF programs read it concurrently, so it is written
-    // with a volatile store of one aligned u64, never through a reference
-    // that assumes exclusive access.
+    // this process, aligned; BPF programs read it concurrently, so it is
+    // read and written with volatile accesses the compiler cannot elide.
     unsafe {
-        let p = std::ptr::addr_of!(bss.generation) as *mut u64;
         let old = std::ptr::read_volatile(p);
         std::ptr::write_volatile(p, old.wrapping_add(1));
         old & 1

@@ -191,6 +191,7 @@ impl Probe {
             ro.self_pid = std::process::id();
             ro.user_stacks = opts.user_stacks;
             ro.kern_stacks = opts.kernel_stacks;
+            ro.stack_seed = random_seed();
             ro.include_idle = opts.oncpu.as_ref().is_some_and(|o| o.include_idle);
             ro.use_tables = opts.user_stacks && opts.max_unwind_rows > 0;
             if let Some(off) = off {
@@ -213,6 +214,9 @@ impl Probe {
         progs.exec_btf.set_autoload(btf);
         progs.fork_raw.set_autoload(!btf);
         progs.exec_raw.set_autoload(!btf);
+        let follow = opts.targets.follow_children;
+        progs.exit_btf.set_autoload(follow && btf);
+        progs.exit_raw.set_autoload(follow && !btf);
         progs.do_sample.set_autoload(opts.oncpu.is_some());
         progs.switch_btf.set_autoload(off.is_some() && btf);
         progs.switch_raw.set_autoload(off.is_some() && !btf);
@@ -243,6 +247,13 @@ impl Probe {
             attach(fork, "sched_process_fork")?,
             attach(exec, "sched_process_exec")?,
         ];
+        if opts.targets.follow_children {
+            let exit = match btf {
+                true => &skel.progs.exit_btf,
+                false => &skel.progs.exit_raw,
+            };
+            links.push(attach(exit, "sched_process_exit")?);
+        }
         let watcher = ProcWatcher::new(&skel.maps.proc_events)?;
         if off.is_some() {
             let switch = match btf {
@@ -329,7 +340,7 @@ impl Probe {
     /// drain, so that the kernel's counts maps only ever hold one
     /// interval's keys. Call it from the capture loop.
     pub fn tick(&mut self) {
-        self.counts.tick(&self.skel);
+        self.counts.tick(&mut self.skel);
         if let Some(t) = self.tables.as_mut() {
             t.refresh(&self.skel.maps.proc_unwind);
         }
@@ -384,12 +395,12 @@ impl Probe {
             stats.lost_start_full,
             "profile fewer threads with -p or -t",
         );
-        let announcements = self
+        let (announcements, follow_lost) = self
             .skel
             .maps
             .bss_data
             .as_deref()
-            .map_or(0, |b| b.proc_events_lost);
+            .map_or((0, 0), |b| (b.proc_events_lost, b.follow_lost));
         let shared = &mut rec.shared_losses;
         shared.add(
             "user stacks (stack map full)",
@@ -405,6 +416,11 @@ impl Probe {
             "process announcements (their frames may stay unnamed)",
             announcements,
             "profile fewer processes with -p",
+        );
+        shared.add(
+            "child processes of the command not followed (target map full)",
+            follow_lost,
+            "at most 8192 of its processes are followed at once",
         );
         rec
     }
@@ -436,6 +452,21 @@ fn state_of_raw(raw: u32) -> Option<State> {
         3 => Some(State::Runqueue),
         _ => Some(State::Sleeping),
     }
+}
+
+/// A seed no profiled process can predict: the kernel's random bytes.
+fn random_seed() -> u64 {
+    let mut seed = [0u8; 8];
+    // SAFETY: getrandom writes at most `seed.len()` bytes into `seed`.
+    let n = unsafe { libc::getrandom(seed.as_mut_ptr().cast(), seed.len(), 0) };
+    if n != seed.len() as isize {
+        // Never expected; still unpredictable enough from outside.
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        return t ^ (std::process::id() as u64).rotate_left(32);
+    }
+    u64::from_ne_bytes(seed)
 }
 
 /// Storage for an opened BPF object. libbpf-rs skeletons borrow it for

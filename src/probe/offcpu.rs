@@ -93,7 +93,8 @@ pub(super) fn open_blocks<M: MapCore, S: MapCore>(
             } else {
                 Vec::new()
             },
-            weight: (ns * sample_every + 500) / 1000,
+            // A seeded block was not sampled: it is this thread's own wait.
+            weight: (ns * if pre { 1 } else { sample_every } + 500) / 1000,
             state: state_of_raw(start.state),
         });
     }

@@ -161,11 +161,9 @@ fn user_entries(
             frame_slots.push(slot);
         }
     }
-    let entries = symbolizer
-        .user(&slot_keys)
-        .into_iter()
-        .map(|named| table.add(profile, named))
-        .collect();
+    let (names, index) = symbolizer.user(&slot_keys);
+    let named: Vec<u32> = names.into_iter().map(|n| table.add(profile, n)).collect();
+    let entries = index.into_iter().map(|i| named[i as usize]).collect();
     UserEntries {
         frame_slots,
         entries,
@@ -173,22 +171,17 @@ fn user_entries(
 }
 
 /// What distinct addresses were named: each entry a run of interned frames
-/// (root first) and, when unnamed, why. Identical names share an entry, so
-/// entries are few (one per distinct function, JIT symbol or reason) and
-/// contiguous, and the millions of frame lookups of a large capture stay
-/// in cache.
+/// (root first) and, when unnamed, why. Entries are few (one per distinct
+/// name the symbolizer made) and contiguous, so that the millions of frame
+/// lookups of a large capture stay in cache.
 #[derive(Default)]
 struct Table {
     frames: Vec<FrameId>,
     entries: Vec<(u32, u32, Option<UnresolvedReason>)>,
-    by_name: HashMap<Named, u32>,
 }
 
 impl Table {
     fn add(&mut self, profile: &mut Profile, named: Named) -> u32 {
-        if let Some(&e) = self.by_name.get(&named) {
-            return e;
-        }
         let start = self.frames.len() as u32;
         self.frames.extend(
             named
@@ -197,10 +190,8 @@ impl Table {
                 .map(|(name, kind)| profile.intern_frame(Frame::new(name.as_str(), frame_kind(*kind)))),
         );
         self.entries
-            .push((start, self.frames.len() as u32 - start, named.unresolved.clone()));
-        let e = (self.entries.len() - 1) as u32;
-        self.by_name.insert(named, e);
-        e
+            .push((start, self.frames.len() as u32 - start, named.unresolved));
+        (self.entries.len() - 1) as u32
     }
 
     fn frames(&self, entry: u32) -> &[FrameId] {

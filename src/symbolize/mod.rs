@@ -194,8 +194,10 @@ impl Symbolizer {
 
     /// Names user addresses of processes (each (pid, address) once): each
     /// binary's offsets are gathered from every process that maps it and
-    /// named together.
-    pub fn user(&self, keys: &[(u32, u64)]) -> Vec<Named> {
+    /// named together. Returns the distinct names, and for each key the
+    /// index of its name: a name is made once however many processes and
+    /// addresses share it.
+    pub fn user(&self, keys: &[(u32, u64)]) -> (Vec<Named>, Vec<u32>) {
         let targets: Vec<Target> = keys
             .iter()
             .map(|&(pid, addr)| self.registry.locate(pid, addr))
@@ -209,47 +211,64 @@ impl Symbolizer {
                 _ => {}
             }
         }
-        let mut by_offset: HashMap<(usize, u64), Named> = HashMap::new();
+        let mut names: Vec<Named> = Vec::new();
+        let mut push = |n: Named| {
+            names.push(n);
+            (names.len() - 1) as u32
+        };
+        let mut by_offset: HashMap<(usize, u64), u32> = HashMap::new();
         for (b, offsets) in wanted {
             let offsets = unique(offsets);
             let named = self.name_binary(self.registry.binary(b), &offsets);
-            by_offset.extend(offsets.into_iter().map(|o| (b, o)).zip(named));
+            for (o, n) in offsets.into_iter().zip(named) {
+                by_offset.insert((b, o), push(n));
+            }
         }
         let vdso_offsets = unique(vdso_offsets);
-        let vdso: HashMap<u64, Named> = vdso_offsets
-            .iter()
-            .copied()
-            .zip(self.name_vdso(&vdso_offsets))
-            .collect();
+        let mut vdso: HashMap<u64, u32> = HashMap::new();
+        for (o, n) in vdso_offsets.iter().zip(self.name_vdso(&vdso_offsets)) {
+            vdso.insert(*o, push(n));
+        }
+        let mut unknown: HashMap<UnresolvedReason, u32> = HashMap::new();
+        let mut jit: HashMap<String, u32> = HashMap::new();
         let mut perf_maps: HashMap<u32, Option<PerfMap>> = HashMap::new();
-        keys.iter()
+        let index = keys
+            .iter()
             .zip(targets)
-            .map(|(&(pid, addr), target)| match target {
-                Target::Binary(b, off) => by_offset[&(b, off)].clone(),
-                Target::Vdso(off) => vdso[&off].clone(),
-                Target::Gone => {
-                    Named::unknown(UNKNOWN.into(), SymKind::User, UnresolvedReason::ProcessGone)
-                }
-                Target::Jit | Target::Unmapped => {
-                    let map = perf_maps
-                        .entry(pid)
-                        .or_insert_with(|| self.registry.perf_map(pid));
-                    let why = match map.as_ref().map(|m| m.find(addr)) {
-                        Some(Some(name)) => {
-                            return Named::known(vec![(name.to_string(), SymKind::Jit)])
+            .map(|(&(pid, addr), target)| {
+                let why = match target {
+                    Target::Binary(b, off) => return by_offset[&(b, off)],
+                    Target::Vdso(off) => return vdso[&off],
+                    Target::Gone => UnresolvedReason::ProcessGone,
+                    Target::Jit | Target::Unmapped => {
+                        let map = perf_maps
+                            .entry(pid)
+                            .or_insert_with(|| self.registry.perf_map(pid));
+                        match map.as_ref().map(|m| m.find(addr)) {
+                            Some(Some(name)) => {
+                                if let Some(&i) = jit.get(name) {
+                                    return i;
+                                }
+                                let i = push(Named::known(vec![(name.to_string(), SymKind::Jit)]));
+                                jit.insert(name.to_string(), i);
+                                return i;
+                            }
+                            Some(None) if matches!(target, Target::Jit) => {
+                                UnresolvedReason::NotInPerfMap
+                            }
+                            None if matches!(target, Target::Jit) => {
+                                UnresolvedReason::JitWithoutPerfMap
+                            }
+                            _ => UnresolvedReason::Unmapped,
                         }
-                        Some(None) if matches!(target, Target::Jit) => {
-                            UnresolvedReason::NotInPerfMap
-                        }
-                        None if matches!(target, Target::Jit) => {
-                            UnresolvedReason::JitWithoutPerfMap
-                        }
-                        _ => UnresolvedReason::Unmapped,
-                    };
-                    Named::unknown(UNKNOWN.into(), SymKind::User, why)
-                }
+                    }
+                };
+                *unknown.entry(why.clone()).or_insert_with(|| {
+                    push(Named::unknown(UNKNOWN.into(), SymKind::User, why))
+                })
             })
-            .collect()
+            .collect();
+        (names, index)
     }
 
     /// Names `offsets` (file offsets) of one binary: from its separate

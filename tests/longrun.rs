@@ -1,0 +1,87 @@
+//! What long captures on busy hosts meet: threads and processes that come
+//! and go by the thousand must not fill fgbpf's kernel maps, and sampled
+//! off-CPU time must not be scaled where nothing was sampled.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::*;
+
+#[test]
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+fn seventy_thousand_exited_threads_leave_the_tracer_working() {
+    if !require_root() {
+        return;
+    }
+    // More short threads than the blocked-thread map holds (65536): each
+    // one's last switch-out, at its exit, has no switch-in.
+    let dir = out_dir("churn_threads");
+    let out = run(fgbpf()
+        .args(["offcpu", "-o"])
+        .arg(&dir)
+        .arg("--")
+        .arg(plain_workload("churn"))
+        .args(["threads", "70000", "2"]));
+    assert_ok(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("lost: none"), "{stderr}");
+    let stacks = read_folded(&dir.join("offcpu.folded"));
+    let napping = weight_with(&stacks, "nap") as f64;
+    assert!(
+        napping >= 0.9 * 2_000_000.0,
+        "only {napping} us of the 2 s nap after the threads were recorded"
+    );
+}
+
+#[test]
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+fn a_command_forking_nine_thousand_children_still_has_the_next_followed() {
+    if !require_root() {
+        return;
+    }
+    // More short children than the target map holds (8192), then one
+    // that burns CPU.
+    let dir = out_dir("churn_forks");
+    let out = run(fgbpf()
+        .args(["oncpu", "-F", "999", "-o"])
+        .arg(&dir)
+        .arg("--")
+        .arg(plain_workload("churn"))
+        .args(["forks", "9000", "1"]));
+    assert_ok(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("lost: none"), "{stderr}");
+    let stacks = read_folded(&dir.join("oncpu.folded"));
+    let burning = weight_with(&stacks, "burn_in_child");
+    assert!(burning >= 500, "burn_in_child got {burning} samples of ~999");
+}
+
+#[test]
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+fn sampling_switches_does_not_scale_a_block_from_before_the_capture() {
+    if !require_root() {
+        return;
+    }
+    let mut sleeper = Command::new("sleep")
+        .arg("30")
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let dir = out_dir("sample_preexisting");
+    let out = run(fgbpf()
+        .args(["offcpu", "--sample", "10", "-d", "2", "-p", &sleeper.id().to_string(), "-o"])
+        .arg(&dir));
+    sleeper.kill().ok();
+    sleeper.wait().ok();
+    assert_ok(&out);
+    let stacks = read_folded(&dir.join("offcpu.folded"));
+    let blocked = weight_with(&stacks, "[blocked before capture]") as f64;
+    let window = window_us(&dir);
+    assert!(
+        (blocked - window).abs() <= 0.1 * window,
+        "{blocked} us blocked in a {window} us window"
+    );
+}

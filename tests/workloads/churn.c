@@ -1,0 +1,74 @@
+/* Churn that fills kernel maps if fgbpf never forgets what exited.
+ * Usage:
+ *   churn threads N SECONDS   N short threads one after another, then
+ *                             `nap` sleeps 10 ms at a time for SECONDS;
+ *   churn forks N SECONDS     N short child processes one after another,
+ *                             then one child spinning in burn_in_child. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static volatile unsigned long sink;
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void *short_thread(void *arg)
+{
+	(void)arg;
+	sink++;
+	return NULL;
+}
+
+__attribute__((noinline)) void nap(double seconds)
+{
+	double until = now() + seconds;
+	while (now() < until)
+		usleep(10000);
+}
+
+__attribute__((noinline)) void burn_in_child(double seconds)
+{
+	double until = now() + seconds;
+	while (now() < until)
+		for (int i = 0; i < 10000; i++)
+			sink++;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 4)
+		return 2;
+	long n = atol(argv[2]);
+	double seconds = atof(argv[3]);
+	if (!strcmp(argv[1], "threads")) {
+		for (long i = 0; i < n; i++) {
+			pthread_t t;
+			if (pthread_create(&t, NULL, short_thread, NULL))
+				return 1;
+			pthread_join(t, NULL);
+		}
+		nap(seconds);
+	} else if (!strcmp(argv[1], "forks")) {
+		for (long i = 0; i < n; i++) {
+			pid_t p = fork();
+			if (p == 0)
+				_exit(0);
+			waitpid(p, NULL, 0);
+		}
+		pid_t p = fork();
+		if (p == 0) {
+			burn_in_child(seconds);
+			_exit(0);
+		}
+		waitpid(p, NULL, 0);
+	}
+	return 0;
+}
