@@ -270,3 +270,33 @@ fn debian_redis_under_load_is_walked_to_its_roots() {
     let main = pct(weight_with(&main_thread, "main"), total(&main_thread));
     assert!(main >= 99.0, "redis-server main thread: main on {main:.1}%");
 }
+
+#[test]
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+fn a_rust_binary_built_by_cargo_is_walked_to_its_roots() {
+    if !require_root() {
+        return;
+    }
+    // fgbpf itself, as cargo built it for this test run: no frame pointers,
+    // and (in a debug build) an executable segment that does not start on
+    // a page, so its mapping starts below it.
+    let input = out_dir("rust_roots_input").with_extension("folded");
+    let mut text = String::new();
+    for i in 0..150_000u64 {
+        text.push_str(&format!("p-1;t-{};a{};b{};c{} {}\n", i % 7, i % 13, i % 101, i, 1 + i % 5));
+    }
+    std::fs::write(&input, text).unwrap();
+    let dir = out_dir("rust_roots");
+    let out = run(fgbpf()
+        .args(["oncpu", "-F", "499", "-o"])
+        .arg(&dir)
+        .arg("--")
+        .arg(env!("CARGO_BIN_EXE_fgbpf"))
+        .arg("report")
+        .arg(&input));
+    assert_ok(&out);
+    let stacks = read_folded(&dir.join("oncpu.folded"));
+    assert!(total(&stacks) > 100, "only {} samples", total(&stacks));
+    let got = rooted(&stacks);
+    assert!(got >= 95.0, "{got:.1}% of fgbpf's own samples walked to their thread's root");
+}

@@ -16,6 +16,7 @@ use crate::format::{
     report, svg, unresolved,
 };
 use crate::probe::{self, OffcpuOptions, OncpuOptions, Probe, Recorded};
+use crate::profile::unwinding::by_process;
 use crate::profile::{build, merge, Kind, Losses, Meta, Profile, RawStack, State, Unit, Unwinding};
 use crate::symbolize::Symbolizer;
 
@@ -221,6 +222,10 @@ impl Views {
         let mut unwinding = unwinding(&recorded.stats, recorded.tables.as_ref());
         if let Some(u) = unwinding.as_mut() {
             u.refused = recorded.tables_refused.clone();
+            // Weighted in samples: the processes of the on-CPU view, else
+            // in microseconds those of the off-CPU view.
+            let raw = if rec.sampling.is_some() { &on_raw } else { &off_raw };
+            u.processes = by_process(raw, |pid, comm| symbolizer.process_name(pid, comm));
         }
         let meta = |kind, frequency, losses| Meta {
             kind,

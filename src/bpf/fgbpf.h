@@ -24,6 +24,20 @@ enum fg_key_flags {
 	FG_PRE_EXISTING = 1,
 };
 
+/* How a key's user stack was walked, in bits 4-7 of its flags, so that
+ * user space can say per process how far its stacks can be trusted. */
+enum fg_walk {
+	FG_WALK_NONE = 0,        /* no user stack walked (kernel thread, not asked) */
+	FG_WALK_TABLES = 1,      /* whole, with tables */
+	FG_WALK_MIXED = 2,       /* whole, tables and frame pointers */
+	FG_WALK_FP = 3,          /* the kernel's frame-pointer walk: no tables yet */
+	FG_WALK_DEPTH = 4,       /* cut at MAX_STACK_DEPTH */
+	FG_WALK_FAULT = 5,       /* cut by a failed stack read */
+	FG_WALK_UNSUPPORTED = 6, /* cut at a rule the walker cannot follow */
+	FG_WALK_LOST = 7,        /* cut at code with no row and no frame pointer */
+};
+#define FG_WALK_SHIFT 4
+
 /* One aggregation bucket, for every program: a thread, the pair of stacks
  * it was caught in, and what was measured. The value is a __u64: samples
  * for FG_ONCPU, nanoseconds for the off-CPU states. */

@@ -66,7 +66,10 @@ static __always_inline void switch_out(void *ctx, struct fg_stats *st, struct ta
 	if (user_stacks) {
 		bool lost = false;
 
-		start.user_stack = store_user_stack(ctx, pid, st, &lost);
+		__u32 walk = FG_WALK_NONE;
+
+		start.user_stack = store_user_stack(ctx, pid, st, &lost, &walk);
+		start.flags |= walk << FG_WALK_SHIFT;
 		if (lost)
 			st->lost_user_stack++;
 	}

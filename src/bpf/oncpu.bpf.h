@@ -38,7 +38,10 @@ int do_sample(struct bpf_perf_event_data *ctx)
 	if (user_stacks) {
 		bool lost = false;
 
-		key.user_stack = store_user_stack(ctx, pid, st, &lost);
+		__u32 walk = FG_WALK_NONE;
+
+		key.user_stack = store_user_stack(ctx, pid, st, &lost, &walk);
+		key.flags |= walk << FG_WALK_SHIFT;
 		if (lost)
 			st->lost_user_stack++;
 	}

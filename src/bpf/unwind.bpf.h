@@ -133,6 +133,7 @@ static long walk_step(__u32 i, void *ctx)
 	struct fg_unwind_row *r;
 	__u64 pc, cfa, ra;
 	__u64 mi;
+	bool have_table = false;
 	/* The loop index is the frame number: every iteration records one
 	 * frame. The verifier sees it as any value below the loop bound, so it
 	 * checks this body once instead of once per frame number. */
@@ -153,6 +154,7 @@ static long walk_step(__u32 i, void *ctx)
 	asm volatile("" : "+r"(mi));
 	if (mi < FG_MAX_MAPPINGS && w->proc) {
 		m = &w->proc->maps[mi];
+		have_table = m->count != 0;
 		if (m->count && pc - m->load <= 0xffffffffULL) {
 			__u32 ri = find_row(m->first, m->count, (__u32)(pc - m->load));
 
@@ -160,6 +162,13 @@ static long walk_step(__u32 i, void *ctx)
 		}
 	}
 	if (!r || r->cfa_type == FG_CFA_NONE) {
+		/* Code of a binary with tables but no row for it, and rbp zero:
+		 * the ABI's mark of the outermost frame (`_start` without CFI,
+		 * often below the first row). */
+		if (have_table && w->bp == 0) {
+			w->end = WALK_DONE;
+			return 1;
+		}
 		if (!fp_step(w)) {
 			w->end = WALK_LOST_FP;
 			return 1;
@@ -227,16 +236,22 @@ static __always_inline bool user_regs(struct walk *w)
 
 /* The current task's user stack into `stacks`: walked with tables when
  * its process has them, else by the kernel's frame-pointer walk. Returns
- * its key (see store_stack) and counts how the walk went. */
-static __always_inline __u64 store_user_stack(void *ctx, __u32 pid, struct fg_stats *st, bool *lost)
+ * its key (see store_stack), counts how the walk went, and says it in
+ * *walk (enum fg_walk). */
+static __always_inline __u64 store_user_stack(void *ctx, __u32 pid, struct fg_stats *st, bool *lost,
+					       __u32 *walk)
 {
 	struct walk w = {};
 	__u32 slot = 0;
 
+	/* Kernel threads have no user stack. */
+	if (!BPF_CORE_READ(bpf_get_current_task_btf(), mm))
+		return STACK_NONE;
 	if (use_tables)
 		w.proc = bpf_map_lookup_elem(&proc_unwind, &pid);
 	if (!w.proc) {
 		st->unw_fp_only++;
+		*walk = FG_WALK_FP;
 		return store_stack(ctx, 0, BPF_F_USER_STACK, lost);
 	}
 	w.buf = bpf_map_lookup_elem(&stack_scratch, &slot);
@@ -248,21 +263,28 @@ static __always_inline __u64 store_user_stack(void *ctx, __u32 pid, struct fg_st
 	switch (w.end) {
 	case WALK_GOING:
 		st->unw_depth++;
+		*walk = FG_WALK_DEPTH;
 		break;
 	case WALK_FAULT:
 		st->unw_fault++;
+		*walk = FG_WALK_FAULT;
 		break;
 	case WALK_UNSUPPORTED:
 		st->unw_unsupported++;
+		*walk = FG_WALK_UNSUPPORTED;
 		break;
 	case WALK_LOST_FP:
 		st->unw_lost_fp++;
+		*walk = FG_WALK_LOST;
 		break;
 	default:
-		if (w.used_fp)
+		if (w.used_fp) {
 			st->unw_mixed++;
-		else
+			*walk = FG_WALK_MIXED;
+		} else {
 			st->unw_tables++;
+			*walk = FG_WALK_TABLES;
+		}
 	}
 	return keep_stack(w.buf, w.n * sizeof(__u64), lost);
 }

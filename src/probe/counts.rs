@@ -12,7 +12,10 @@ use libbpf_rs::{MapCore, MapFlags};
 use super::drain::{c_name, StackReader};
 use super::skel::{types, FgbpfSkel};
 use super::{state_of_raw, DRAIN_EVERY};
-use crate::profile::{RawStack, BEFORE_CAPTURE, LOST_STACK};
+use crate::profile::{RawStack, Walk, BEFORE_CAPTURE, LOST_STACK};
+
+/// Where struct fg_key's flags keep the walk (FG_WALK_SHIFT).
+const FG_WALK_SHIFT: u32 = 4;
 
 /// BPF programs run to completion without sleeping, in microseconds: one
 /// that read the old generation before the flip is done well within this.
@@ -92,6 +95,7 @@ impl Counts {
                 },
                 root_note,
                 state,
+                walk: Walk::from_raw(key.flags >> FG_WALK_SHIFT & 0xf),
             });
         }
         out

@@ -9,7 +9,7 @@ pub mod raw;
 pub mod unwinding;
 
 pub use raw::{RawStack, State, BEFORE_CAPTURE, LOST_STACK};
-pub use unwinding::Unwinding;
+pub use unwinding::{Walk, Unwinding};
 
 use rayon::slice::ParallelSliceMut;
 use rustc_hash::FxHashMap as HashMap;

@@ -74,4 +74,6 @@ pub struct RawStack {
     /// `None` for on-CPU samples; the off-CPU state otherwise, which also
     /// ends the stack as a pseudo-frame.
     pub state: Option<State>,
+    /// How the user stack was walked; `None` when none was.
+    pub walk: Option<super::unwinding::Walk>,
 }

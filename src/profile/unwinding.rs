@@ -3,6 +3,60 @@
 //! summary and the report can say how far its stacks can be trusted, and
 //! what to do about the rest.
 
+/// How one user stack was walked (enum fg_walk of src/bpf/fgbpf.h).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Walk {
+    /// Whole, with tables.
+    Tables,
+    /// Whole, with tables and frame pointers.
+    Mixed,
+    /// The kernel's frame-pointer walk: the process had no tables yet.
+    FramePointers,
+    /// Cut at the depth limit.
+    Depth,
+    /// Cut by a stack read that failed.
+    Fault,
+    /// Cut at a rule the walker does not follow.
+    Unsupported,
+    /// Cut at code with neither rows nor a frame pointer.
+    Lost,
+}
+
+impl Walk {
+    /// From the BPF side's number; `None` when no user stack was walked.
+    pub fn from_raw(raw: u32) -> Option<Walk> {
+        Some(match raw {
+            1 => Walk::Tables,
+            2 => Walk::Mixed,
+            3 => Walk::FramePointers,
+            4 => Walk::Depth,
+            5 => Walk::Fault,
+            6 => Walk::Unsupported,
+            7 => Walk::Lost,
+            _ => return None,
+        })
+    }
+
+    /// Whether the stack was cut short of its root.
+    pub fn is_cut(self) -> bool {
+        matches!(self, Walk::Depth | Walk::Fault | Walk::Unsupported | Walk::Lost)
+    }
+}
+
+/// One process's stacks by how they were walked, weighted like the
+/// profile (samples or microseconds).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProcessWalks {
+    pub pid: u32,
+    pub process: String,
+    /// All its weight with a user stack.
+    pub total: u64,
+    /// Weight walked by frame pointers only (no tables yet).
+    pub frame_pointers: u64,
+    /// Weight cut short, by the heaviest reason first.
+    pub cut: Vec<(Walk, u64)>,
+}
+
 /// Counts of user stacks by how they were walked, and what the tables
 /// covered.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -34,6 +88,64 @@ pub struct Unwinding {
     pub build_ms: u64,
     /// Binaries walked by frame pointers only, with why.
     pub without: Vec<(String, String)>,
+    /// Processes with stacks cut short or walked by frame pointers only,
+    /// heaviest share first.
+    pub processes: Vec<ProcessWalks>,
+}
+
+/// Processes listed by [`Unwinding::lines`].
+const LISTED_PROCESSES: usize = 5;
+
+fn why(walk: Walk) -> &'static str {
+    match walk {
+        Walk::Depth => "at the 127-frame limit",
+        Walk::Fault => "by a stack page not in memory",
+        Walk::Unsupported => "at a rule the walker does not follow (e.g. a signal frame)",
+        Walk::Lost => "at code with neither unwind rows nor a frame pointer (JIT code without frame pointers)",
+        _ => "",
+    }
+}
+
+/// Per process, how its stacks were walked, from the raw stacks: only
+/// processes with stacks cut short or walked by frame pointers alone.
+pub fn by_process(
+    raw: &[super::RawStack],
+    name_of: impl Fn(u32, &str) -> String,
+) -> Vec<ProcessWalks> {
+    use std::collections::BTreeMap;
+    let mut per: BTreeMap<u32, (String, u64, u64, BTreeMap<Walk, u64>)> = BTreeMap::new();
+    for r in raw {
+        let Some(walk) = r.walk else { continue };
+        let e = per
+            .entry(r.pid)
+            .or_insert_with(|| (name_of(r.pid, &r.comm), 0, 0, BTreeMap::new()));
+        e.1 += r.weight;
+        if walk == Walk::FramePointers {
+            e.2 += r.weight;
+        } else if walk.is_cut() {
+            *e.3.entry(walk).or_default() += r.weight;
+        }
+    }
+    let mut out: Vec<ProcessWalks> = per
+        .into_iter()
+        .filter(|(_, (_, total, fp, cut))| *total > 0 && (*fp > 0 || !cut.is_empty()))
+        .map(|(pid, (process, total, frame_pointers, cut))| {
+            let mut cut: Vec<(Walk, u64)> = cut.into_iter().collect();
+            cut.sort_by(|a, b| b.1.cmp(&a.1));
+            ProcessWalks {
+                pid,
+                process,
+                total,
+                frame_pointers,
+                cut,
+            }
+        })
+        .collect();
+    let share = |p: &ProcessWalks| {
+        (p.frame_pointers + p.cut.iter().map(|c| c.1).sum::<u64>()) as f64 / p.total as f64
+    };
+    out.sort_by(|a, b| share(b).total_cmp(&share(a)).then(a.pid.cmp(&b.pid)));
+    out
 }
 
 impl Unwinding {
@@ -67,13 +179,38 @@ impl Unwinding {
             pct(self.frame_pointers)
         ));
         let cut = [
-            (self.depth, "at the 127-frame limit"),
-            (self.fault, "by a stack page not in memory"),
-            (self.unsupported, "at a rule the walker does not follow (e.g. a signal frame)"),
-            (self.lost, "at code with neither unwind rows nor a frame pointer (JIT code without frame pointers)"),
+            (self.depth, Walk::Depth),
+            (self.fault, Walk::Fault),
+            (self.unsupported, Walk::Unsupported),
+            (self.lost, Walk::Lost),
         ];
-        for (n, why) in cut.iter().filter(|(n, _)| *n > 0) {
-            out.push(format!("user stacks cut short {why}: {:.1}% ({n})", pct(*n)));
+        for (n, walk) in cut.iter().filter(|(n, _)| *n > 0) {
+            out.push(format!("user stacks cut short {}: {:.1}% ({n})", why(*walk), pct(*n)));
+        }
+        for p in self.processes.iter().take(LISTED_PROCESSES) {
+            let share = |w: u64| w as f64 * 100.0 / p.total as f64;
+            let mut parts = Vec::new();
+            if p.frame_pointers > 0 {
+                parts.push(format!(
+                    "{:.1}% by frame pointers only (its tables were not built yet)",
+                    share(p.frame_pointers)
+                ));
+            }
+            for (walk, w) in &p.cut {
+                parts.push(format!("{:.1}% cut short {}", share(*w), why(*walk)));
+            }
+            out.push(format!(
+                "pid {} ({}): {}",
+                p.pid,
+                crate::profile::names::sanitize(&p.process),
+                parts.join("; ")
+            ));
+        }
+        if self.processes.len() > LISTED_PROCESSES {
+            out.push(format!(
+                "{} more processes with stacks cut short or walked by frame pointers",
+                self.processes.len() - LISTED_PROCESSES
+            ));
         }
         out.push(format!(
             "unwind tables: {} binaries, {} of {} rows, built in {} ms",
