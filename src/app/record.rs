@@ -278,6 +278,7 @@ fn unwinding(stats: &probe::Stats, tables: Option<&probe::TableStats>) -> Option
         u.rows = t.rows;
         u.capacity = t.capacity;
         u.build_ms = t.build_time.as_millis() as u64;
+        u.mappings_dropped = t.mappings_dropped;
         u.without = t
             .without
             .iter()

@@ -6,7 +6,7 @@
 //! libc table for the whole system. The rows array is written through a
 //! shared memory mapping, not one syscall per row.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fs::File;
 use std::hash::{Hash, Hasher};
 use std::time::{Duration, Instant};
@@ -60,7 +60,6 @@ pub(super) struct Tables {
     used: u32,
     by_binary: HashMap<(u64, u64), Result<Placed, NoTable>>,
     tracked: HashMap<u32, u64>,
-    gone: HashSet<u32>,
     last_refresh: Instant,
     stats: TableStats,
 }
@@ -104,7 +103,6 @@ impl Tables {
             used: 0,
             by_binary: HashMap::new(),
             tracked: HashMap::new(),
-            gone: HashSet::new(),
             last_refresh: Instant::now(),
             stats: TableStats {
                 capacity: capacity as u64,
@@ -120,11 +118,12 @@ impl Tables {
     /// Reads the process's executable mappings and gives the walker their
     /// tables, building those of binaries not seen before.
     pub fn track<M: MapCore>(&mut self, pid: u32, procs: &M) {
-        if pid == 0 || self.gone.contains(&pid) {
+        if pid == 0 {
             return;
         }
+        // Called for processes just announced or tracked: a PID reused by
+        // a new process is read afresh.
         let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
-            self.gone.insert(pid);
             return;
         };
         let code: Vec<MapsLine> = maps.lines().filter_map(MapsLine::parse).collect();
@@ -137,7 +136,10 @@ impl Tables {
         let mut n = 0;
         for m in &code {
             if n == max_mappings {
-                self.stats.mappings_dropped += 1;
+                // Counted once per process read, however often it is.
+                if !self.tracked.contains_key(&pid) {
+                    self.stats.mappings_dropped += 1;
+                }
                 continue;
             }
             let (table, load) = self.table_for(pid, m);
@@ -175,7 +177,6 @@ impl Tables {
                 self.track(pid, procs);
             } else {
                 self.tracked.remove(&pid);
-                self.gone.insert(pid);
                 let _ = procs.delete(&pid.to_ne_bytes());
             }
         }

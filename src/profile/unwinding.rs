@@ -91,7 +91,12 @@ pub struct Unwinding {
     /// Processes with stacks cut short or walked by frame pointers only,
     /// heaviest share first.
     pub processes: Vec<ProcessWalks>,
+    /// Executable mappings beyond what the walker holds per process.
+    pub mappings_dropped: u64,
 }
+
+/// Binaries without a table listed by [`Unwinding::lines`].
+const LISTED_BINARIES: usize = 10;
 
 /// Processes listed by [`Unwinding::lines`].
 const LISTED_PROCESSES: usize = 5;
@@ -216,9 +221,68 @@ impl Unwinding {
             "unwind tables: {} binaries, {} of {} rows, built in {} ms",
             self.binaries, self.rows, self.capacity, self.build_ms
         ));
-        for (path, why) in &self.without {
-            out.push(format!("no unwind table for {path}: {why}"));
+        for (path, why) in self.without.iter().take(LISTED_BINARIES) {
+            out.push(format!(
+                "no unwind table for {}: {why}",
+                crate::profile::names::sanitize(path)
+            ));
+        }
+        if self.without.len() > LISTED_BINARIES {
+            out.push(format!(
+                "{} more binaries without an unwind table",
+                self.without.len() - LISTED_BINARIES
+            ));
+        }
+        if self.mappings_dropped > 0 {
+            out.push(format!(
+                "{} executable mappings past the walker's 96 per process are walked by frame pointers",
+                self.mappings_dropped
+            ));
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::RawStack;
+
+    fn raw(pid: u32, walk: Option<Walk>, weight: u64) -> RawStack {
+        RawStack {
+            pid,
+            tid: pid,
+            comm: format!("p{pid}"),
+            weight,
+            walk,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn processes_are_listed_by_their_share_of_trouble() {
+        let stacks = [
+            raw(1, Some(Walk::Tables), 90),
+            raw(1, Some(Walk::Lost), 10),
+            raw(2, Some(Walk::FramePointers), 5),
+            raw(2, Some(Walk::Mixed), 5),
+            raw(3, Some(Walk::Tables), 100),
+            raw(4, None, 100),
+        ];
+        let p = by_process(&stacks, |pid, _| format!("proc{pid}"));
+        let pids: Vec<u32> = p.iter().map(|p| p.pid).collect();
+        assert_eq!(pids, vec![2, 1], "{p:?}");
+        assert_eq!(p[1].cut, vec![(Walk::Lost, 10)]);
+        let u = Unwinding {
+            tables: 190,
+            lost: 10,
+            enabled: true,
+            processes: p,
+            ..Default::default()
+        };
+        let lines = u.lines().join("\n");
+        assert!(lines.contains("pid 2 (proc2): 50.0% by frame pointers only"), "{lines}");
+        assert!(lines.contains("pid 1 (proc1): 10.0% cut short at code with neither"), "{lines}");
+        assert!(!lines.contains("pid 3"), "{lines}");
     }
 }
