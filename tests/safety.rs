@@ -366,3 +366,22 @@ fn a_short_system_wide_capture_stays_within_the_memory_ceiling() {
     // The ceiling stated in the README, with default map sizes.
     assert!(mb < 512.0, "{mb} MB peak");
 }
+
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+#[test]
+fn demo_replaces_only_its_own_outputs() {
+    if !require_root() {
+        return;
+    }
+    let dir = out_dir("demo_foreign");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("notes.txt"), b"mine").unwrap();
+    std::fs::create_dir_all(dir.join("sub")).unwrap();
+    for round in 0..2 {
+        let out = run(fgbpf().args(["demo", "-d", "1", "-o"]).arg(&dir));
+        assert_ok(&out);
+        assert!(dir.join("wall.svg").exists(), "round {round}: no wall.svg");
+    }
+    assert_eq!(std::fs::read(dir.join("notes.txt")).unwrap(), b"mine");
+    assert!(dir.join("sub").is_dir());
+}

@@ -3,18 +3,14 @@
 
 use std::fs;
 
+use super::capture::output_names;
 use super::{wall, CliError};
+use crate::format::sidecar;
 use crate::cli::{CaptureArgs, DemoArgs, SamplingArgs, WallArgs};
 
 pub fn run(args: &DemoArgs) -> Result<(), CliError> {
     let exe = std::env::current_exe()
         .map_err(|e| CliError::failed(format!("cannot find fgbpf's own binary: {e}")))?;
-    // The demo is meant to be re-run: replace its own earlier outputs.
-    if let Ok(entries) = fs::read_dir(&args.output) {
-        for e in entries.flatten() {
-            let _ = fs::remove_file(e.path());
-        }
-    }
     let wall_args = WallArgs {
         capture: CaptureArgs {
             output: Some(args.output.clone()),
@@ -32,6 +28,19 @@ pub fn run(args: &DemoArgs) -> Result<(), CliError> {
         },
         ..Default::default()
     };
+    // The demo is meant to be re-run: replace its own earlier outputs, by
+    // their exact names and only where they are plain files. Nothing else
+    // in the directory is touched, whatever it is.
+    let mut names = output_names(&["oncpu", "offcpu", "wall"], &wall_args.capture.formats);
+    names.push(sidecar::FILE.to_string());
+    for name in &names {
+        let path = args.output.join(name);
+        if fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_file()) {
+            fs::remove_file(&path).map_err(|e| {
+                CliError::usage(format!("cannot replace {}: {e}", path.display()))
+            })?;
+        }
+    }
     wall::run(&wall_args)?;
     eprintln!(
         "fgbpf: open {dir}/wall.svg (and oncpu.svg, offcpu.svg) in a browser; the numbers are in {dir}/report.txt",
