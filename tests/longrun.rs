@@ -15,6 +15,7 @@ fn seventy_thousand_exited_threads_leave_the_tracer_working() {
     if !require_root() {
         return;
     }
+    let _serial = serial();
     // More short threads than the blocked-thread map holds (65536): each
     // one's last switch-out, at its exit, has no switch-in.
     let dir = out_dir("churn_threads");
@@ -41,6 +42,7 @@ fn a_command_forking_nine_thousand_children_still_has_the_next_followed() {
     if !require_root() {
         return;
     }
+    let _serial = serial();
     // More short children than the target map holds (8192), then one
     // that burns CPU.
     let dir = out_dir("churn_forks");
@@ -64,6 +66,7 @@ fn sampling_switches_does_not_scale_a_block_from_before_the_capture() {
     if !require_root() {
         return;
     }
+    let _serial = serial();
     let mut sleeper = Command::new("sleep")
         .arg("30")
         .stdout(Stdio::null())

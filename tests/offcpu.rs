@@ -4,18 +4,9 @@ mod common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-use std::sync::Mutex;
 use std::time::Duration;
 
 use common::*;
-
-/// Off-CPU figures depend on how long threads wait for a CPU: on two CPUs,
-/// captures running side by side would disturb each other's answers.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// Off-CPU capture of `pid` for `secs`, returning the folded stacks.
 fn offcpu(test: &str, target: &[&str], secs: &str, extra: &[&str]) -> Vec<(Vec<String>, u64)> {

@@ -13,6 +13,7 @@ fn split_50_30_20_is_measured_within_3_points() {
     if !require_root() {
         return;
     }
+    let _serial = serial();
     let mut child = Command::new(workload("split")).arg("6").spawn().unwrap();
     std::thread::sleep(Duration::from_millis(300));
     let dir = out_dir("split");
@@ -76,6 +77,7 @@ fn twenty_deep_chain_appears_whole() {
     if !require_root() {
         return;
     }
+    let _serial = serial();
     let dir = out_dir("deep");
     let out = run(fgbpf()
         .args(["oncpu", "-F", "499", "-o"])
@@ -107,6 +109,7 @@ fn named_threads_are_attributed_to_their_names() {
     if !require_root() {
         return;
     }
+    let _serial = serial();
     let dir = out_dir("threads");
     let out = run(fgbpf()
         .args(["oncpu", "-F", "499", "-o"])
@@ -145,6 +148,7 @@ fn command_is_profiled_from_its_start_until_it_exits() {
     if !require_root() {
         return;
     }
+    let _serial = serial();
     let dir = out_dir("command");
     let times = dir.with_extension("times");
     let started = Instant::now();
@@ -189,6 +193,7 @@ fn ctrl_c_ends_the_capture_and_writes_everything() {
     if !require_root() {
         return;
     }
+    let _serial = serial();
     let mut target = Command::new(workload("split")).arg("20").spawn().unwrap();
     let dir = out_dir("ctrlc");
     let child = fgbpf()
@@ -215,6 +220,7 @@ fn capture_ends_when_the_last_target_exits() {
     if !require_root() {
         return;
     }
+    let _serial = serial();
     // Until it is reaped the exited target is a zombie, which counts as
     // gone.
     let mut target = Command::new(workload("split")).arg("1").spawn().unwrap();
@@ -235,6 +241,7 @@ fn whole_system_sees_a_busy_process_and_skips_idle() {
     if !require_root() {
         return;
     }
+    let _serial = serial();
     let mut target = Command::new(workload("split")).arg("4").spawn().unwrap();
     let dir = out_dir("system");
     let out = run(fgbpf()
@@ -263,6 +270,7 @@ fn idle_target_writes_no_samples_outputs() {
     if !require_root() {
         return;
     }
+    let _serial = serial();
     let mut sleeper = Command::new("sleep").arg("10").spawn().unwrap();
     let dir = out_dir("idle");
     let out = run(fgbpf()
@@ -286,6 +294,7 @@ fn hostile_thread_names_are_escaped_and_folded_stays_parseable() {
     if !require_root() {
         return;
     }
+    let _serial = serial();
     let dir = out_dir("hostile");
     let evil = "<svg onload=alert(1)>";
     let out = run(fgbpf()

@@ -6,19 +6,10 @@ mod common;
 
 use std::os::unix::fs::MetadataExt;
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use common::*;
 use libbpf_rs::query::ProgInfoIter;
-
-/// These tests count the kernel's BPF programs: no other capture of this
-/// file may run meanwhile.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// The BPF programs a running process holds, from its fds' fdinfo: other
 /// captures running on the machine at the same time do not count.

@@ -63,6 +63,7 @@ fn plain_gcc_split_reaches_main_with_the_right_shares() {
     if !require_root() {
         return;
     }
+    let _serial = serial();
     let child = start(&plain_workload("plain"), &["split", "6"]);
     let (dir, stderr) = capture("oncpu", child.id(), "4", "plain_split");
     stop(child);
@@ -87,6 +88,7 @@ fn plain_gcc_ten_deep_chain_is_whole() {
     if !require_root() {
         return;
     }
+    let _serial = serial();
     let child = start(&plain_workload("plain"), &["deep", "5"]);
     let (dir, _) = capture("oncpu", child.id(), "3", "plain_deep");
     stop(child);
@@ -105,6 +107,7 @@ fn plain_gcc_waits_in_glibc_keep_their_callers() {
     if !require_root() {
         return;
     }
+    let _serial = serial();
     let child = start(&plain_workload("plain"), &["waits", "5"]);
     let (dir, _) = capture("offcpu", child.id(), "3", "plain_waits");
     stop(child);
@@ -132,6 +135,7 @@ fn debian_python_reaches_main() {
     if !require_root() {
         return;
     }
+    let _serial = serial();
     let python = std::path::Path::new("/usr/bin/python3.11");
     assert!(python.exists(), "Debian's python3.11 is installed (scripts/test.sh installs it)");
     let script = "import time\ndef inner(n):\n    s = 0\n    for i in range(n):\n        s += i * i\n    return s\ndef outer():\n    t = time.time() + 6\n    while time.time() < t:\n        inner(10000)\nouter()\n";
@@ -187,6 +191,7 @@ fn plain_gcc_split_agrees_with_perf_dwarf_on_the_same_process() {
     if !require_root() {
         return;
     }
+    let _serial = serial();
     let child = start(&plain_workload("plain"), &["split", "8"]);
     let pid = child.id().to_string();
     let perf_data = out_dir("perf_anchor").with_extension("data");
@@ -237,6 +242,7 @@ fn debian_redis_under_load_is_walked_to_its_roots() {
     if !require_root() {
         return;
     }
+    let _serial = serial();
     let server = std::path::Path::new("/usr/bin/redis-server");
     assert!(server.exists(), "Debian's redis-server is installed (scripts/test.sh installs it)");
     let port = 20000 + (std::process::id() % 20000);
@@ -277,6 +283,7 @@ fn a_rust_binary_built_by_cargo_is_walked_to_its_roots() {
     if !require_root() {
         return;
     }
+    let _serial = serial();
     // fgbpf itself, as cargo built it for this test run: no frame pointers,
     // and (in a debug build) an executable segment that does not start on
     // a page, so its mapping starts below it.

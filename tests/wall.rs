@@ -4,14 +4,10 @@ mod common;
 
 use std::collections::HashMap;
 use std::process::Command;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use common::*;
 
-/// Run-queue waits change on-CPU shares: on two CPUs, captures running side
-/// by side would disturb each other's answers.
-static SERIAL: Mutex<()> = Mutex::new(());
 
 /// Weight per thread frame, and per thread under a function with a leaf.
 fn per_thread(
@@ -75,7 +71,7 @@ fn a_thread_computing_30_ms_and_sleeping_70_splits_30_70() {
     if !require_root() {
         return;
     }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = serial();
     let (dir, stacks) = capture_mixed("wall-30-70", &["30"]);
     for f in [
         "oncpu.svg",
@@ -152,7 +148,7 @@ fn several_mixes_each_sum_to_the_window() {
     if !require_root() {
         return;
     }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = serial();
     let (dir, stacks) = capture_mixed("wall-mixes", &["30", "60", "10"]);
     let window = window_us(&dir);
     let totals = by_thread(&stacks);
@@ -190,7 +186,7 @@ fn per_process_merges_threads() {
     if !require_root() {
         return;
     }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = serial();
     let dir = out_dir("wall-per-process");
     let out = run(fgbpf()
         .args(["wall", "-F", "199", "--per-process", "-o"])

@@ -26,6 +26,14 @@ pub fn in_ci() -> bool {
     std::env::var_os("CI").is_some()
 }
 
+/// Captures that measure shares of CPU or sample counts: on two CPUs, two
+/// of them side by side (or their workloads) disturb each other's answers.
+/// Tests of one binary take this lock; binaries run one after another.
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 pub fn fgbpf() -> Command {
     Command::new(env!("CARGO_BIN_EXE_fgbpf"))
 }
