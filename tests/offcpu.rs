@@ -4,9 +4,17 @@ mod common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::*;
+
+/// A thread's time on a CPU and waiting for one, in nanoseconds
+/// (/proc/PID/schedstat).
+fn schedstat(pid: u32) -> (u64, u64) {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/schedstat")).unwrap();
+    let mut f = text.split_whitespace().map(|v| v.parse::<u64>().unwrap());
+    (f.next().unwrap(), f.next().unwrap())
+}
 
 /// Off-CPU capture of `pid` for `secs`, returning the folded stacks.
 fn offcpu(test: &str, target: &[&str], secs: &str, extra: &[&str]) -> Vec<(Vec<String>, u64)> {
@@ -41,7 +49,16 @@ fn sleeper_spends_96_percent_sleeping_in_its_sleep_function() {
     let _g = serial();
     let mut child = Command::new(workload("sleeper")).arg("6").spawn().unwrap();
     std::thread::sleep(Duration::from_millis(300));
+    // The kernel's own account of the same thread over the same stretch:
+    // the share of wall time it spent neither running nor waiting for a
+    // CPU. Nominally 50 ms asleep per 52 ms (96%), but on a loaded VM the
+    // 2 ms spin (timed by the clock) costs more, and the answer with it.
+    let before = (schedstat(child.id()), Instant::now());
     let stacks = offcpu("sleeper", &["-p", &child.id().to_string()], "4", &[]);
+    let (after, wall) = (schedstat(child.id()), before.1.elapsed());
+    let expected = 100.0
+        - ((after.0 - before.0 .0) + (after.1 - before.0 .1)) as f64 * 100.0
+            / wall.as_nanos() as f64;
     let window_us = window_us(&out_dir_of("sleeper"));
     child.kill().ok();
     child.wait().ok();
@@ -55,11 +72,11 @@ fn sleeper_spends_96_percent_sleeping_in_its_sleep_function() {
         assert!(f.last().unwrap().starts_with('['), "{f:?}");
     }
     let sleeping = under(&stacks, "sleep_phase", "[sleeping]") as f64 * 100.0 / window_us;
-    // 50 ms asleep per 52 ms: 96%. The first block may have begun before
-    // the capture (no user stack then): at most one 50 ms sleep, 1.3%.
+    // The first block may have begun before the capture (no user stack
+    // then): at most one 50 ms sleep, 1.3%.
     assert!(
-        (sleeping - 96.2).abs() <= 3.0,
-        "{sleeping:.1}% of the window under sleep_phase, sleeping"
+        expected > 85.0 && (sleeping - expected).abs() <= 3.0,
+        "{sleeping:.1}% of the window under sleep_phase, sleeping; the kernel says {expected:.1}%"
     );
     let all = total(&stacks) as f64 * 100.0 / window_us;
     assert!(all <= 100.5, "off-CPU time {all:.1}% exceeds the window");
