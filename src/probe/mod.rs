@@ -308,15 +308,19 @@ impl Probe {
     }
 
     /// Process announcements since the last call, waiting up to `timeout`.
-    /// Announced processes get their unwind tables.
     pub fn poll_processes(&mut self, timeout: Duration) -> Vec<ProcEvent> {
-        let events = self.watcher.poll(timeout);
+        self.watcher.poll(timeout)
+    }
+
+    /// Gives announced processes their unwind tables. Call it after the
+    /// symbolizer has read them: a short-lived process must be read for
+    /// its names first, before building tables delays the reading.
+    pub fn track_processes(&mut self, events: &[ProcEvent]) {
         if let Some(t) = self.tables.as_mut() {
-            for e in &events {
+            for e in events {
                 t.track(e.pid, &self.skel.maps.proc_unwind);
             }
         }
-        events
     }
 
     pub fn stats(&self) -> Stats {

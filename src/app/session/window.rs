@@ -54,9 +54,11 @@ impl Window<'_> {
                     .saturating_duration_since(Instant::now())
                     .min(POLL)
             });
-            for ev in live.poll_processes(wait) {
+            let events = live.poll_processes(wait);
+            for ev in &events {
                 symbolizer.remember(ev.pid, &ev.comm);
             }
+            live.track_processes(&events);
             if self
                 .duration
                 .is_some_and(|d| start.elapsed() + PREPARE_AHEAD >= d)
