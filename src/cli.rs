@@ -63,16 +63,16 @@ pub enum Format {
 #[derive(Debug, Args, Clone)]
 pub struct CaptureArgs {
     /// Profile these processes (comma-separated PIDs) and all their threads.
-    #[arg(short = 'p', long = "pid", value_delimiter = ',', value_name = "PID")]
+    #[arg(short = 'p', long = "pid", value_delimiter = ',', value_name = "PID", value_parser = parse_id)]
     pub pids: Vec<u32>,
 
     /// Profile these threads only (comma-separated TIDs).
-    #[arg(short = 't', long = "tid", value_delimiter = ',', value_name = "TID")]
+    #[arg(short = 't', long = "tid", value_delimiter = ',', value_name = "TID", value_parser = parse_id)]
     pub tids: Vec<u32>,
 
     /// Stop after this many seconds (default: until Ctrl-C, or until every
     /// target has exited).
-    #[arg(short = 'd', long = "duration", value_name = "SECONDS", value_parser = parse_duration)]
+    #[arg(short = 'd', long = "duration", value_name = "SECONDS", value_parser = parse_duration, allow_negative_numbers = true)]
     pub duration: Option<Duration>,
 
     /// Output directory (default: ./fgbpf-<command>-<YYYYmmdd-HHMMSS>/).
@@ -100,8 +100,20 @@ pub struct CaptureArgs {
     #[command(flatten)]
     pub symbols: SymbolArgs,
 
+    /// Run the command as this user (a name or a UID), with that user's
+    /// groups, HOME, USER and LOGNAME; without it the command runs as root.
+    #[arg(long = "user", value_name = "NAME")]
+    pub user: Option<String>,
+
+    /// When -d ends the capture before the command ends, stop the command
+    /// and the processes it started (SIGTERM, then SIGKILL after 2 s)
+    /// instead of leaving it running.
+    #[arg(long)]
+    pub kill_at_end: bool,
+
     /// Start this command and profile it, its threads and its children
-    /// until it exits.
+    /// until it exits; fgbpf then exits with its status. It runs as root
+    /// unless --user is given; signals sent to fgbpf are passed on to it.
     #[arg(last = true, value_name = "COMMAND", conflicts_with = "pids")]
     pub command: Vec<String>,
 }
@@ -138,7 +150,7 @@ impl Default for MapArgs {
 /// How on-CPU samples are taken.
 #[derive(Debug, Args, Clone)]
 pub struct SamplingArgs {
-    /// Samples per second on each CPU.
+    /// Samples per second on each CPU, 1 to 10000.
     #[arg(short = 'F', long = "frequency", value_name = "HZ", default_value = "99", value_parser = parse_frequency)]
     pub frequency: u64,
 
@@ -240,8 +252,19 @@ impl Default for CaptureArgs {
             kernel_only: false,
             formats: vec![Format::Svg, Format::Folded],
             symbols: SymbolArgs::default(),
+            user: None,
+            kill_at_end: false,
             command: Vec::new(),
         }
+    }
+}
+
+/// A PID or TID; spaces around it are allowed (`-p "1, 2"`).
+fn parse_id(s: &str) -> Result<u32, String> {
+    let t = s.trim();
+    match t.parse::<u32>() {
+        Ok(0) | Err(_) => Err(format!("'{t}' is not a process or thread ID (a whole number above 0)")),
+        Ok(id) => Ok(id),
     }
 }
 

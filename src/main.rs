@@ -27,10 +27,16 @@ fn main() {
             std::process::exit(2);
         }
     };
+    // A capture of `-- COMMAND` exits with the command's status, as perf
+    // and strace do.
+    let status = |o: app::capture::Outcome| match o.command_status {
+        Some(code) if code != 0 => std::process::exit(code.clamp(1, 255)),
+        _ => (),
+    };
     let result = match &cli.command {
-        Command::Oncpu(args) => app::oncpu::run(args).map(|_| ()),
-        Command::Offcpu(args) => app::offcpu::run(args).map(|_| ()),
-        Command::Wall(args) => app::wall::run(args).map(|_| ()),
+        Command::Oncpu(args) => app::oncpu::run(args).map(status),
+        Command::Offcpu(args) => app::offcpu::run(args).map(status),
+        Command::Wall(args) => app::wall::run(args).map(status),
         Command::Demo(args) => app::demo::run(args),
         Command::DemoWorkload { seconds } => {
             fgbpf::demo::run(*seconds);

@@ -376,3 +376,44 @@ fn demo_replaces_only_its_own_outputs() {
     assert_eq!(std::fs::read(dir.join("notes.txt")).unwrap(), b"mine");
     assert!(dir.join("sub").is_dir());
 }
+
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+#[test]
+fn links_planted_at_temporary_names_are_not_followed() {
+    if !require_root() {
+        return;
+    }
+    let dir = out_dir("planted-links");
+    std::fs::create_dir_all(&dir).unwrap();
+    let victim = dir.with_file_name("planted-links-victim");
+    std::fs::write(&victim, b"precious").unwrap();
+    // Another user's links at the names a writer could predict: the output
+    // names with the next few hundred PIDs appended.
+    let last: u32 = std::fs::read_to_string("/proc/sys/kernel/ns_last_pid")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    for name in ["oncpu.svg", "oncpu.folded", "report.txt", "capture.json"] {
+        for pid in last + 1..last + 300 {
+            let _ = std::os::unix::fs::symlink(&victim, dir.join(format!("{name}.tmp{pid}")));
+        }
+    }
+    let spin = "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done";
+    let out = run(fgbpf().args(["oncpu", "-o"]).arg(&dir).args(["--", "sh", "-c", spin]));
+    assert_ok(&out);
+    assert_eq!(std::fs::read(&victim).unwrap(), b"precious", "written through a link");
+    for name in ["oncpu.svg", "oncpu.folded", "report.txt"] {
+        let m = std::fs::symlink_metadata(dir.join(name)).unwrap();
+        assert!(m.file_type().is_file(), "{name} is not a plain file");
+    }
+    // Re-rendering needs no root, and writes the same way.
+    let svg = dir.join("again.svg");
+    for pid in last + 1..last + 600 {
+        let _ = std::os::unix::fs::symlink(&victim, dir.join(format!("again.svg.tmp{pid}")));
+    }
+    let out = run(fgbpf().arg("flamegraph").arg(dir.join("oncpu.folded")).arg("-o").arg(&svg));
+    assert_ok(&out);
+    assert_eq!(std::fs::read(&victim).unwrap(), b"precious", "written through a link");
+    assert!(std::fs::symlink_metadata(&svg).unwrap().file_type().is_file());
+}

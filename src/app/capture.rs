@@ -8,9 +8,11 @@ use std::time::Duration;
 use super::CliError;
 use crate::probe::{Probe, Targets};
 use crate::cli::{CaptureArgs, Format};
-use crate::format::{files, folded, pprof, speedscope, svg, unresolved};
+use crate::format::files::{self, OutDir};
+use crate::format::{folded, pprof, speedscope, svg, unresolved};
 use crate::profile::Profile;
-use crate::app::session::command::HeldCommand;
+use crate::app::session::command::{HeldCommand, RunAs};
+use nix::sys::signal::Signal;
 use crate::app::session::signals::StopFlag;
 use crate::app::session::window::{EndReason, Window};
 use crate::app::session::{command, targets};
@@ -20,6 +22,9 @@ use crate::symbolize::{self, Symbolizer};
 pub struct Outcome {
     pub written: Vec<PathBuf>,
     pub end: EndReason,
+    /// The `-- COMMAND`'s exit status (128 + signal when killed) if it
+    /// ended; fgbpf exits with it.
+    pub command_status: Option<i32>,
 }
 
 /// What a finished capture window leaves for the command to write out.
@@ -29,6 +34,7 @@ pub struct Finished {
     pub symbolizer: Symbolizer,
     pub elapsed: Duration,
     pub end: EndReason,
+    pub command_status: Option<i32>,
     /// Local time the window opened, for subtitles.
     pub started_at: String,
 }
@@ -49,12 +55,13 @@ pub fn capture(
     let stop = StopFlag::install().map_err(CliError::failed)?;
     let mut held = match args.command.is_empty() {
         true => None,
-        false => Some(HeldCommand::spawn(&args.command).map_err(CliError::usage)?),
+        false => Some(
+            HeldCommand::spawn(&args.command, prepared.run_as.as_ref())
+                .map_err(CliError::usage)?,
+        ),
     };
     let mut targets = prepared.targets.clone();
-    if let Some(h) = &held {
-        targets.pids.push(h.pid);
-    }
+    targets.held = held.as_ref().map(|h| h.pid);
     let loading = std::time::Instant::now();
     let mut recorder = start(targets)?;
     let attach_ms = loading.elapsed().as_secs_f64() * 1000.0;
@@ -63,6 +70,7 @@ pub fn capture(
     });
     if let Some(h) = held.as_mut() {
         h.release().map_err(CliError::usage)?;
+        stop.forward_to(h.pid);
     }
     eprintln!(
         "fgbpf: recording {what} of {} (attached in {attach_ms:.0} ms){}",
@@ -83,19 +91,66 @@ pub fn capture(
     };
     let (elapsed, end) = window.run(&mut recorder, &mut symbolizer);
     recorder.stop();
-    if let EndReason::CommandExited(code) = end {
-        if code != 0 {
-            eprintln!("fgbpf: the command exited with status {code}");
-        }
-    }
+    let command_status = held
+        .as_mut()
+        .and_then(|h| command_fate(h, end, args.kill_at_end, elapsed));
+    stop.forward_none();
     Ok(Finished {
         prepared,
         recorder,
         symbolizer,
         elapsed,
         end,
+        command_status,
         started_at,
     })
+}
+
+/// How long an interrupted command gets to end, and a stopped one to
+/// handle SIGTERM.
+const COMMAND_GRACE: Duration = Duration::from_secs(2);
+
+/// What became of the `-- COMMAND` when the capture ended, said in one
+/// line when it matters; its exit status if it ended.
+fn command_fate(
+    cmd: &mut HeldCommand,
+    end: EndReason,
+    kill_at_end: bool,
+    elapsed: Duration,
+) -> Option<i32> {
+    let status = match end {
+        EndReason::CommandExited(code) => Some(code),
+        // The signal reached the command too (from the terminal, or
+        // passed on by fgbpf): give it a moment to end.
+        EndReason::Interrupted => cmd.wait_for(COMMAND_GRACE),
+        EndReason::Duration | EndReason::TargetsGone => cmd.try_wait(),
+    };
+    if let Some(code) = status {
+        if code > 128 {
+            eprintln!(
+                "fgbpf: the command was killed by signal {} (exit status {code})",
+                code - 128
+            );
+        } else if code != 0 {
+            eprintln!("fgbpf: the command exited with status {code}");
+        }
+        return status;
+    }
+    if kill_at_end {
+        cmd.signal_tree(Signal::SIGTERM);
+        if cmd.wait_for(COMMAND_GRACE).is_none() {
+            cmd.signal_tree(Signal::SIGKILL);
+            cmd.wait_for(COMMAND_GRACE);
+        }
+        eprintln!("fgbpf: stopped the command (PID {}) as the capture ended (--kill-at-end)", cmd.pid);
+    } else {
+        eprintln!(
+            "fgbpf: the capture ended after {:.1} s; the command is still running as PID {} (--kill-at-end stops it with the capture)",
+            elapsed.as_secs_f64(),
+            cmd.pid
+        );
+    }
+    None
 }
 
 /// The output file names of a capture: each view in each format, and the
@@ -109,6 +164,8 @@ pub fn output_names(stems: &[&str], formats: &[Format]) -> Vec<String> {
 /// A capture that passed every check and has its output directory.
 pub struct Prepared {
     pub out_dir: PathBuf,
+    /// `--user`: who the command runs as.
+    pub run_as: Option<RunAs>,
     pub targets: Targets,
     /// What was profiled, for titles and reports.
     pub target: String,
@@ -118,22 +175,49 @@ pub struct Prepared {
 /// input fails fast with one line and writes nothing.
 pub fn preflight(args: &CaptureArgs, kind: &str, outputs: &[&str]) -> Result<Prepared, CliError> {
     targets::check(&args.pids, &args.tids).map_err(CliError::usage)?;
-    if let Some(program) = args.command.first() {
-        command::resolve(program).map_err(CliError::usage)?;
-    }
+    check_command(args)?;
+    let run_as = match &args.user {
+        Some(name) => Some(RunAs::lookup(name).map_err(CliError::usage)?),
+        None => None,
+    };
     check_privileges()?;
     check_kernel()?;
-    let out_dir = args.output.clone().unwrap_or_else(|| default_dir(kind));
-    files::prepare_dir(&out_dir, outputs).map_err(CliError::usage)?;
+    let out_dir = match &args.output {
+        Some(dir) => files::prepare_dir(OutDir::Given(dir), outputs),
+        None => files::prepare_dir(OutDir::Fresh(&default_dir(kind)), outputs),
+    }
+    .map_err(CliError::usage)?;
     Ok(Prepared {
         out_dir,
+        run_as,
         targets: Targets {
             pids: args.pids.clone(),
             tids: args.tids.clone(),
+            held: None,
             follow_children: !args.command.is_empty(),
         },
         target: describe(args),
     })
+}
+
+/// `-- COMMAND` and the flags that only make sense with one.
+fn check_command(args: &CaptureArgs) -> Result<(), CliError> {
+    // `fgbpf oncpu --` or `-- $CMD` with CMD empty: never the whole system.
+    let bare_dashes = args.command.is_empty() && std::env::args_os().any(|a| a == "--");
+    if bare_dashes || args.command.first().is_some_and(|p| p.is_empty()) {
+        return Err(CliError::usage(
+            "no command after --; give one (-- ./server), or drop -- to profile the whole system",
+        ));
+    }
+    if let Some(program) = args.command.first() {
+        command::resolve(program).map_err(CliError::usage)?;
+    } else if args.user.is_some() || args.kill_at_end {
+        let flag = if args.user.is_some() { "--user" } else { "--kill-at-end" };
+        return Err(CliError::usage(format!(
+            "{flag} applies to a command started by fgbpf: add -- COMMAND"
+        )));
+    }
+    Ok(())
 }
 
 fn describe(args: &CaptureArgs) -> String {
@@ -275,10 +359,15 @@ pub fn finish(
     written: Vec<PathBuf>,
     symbolizer: Symbolizer,
     end: EndReason,
+    command_status: Option<i32>,
 ) -> Outcome {
     eprint!("{}", summary(profile, &written));
     symbolizer.leave_to_exit();
-    Outcome { written, end }
+    Outcome {
+        written,
+        end,
+        command_status,
+    }
 }
 
 /// The end-of-capture summary lines.

@@ -84,7 +84,7 @@ pub fn run(args: &DiffArgs) -> Result<(), CliError> {
     let before_svg = render_svg((&b, before), (&a, after), args.normalize, Widths::Before)?;
     let moved = changes(before, after, args.threshold);
     let text = render_changes((&b, before), (&a, after), args.threshold, &moved);
-    files::prepare_dir(&args.output, &OUTPUTS).map_err(CliError::usage)?;
+    files::prepare_dir(files::OutDir::Given(&args.output), &OUTPUTS).map_err(CliError::usage)?;
     note_rounding(&args.before, before_file.rounded);
     note_rounding(&args.after, after_file.rounded);
     let out = |name: &str| Path::new(&args.output).join(name);

@@ -118,6 +118,7 @@ pub fn run(rec: &Recording<'_>) -> Result<Outcome, CliError> {
         mut symbolizer,
         elapsed,
         end,
+        command_status,
         started_at,
     } = capture(rec.capture, rec.kind(), &outputs, &rec.what(), |targets| {
         Ok(Probe::start(&rec.options(targets)?)?)
@@ -184,11 +185,11 @@ pub fn run(rec: &Recording<'_>) -> Result<Outcome, CliError> {
             side.add("wall.folded", &main);
         }
         let path = dir.join(sidecar::FILE);
-        files::write_atomic(&path, files::Durability::Synced, &|w: &mut dyn std::io::Write| side.write(w))
+        files::write_atomic(&path, files::Durability::Synced, |w: &mut dyn std::io::Write| side.write(w))
             .map_err(|e| CliError::failed(format!("writing {}: {e}", path.display())))?;
         written.push(path);
     }
-    Ok(finish(&main, written, symbolizer, end))
+    Ok(finish(&main, written, symbolizer, end, command_status))
 }
 
 /// The profiles a recording's views are drawn from.

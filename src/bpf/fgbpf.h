@@ -38,6 +38,14 @@ enum fg_walk {
 };
 #define FG_WALK_SHIFT 4
 
+/* Values in target_pids: a followed process, or the `-- COMMAND` child
+ * that fgbpf forked and holds before execve. The held child is fgbpf's own
+ * code until its exec, so it becomes a target only then. */
+enum fg_target {
+	FG_TARGET = 1,
+	FG_TARGET_HELD = 2,
+};
+
 /* One aggregation bucket, for every program: a thread, the pair of stacks
  * it was caught in, and what was measured. The value is a __u64: samples
  * for FG_ONCPU, nanoseconds for the off-CPU states. */

@@ -53,9 +53,12 @@ __u64 follow_lost = 0;
 
 static __always_inline bool is_target(__u32 pid, __u32 tid)
 {
+	__u8 *v;
+
 	if (!filter_pids && !filter_tids)
 		return true;
-	if (filter_pids && bpf_map_lookup_elem(&target_pids, &pid))
+	v = filter_pids ? bpf_map_lookup_elem(&target_pids, &pid) : NULL;
+	if (v && *v == FG_TARGET)
 		return true;
 	if (filter_tids && bpf_map_lookup_elem(&target_tids, &tid))
 		return true;
@@ -90,7 +93,7 @@ static __always_inline void on_fork(struct task_struct *parent, struct task_stru
 {
 	__u32 ppid = BPF_CORE_READ(parent, tgid);
 	__u32 cpid = BPF_CORE_READ(child, tgid);
-	__u8 one = 1;
+	__u8 one = FG_TARGET;
 
 	/* New threads share the parent's tgid and are already covered. */
 	if (!follow_children || ppid == cpid)
@@ -145,11 +148,16 @@ int BPF_PROG(fork_raw, struct task_struct *parent, struct task_struct *child)
 }
 
 /* After execve the old mappings are gone: forget the process so that its
- * next sample announces it again, with the new mappings in place. */
+ * next sample announces it again, with the new mappings in place. The held
+ * `-- COMMAND` child becomes a target here. */
 static __always_inline void on_exec(struct task_struct *task)
 {
 	__u32 pid = BPF_CORE_READ(task, tgid);
+	__u8 *v = bpf_map_lookup_elem(&target_pids, &pid);
 
+	/* The held command is the command from here on. */
+	if (v && *v == FG_TARGET_HELD)
+		*v = FG_TARGET;
 	if (bpf_map_delete_elem(&known_procs, &pid) == 0)
 		send_proc_event(pid, FG_PROC_EXEC, task);
 }

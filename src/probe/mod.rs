@@ -185,7 +185,7 @@ impl Probe {
                 .rodata_data
                 .as_deref_mut()
                 .expect("fgbpf.bpf.c has read-only config");
-            ro.filter_pids = !opts.targets.pids.is_empty();
+            ro.filter_pids = opts.targets.by_pid();
             ro.filter_tids = !opts.targets.tids.is_empty();
             ro.follow_children = opts.targets.follow_children;
             ro.self_pid = std::process::id();
@@ -300,11 +300,6 @@ impl Probe {
             probe.seed_blocked_threads();
         }
         Ok(probe)
-    }
-
-    /// Adds a process to the targets while recording.
-    pub fn add_target_pid(&self, pid: u32) -> Result<(), CaptureError> {
-        Targets::add_pid(pid, &self.skel.maps.target_pids)
     }
 
     /// Process announcements since the last call, waiting up to `timeout`.

@@ -5,18 +5,30 @@ use libbpf_rs::{MapCore, MapFlags};
 
 use super::{bpf_error, CaptureError};
 
+/// `enum fg_target` in `src/bpf/fgbpf.h`.
+const FG_TARGET: u8 = 1;
+const FG_TARGET_HELD: u8 = 2;
+
 /// Empty `pids` and `tids` mean the whole system.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Targets {
     pub pids: Vec<u32>,
     pub tids: Vec<u32>,
+    /// The `-- COMMAND` child fgbpf holds before its `execve`: recorded
+    /// from its exec on, so fgbpf's own code in it is never profiled.
+    pub held: Option<u32>,
     /// Also record processes the targets fork (for `-- COMMAND`).
     pub follow_children: bool,
 }
 
 impl Targets {
     pub fn whole_system(&self) -> bool {
-        self.pids.is_empty() && self.tids.is_empty()
+        self.pids.is_empty() && self.tids.is_empty() && self.held.is_none()
+    }
+
+    /// Whether `target_pids` filters: named processes or a held command.
+    pub fn by_pid(&self) -> bool {
+        !self.pids.is_empty() || self.held.is_some()
     }
 
     /// Writes the targets into a loaded program's maps.
@@ -27,17 +39,16 @@ impl Targets {
     ) -> Result<(), CaptureError> {
         for (ids, map) in [(&self.pids, pid_map), (&self.tids, tid_map)] {
             for id in ids {
-                map.update(&id.to_ne_bytes(), &[1u8], MapFlags::ANY)
+                map.update(&id.to_ne_bytes(), &[FG_TARGET], MapFlags::ANY)
                     .map_err(|e| bpf_error(&format!("adding target {id}"), e))?;
             }
+        }
+        if let Some(pid) = self.held {
+            pid_map
+                .update(&pid.to_ne_bytes(), &[FG_TARGET_HELD], MapFlags::ANY)
+                .map_err(|e| bpf_error(&format!("adding the command {pid}"), e))?;
         }
         Ok(())
     }
 
-    /// Adds one process after load (the `-- COMMAND` child).
-    pub(crate) fn add_pid(pid: u32, pid_map: &dyn MapCore) -> Result<(), CaptureError> {
-        pid_map
-            .update(&pid.to_ne_bytes(), &[1u8], MapFlags::ANY)
-            .map_err(|e| bpf_error(&format!("adding target {pid}"), e))
-    }
 }

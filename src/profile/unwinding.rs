@@ -136,7 +136,7 @@ pub fn by_process(
         .filter(|(_, (_, total, fp, cut))| *total > 0 && (*fp > 0 || !cut.is_empty()))
         .map(|(pid, (process, total, frame_pointers, cut))| {
             let mut cut: Vec<(Walk, u64)> = cut.into_iter().collect();
-            cut.sort_by(|a, b| b.1.cmp(&a.1));
+            cut.sort_by_key(|c| std::cmp::Reverse(c.1));
             ProcessWalks {
                 pid,
                 process,

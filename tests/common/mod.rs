@@ -64,7 +64,7 @@ fn build(name: &str, bin_name: &str, compiler: &str, flags: &[&str]) -> PathBuf 
     let bin = out_dir.join(bin_name);
     let mut built = BUILT.lock().unwrap();
     let key = bin_name.to_string();
-    if !built.iter().any(|b| *b == key) {
+    if !built.contains(&key) {
         std::fs::create_dir_all(&out_dir).unwrap();
         let src = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/workloads")

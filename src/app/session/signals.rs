@@ -1,28 +1,70 @@
-//! Ctrl-C and SIGTERM end the capture and still write every output; a
-//! second Ctrl-C exits at once.
+//! Ctrl-C, SIGTERM and SIGHUP end the capture and still write every
+//! output; a second one exits at once. With `-- COMMAND`, a signal sent to
+//! fgbpf by another process (`kill`) is passed on to the command, as a
+//! terminal passes Ctrl-C to its whole foreground process group; one that
+//! came from the terminal already reached the command and is not sent
+//! twice.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 
-#[derive(Clone)]
-pub struct StopFlag(Arc<AtomicUsize>);
+use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+
+static HITS: AtomicUsize = AtomicUsize::new(0);
+static COMMAND: AtomicI32 = AtomicI32::new(0);
+
+/// Runs in signal context: only atomics and raw system calls.
+extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    if HITS.fetch_add(1, Ordering::SeqCst) >= 1 {
+        const MSG: &[u8] = b"\nfgbpf: interrupted again, exiting without writing outputs\n";
+        // SAFETY: write and _exit are async-signal-safe.
+        unsafe {
+            libc::write(2, MSG.as_ptr().cast(), MSG.len());
+            libc::_exit(130);
+        }
+    }
+    let command = COMMAND.load(Ordering::SeqCst);
+    // si_code <= 0: sent by a process (SI_USER, SI_QUEUE, SI_TKILL), not
+    // by the terminal or the kernel.
+    // SAFETY: the kernel passes a valid siginfo with SA_SIGINFO.
+    let from_process = unsafe { (*info).si_code } <= 0;
+    if command > 0 && from_process {
+        // SAFETY: kill is async-signal-safe.
+        unsafe { libc::kill(command, sig) };
+    }
+}
+
+#[derive(Clone, Copy)]
+pub struct StopFlag(());
 
 impl StopFlag {
-    /// Installs the handler; call once, before the capture starts.
+    /// Installs the handlers; call once, before the capture starts.
     pub fn install() -> Result<Self, String> {
-        let hits = Arc::new(AtomicUsize::new(0));
-        let h = hits.clone();
-        ctrlc::set_handler(move || {
-            if h.fetch_add(1, Ordering::SeqCst) >= 1 {
-                eprintln!("\nfgbpf: interrupted again, exiting without writing outputs");
-                std::process::exit(130);
-            }
-        })
-        .map_err(|e| format!("cannot install the Ctrl-C handler: {e}"))?;
-        Ok(StopFlag(hits))
+        let action = SigAction::new(
+            SigHandler::SigAction(on_signal),
+            SaFlags::SA_SIGINFO | SaFlags::SA_RESTART,
+            SigSet::empty(),
+        );
+        for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+            // SAFETY: the handler only touches atomics and makes
+            // async-signal-safe calls.
+            unsafe { sigaction(sig, &action) }
+                .map_err(|e| format!("cannot install the {sig} handler: {e}"))?;
+        }
+        Ok(StopFlag(()))
+    }
+
+    /// From now on, signals sent to fgbpf by other processes are passed on
+    /// to `pid`, the `-- COMMAND` fgbpf started.
+    pub fn forward_to(&self, pid: u32) {
+        COMMAND.store(pid as i32, Ordering::SeqCst);
+    }
+
+    /// Stops forwarding (the command was reaped; its PID may be reused).
+    pub fn forward_none(&self) {
+        COMMAND.store(0, Ordering::SeqCst);
     }
 
     pub fn stopped(&self) -> bool {
-        self.0.load(Ordering::SeqCst) > 0
+        HITS.load(Ordering::SeqCst) > 0
     }
 }
