@@ -47,6 +47,13 @@ pub enum Command {
     Diff(DiffArgs),
     /// Convert a folded file to pprof (.pb.gz) or speedscope (.speedscope.json).
     Convert(ConvertArgs),
+    /// Print a shell completion script (e.g. `fgbpf completions bash > /etc/bash_completion.d/fgbpf`).
+    Completions {
+        #[arg(value_enum, value_name = "SHELL")]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page in roff (e.g. `fgbpf man > /usr/local/share/man/man1/fgbpf.1`).
+    Man,
 }
 
 /// What to profile, for how long, and where the outputs go: shared by
@@ -99,6 +106,17 @@ pub struct CaptureArgs {
 
     #[command(flatten)]
     pub symbols: SymbolArgs,
+
+    /// Print nothing on stderr but errors (the summary is in report.txt,
+    /// and with --json on stdout).
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+
+    /// At the end, print the summary (totals, losses with their remedies,
+    /// files written, the command's status, fgbpf's own CPU and memory) as
+    /// one JSON object on stdout, for scripts.
+    #[arg(long)]
+    pub json: bool,
 
     /// Run the command as this user (a name or a UID), with that user's
     /// groups, HOME, USER and LOGNAME; without it the command runs as root.
@@ -252,6 +270,8 @@ impl Default for CaptureArgs {
             kernel_only: false,
             formats: vec![Format::Svg, Format::Folded],
             symbols: SymbolArgs::default(),
+            quiet: false,
+            json: false,
             user: None,
             kill_at_end: false,
             command: Vec::new(),
@@ -377,9 +397,12 @@ pub struct FlamegraphArgs {
 /// `fgbpf diff`: compare two profiles of the same workload.
 #[derive(Debug, Args, Clone)]
 pub struct DiffArgs {
+    /// The baseline: a folded file, or a capture directory (its main view).
     #[arg(value_name = "BEFORE.folded")]
     pub before: PathBuf,
 
+    /// The profile to compare with it, of the same kind (on-CPU with
+    /// on-CPU, off-CPU with off-CPU).
     #[arg(value_name = "AFTER.folded")]
     pub after: PathBuf,
 
@@ -402,6 +425,8 @@ pub struct DiffArgs {
 /// `fgbpf convert`: folded stacks to another tool's format.
 #[derive(Debug, Args, Clone)]
 pub struct ConvertArgs {
+    /// The profile to convert: a folded file (fgbpf's, perf's via
+    /// stackcollapse, bpftrace's), or a capture directory.
     #[arg(value_name = "INPUT.folded")]
     pub input: PathBuf,
 

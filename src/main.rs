@@ -46,6 +46,8 @@ fn main() {
         Command::Flamegraph(args) => app::flamegraph::run(args),
         Command::Diff(args) => app::diff::run(args),
         Command::Convert(args) => app::convert::run(args),
+        Command::Completions { shell } => app::docs::completions(*shell),
+        Command::Man => app::docs::man(),
     };
     if let Err(e) = result {
         eprintln!("fgbpf: error: {e}");

@@ -306,3 +306,51 @@ fn fgbpfs_own_code_in_the_held_child_is_not_profiled() {
     assert_eq!(fgbpf_rooted, 0, "fgbpf's own frames in the command's profile: {stacks:?}");
     assert!(total(&stacks) > 0, "the command's exec was not profiled at all");
 }
+
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+#[test]
+fn quiet_and_json_suit_scripts() {
+    if !require_root() {
+        return;
+    }
+    let dir = out_dir("json-summary");
+    let out = run(fgbpf()
+        .args(["oncpu", "--quiet", "--json", "-o"])
+        .arg(&dir)
+        .args(["--", "sh", "-c", "i=0; while [ $i -lt 50000 ]; do i=$((i+1)); done; exit 3"]));
+    assert_eq!(out.status.code(), Some(3));
+    assert!(out.stderr.is_empty(), "--quiet printed: {}", String::from_utf8_lossy(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert_eq!(json["command_status"], 3);
+    assert_eq!(json["end"], "command-exited");
+    assert_eq!(json["unit"], "samples");
+    assert!(json["total"].as_u64().unwrap() > 0, "{json}");
+    assert!(json["lost"].is_array());
+    let written: Vec<&str> = json["written"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    assert!(written.iter().any(|w| w.ends_with("oncpu.folded")), "{written:?}");
+}
+
+#[test]
+fn completions_man_page_and_help_come_from_the_parser() {
+    let out = run(fgbpf().args(["completions", "bash"]));
+    assert_ok(&out);
+    let script = String::from_utf8_lossy(&out.stdout);
+    assert!(script.contains("--kill-at-end") && script.contains("flamegraph"), "{script}");
+    let out = run(fgbpf().arg("man"));
+    assert_ok(&out);
+    assert!(String::from_utf8_lossy(&out.stdout).contains(".TH fgbpf 1"));
+    for (cmd, says) in [("diff", "The baseline"), ("convert", "The profile to convert"), ("oncpu", "1 to 10000")] {
+        let out = run(fgbpf().args([cmd, "--help"]));
+        assert!(String::from_utf8_lossy(&out.stdout).contains(says), "{cmd} --help lacks {says:?}");
+    }
+}
+
+#[test]
+fn an_unwritable_output_file_is_bad_input() {
+    let dir = scratch("unwritable-file");
+    let folded = dir.join("in.folded");
+    std::fs::write(&folded, "main;work 5\n").unwrap();
+    let out = run(fgbpf().arg("flamegraph").arg(&folded).args(["-o", "/proc/fgbpf-x.svg"]));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot write /proc/fgbpf-x.svg"));
+}

@@ -5,11 +5,12 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::summary::say;
 use super::CliError;
 use crate::probe::{Probe, Targets};
 use crate::cli::{CaptureArgs, Format};
 use crate::format::files::{self, OutDir};
-use crate::format::{folded, pprof, speedscope, svg, unresolved};
+use crate::format::{folded, pprof, speedscope, svg};
 use crate::profile::Profile;
 use crate::app::session::command::{HeldCommand, RunAs};
 use nix::sys::signal::Signal;
@@ -51,6 +52,7 @@ pub fn capture(
     start: impl FnOnce(Targets) -> Result<Probe, CliError>,
 ) -> Result<Finished, CliError> {
     let names: Vec<&str> = outputs.iter().map(String::as_str).collect();
+    super::summary::set_quiet(args.quiet);
     let prepared = preflight(args, kind, &names)?;
     let stop = StopFlag::install().map_err(CliError::failed)?;
     let mut held = match args.command.is_empty() {
@@ -72,15 +74,15 @@ pub fn capture(
         h.release().map_err(CliError::usage)?;
         stop.forward_to(h.pid);
     }
-    eprintln!(
-        "fgbpf: recording {what} of {} (attached in {attach_ms:.0} ms){}",
+    say(format_args!(
+        "recording {what} of {} (attached in {attach_ms:.0} ms){}",
         prepared.target,
         if args.duration.is_none() {
             "; Ctrl-C to stop"
         } else {
             ""
         }
-    );
+    ));
     let started_at = local_timestamp("%Y-%m-%d %H:%M:%S");
     let window = Window {
         duration: args.duration,
@@ -127,12 +129,12 @@ fn command_fate(
     };
     if let Some(code) = status {
         if code > 128 {
-            eprintln!(
-                "fgbpf: the command was killed by signal {} (exit status {code})",
+            say(format_args!(
+                "the command was killed by signal {} (exit status {code})",
                 code - 128
-            );
+            ));
         } else if code != 0 {
-            eprintln!("fgbpf: the command exited with status {code}");
+            say(format_args!("the command exited with status {code}"));
         }
         return status;
     }
@@ -142,13 +144,16 @@ fn command_fate(
             cmd.signal_tree(Signal::SIGKILL);
             cmd.wait_for(COMMAND_GRACE);
         }
-        eprintln!("fgbpf: stopped the command (PID {}) as the capture ended (--kill-at-end)", cmd.pid);
+        say(format_args!(
+            "stopped the command (PID {}) as the capture ended (--kill-at-end)",
+            cmd.pid
+        ));
     } else {
-        eprintln!(
-            "fgbpf: the capture ended after {:.1} s; the command is still running as PID {} (--kill-at-end stops it with the capture)",
+        say(format_args!(
+            "the capture ended after {:.1} s; the command is still running as PID {} (--kill-at-end stops it with the capture)",
             elapsed.as_secs_f64(),
             cmd.pid
-        );
+        ));
     }
     None
 }
@@ -350,83 +355,3 @@ pub fn write_view(
     Ok(written)
 }
 
-/// Ends a capture command: prints the summary and hands the symbolizer to
-/// the exit. Freeing its caches (every symbol table and debug information
-/// it read) takes longer than writing the outputs; the process is about to
-/// exit, which frees them at once.
-pub fn finish(
-    profile: &Profile,
-    written: Vec<PathBuf>,
-    symbolizer: Symbolizer,
-    end: EndReason,
-    command_status: Option<i32>,
-) -> Outcome {
-    eprint!("{}", summary(profile, &written));
-    symbolizer.leave_to_exit();
-    Outcome {
-        written,
-        end,
-        command_status,
-    }
-}
-
-/// The end-of-capture summary lines.
-fn summary(profile: &Profile, written: &[PathBuf]) -> String {
-    let total = profile.total();
-    let unknown = if total == 0 {
-        0.0
-    } else {
-        unresolved::leaf_weight(profile) as f64 * 100.0 / total as f64
-    };
-    let mut out = format!(
-        "fgbpf: {total} {} in {} unique stacks over {:.1} s; {:.1}% with an unresolved leaf frame\n",
-        profile.unit.name(),
-        profile.stacks().len(),
-        profile.meta.duration.as_secs_f64(),
-        unknown
-    );
-    if profile.meta.losses.entries.is_empty() {
-        out.push_str("fgbpf: lost: none\n");
-    }
-    for l in &profile.meta.losses.entries {
-        out.push_str(&format!(
-            "fgbpf: lost {} {} ({})\n",
-            l.count, l.what, l.remedy
-        ));
-    }
-    if let Some(u) = &profile.meta.unwinding {
-        for line in u.lines() {
-            out.push_str(&format!("fgbpf: {line}\n"));
-        }
-    }
-    for line in unresolved::summary_lines(profile) {
-        out.push_str(&format!("fgbpf: {line}\n"));
-    }
-    if total == 0 {
-        out.push_str("fgbpf: no samples: the target did not run during the capture\n");
-    }
-    for p in written {
-        out.push_str(&format!("fgbpf: wrote {}\n", p.display()));
-    }
-    let (cpu, rss_mb) = own_footprint();
-    out.push_str(&format!(
-        "fgbpf: own use: {cpu:.2} s CPU, {rss_mb:.0} MB peak memory\n"
-    ));
-    out
-}
-
-/// fgbpf's own CPU time (user + system) and peak resident memory, so that
-/// its cost on the host is visible after every capture.
-fn own_footprint() -> (f64, f64) {
-    // SAFETY: getrusage fills the zeroed struct it is given.
-    let usage = unsafe {
-        let mut u: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut u);
-        u
-    };
-    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    (
-        secs(usage.ru_utime) + secs(usage.ru_stime),
-        usage.ru_maxrss as f64 / 1024.0,
-    )
-}

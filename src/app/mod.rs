@@ -7,6 +7,7 @@
 pub mod capture;
 pub mod convert;
 pub mod demo;
+pub mod docs;
 pub mod diff;
 pub mod flamegraph;
 pub mod offcpu;
@@ -15,6 +16,7 @@ pub mod post;
 pub mod record;
 pub mod session;
 pub mod report;
+pub mod summary;
 pub mod wall;
 
 use std::fmt;

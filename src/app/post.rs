@@ -64,6 +64,14 @@ pub fn check_output_file(path: &Path) -> Result<(), CliError> {
             parent.display()
         )));
     }
+    // Prove it can be written before any work (an unnamed file: nothing
+    // is left behind).
+    tempfile::tempfile_in(parent).map_err(|e| {
+        CliError::usage(format!(
+            "cannot write {}: {e}; pick a writable directory",
+            path.display()
+        ))
+    })?;
     Ok(())
 }
 
@@ -74,7 +82,7 @@ pub fn write_file(
 ) -> Result<(), CliError> {
     files::write_atomic(path, files::Durability::Renamed, write)
         .map_err(|e| CliError::failed(format!("writing {}: {e}", path.display())))?;
-    eprintln!("fgbpf: wrote {}", path.display());
+    super::summary::say(format_args!("wrote {}", path.display()));
     Ok(())
 }
 

@@ -5,7 +5,8 @@
 
 use std::time::Duration;
 
-use super::capture::{capture, finish, output_names, write_view, Finished, Outcome};
+use super::capture::{capture, output_names, write_view, Finished, Outcome};
+use super::summary::finish;
 use super::CliError;
 use crate::cli::{BlockArgs, CaptureArgs, Format, MapArgs, SamplingArgs};
 use crate::format::sidecar::{self, Sidecar};
@@ -189,7 +190,7 @@ pub fn run(rec: &Recording<'_>) -> Result<Outcome, CliError> {
             .map_err(|e| CliError::failed(format!("writing {}: {e}", path.display())))?;
         written.push(path);
     }
-    Ok(finish(&main, written, symbolizer, end, command_status))
+    Ok(finish(&main, written, symbolizer, end, command_status, rec.capture.json))
 }
 
 /// The profiles a recording's views are drawn from.

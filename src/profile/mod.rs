@@ -34,6 +34,47 @@ impl Unit {
             Unit::Microseconds => "us",
         }
     }
+
+    /// `n` of this unit for people: "12,345 samples", "245.85 s",
+    /// "12.3 ms", "850 us".
+    pub fn amount(self, n: u64) -> String {
+        match self {
+            Unit::Samples => format!("{} samples", thousands(n)),
+            Unit::Microseconds if n >= 1_000_000 => format!("{:.2} s", n as f64 / 1e6),
+            Unit::Microseconds if n >= 1_000 => format!("{:.1} ms", n as f64 / 1e3),
+            Unit::Microseconds => format!("{n} us"),
+        }
+    }
+}
+
+/// `n` with a comma between each group of three digits: 1,234,567.
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod amount_tests {
+    use super::*;
+
+    #[test]
+    fn amounts_read_as_people_say_them() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(245_853_390), "245,853,390");
+        assert_eq!(Unit::Samples.amount(12_345), "12,345 samples");
+        assert_eq!(Unit::Microseconds.amount(245_853_390), "245.85 s");
+        assert_eq!(Unit::Microseconds.amount(12_340), "12.3 ms");
+        assert_eq!(Unit::Microseconds.amount(850), "850 us");
+    }
 }
 
 /// Where a frame's code lives; decides its folded suffix and its colour.

@@ -42,7 +42,7 @@ const TARGET_CHECK: Duration = Duration::from_millis(200);
 impl Window<'_> {
     pub fn run(mut self, live: &mut Probe, symbolizer: &mut Symbolizer) -> (Duration, EndReason) {
         let start = Instant::now();
-        let tty = std::io::stderr().is_terminal();
+        let tty = std::io::stderr().is_terminal() && !crate::app::summary::quiet();
         let mut last_status = start;
         let mut last_check = start;
         let mut unprepared = true;

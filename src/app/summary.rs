@@ -1,0 +1,186 @@
+//! The end of a capture, said once: the lines on stderr (what was
+//! recorded, what was lost and how to avoid it, what was written, fgbpf's
+//! own cost), or with `--json` the same facts as one JSON object on stdout
+//! for scripts. `--quiet` keeps stderr for errors only.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde::Serialize;
+
+use super::capture::Outcome;
+use super::session::window::EndReason;
+use crate::format::unresolved;
+use crate::profile::{thousands, Profile};
+use crate::symbolize::Symbolizer;
+
+static QUIET: AtomicBool = AtomicBool::new(false);
+
+/// `--quiet`: from now on [`say`] prints nothing.
+pub fn set_quiet(quiet: bool) {
+    QUIET.store(quiet, Ordering::Relaxed);
+}
+
+pub fn quiet() -> bool {
+    QUIET.load(Ordering::Relaxed)
+}
+
+/// One informational line on stderr, `fgbpf: ` first, unless `--quiet`.
+pub fn say(line: impl std::fmt::Display) {
+    if !quiet() {
+        eprintln!("fgbpf: {line}");
+    }
+}
+
+/// What `--json` prints.
+#[derive(Serialize)]
+struct Json<'a> {
+    /// "duration", "interrupted", "command-exited", "targets-gone".
+    end: &'static str,
+    command_status: Option<i32>,
+    duration_s: f64,
+    unit: &'static str,
+    total: u64,
+    unique_stacks: usize,
+    unresolved_leaf_pct: f64,
+    lost: Vec<Lost<'a>>,
+    written: &'a [PathBuf],
+    own_cpu_s: f64,
+    own_peak_rss_mb: f64,
+}
+
+#[derive(Serialize)]
+struct Lost<'a> {
+    what: &'a str,
+    count: u64,
+    remedy: &'a str,
+}
+
+/// Ends a capture command: prints the summary and hands the symbolizer to
+/// the exit. Freeing its caches (every symbol table and debug information
+/// it read) takes longer than writing the outputs; the process is about to
+/// exit, which frees them at once.
+pub fn finish(
+    profile: &Profile,
+    written: Vec<PathBuf>,
+    symbolizer: Symbolizer,
+    end: EndReason,
+    command_status: Option<i32>,
+    json: bool,
+) -> Outcome {
+    if json {
+        let j = to_json(profile, &written, end, command_status);
+        println!("{}", serde_json::to_string(&j).expect("plain data serializes"));
+    }
+    if !quiet() {
+        eprint!("{}", text(profile, &written));
+    }
+    symbolizer.leave_to_exit();
+    Outcome {
+        written,
+        end,
+        command_status,
+    }
+}
+
+fn unresolved_pct(profile: &Profile) -> f64 {
+    let total = profile.total();
+    if total == 0 {
+        0.0
+    } else {
+        unresolved::leaf_weight(profile) as f64 * 100.0 / total as f64
+    }
+}
+
+fn to_json<'a>(
+    profile: &'a Profile,
+    written: &'a [PathBuf],
+    end: EndReason,
+    command_status: Option<i32>,
+) -> Json<'a> {
+    let (cpu, rss_mb) = own_footprint();
+    Json {
+        end: match end {
+            EndReason::Duration => "duration",
+            EndReason::Interrupted => "interrupted",
+            EndReason::CommandExited(_) => "command-exited",
+            EndReason::TargetsGone => "targets-gone",
+        },
+        command_status,
+        duration_s: profile.meta.duration.as_secs_f64(),
+        unit: profile.unit.name(),
+        total: profile.total(),
+        unique_stacks: profile.stacks().len(),
+        unresolved_leaf_pct: unresolved_pct(profile),
+        lost: profile
+            .meta
+            .losses
+            .entries
+            .iter()
+            .map(|l| Lost {
+                what: &l.what,
+                count: l.count,
+                remedy: &l.remedy,
+            })
+            .collect(),
+        written,
+        own_cpu_s: cpu,
+        own_peak_rss_mb: rss_mb,
+    }
+}
+
+/// The end-of-capture summary lines.
+fn text(profile: &Profile, written: &[PathBuf]) -> String {
+    let total = profile.total();
+    let mut out = format!(
+        "fgbpf: {} in {} unique stacks over {:.1} s; {:.1}% with an unresolved leaf frame\n",
+        profile.unit.amount(total),
+        thousands(profile.stacks().len() as u64),
+        profile.meta.duration.as_secs_f64(),
+        unresolved_pct(profile)
+    );
+    if profile.meta.losses.entries.is_empty() {
+        out.push_str("fgbpf: lost: none\n");
+    }
+    for l in &profile.meta.losses.entries {
+        out.push_str(&format!(
+            "fgbpf: lost {} {} ({})\n",
+            l.count, l.what, l.remedy
+        ));
+    }
+    if let Some(u) = &profile.meta.unwinding {
+        for line in u.lines() {
+            out.push_str(&format!("fgbpf: {line}\n"));
+        }
+    }
+    for line in unresolved::summary_lines(profile) {
+        out.push_str(&format!("fgbpf: {line}\n"));
+    }
+    if total == 0 {
+        out.push_str("fgbpf: no samples: the target did not run during the capture\n");
+    }
+    for p in written {
+        out.push_str(&format!("fgbpf: wrote {}\n", p.display()));
+    }
+    let (cpu, rss_mb) = own_footprint();
+    out.push_str(&format!(
+        "fgbpf: own use: {cpu:.2} s CPU, {rss_mb:.0} MB peak memory\n"
+    ));
+    out
+}
+
+/// fgbpf's own CPU time (user + system) and peak resident memory, so that
+/// its cost on the host is visible after every capture.
+fn own_footprint() -> (f64, f64) {
+    // SAFETY: getrusage fills the zeroed struct it is given.
+    let usage = unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut u);
+        u
+    };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (
+        secs(usage.ru_utime) + secs(usage.ru_stime),
+        usage.ru_maxrss as f64 / 1024.0,
+    )
+}
