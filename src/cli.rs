@@ -206,6 +206,12 @@ pub struct BlockArgs {
     /// hosts).
     #[arg(long = "sample", value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub sample_every: Option<u32>,
+
+    /// Also record who woke each wait (the waking thread and its stacks)
+    /// and write offwake.svg/.folded: the blocked stack, `--`, then the
+    /// waker's stack from its leaf down, as offwaketime draws it.
+    #[arg(long)]
+    pub wakers: bool,
 }
 
 #[derive(Debug, Args, Clone, Default)]

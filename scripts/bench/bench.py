@@ -180,18 +180,21 @@ def sampler_cost(w, rounds, tmp, hz=999, seconds=5):
 
 # --- 2. off-CPU overhead ---------------------------------------------------
 
-def offcpu_overhead(w, rounds, tmp):
+def offcpu_overhead(w, rounds, tmp, only=None):
     pp = [w["pingpong"], "200000"]
     configs = [
         ("alone", None),
         ("fgbpf offcpu", [str(FGBPF), "offcpu", "-o", str(tmp / "off-default")]),
         ("fgbpf offcpu --min-block 1000", [str(FGBPF), "offcpu", "--min-block", "1000", "-o", str(tmp / "off-min")]),
         ("fgbpf offcpu --sample 100", [str(FGBPF), "offcpu", "--sample", "100", "-o", str(tmp / "off-sample")]),
+        ("fgbpf offcpu --wakers", [str(FGBPF), "offcpu", "--wakers", "-o", str(tmp / "off-wakers")]),
         ("offcputime (libbpf-tools)", ["offcputime"]),
         ("offcputime -m 1000", ["offcputime", "-m", "1000"]),
         ("perf record -e sched:sched_switch -g", ["perf", "record", "-a", "-g", "-e", "sched:sched_switch", "-o", str(tmp / "sw.data")]),
         ("empty counter on sched_switch (bpftrace)", ["bpftrace", "-e", "tracepoint:sched:sched_switch { @c = count(); }"]),
     ]
+    if only:
+        configs = [c for c in configs if c[0] in only]
     times = {name: [] for name, _ in configs}
     switches = []
     for r in range(rounds):
@@ -509,13 +512,53 @@ def write_report(path, args, results):
     path.write_text("\n".join(L) + "\n")
 
 
+def wakers_section(times, switches):
+    L = ["## 10. Wakers: cost per context switch\n",
+         f"`fgbpf offcpu --wakers` against `fgbpf offcpu` and libbpf-tools `offcputime`, one run of "
+         f"`scripts/bench.sh --only-wakers`: the ping-pong of section 2 ({switches:.0f} switches, every one a "
+         "wakeup of the other thread), whole system, 5 rounds, median run time. bcc's `offwaketime`, the peer "
+         "the issue names, cannot run on this kernel: it attaches a kprobe to `finish_task_switch`, and "
+         "kprobes are compiled out here; libbpf-tools has no offwaketime.\n",
+         "| tracer | run time | added per switch |\n|---|---|---|"]
+    alone = statistics.median(times["alone"])
+    for name, ts in times.items():
+        added = (statistics.median(ts) - alone) / max(switches, 1) * 1e9
+        L.append(f"| {name} | {fmt_spread(ts)} | {'' if name == 'alone' else f'{added:.0f} ns'} |")
+    L.append("")
+    return "\n".join(L) + "\n"
+
+
+def replace_section(heading, section):
+    """Puts `section` in BENCHMARKS.md in place of the one under `heading`,
+    or before "## Against the targets" when there is none."""
+    path = ROOT / "BENCHMARKS.md"
+    text = path.read_text()
+    if heading in text:
+        start = text.index(heading)
+        nxt = text.find("\n## ", start + 1)
+        end = len(text) if nxt < 0 else nxt + 1
+    else:
+        start = end = text.index("## Against the targets") if "## Against the targets" in text else len(text)
+    path.write_text(text[:start] + section + "\n" + text[end:])
+    log(f"rewrote {heading} in {path}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tools", required=True)
     ap.add_argument("--quick", action="store_true", help="fewer rounds and smaller inputs, for a smoke test")
     ap.add_argument("--only-unwinding", action="store_true",
                     help="measure section 9 alone and replace it in BENCHMARKS.md (its rows are one run)")
+    ap.add_argument("--only-wakers", action="store_true",
+                    help="measure section 10 (--wakers per switch) alone and replace it in BENCHMARKS.md")
     args = ap.parse_args()
+    if args.only_wakers:
+        with tempfile.TemporaryDirectory(prefix="fgbpf-bench-") as t:
+            w = build(Path(t))
+            only = ["alone", "fgbpf offcpu", "fgbpf offcpu --wakers", "offcputime (libbpf-tools)"]
+            times, switches = offcpu_overhead(w, 5, Path(t), only)
+        replace_section("## 10. Wakers", wakers_section(times, switches))
+        return
     if args.only_unwinding:
         with tempfile.TemporaryDirectory(prefix="fgbpf-bench-") as t:
             section = "\n".join(unwinding.report(unwinding.measure(3, Path(t)))) + "\n"

@@ -14,7 +14,7 @@ use crate::format::{
     breakdown, files,
     folded::Leading,
     palette::{Heat, Scheme},
-    report, svg, unresolved,
+    report, svg, unresolved, wakers,
 };
 use crate::probe::{self, OffcpuOptions, OncpuOptions, Probe, Recorded};
 use crate::profile::unwinding::by_process;
@@ -44,10 +44,14 @@ impl Recording<'_> {
     }
 
     fn stems(&self) -> Vec<&'static str> {
-        match self.kind() {
+        let mut stems = match self.kind() {
             "wall" => vec!["oncpu", "offcpu", "wall"],
             k => vec![k],
+        };
+        if self.blocks.is_some_and(|b| b.wakers) {
+            stems.push("offwake");
         }
+        stems
     }
 
     fn what(&self) -> String {
@@ -101,6 +105,7 @@ fn offcpu_options(blocks: &BlockArgs) -> Result<OffcpuOptions, CliError> {
         max_block: blocks.max_block.map(Duration::from_micros),
         states,
         sample_every: blocks.sample_every.unwrap_or(1),
+        wakers: blocks.wakers,
     })
 }
 
@@ -131,6 +136,10 @@ pub fn run(rec: &Recording<'_>) -> Result<Outcome, CliError> {
     let formats = &rec.capture.formats;
     let thread_roots = Leading::ProcessAndThread;
     let mut written = Vec::new();
+    let waker_text = views.wake.as_ref().map(wakers::render).unwrap_or_default();
+    if let Some(wake) = &views.wake {
+        written.extend(write_view(dir, "offwake", wake, formats, &offwake_svg(wake, &started_at, thread_roots), None)?);
+    }
     let main = match (&views.on, &views.off) {
         (Some(on), Some(off)) => {
             written.extend(write_view(dir, "oncpu", on, formats, &oncpu_svg(on, &started_at, thread_roots), None)?);
@@ -147,6 +156,7 @@ pub fn run(rec: &Recording<'_>) -> Result<Outcome, CliError> {
             text.push_str(&unresolved::render(&wall));
             text.push_str(&unwinding_section(&wall));
             text.push_str(&breakdown::render(&wall, leading, true, 3));
+            text.push_str(&waker_text);
             let svg_opts = svg::Options {
                 title: format!("Wall-clock flame graph: {}", prepared.target),
                 subtitle: Some(format!(
@@ -169,7 +179,7 @@ pub fn run(rec: &Recording<'_>) -> Result<Outcome, CliError> {
             views.on.clone().expect("matched above")
         }
         (None, Some(off)) => {
-            let text = offcpu_report(off, views.open_blocks);
+            let text = offcpu_report(off, views.open_blocks) + &waker_text;
             written.extend(write_view(dir, "offcpu", off, formats, &offcpu_svg(off, &started_at, thread_roots), Some(&text))?);
             views.off.clone().expect("matched above")
         }
@@ -177,7 +187,7 @@ pub fn run(rec: &Recording<'_>) -> Result<Outcome, CliError> {
     };
     if folded {
         let mut side = Sidecar::default();
-        for (stem, p) in [("oncpu", views.on.as_ref()), ("offcpu", views.off.as_ref())] {
+        for (stem, p) in [("oncpu", views.on.as_ref()), ("offcpu", views.off.as_ref()), ("offwake", views.wake.as_ref())] {
             if let Some(p) = p.filter(|_| rec.stems().contains(&stem)) {
                 side.add(&format!("{stem}.folded"), p);
             }
@@ -197,6 +207,8 @@ pub fn run(rec: &Recording<'_>) -> Result<Outcome, CliError> {
 struct Views {
     on: Option<Profile>,
     off: Option<Profile>,
+    /// `--wakers`: off-CPU stacks joined with their wakers' stacks.
+    wake: Option<Profile>,
     open_blocks: u64,
     oncpu_losses: Losses,
     offcpu_losses: Losses,
@@ -211,11 +223,12 @@ impl Views {
         target: &str,
         elapsed: Duration,
     ) -> Views {
-        let (off_raw, on_raw): (Vec<RawStack>, Vec<RawStack>) =
+        let (mut off_raw, on_raw): (Vec<RawStack>, Vec<RawStack>) =
             recorded.stacks.into_iter().partition(|s| s.state.is_some());
         let mut views = Views {
             on: None,
             off: None,
+            wake: None,
             open_blocks: recorded.open_blocks,
             oncpu_losses: recorded.oncpu_losses,
             offcpu_losses: recorded.offcpu_losses,
@@ -241,6 +254,15 @@ impl Views {
             let mut p = build::from_raw(&on_raw, Unit::Samples, symbolizer);
             p.meta = meta(Kind::OnCpu, Some(s.frequency), views.losses(true, false));
             views.on = Some(p);
+        }
+        if rec.blocks.is_some_and(|b| b.wakers) {
+            let mut p = build::from_raw(&off_raw, Unit::Microseconds, symbolizer);
+            p.meta = meta(Kind::OffCpu, None, views.losses(false, true));
+            views.wake = Some(p);
+            // The off-CPU view sums each wait over its wakers.
+            for r in &mut off_raw {
+                r.waker = None;
+            }
         }
         if rec.blocks.is_some() {
             let mut p = build::from_raw(&off_raw, Unit::Microseconds, symbolizer);
@@ -318,6 +340,19 @@ fn offcpu_svg(profile: &Profile, started_at: &str, leading: Leading) -> svg::Opt
             "off-CPU time in us over {:.1} s from {started_at}; {:.2} s blocked in all; stacks end in the wait state",
             profile.meta.duration.as_secs_f64(),
             profile.total() as f64 / 1e6
+        )),
+        leading,
+        scheme: Scheme::Heat(Heat::OffCpu),
+        ..Default::default()
+    }
+}
+
+fn offwake_svg(profile: &Profile, started_at: &str, leading: Leading) -> svg::Options {
+    svg::Options {
+        title: format!("Off-wake flame graph: {}", profile.meta.target),
+        subtitle: Some(format!(
+            "off-CPU time in us over {:.1} s from {started_at}, by waker. Below `--`: the blocked stack; above it (purple): the waker's stack from its leaf up to its thread name",
+            profile.meta.duration.as_secs_f64(),
         )),
         leading,
         scheme: Scheme::Heat(Heat::OffCpu),

@@ -5,7 +5,7 @@ use super::post::{kind_name, load, note_rounding, print};
 use super::CliError;
 use crate::cli::ReportArgs;
 use crate::format::input;
-use crate::format::{breakdown, folded::Leading, report};
+use crate::format::{breakdown, folded::Leading, report, wakers};
 use crate::profile::Kind;
 
 pub fn run(args: &ReportArgs) -> Result<(), CliError> {
@@ -25,7 +25,10 @@ pub fn run(args: &ReportArgs) -> Result<(), CliError> {
         let mut text = report::render(profile, &opts);
         // Time split by state, as in a capture's report.txt; it needs the
         // thread frames of fgbpf's own files.
-        if matches!(profile.meta.kind, Kind::OffCpu | Kind::Wall) && !profile.threads().is_empty() {
+        if wakers::present(profile) {
+            // An offwake file: its leaves are wakers, not where time went.
+            text.push_str(&wakers::render(profile));
+        } else if matches!(profile.meta.kind, Kind::OffCpu | Kind::Wall) && !profile.threads().is_empty() {
             let on_cpu = profile.meta.kind == Kind::Wall;
             text.push_str(&breakdown::render(
                 profile,

@@ -28,7 +28,9 @@ volatile __u64 generation = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	/* 0: the counters user space reports; 1: scratch for walks that are
+	 * not samples (wakers.bpf.h). */
+	__uint(max_entries, 2);
 	__type(key, __u32);
 	__type(value, struct fg_stats);
 } stats SEC(".maps");

@@ -2,7 +2,8 @@
 /* fgbpf's one BPF object. Every capture loads it once and enables only the
  * programs it needs (the loader turns autoload off for the rest): the
  * on-CPU sampler (oncpu.bpf.h), the off-CPU switch tracer (offcpu.bpf.h)
- * and the process trackers (targets.bpf.h). They share one stack store
+ * the wakeup tracer for --wakers (wakers.bpf.h) and the process trackers
+ * (targets.bpf.h). They share one stack store
  * (stacks.bpf.h), one target filter and process-event ring buffer
  * (targets.bpf.h), and one double-buffered counts map (counts.bpf.h). */
 #include "vmlinux.h"
@@ -17,11 +18,13 @@
 #include "unwind.bpf.h"
 #include "oncpu.bpf.h"
 #include "offcpu.bpf.h"
+#include "wakers.bpf.h"
 
 /* Never used: make the shared structs part of the object's BTF so that the
  * skeleton generates their Rust types. */
 struct fg_proc_event fg_proc_event_type = {};
 struct fg_key fg_key_type = {};
 struct fg_start fg_start_type = {};
+struct fg_waker fg_waker_type = {};
 
 char LICENSE[] SEC("license") = "GPL";

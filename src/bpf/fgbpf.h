@@ -60,6 +60,21 @@ struct fg_key {
 	__u32 state; /* enum fg_state */
 	__u32 flags; /* enum fg_key_flags */
 	char comm[TASK_COMM_LEN];
+	/* --wakers: key of the thread and stacks that woke this one, in the
+	 * `wakers` map; 0 when not recorded or not asked for. */
+	__u64 waker;
+};
+
+/* Who woke a blocked thread (--wakers), as the sched_waking tracepoint saw
+ * it: the waking task and its stacks. A wakeup from an interrupt shows the
+ * interrupted task here, with the interrupt's frames in its kernel stack:
+ * user space tells the two apart by those frames. */
+struct fg_waker {
+	__u32 pid;
+	__u32 tid;
+	__u64 user_stack;
+	__u64 kern_stack;
+	char comm[TASK_COMM_LEN];
 };
 
 /* A thread that is off-CPU now, keyed by thread id in a global map: a
@@ -71,6 +86,7 @@ struct fg_start {
 	__u32 state;      /* enum fg_state */
 	__u32 flags;      /* enum fg_key_flags */
 	__u32 pad;
+	__u64 waker;      /* --wakers: set at the wakeup, see struct fg_key */
 };
 
 /* Per-CPU counters; user space sums them over CPUs. Every sample or
@@ -92,6 +108,9 @@ struct fg_stats {
 	/* both */
 	__u64 lost_user_stack;  /* user stack not stored: stacks map full */
 	__u64 lost_kern_stack;  /* kernel stack not stored: stacks map full */
+	/* --wakers */
+	__u64 wakeups;          /* wakeups of blocked target threads seen */
+	__u64 lost_wakers;      /* wakers map full: the wait has no waker */
 	/* user stacks, by how they were walked and why the walk ended */
 	__u64 unw_fp_only;      /* no tables for the process (yet): frame pointers */
 	__u64 unw_tables;       /* walked with tables, to the outermost frame */

@@ -92,6 +92,7 @@ static __always_inline void switch_in(struct fg_stats *st, struct task_struct *n
 	key.user_stack = start->user_stack;
 	key.state = start->state;
 	key.flags = start->flags;
+	key.waker = start->waker;
 	bpf_map_delete_elem(&starts, &tid);
 	/* Seeded blocks started before the capture: their length so far is
 	 * not their length, so the filters do not apply to them. */

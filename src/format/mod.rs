@@ -17,3 +17,4 @@ pub mod report;
 pub mod speedscope;
 pub mod svg;
 pub mod unresolved;
+pub mod wakers;

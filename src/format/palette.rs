@@ -47,6 +47,8 @@ pub fn color(frame: &Frame, heat: Heat) -> Color {
             mix((40, 60, 140), (70, 90, 170), t)
         }
         (_, FrameKind::Pseudo) => mix((170, 160, 190), (200, 190, 215), t),
+        // The waker's side of an offwake stack: apart from both heats.
+        (_, FrameKind::Waker) => mix((120, 60, 170), (175, 120, 220), t),
         (Heat::OnCpu, FrameKind::User) => mix((205, 50, 0), (255, 210, 55), t),
         (Heat::OnCpu, FrameKind::Kernel) => mix((215, 110, 0), (245, 160, 40), t),
         (Heat::OnCpu, FrameKind::Inlined) => mix((50, 180, 170), (110, 220, 210), t),

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use libbpf_rs::{MapCore, MapFlags};
 
 use super::drain::{c_name, StackReader};
+use super::wakers::WakerReader;
 use super::skel::{types, FgbpfSkel};
 use super::{state_of_raw, DRAIN_EVERY};
 use crate::profile::{RawStack, Walk, BEFORE_CAPTURE, LOST_STACK};
@@ -63,9 +64,10 @@ impl Counts {
 
     /// The totals as raw stacks, their stacks read from the stack store.
     /// Off-CPU nanoseconds become microseconds.
-    pub fn raw_stacks<M: MapCore>(
+    pub fn raw_stacks<M: MapCore, W: MapCore>(
         &self,
         reader: &mut StackReader<'_, M>,
+        wakers: &mut WakerReader<'_, W>,
     ) -> Vec<RawStack> {
         let mut out = Vec::with_capacity(self.totals.len());
         for (k, &value) in &self.totals {
@@ -96,6 +98,7 @@ impl Counts {
                 root_note,
                 state,
                 walk: Walk::from_raw(key.flags >> FG_WALK_SHIFT & 0xf),
+                waker: wakers.get(key.waker, reader),
             });
         }
         out

@@ -13,6 +13,7 @@ pub mod perf;
 mod skel;
 pub mod targets;
 mod unwind;
+mod wakers;
 
 use std::fmt;
 use std::mem::MaybeUninit;
@@ -63,6 +64,8 @@ pub struct OffcpuOptions {
     pub states: Vec<State>,
     /// Record one switch in N, scaling times by N.
     pub sample_every: u32,
+    /// Record who woke each wait (`--wakers`).
+    pub wakers: bool,
 }
 
 impl Default for OffcpuOptions {
@@ -72,6 +75,7 @@ impl Default for OffcpuOptions {
             max_block: None,
             states: State::ALL.to_vec(),
             sample_every: 1,
+            wakers: false,
         }
     }
 }
@@ -199,6 +203,7 @@ impl Probe {
                 ro.max_block_ns = off.max_block.map_or(u64::MAX, |d| d.as_nanos() as u64);
                 ro.state_mask = off.states.iter().fold(0, |m, s| m | 1 << raw_state(*s));
                 ro.sample_every = off.sample_every.max(1);
+                ro.record_wakers = off.wakers;
             }
         }
         let size = |map: &mut libbpf_rs::OpenMapMut, n: u32, what: &str| {
@@ -209,6 +214,9 @@ impl Probe {
         size(&mut open.maps.counts0, opts.max_entries, "counts")?;
         size(&mut open.maps.counts1, opts.max_entries, "counts")?;
         size(&mut open.maps.unwind_rows, opts.max_unwind_rows.max(1), "unwind rows")?;
+        let wakers = off.is_some_and(|o| o.wakers);
+        // Distinct wakers (thread and stacks) are about as many as stacks.
+        size(&mut open.maps.wakers, if wakers { opts.max_stacks } else { 1 }, "wakers")?;
         let progs = &mut open.progs;
         progs.fork_btf.set_autoload(btf);
         progs.exec_btf.set_autoload(btf);
@@ -220,6 +228,8 @@ impl Probe {
         progs.do_sample.set_autoload(opts.oncpu.is_some());
         progs.switch_btf.set_autoload(off.is_some() && btf);
         progs.switch_raw.set_autoload(off.is_some() && !btf);
+        progs.waking_btf.set_autoload(wakers && btf);
+        progs.waking_raw.set_autoload(wakers && !btf);
 
         let skel = open
             .load()
@@ -261,6 +271,13 @@ impl Probe {
                 false => &skel.progs.switch_raw,
             };
             links.push(attach(switch, "sched_switch")?);
+            if wakers {
+                let waking = match btf {
+                    true => &skel.progs.waking_btf,
+                    false => &skel.progs.waking_raw,
+                };
+                links.push(attach(waking, "sched_waking")?);
+            }
         }
         let mut cpus = 0;
         if let Some(on) = &opts.oncpu {
@@ -358,7 +375,10 @@ impl Probe {
         let now = self.stopped_at.unwrap_or_else(offcpu::monotonic_ns);
         self.counts.drain_all(&self.skel);
         let mut reader = drain::StackReader::new(&self.skel.maps.stacks);
-        let mut stacks = self.counts.raw_stacks(&mut reader);
+        let wakers_on = self.opts.offcpu.as_ref().is_some_and(|o| o.wakers);
+        let mut wakers = wakers::WakerReader::new(wakers_on.then_some(&self.skel.maps.wakers));
+        let mut stacks = self.counts.raw_stacks(&mut reader, &mut wakers);
+        let wakers_missing = wakers.missing;
         let open_blocks = match &self.opts.offcpu {
             Some(off) => offcpu::open_blocks(
                 &self.skel.maps.starts,
@@ -393,6 +413,11 @@ impl Probe {
             "off-CPU intervals (blocked-thread map full)",
             stats.lost_start_full,
             "profile fewer threads with -p or -t",
+        );
+        rec.offcpu_losses.add(
+            "wakers (waker map full: those waits show no waker)",
+            stats.lost_wakers + wakers_missing,
+            "raise --max-stacks",
         );
         let (announcements, follow_lost) = self
             .skel

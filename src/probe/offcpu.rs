@@ -36,6 +36,7 @@ pub(super) fn seed_blocked_threads<M: MapCore>(starts: &M, targets: &Targets, st
             state: raw_state(state),
             flags: 1, // FG_PRE_EXISTING
             pad: 0,
+            waker: 0,
         };
         // SAFETY: fg_start is a padding-free struct of integers.
         let bytes = unsafe { plain::as_bytes(&start) };
@@ -97,6 +98,8 @@ pub(super) fn open_blocks<M: MapCore, S: MapCore>(
             weight: (ns * if pre { 1 } else { sample_every } + 500) / 1000,
             state: state_of_raw(start.state),
             walk: crate::profile::Walk::from_raw(start.flags >> 4 & 0xf),
+            // Still blocked: nobody has woken it.
+            waker: None,
         });
     }
     count

@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 
+use super::raw::{INTERRUPT_WAKER, WAKER_SEPARATOR};
 use super::{
     Frame, FrameId, FrameKind, Profile, RawStack, Stack, State, Thread, ThreadId, Unit,
     Unresolved, UnresolvedReason,
@@ -25,6 +26,7 @@ pub fn from_raw(raw: &[RawStack], unit: Unit, symbolizer: &mut Symbolizer) -> Pr
     // Libraries and JIT code mapped since a process was last read.
     let mut pids: Vec<u32> = raw
         .iter()
+        .flat_map(parts)
         .filter(|r| !r.user.is_empty() && r.pid != 0)
         .map(|r| r.pid)
         .collect();
@@ -38,6 +40,7 @@ pub fn from_raw(raw: &[RawStack], unit: Unit, symbolizer: &mut Symbolizer) -> Pr
     let kernel = kernel_entries(raw, symbolizer, &mut profile, &mut table, &hasher);
     let user = user_entries(raw, symbolizer, &mut profile, &mut table, &hasher);
     let mut next_user = 0;
+    let mut waker_frames: HashMap<FrameId, FrameId> = HashMap::new();
 
     let mut thread_ids: HashMap<(u32, u32, &str), ThreadId> = HashMap::new();
     let mut process_names: HashMap<u32, String> = HashMap::new();
@@ -80,6 +83,16 @@ pub fn from_raw(raw: &[RawStack], unit: Unit, symbolizer: &mut Symbolizer) -> Pr
         if let Some(note) = r.state.map(State::frame) {
             frames.push(profile.intern_frame(Frame::new(note, FrameKind::Pseudo)));
         }
+        if let Some(w) = r.waker.as_deref() {
+            let wslots = &user.frame_slots[next_user..next_user + w.user.len()];
+            next_user += w.user.len();
+            let ctx = WakerFrames {
+                table: &table,
+                kernel: &kernel,
+                user_entries: &user.entries,
+            };
+            ctx.push(w, wslots, &mut frames, &mut waker_frames, &mut profile);
+        }
         // The user leaf says which code of the process ran or waited;
         // kernel leaves nearly always resolve and would hide it.
         let reason = match (slots.first(), r.kernel.first()) {
@@ -105,6 +118,89 @@ pub fn from_raw(raw: &[RawStack], unit: Unit, symbolizer: &mut Symbolizer) -> Pr
     profile
 }
 
+/// A raw stack and its waker's, in the order their frames are named.
+fn parts(r: &RawStack) -> impl Iterator<Item = &RawStack> {
+    std::iter::once(r).chain(r.waker.as_deref())
+}
+
+/// What assembling a waker's side of an offwake stack reads.
+struct WakerFrames<'a> {
+    table: &'a Table,
+    kernel: &'a AddrMap<u32>,
+    user_entries: &'a [u32],
+}
+
+impl WakerFrames<'_> {
+    /// Appends `--`, then the waker's frames from its leaf down to its
+    /// root, then its thread name, so that the two leaves meet at the
+    /// separator. A wakeup in an interrupt or softirq keeps only the
+    /// interrupt's kernel frames and is named [`INTERRUPT_WAKER`]: the
+    /// task it interrupted, and that task's stack, are unrelated.
+    fn push(
+        &self,
+        w: &RawStack,
+        slots: &[u32],
+        frames: &mut Vec<FrameId>,
+        as_waker: &mut HashMap<FrameId, FrameId>,
+        profile: &mut Profile,
+    ) {
+        let mut waker = |f: FrameId, profile: &mut Profile| -> FrameId {
+            *as_waker.entry(f).or_insert_with(|| {
+                let name = profile.frame(f).name.clone();
+                profile.intern_frame(Frame::new(name, FrameKind::Waker))
+            })
+        };
+        frames.push(profile.intern_frame(Frame::new(WAKER_SEPARATOR, FrameKind::Pseudo)));
+        let mut kernel_ids: Vec<FrameId> = Vec::new();
+        for (i, &ip) in w.kernel.iter().enumerate() {
+            // Each address's frames are root first: reversed, leaf first.
+            let named = self.table.frames(self.kernel[&caller_adjusted(ip, i)]);
+            kernel_ids.extend(named.iter().rev());
+        }
+        // The waker's stack was taken inside the tracer: its first frames
+        // are the BPF program and the tracepoint's plumbing.
+        let first = kernel_ids
+            .iter()
+            .take(8)
+            .position(|&f| profile.frame(f).name == "try_to_wake_up")
+            .unwrap_or(0);
+        let kernel_ids = &kernel_ids[first..];
+        let entry = kernel_ids
+            .iter()
+            .position(|&f| is_interrupt_entry(&profile.frame(f).name));
+        if let Some(end) = entry {
+            for &f in &kernel_ids[..=end] {
+                let id = waker(f, profile);
+                frames.push(id);
+            }
+            frames.push(profile.intern_frame(Frame::new(INTERRUPT_WAKER, FrameKind::Waker)));
+            return;
+        }
+        for &f in kernel_ids {
+            let id = waker(f, profile);
+            frames.push(id);
+        }
+        for &slot in slots {
+            for &f in self.table.frames(self.user_entries[slot as usize]).iter().rev() {
+                let id = waker(f, profile);
+                frames.push(id);
+            }
+        }
+        let name = if w.comm.is_empty() { "[unknown waker]".to_string() } else { w.comm.clone() };
+        frames.push(profile.intern_frame(Frame::new(name, FrameKind::Waker)));
+    }
+}
+
+/// The kernel's interrupt and softirq entry points on x86_64: a wakeup
+/// under one of them was made by the interrupt, not by the task it
+/// interrupted.
+fn is_interrupt_entry(name: &str) -> bool {
+    name.starts_with("asm_sysvec_")
+        || name.starts_with("asm_common_interrupt")
+        || name == "handle_softirqs"
+        || name == "__do_softirq"
+}
+
 /// Names every distinct kernel address of `raw`: address -> entry of
 /// `table`.
 fn kernel_entries(
@@ -115,7 +211,7 @@ fn kernel_entries(
     hasher: &ahash::RandomState,
 ) -> AddrMap<u32> {
     let mut entries = AddrMap::with_hasher(hasher.clone());
-    for r in raw {
+    for r in raw.iter().flat_map(parts) {
         for a in adjusted(&r.kernel) {
             entries.insert(a, u32::MAX);
         }
@@ -148,8 +244,8 @@ fn user_entries(
     // per frame.
     let mut slots_of: HashMap<u32, AddrMap<u32>> = HashMap::new();
     let mut slot_keys: Vec<(u32, u64)> = Vec::new();
-    let mut frame_slots = Vec::with_capacity(raw.iter().map(|r| r.user.len()).sum());
-    for r in raw.iter().filter(|r| !r.user.is_empty()) {
+    let mut frame_slots = Vec::with_capacity(raw.iter().flat_map(parts).map(|r| r.user.len()).sum());
+    for r in raw.iter().flat_map(parts).filter(|r| !r.user.is_empty()) {
         let slots = slots_of
             .entry(r.pid)
             .or_insert_with(|| AddrMap::with_hasher(hasher.clone()));

@@ -88,6 +88,9 @@ pub enum FrameKind {
     Jit,
     /// A frame fgbpf adds that is not code: a process, thread or state.
     Pseudo,
+    /// A frame of the thread that woke a blocked one (`--wakers`), above
+    /// the `--` separator of the offwake view.
+    Waker,
 }
 
 impl FrameKind {
@@ -97,6 +100,7 @@ impl FrameKind {
             FrameKind::Kernel => "_[k]",
             FrameKind::Inlined => "_[i]",
             FrameKind::Jit => "_[j]",
+            FrameKind::Waker => "_[w]",
             FrameKind::User | FrameKind::Pseudo => "",
         }
     }
@@ -116,17 +120,18 @@ impl Frame {
         }
     }
 
-    /// A frame from its folded text. Suffixes `_[k]`, `_[i]` and `_[j]`
-    /// give the kind; bracketed names are pseudo-frames only in fgbpf's own
+    /// A frame from its folded text. Suffixes `_[k]`, `_[i]`, `_[j]` and
+    /// `_[w]` give the kind; bracketed names are pseudo-frames only in fgbpf's own
     /// files (`ours`), since other tools bracket the module names of
     /// unsymbolized code (`[libc.so.6]`).
     pub fn from_folded(text: &str, ours: bool) -> Frame {
-        for kind in [FrameKind::Kernel, FrameKind::Inlined, FrameKind::Jit] {
+        for kind in [FrameKind::Kernel, FrameKind::Inlined, FrameKind::Jit, FrameKind::Waker] {
             if let Some(name) = text.strip_suffix(kind.suffix()) {
                 return Frame::new(name, kind);
             }
         }
-        let pseudo = ours
+        let pseudo = ours && text == raw::WAKER_SEPARATOR
+            || ours
             && text.starts_with('[')
             && text.ends_with(']')
             && text != UNKNOWN

@@ -76,4 +76,15 @@ pub struct RawStack {
     pub state: Option<State>,
     /// How the user stack was walked; `None` when none was.
     pub walk: Option<super::unwinding::Walk>,
+    /// `--wakers`: the thread that ended this wait, with its stacks (its
+    /// `pid`, `tid`, `comm`, `user`, `kernel`; no weight or state).
+    pub waker: Option<Box<RawStack>>,
 }
+
+/// The separator frame between a blocked stack and its waker's stack, as
+/// offwaketime writes it.
+pub const WAKER_SEPARATOR: &str = "--";
+
+/// The waker frame that stands for an interrupt or softirq: the task it
+/// interrupted had nothing to do with the wakeup.
+pub const INTERRUPT_WAKER: &str = "[interrupt]";

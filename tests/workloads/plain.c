@@ -5,7 +5,10 @@
  *   deep   a 10-deep chain level1 .. level10 spinning at the bottom;
  *   waits  three threads: `napper` sleeps through usleep() in nap_50ms,
  *          `reader` blocks in read() on a pipe in wait_for_byte, woken
- *          every 20 ms by `writer` from notify_reader. */
+ *          every 20 ms by `writer` from notify_reader;
+ *   wakeups  waits' three threads, plus `waiter` blocked on a condition
+ *          variable in wait_for_work, signalled every 30 ms by `releaser`
+ *          from release_worker. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdlib.h>
@@ -67,6 +70,53 @@ __attribute__((noinline)) void notify_reader(void)
 		abort();
 }
 
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t work_ready = PTHREAD_COND_INITIALIZER;
+static int work_items, done;
+
+__attribute__((noinline)) int wait_for_work(void)
+{
+	int quit;
+	pthread_mutex_lock(&lock);
+	while (!work_items && !done)
+		pthread_cond_wait(&work_ready, &lock);
+	quit = !work_items && done;
+	if (work_items)
+		work_items--;
+	pthread_mutex_unlock(&lock);
+	return !quit;
+}
+
+__attribute__((noinline)) void release_worker(int last)
+{
+	pthread_mutex_lock(&lock);
+	if (last)
+		done = 1;
+	else
+		work_items++;
+	pthread_cond_signal(&work_ready);
+	pthread_mutex_unlock(&lock);
+}
+
+static void *waiter(void *arg)
+{
+	(void)arg;
+	while (wait_for_work())
+		sink++;
+	return NULL;
+}
+
+static void *releaser(void *arg)
+{
+	(void)arg;
+	while (now() < until) {
+		usleep(30000);
+		release_worker(0);
+	}
+	release_worker(1);
+	return NULL;
+}
+
 static void *napper(void *arg)
 {
 	(void)arg;
@@ -108,8 +158,9 @@ int main(int argc, char **argv)
 	} else if (!strcmp(mode, "deep")) {
 		while (now() < until)
 			level1();
-	} else if (!strcmp(mode, "waits")) {
-		pthread_t t[3];
+	} else if (!strcmp(mode, "waits") || !strcmp(mode, "wakeups")) {
+		int n = strcmp(mode, "waits") ? 5 : 3;
+		pthread_t t[5];
 		if (pipe(pipefd))
 			return 1;
 		pthread_create(&t[0], NULL, napper, NULL);
@@ -118,7 +169,13 @@ int main(int argc, char **argv)
 		pthread_setname_np(t[1], "reader");
 		pthread_create(&t[2], NULL, writer, NULL);
 		pthread_setname_np(t[2], "writer");
-		for (int i = 0; i < 3; i++)
+		if (n == 5) {
+			pthread_create(&t[3], NULL, waiter, NULL);
+			pthread_setname_np(t[3], "waiter");
+			pthread_create(&t[4], NULL, releaser, NULL);
+			pthread_setname_np(t[4], "releaser");
+		}
+		for (int i = 0; i < n; i++)
 			pthread_join(t[i], NULL);
 	}
 	return 0;

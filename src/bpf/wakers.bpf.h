@@ -1,0 +1,105 @@
+/* Who woke a blocked thread (--wakers), the question offwaketime answers.
+ * On sched_waking, which runs in the waker's context (sched_wakeup may run
+ * later, on the wakee's CPU, under another task), a target thread that
+ * the off-CPU tracer holds as blocked gets the waker's thread and stacks
+ * attached to its pending interval; switch-in (offcpu.bpf.h) then adds the
+ * interval under (blocked stacks, state, waker). Wakers are stored once
+ * each in `wakers`, keyed by a seeded hash of their contents, like stacks. */
+#ifndef FGBPF_WAKERS_BPF_H
+#define FGBPF_WAKERS_BPF_H
+
+#include "fgbpf.h"
+#include "counts.bpf.h"
+#include "stacks.bpf.h"
+#include "unwind.bpf.h"
+
+const volatile bool record_wakers = false;
+
+/* Sized by the loader like `stacks` (--max-stacks): 1 is a placeholder. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1);
+	__type(key, __u64);
+	__type(value, struct fg_waker);
+} wakers SEC(".maps");
+
+static __always_inline __u64 keep_waker(struct fg_waker *w, struct fg_stats *st)
+{
+	__u64 h = 0x9E6C63D0676A9A99ULL ^ stack_seed;
+
+	h = mix64(h, ((__u64)w->pid << 32) | w->tid);
+	h = mix64(h, w->user_stack);
+	h = mix64(h, w->kern_stack);
+	h = mix64(h, *(__u64 *)&w->comm[0]);
+	h = mix64(h, *(__u64 *)&w->comm[8]);
+	if (h == 0)
+		h = 1;
+	if (!bpf_map_lookup_elem(&wakers, &h)) {
+		long err = bpf_map_update_elem(&wakers, &h, w, BPF_NOEXIST);
+
+		if (err && err != -EEXIST) {
+			st->lost_wakers++;
+			return 0;
+		}
+	}
+	return h;
+}
+
+/* `starts` is the off-CPU tracer's map of blocked threads. */
+static __always_inline void on_waking(void *ctx, struct task_struct *p)
+{
+	__u32 tid = BPF_CORE_READ(p, pid);
+	struct fg_start *start;
+	struct fg_stats *st, *walks;
+	struct task_struct *cur;
+	struct fg_waker w = {};
+	__u32 walk = FG_WALK_NONE, one = 1;
+	bool lost = false;
+
+	if (!record_wakers)
+		return;
+	/* Only threads the tracer holds as blocked: targets that passed the
+	 * filters at their switch-out. */
+	start = bpf_map_lookup_elem(&starts, &tid);
+	if (!start)
+		return;
+	st = get_stats();
+	/* The waker's walk is not a sample: its walk counters go to a second
+	 * slot that the per-sample accounting does not read. */
+	walks = bpf_map_lookup_elem(&stats, &one);
+	if (!st || !walks)
+		return;
+	st->wakeups++;
+	cur = bpf_get_current_task_btf();
+	w.pid = BPF_CORE_READ(cur, tgid);
+	w.tid = BPF_CORE_READ(cur, pid);
+	bpf_get_current_comm(&w.comm, sizeof(w.comm));
+	if (kern_stacks) {
+		w.kern_stack = store_stack(ctx, 1, 0, &lost);
+		if (lost)
+			st->lost_kern_stack++;
+	}
+	lost = false;
+	if (user_stacks && w.tid) {
+		w.user_stack = store_user_stack(ctx, w.pid, walks, &lost, &walk);
+		if (lost)
+			st->lost_user_stack++;
+	}
+	start->waker = keep_waker(&w, st);
+}
+
+SEC("tp_btf/sched_waking")
+int BPF_PROG(waking_btf, struct task_struct *p)
+{
+	on_waking(ctx, p);
+	return 0;
+}
+
+SEC("raw_tp/sched_waking")
+int BPF_PROG(waking_raw, struct task_struct *p)
+{
+	on_waking(ctx, p);
+	return 0;
+}
+
+#endif
