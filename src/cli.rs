@@ -212,6 +212,16 @@ pub struct BlockArgs {
     /// waker's stack from its leaf down, as offwaketime draws it.
     #[arg(long)]
     pub wakers: bool,
+
+    /// System-wide: also record kernel threads (kworker, ksoftirqd, ...),
+    /// left out by default because they idle in their loops.
+    #[arg(long)]
+    pub kernel_threads: bool,
+
+    /// System-wide: also draw threads that were blocked for the whole
+    /// capture (idle daemons and pools), which are otherwise only counted.
+    #[arg(long)]
+    pub idle_threads: bool,
 }
 
 #[derive(Debug, Args, Clone, Default)]

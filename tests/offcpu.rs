@@ -234,3 +234,86 @@ fn state_filter_keeps_only_the_states_asked_for() {
         "{stacks:?}"
     );
 }
+
+/// PIDs of the kernel's own threads now (PF_KTHREAD in /proc/PID/stat).
+fn kernel_thread_pids() -> std::collections::HashSet<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                return false;
+            };
+            let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 1..].split_whitespace().collect();
+            fields[6].parse::<u64>().unwrap() & 0x20_0000 != 0
+        })
+        .collect()
+}
+
+/// The PIDs of the roots (`name-PID`) of a folded profile.
+fn root_pids(stacks: &[(Vec<String>, u64)]) -> std::collections::HashSet<u32> {
+    stacks
+        .iter()
+        .filter_map(|(f, _)| f[0].rsplit_once('-')?.1.parse().ok())
+        .collect()
+}
+
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+#[test]
+fn whole_system_off_cpu_shows_programs_waits_not_idle_kernel_threads() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    // A gcc -O2 program whose threads wait in glibc calls throughout.
+    let mut child = Command::new(plain_workload("plain")).args(["waits", "8"]).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let dir = out_dir("offcpu_system");
+    let out = run(fgbpf().args(["offcpu", "-d", "2", "--min-block", "1000", "-o"]).arg(&dir));
+    assert_ok(&out);
+    let kthreads = kernel_thread_pids();
+    let stacks = read_folded(&dir.join("offcpu.folded"));
+    let roots = root_pids(&stacks);
+    // One root per process, kernel threads left out, and said so.
+    let kernel_roots: Vec<_> = roots.intersection(&kthreads).collect();
+    assert!(kernel_roots.is_empty(), "kernel threads drawn: {kernel_roots:?}");
+    assert!(roots.contains(&child.id()), "the workload is not drawn: {roots:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--kernel-threads keeps them"), "{stderr}");
+    // Threads asleep since before the capture (agetty, idle pools) are one
+    // line, not the bulk of the picture; the workload's waits are.
+    assert!(stderr.contains("--idle-threads draws them"), "{stderr}");
+    let before = weight_with(&stacks, "[blocked before capture]");
+    assert!(
+        before * 2 < total(&stacks),
+        "{before} of {} us blocked since before the capture",
+        total(&stacks)
+    );
+    assert!(weight_with(&stacks, "nap_50ms") > 0, "nap_50ms missing");
+    // The report's top self function is a function, not the state.
+    let report = std::fs::read_to_string(dir.join("report.txt")).unwrap();
+    let top = report
+        .lines()
+        .skip_while(|l| !l.starts_with("Top functions by self"))
+        .nth(2)
+        .unwrap_or_default()
+        .to_string();
+    assert!(!top.is_empty() && !top.contains("[sleeping]"), "top by self: {top:?}\n{report}");
+    let svg = std::fs::read_to_string(dir.join("offcpu.svg")).unwrap();
+    assert!(svg.contains("thread-seconds blocked across"), "subtitle");
+
+    // --kernel-threads and --idle-threads bring both back.
+    let dir = out_dir("offcpu_system_all");
+    let out = run(fgbpf()
+        .args(["offcpu", "-d", "2", "--kernel-threads", "--idle-threads", "-o"])
+        .arg(&dir));
+    assert_ok(&out);
+    child.kill().ok();
+    child.wait().ok();
+    let stacks = read_folded(&dir.join("offcpu.folded"));
+    let kthreads = kernel_thread_pids();
+    let roots = root_pids(&stacks);
+    assert!(roots.intersection(&kthreads).count() > 0, "no kernel thread with --kernel-threads");
+    assert!(weight_with(&stacks, "[blocked before capture]") > 0);
+}

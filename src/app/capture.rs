@@ -53,7 +53,7 @@ pub fn capture(
 ) -> Result<Finished, CliError> {
     let names: Vec<&str> = outputs.iter().map(String::as_str).collect();
     super::summary::set_quiet(args.quiet);
-    let prepared = preflight(args, kind, &names)?;
+    let mut prepared = preflight(args, kind, &names)?;
     let stop = StopFlag::install().map_err(CliError::failed)?;
     let mut held = match args.command.is_empty() {
         true => None,
@@ -62,8 +62,8 @@ pub fn capture(
                 .map_err(CliError::usage)?,
         ),
     };
-    let mut targets = prepared.targets.clone();
-    targets.held = held.as_ref().map(|h| h.pid);
+    prepared.targets.held = held.as_ref().map(|h| h.pid);
+    let targets = prepared.targets.clone();
     let loading = std::time::Instant::now();
     let mut recorder = start(targets)?;
     let attach_ms = loading.elapsed().as_secs_f64() * 1000.0;
@@ -71,6 +71,7 @@ pub fn capture(
         debug_dirs: args.symbols.debug_dirs.clone(),
     });
     if let Some(h) = held.as_mut() {
+        recorder.prepare_command(&h.program);
         h.release().map_err(CliError::usage)?;
         stop.forward_to(h.pid);
     }

@@ -18,7 +18,7 @@ use crate::format::{
 };
 use crate::probe::{self, OffcpuOptions, OncpuOptions, Probe, Recorded};
 use crate::profile::unwinding::by_process;
-use crate::profile::{build, merge, Kind, Losses, Meta, Profile, RawStack, State, Unit, Unwinding};
+use crate::profile::{build, merge, thousands, Kind, Losses, Meta, Profile, RawStack, State, Unit, Unwinding};
 use crate::symbolize::Symbolizer;
 
 /// What a capture command records and writes.
@@ -106,6 +106,8 @@ fn offcpu_options(blocks: &BlockArgs) -> Result<OffcpuOptions, CliError> {
         states,
         sample_every: blocks.sample_every.unwrap_or(1),
         wakers: blocks.wakers,
+        kernel_threads: blocks.kernel_threads,
+        idle_threads: blocks.idle_threads,
     })
 }
 
@@ -134,7 +136,17 @@ pub fn run(rec: &Recording<'_>) -> Result<Outcome, CliError> {
     let views = Views::build(rec, recorded, &mut symbolizer, &prepared.target, elapsed);
     let dir = &prepared.out_dir;
     let formats = &rec.capture.formats;
-    let thread_roots = Leading::ProcessAndThread;
+    // A whole host has hundreds of threads: one root per process there.
+    let whole_system = prepared.targets.whole_system();
+    let thread_roots = match whole_system {
+        true => Leading::Process,
+        false => Leading::ProcessAndThread,
+    };
+    let edges = views.edges.lines();
+    for line in &edges {
+        crate::app::summary::say(format_args!("{line}"));
+    }
+    let edges_note: String = edges.iter().map(|l| format!("\n{l}\n")).collect();
     let mut written = Vec::new();
     let waker_text = views.wake.as_ref().map(wakers::render).unwrap_or_default();
     if let Some(wake) = &views.wake {
@@ -152,7 +164,7 @@ pub fn run(rec: &Recording<'_>) -> Result<Outcome, CliError> {
             wall.meta.losses = views.losses(true, true);
             let frequency = on.meta.frequency.unwrap_or(1);
             let mut text = report::render(&wall, &report::Options { kind: "wall-clock".into(), ..Default::default() });
-            text.push_str(&open_blocks_note(views.open_blocks));
+            text.push_str(&edges_note);
             text.push_str(&unresolved::render(&wall));
             text.push_str(&unwinding_section(&wall));
             text.push_str(&breakdown::render(&wall, leading, true, 3));
@@ -160,7 +172,7 @@ pub fn run(rec: &Recording<'_>) -> Result<Outcome, CliError> {
             let svg_opts = svg::Options {
                 title: format!("Wall-clock flame graph: {}", prepared.target),
                 subtitle: Some(format!(
-                    "{:.1} s from {started_at}, in us (a CPU sample = {} us). Warm frames: mostly on CPU; cool frames: mostly waiting",
+                    "{:.1} s from {started_at}, in us (a CPU sample = {} us). Each frame is coloured by its own time: warm (red user, orange kernel) when mostly on CPU, blue when mostly waiting; search _[k] for kernel frames",
                     elapsed.as_secs_f64(),
                     1_000_000 / frequency.max(1)
                 )),
@@ -179,7 +191,7 @@ pub fn run(rec: &Recording<'_>) -> Result<Outcome, CliError> {
             views.on.clone().expect("matched above")
         }
         (None, Some(off)) => {
-            let text = offcpu_report(off, views.open_blocks) + &waker_text;
+            let text = offcpu_report(off, &edges_note, thread_roots) + &waker_text;
             written.extend(write_view(dir, "offcpu", off, formats, &offcpu_svg(off, &started_at, thread_roots), Some(&text))?);
             views.off.clone().expect("matched above")
         }
@@ -209,7 +221,7 @@ struct Views {
     off: Option<Profile>,
     /// `--wakers`: off-CPU stacks joined with their wakers' stacks.
     wake: Option<Profile>,
-    open_blocks: u64,
+    edges: Edges,
     oncpu_losses: Losses,
     offcpu_losses: Losses,
     shared_losses: Losses,
@@ -229,7 +241,11 @@ impl Views {
             on: None,
             off: None,
             wake: None,
-            open_blocks: recorded.open_blocks,
+            edges: Edges {
+                open_blocks: recorded.open_blocks,
+                idle: recorded.idle,
+                kthread_switches: recorded.kthread_switches,
+            },
             oncpu_losses: recorded.oncpu_losses,
             offcpu_losses: recorded.offcpu_losses,
             shared_losses: recorded.shared_losses,
@@ -322,7 +338,7 @@ fn oncpu_svg(profile: &Profile, started_at: &str, leading: Leading) -> svg::Opti
     svg::Options {
         title: format!("CPU flame graph: {}", profile.meta.target),
         subtitle: Some(format!(
-            "on-CPU samples: {} at {} Hz over {:.1} s, from {started_at}; kernel frames orange, user frames red-yellow",
+            "on-CPU samples: {} at {} Hz over {:.1} s, from {started_at}; user code red, kernel orange (search _[k]), inlined aqua (_[i]), JIT green",
             profile.total(),
             profile.meta.frequency.unwrap_or(0),
             profile.meta.duration.as_secs_f64()
@@ -337,9 +353,10 @@ fn offcpu_svg(profile: &Profile, started_at: &str, leading: Leading) -> svg::Opt
     svg::Options {
         title: format!("Off-CPU flame graph: {}", profile.meta.target),
         subtitle: Some(format!(
-            "off-CPU time in us over {:.1} s from {started_at}; {:.2} s blocked in all; stacks end in the wait state",
+            "off-CPU time in us: {:.1} thread-seconds blocked across {} threads over {:.1} s from {started_at}; stacks end in the wait state",
+            profile.total() as f64 / 1e6,
+            thousands(threads(profile)),
             profile.meta.duration.as_secs_f64(),
-            profile.total() as f64 / 1e6
         )),
         leading,
         scheme: Scheme::Heat(Heat::OffCpu),
@@ -360,6 +377,14 @@ fn offwake_svg(profile: &Profile, started_at: &str, leading: Leading) -> svg::Op
     }
 }
 
+/// How many threads a profile's stacks come from.
+fn threads(profile: &Profile) -> u64 {
+    let mut seen: Vec<_> = profile.stacks().iter().filter_map(|s| s.thread).collect();
+    seen.sort_unstable();
+    seen.dedup();
+    seen.len() as u64
+}
+
 /// The report's section on how user stacks were walked.
 fn unwinding_section(profile: &Profile) -> String {
     let Some(u) = &profile.meta.unwinding else {
@@ -372,17 +397,46 @@ fn unwinding_section(profile: &Profile) -> String {
     text
 }
 
-/// The report line on waits the capture ended in the middle of.
-fn open_blocks_note(open_blocks: u64) -> String {
-    match open_blocks {
-        0 => String::new(),
-        n => format!("\n{n} off-CPU blocks were still open when the capture ended; their time so far is included.\n"),
+/// What the off-CPU side cut at the capture's end or left out by choice.
+#[derive(Clone, Copy, Debug, Default)]
+struct Edges {
+    open_blocks: u64,
+    /// Threads blocked for the whole capture, not drawn, and their us.
+    idle: (u64, u64),
+    kthread_switches: u64,
+}
+
+impl Edges {
+    /// One line each, for the report and the end-of-capture summary.
+    fn lines(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.open_blocks > 0 {
+            out.push(format!(
+                "{} off-CPU blocks were still open when the capture ended; their time so far is included.",
+                thousands(self.open_blocks)
+            ));
+        }
+        let (threads, us) = self.idle;
+        if threads > 0 {
+            out.push(format!(
+                "{} threads blocked for the whole capture ({:.1} thread-seconds) are not drawn (idle daemons and pools); --idle-threads draws them.",
+                thousands(threads),
+                us as f64 / 1e6
+            ));
+        }
+        if self.kthread_switches > 0 {
+            out.push(format!(
+                "kernel threads are left out of a whole-system capture ({} of their context switches); --kernel-threads keeps them.",
+                thousands(self.kthread_switches)
+            ));
+        }
+        out
     }
 }
 
 /// The off-CPU report: hotspots, then time per process and per thread split
 /// by state.
-fn offcpu_report(profile: &Profile, open_blocks: u64) -> String {
+fn offcpu_report(profile: &Profile, edges_note: &str, roots: Leading) -> String {
     let mut text = report::render(
         profile,
         &report::Options {
@@ -390,10 +444,12 @@ fn offcpu_report(profile: &Profile, open_blocks: u64) -> String {
             ..Default::default()
         },
     );
-    text.push_str(&open_blocks_note(open_blocks));
+    text.push_str(edges_note);
     text.push_str(&unresolved::render(profile));
     text.push_str(&unwinding_section(profile));
     text.push_str(&breakdown::render(profile, Leading::Process, false, 0));
-    text.push_str(&breakdown::render(profile, Leading::ProcessAndThread, false, 3));
+    if roots == Leading::ProcessAndThread {
+        text.push_str(&breakdown::render(profile, Leading::ProcessAndThread, false, 3));
+    }
     text
 }

@@ -105,6 +105,7 @@ struct fg_stats {
 	__u64 lost_start_full;  /* starts map full: interval not measured */
 	__u64 lost_intervals;   /* counts map full: interval not stored */
 	__u64 lost_ns;          /* time of the intervals lost above */
+	__u64 kthread_switches; /* kernel threads' switch-outs, left out by choice */
 	/* both */
 	__u64 lost_user_stack;  /* user stack not stored: stacks map full */
 	__u64 lost_kern_stack;  /* kernel stack not stored: stacks map full */

@@ -17,6 +17,7 @@
 #define TASK_UNINTERRUPTIBLE 0x2
 #define TASK_DEAD 0x80
 #define TASK_NOLOAD 0x400
+#define PF_KTHREAD 0x00200000
 
 const volatile __u64 min_block_ns = 0;
 const volatile __u64 max_block_ns = ~0ULL;
@@ -24,6 +25,9 @@ const volatile __u64 max_block_ns = ~0ULL;
 const volatile __u32 state_mask = 0xe;
 /* Record one switch in `sample_every`; weights are scaled by it. */
 const volatile __u32 sample_every = 1;
+/* System-wide by default: kernel threads (kworker, ksoftirqd, ...) idle
+ * in their loops and would bury the waits of the system's programs. */
+const volatile bool skip_kthreads = false;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -49,6 +53,10 @@ static __always_inline void switch_out(void *ctx, struct fg_stats *st, struct ta
 
 	if (tid == 0 || pid == self_pid || !is_target(pid, tid))
 		return;
+	if (skip_kthreads && (BPF_CORE_READ(prev, flags) & PF_KTHREAD)) {
+		st->kthread_switches++;
+		return;
+	}
 	/* A thread's last switch-out, at its exit, has no switch-in: its
 	 * entry would stay in `starts` for ever, and short threads would fill
 	 * it. */

@@ -66,6 +66,11 @@ pub struct OffcpuOptions {
     pub sample_every: u32,
     /// Record who woke each wait (`--wakers`).
     pub wakers: bool,
+    /// System-wide: also record kernel threads (`--kernel-threads`).
+    pub kernel_threads: bool,
+    /// System-wide: also draw threads blocked for the whole capture
+    /// (`--idle-threads`); otherwise they are counted in [`Recorded::idle`].
+    pub idle_threads: bool,
 }
 
 impl Default for OffcpuOptions {
@@ -76,6 +81,8 @@ impl Default for OffcpuOptions {
             states: State::ALL.to_vec(),
             sample_every: 1,
             wakers: false,
+            kernel_threads: false,
+            idle_threads: false,
         }
     }
 }
@@ -127,6 +134,11 @@ pub struct Recorded {
     /// Off-CPU blocks still open when the capture ended (their time so far
     /// is in `stacks`).
     pub open_blocks: u64,
+    /// System-wide: threads blocked from before the capture to its end,
+    /// not drawn unless `--idle-threads`: (threads, microseconds).
+    pub idle: (u64, u64),
+    /// Switch-outs of kernel threads left out (system-wide default).
+    pub kthread_switches: u64,
     /// What the unwind tables covered; `None` with frame pointers only.
     pub tables: Option<TableStats>,
     /// Why the kernel refused the table walker, when it did.
@@ -204,6 +216,7 @@ impl Probe {
                 ro.state_mask = off.states.iter().fold(0, |m, s| m | 1 << raw_state(*s));
                 ro.sample_every = off.sample_every.max(1);
                 ro.record_wakers = off.wakers;
+                ro.skip_kthreads = opts.targets.whole_system() && !off.kernel_threads;
             }
         }
         let size = |map: &mut libbpf_rs::OpenMapMut, n: u32, what: &str| {
@@ -327,6 +340,22 @@ impl Probe {
     /// Gives announced processes their unwind tables. Call it after the
     /// symbolizer has read them: a short-lived process must be read for
     /// its names first, before building tables delays the reading.
+    /// Compiles the unwind tables of a command about to be started (its
+    /// executable, and the loader and C library it most likely shares with
+    /// fgbpf) before it runs, so its first samples are walked whole.
+    pub fn prepare_command(&mut self, program: &std::path::Path) {
+        let Some(t) = self.tables.as_mut() else { return };
+        t.prebuild(program);
+        let own = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+        let exe = std::fs::read_link("/proc/self/exe").ok();
+        for m in own.lines().filter_map(crate::procs::maps::parse_line) {
+            let path = std::path::Path::new(m.path);
+            if m.exec && m.inode != 0 && Some(path) != exe.as_deref() {
+                t.prebuild(path);
+            }
+        }
+    }
+
     pub fn track_processes(&mut self, events: &[ProcEvent]) {
         if let Some(t) = self.tables.as_mut() {
             for e in events {
@@ -379,22 +408,26 @@ impl Probe {
         let mut wakers = wakers::WakerReader::new(wakers_on.then_some(&self.skel.maps.wakers));
         let mut stacks = self.counts.raw_stacks(&mut reader, &mut wakers);
         let wakers_missing = wakers.missing;
-        let open_blocks = match &self.opts.offcpu {
+        let whole_system = self.opts.targets.whole_system();
+        let open = match &self.opts.offcpu {
             Some(off) => offcpu::open_blocks(
                 &self.skel.maps.starts,
                 off,
                 self.opts.kernel_stacks,
+                whole_system,
                 now,
                 &mut reader,
                 &mut stacks,
             ),
-            None => 0,
+            None => Default::default(),
         };
         let stats = self.stats();
         let mut rec = Recorded {
             stacks,
             stats,
-            open_blocks,
+            open_blocks: open.drawn,
+            idle: (open.idle_threads, open.idle_us),
+            kthread_switches: stats.kthread_switches,
             tables: self.tables.as_ref().map(unwind::Tables::stats),
             tables_refused: self.tables_refused.clone(),
             ..Default::default()
@@ -455,7 +488,13 @@ impl Probe {
         let Some(off) = &self.opts.offcpu else {
             return;
         };
-        offcpu::seed_blocked_threads(&self.skel.maps.starts, &self.opts.targets, &off.states);
+        let skip_kthreads = self.opts.targets.whole_system() && !off.kernel_threads;
+        offcpu::seed_blocked_threads(
+            &self.skel.maps.starts,
+            &self.opts.targets,
+            &off.states,
+            skip_kthreads,
+        );
     }
 }
 

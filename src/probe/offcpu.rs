@@ -11,6 +11,9 @@ use super::skel::types;
 use super::{raw_state, state_of_raw, OffcpuOptions, Targets};
 use crate::profile::{RawStack, State, BEFORE_CAPTURE, LOST_STACK};
 
+/// `task_struct.flags` bit of kernel threads (include/linux/sched.h).
+const PF_KTHREAD: u64 = 0x0020_0000;
+
 /// `CLOCK_MONOTONIC` now, in nanoseconds: the clock of bpf_ktime_get_ns().
 pub(super) fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
@@ -23,9 +26,15 @@ pub(super) fn monotonic_ns() -> u64 {
 }
 
 /// Starts the clocks of the targets' threads that are blocked now.
-pub(super) fn seed_blocked_threads<M: MapCore>(starts: &M, targets: &Targets, states: &[State]) {
+/// With `skip_kthreads`, kernel threads are left out, as the tracer does.
+pub(super) fn seed_blocked_threads<M: MapCore>(
+    starts: &M,
+    targets: &Targets,
+    states: &[State],
+    skip_kthreads: bool,
+) {
     let now = monotonic_ns();
-    for (pid, tid, state) in blocked_threads(targets) {
+    for (pid, tid, state) in blocked_threads(targets, skip_kthreads) {
         if pid == std::process::id() || !states.contains(&state) {
             continue;
         }
@@ -45,18 +54,34 @@ pub(super) fn seed_blocked_threads<M: MapCore>(starts: &M, targets: &Targets, st
     }
 }
 
+/// What [`open_blocks`] found.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct OpenBlocks {
+    /// Blocks drawn, counted up to the end.
+    pub drawn: u64,
+    /// System-wide without `--idle-threads`: threads blocked from before
+    /// the capture to its end, left out, and their microseconds.
+    pub idle_threads: u64,
+    pub idle_us: u64,
+}
+
 /// Blocks still open at `now` count up to it. Their kernel stacks were
-/// never read at a switch-in, so they come from /proc/TID/stack. Returns
-/// how many there were.
+/// never read at a switch-in, so they come from /proc/TID/stack.
+///
+/// System-wide, most of a host's threads sleep through any capture (idle
+/// daemons, pools, agetty): drawn, each would add the whole capture's
+/// length and bury the waits that happened. Unless `opts.idle_threads`,
+/// those blocked from before the start to the end are counted, not drawn.
 pub(super) fn open_blocks<M: MapCore, S: MapCore>(
     starts: &M,
     opts: &OffcpuOptions,
     kernel_stacks: bool,
+    whole_system: bool,
     now: u64,
     reader: &mut StackReader<'_, S>,
     out: &mut Vec<RawStack>,
-) -> u64 {
-    let mut count = 0;
+) -> OpenBlocks {
+    let mut found = OpenBlocks::default();
     let sample_every = opts.sample_every.max(1) as u64;
     for (k, v) in entries(starts) {
         let mut start = types::fg_start::default();
@@ -76,8 +101,13 @@ pub(super) fn open_blocks<M: MapCore, S: MapCore>(
         let Ok(comm) = fs::read_to_string(format!("/proc/{}/task/{tid}/comm", start.pid)) else {
             continue;
         };
+        if pre && whole_system && !opts.idle_threads {
+            found.idle_threads += 1;
+            found.idle_us += ns / 1000;
+            continue;
+        }
         let user = reader.get(start.user_stack);
-        count += 1;
+        found.drawn += 1;
         out.push(RawStack {
             pid: start.pid,
             tid,
@@ -102,7 +132,7 @@ pub(super) fn open_blocks<M: MapCore, S: MapCore>(
             waker: None,
         });
     }
-    count
+    found
 }
 
 /// The kernel stack of a blocked thread as the kernel names it, leaf first.
@@ -115,8 +145,9 @@ fn proc_kernel_stack(pid: u32, tid: u32) -> Vec<String> {
 }
 
 /// Threads of the targets (every thread when there are none) that are
-/// blocked now, with their state.
-fn blocked_threads(targets: &Targets) -> Vec<(u32, u32, State)> {
+/// blocked now, with their state; kernel threads left out with
+/// `skip_kthreads`.
+fn blocked_threads(targets: &Targets, skip_kthreads: bool) -> Vec<(u32, u32, State)> {
     let pids: Vec<u32> = if targets.whole_system() {
         fs::read_dir("/proc")
             .into_iter()
@@ -132,10 +163,17 @@ fn blocked_threads(targets: &Targets) -> Vec<(u32, u32, State)> {
         let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")) else {
             return;
         };
-        let state = stat
+        // The name in parentheses may hold anything: fields follow its
+        // last ')'. Field 9 of stat(5) (7th after the name) is the flags.
+        let fields: Vec<&str> = stat
             .rfind(')')
-            .and_then(|i| stat[i + 1..].split_whitespace().next());
-        let state = match state {
+            .map(|i| stat[i + 1..].split_whitespace().collect())
+            .unwrap_or_default();
+        let flags: u64 = fields.get(6).and_then(|f| f.parse().ok()).unwrap_or(0);
+        if skip_kthreads && flags & PF_KTHREAD != 0 {
+            return;
+        }
+        let state = match fields.first().copied() {
             Some("S") | Some("I") => State::Sleeping,
             Some("D") => State::Uninterruptible,
             _ => return,

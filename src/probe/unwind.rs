@@ -164,6 +164,30 @@ impl Tables {
         }
     }
 
+    /// Builds the rows of the binary at `path` ahead of any process that
+    /// maps it: a command's executable is compiled before it runs, so its
+    /// first instructions are walked with tables (a large binary takes
+    /// longer to compile than a short command takes to run). Files that
+    /// cannot be read are left to [`Self::track`], which says why.
+    pub fn prebuild(&mut self, path: &std::path::Path) {
+        use std::os::unix::fs::MetadataExt;
+        let Ok(file) = File::open(path) else { return };
+        let Ok(meta) = file.metadata() else { return };
+        let key = (
+            (libc::major(meta.dev()) as u64) << 32 | libc::minor(meta.dev()) as u64,
+            meta.ino(),
+        );
+        if !meta.is_file() || self.by_binary.contains_key(&key) {
+            return;
+        }
+        // SAFETY: read-only private mapping of an executable file, as in
+        // table_for.
+        let Ok(data) = (unsafe { memmap2::Mmap::map(&file) }) else { return };
+        if let Ok(placed) = self.build(&data) {
+            self.by_binary.insert(key, Ok(placed));
+        }
+    }
+
     /// Re-reads tracked processes now and then, for code mapped since
     /// (dlopen), and forgets those that exited.
     pub fn refresh<M: MapCore>(&mut self, procs: &M) {

@@ -82,6 +82,8 @@ impl RunAs {
 /// A forked child waiting to exec the command.
 pub struct HeldCommand {
     pub pid: u32,
+    /// The file it will exec, as `execvp` finds it.
+    pub program: PathBuf,
     go: Option<OwnedFd>,
     exec_error: OwnedFd,
     reaped: Option<i32>,
@@ -163,6 +165,7 @@ impl HeldCommand {
                 drop(err_w);
                 Ok(HeldCommand {
                     pid: child.as_raw() as u32,
+                    program,
                     go: Some(go_w),
                     exec_error: err_r,
                     reaped: None,

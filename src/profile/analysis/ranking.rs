@@ -7,7 +7,7 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 use crate::profile::names::{frame_text, leading_frames, Leading};
-use crate::profile::{FrameId, Profile, Stack, ThreadId};
+use crate::profile::{FrameId, FrameKind, Profile, Stack, ThreadId};
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct FunctionRow {
@@ -109,7 +109,16 @@ pub fn summarize(profile: &Profile, top: usize, callees_of: usize) -> Summary {
     let mut total_w = vec![0u64; frames];
     let mut threads: FxHashMap<ThreadId, u64> = FxHashMap::default();
     for s in profile.stacks() {
-        if let Some(&leaf) = s.frames.last() {
+        // An off-CPU stack ends in its state (`[sleeping]`): the function
+        // that waited is the frame under it. Pseudo-frames stay the self
+        // frame only of stacks that have nothing else.
+        let leaf = s
+            .frames
+            .iter()
+            .rev()
+            .find(|&&f| profile.frame(f).kind != FrameKind::Pseudo)
+            .or(s.frames.last());
+        if let Some(&leaf) = leaf {
             self_w[leaf as usize] += s.weight;
         }
         if let Some(t) = s.thread {
