@@ -384,3 +384,36 @@ fn bad_input_fails_fast_with_one_line_and_writes_nothing() {
         assert!(String::from_utf8_lossy(&out.stderr).contains("existing file"));
     }
 }
+
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+#[test]
+fn kernel_frames_have_their_own_hue_and_can_be_searched() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    // Debian's dd copying /dev/zero: most of its time is in the kernel.
+    let dir = out_dir("kernel-hue");
+    let out = run(fgbpf()
+        .args(["oncpu", "-F", "999", "-o"])
+        .arg(&dir)
+        .args(["--", "dd", "if=/dev/zero", "of=/dev/null", "bs=64k", "count=150000"]));
+    assert_ok(&out);
+    let frames = svg_frames(&dir.join("oncpu.svg"));
+    // The tooltips, which the search box matches, keep `_[k]`.
+    let kernel: Vec<&SvgFrame> = frames.iter().filter(|f| f.name.ends_with("_[k]")).collect();
+    assert!(kernel.len() >= 3, "no kernel frames searchable by _[k]: {frames:?}");
+    let user: Vec<&SvgFrame> = frames
+        .iter()
+        .filter(|f| !f.name.ends_with(']') && !f.name.starts_with("dd-") && f.name != "all")
+        .collect();
+    assert!(!user.is_empty(), "no user frames: {frames:?}");
+    let kernel_hues: Vec<f64> = kernel.iter().map(|f| hue(f.fill)).collect();
+    let user_hues: Vec<f64> = user.iter().map(|f| hue(f.fill)).map(|h| if h > 180.0 { h - 360.0 } else { h }).collect();
+    let lowest_kernel = kernel_hues.iter().cloned().fold(f64::MAX, f64::min);
+    let highest_user = user_hues.iter().cloned().fold(f64::MIN, f64::max);
+    assert!(
+        lowest_kernel - highest_user >= 20.0,
+        "kernel hues {kernel_hues:?} too close to user hues {user_hues:?}"
+    );
+}

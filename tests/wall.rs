@@ -206,3 +206,48 @@ fn per_process_merges_threads() {
     let on = read_folded(&dir.join("oncpu.folded"));
     assert!(on.iter().any(|(f, _)| f[1].starts_with("mix50-")));
 }
+
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+#[test]
+fn each_frame_is_coloured_by_its_own_split() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    // gcc -O2: one thread always computing, three always asleep. Every
+    // thread starts in glibc's start_thread: by name it is mostly waiting,
+    // but the computing thread's start_thread is all on CPU.
+    let mut child = Command::new(plain_workload("mixed"))
+        .args(["8", "100", "0", "0", "0"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let dir = out_dir("wall-colours");
+    let out = run(fgbpf()
+        .args(["wall", "-F", "499", "-d", "2", "-p", &child.id().to_string(), "-o"])
+        .arg(&dir));
+    child.kill().ok();
+    child.wait().ok();
+    assert_ok(&out);
+    let frames = svg_frames(&dir.join("wall.svg"));
+    let under = |thread: &str| -> Vec<SvgFrame> {
+        let root = frames
+            .iter()
+            .find(|f| f.name.starts_with(thread))
+            .unwrap_or_else(|| panic!("no {thread} thread in {frames:?}"));
+        frames
+            .iter()
+            .filter(|f| f.x >= root.x && f.x < root.x + root.w && f.name == "start_thread")
+            .cloned()
+            .collect()
+    };
+    let busy = under("mix100-");
+    assert_eq!(busy.len(), 1, "{busy:?}");
+    let (r, _, b) = busy[0].fill;
+    assert!(r > b, "the busy thread's start_thread is drawn cool: {:?}", busy[0]);
+    let idle = under("mix0-");
+    let (r, _, b) = idle[0].fill;
+    assert!(b > r, "a sleeping thread's start_thread is drawn warm: {:?}", idle[0]);
+    let svg = std::fs::read_to_string(dir.join("wall.svg")).unwrap();
+    assert!(svg.contains("coloured by its own time"), "the subtitle explains the colours");
+}

@@ -25,6 +25,20 @@ pub struct Drawn<'a> {
     /// `A;f3_3;...`) can sort before a sibling it follows (`A;f3_38;...`).
     pub lines: Vec<Cow<'a, str>>,
     pub palette: PaletteMap,
+    /// Every frame drawn, by where it is drawn: its own on/off split
+    /// colours it in the wall view (see [`super::recolour`]).
+    pub nodes: Vec<Node<'a>>,
+}
+
+/// One drawn rectangle: at `depth` (0 = the first frame under inferno's
+/// `all`), starting `x` counts from the left, `all` wide, `on` of it on CPU.
+#[derive(Clone, Copy, Debug)]
+pub struct Node<'a> {
+    pub depth: u32,
+    pub x: u64,
+    pub name: &'a str,
+    pub on: u64,
+    pub all: u64,
 }
 
 /// A frame of the current line, whose rectangle is still growing.
@@ -32,6 +46,8 @@ struct Open<'a> {
     name: &'a str,
     /// The line up to and including this frame.
     path: &'a str,
+    /// Counts to the left of this frame.
+    x: u64,
     all: u64,
     on: u64,
     /// Time of lines that end at this frame.
@@ -47,10 +63,11 @@ struct Open<'a> {
 }
 
 impl<'a> Open<'a> {
-    fn new(name: &'a str, path: &'a str, out_start: usize) -> Self {
+    fn new(name: &'a str, path: &'a str, x: u64, out_start: usize) -> Self {
         Open {
             name,
             path,
+            x,
             all: 0,
             on: 0,
             own: 0,
@@ -141,6 +158,9 @@ struct Walk<'a> {
     open: Vec<Open<'a>>,
     out: Vec<Reduced<'a>>,
     seen: FxHashMap<&'a str, Seen>,
+    nodes: Vec<Node<'a>>,
+    /// Counts of the lines walked so far.
+    pos: u64,
     min_time: f64,
     leading: usize,
 }
@@ -172,6 +192,13 @@ impl<'a> Walk<'a> {
             seen.all += f.all;
             seen.on += f.on;
             seen.leading |= depth < self.leading;
+            self.nodes.push(Node {
+                depth: depth as u32,
+                x: f.x,
+                name: f.name,
+                on: f.on,
+                all: f.all,
+            });
             if let Some((first, time)) = f.piece {
                 self.out.push(f.piece_line(first, time));
             }
@@ -207,7 +234,7 @@ impl<'a> Walk<'a> {
                     same = false;
                 }
                 let out_start = self.out.len();
-                self.open.push(Open::new(f, &stack[..end], out_start));
+                self.open.push(Open::new(f, &stack[..end], self.pos, out_start));
             }
             depth += 1;
             end += 1;
@@ -221,6 +248,7 @@ impl<'a> Walk<'a> {
                 f.on += count;
             }
         }
+        self.pos += count;
         let leaf = self.open.last_mut().expect("a line has frames");
         leaf.own_line = if leaf.own == 0 { Some(line) } else { None };
         leaf.own += count;
@@ -242,9 +270,11 @@ pub fn from_sorted<'a>(
     };
     let total: u64 = lines.iter().map(|&l| split(l).1).sum();
     let mut walk = Walk {
-        open: vec![Open::new("", "", 0)],
+        open: vec![Open::new("", "", 0, 0)],
         out: Vec::new(),
         seen: FxHashMap::default(),
+        nodes: Vec::new(),
+        pos: 0,
         // inferno's own test: a frame is dropped when its width is under
         // `min_width` percent of the total, in floating point.
         min_time: min_width * total as f64 / 100.0,
@@ -284,5 +314,6 @@ pub fn from_sorted<'a>(
     Drawn {
         lines: walk.out.into_iter().map(|r| r.text).collect(),
         palette,
+        nodes: walk.nodes,
     }
 }

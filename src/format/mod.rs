@@ -12,6 +12,7 @@ pub mod folded;
 pub mod input;
 pub mod palette;
 pub mod pprof;
+pub mod recolour;
 pub mod sidecar;
 pub mod report;
 pub mod speedscope;

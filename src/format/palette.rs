@@ -2,9 +2,11 @@
 //! (inferno has no palette that tells kernel from user code, or on-CPU
 //! from off-CPU time, by itself).
 //!
-//! Families: on-CPU user code warm (red-yellow), kernel code orange,
-//! inlined aqua, JIT green; off-CPU time cool (blue); pseudo-frames
-//! (process, thread) grey-violet, off-CPU states dark blue.
+//! Families, after FlameGraph's `--colors=java` convention: on-CPU user
+//! code red, kernel code orange (hues at least 28 degrees apart: told apart
+//! at a glance), inlined aqua, JIT green; off-CPU time cool (blue);
+//! pseudo-frames (process, thread) grey-violet, off-CPU states dark blue,
+//! wakers purple.
 
 use inferno::flamegraph::color::Color;
 
@@ -49,8 +51,8 @@ pub fn color(frame: &Frame, heat: Heat) -> Color {
         (_, FrameKind::Pseudo) => mix((170, 160, 190), (200, 190, 215), t),
         // The waker's side of an offwake stack: apart from both heats.
         (_, FrameKind::Waker) => mix((120, 60, 170), (175, 120, 220), t),
-        (Heat::OnCpu, FrameKind::User) => mix((205, 50, 0), (255, 210, 55), t),
-        (Heat::OnCpu, FrameKind::Kernel) => mix((215, 110, 0), (245, 160, 40), t),
+        (Heat::OnCpu, FrameKind::User) => mix((200, 50, 50), (255, 130, 130), t),
+        (Heat::OnCpu, FrameKind::Kernel) => mix((190, 90, 0), (255, 155, 0), t),
         (Heat::OnCpu, FrameKind::Inlined) => mix((50, 180, 170), (110, 220, 210), t),
         (Heat::OnCpu, FrameKind::Jit) => mix((60, 170, 50), (120, 220, 90), t),
         (Heat::OffCpu, FrameKind::Kernel) => mix((60, 110, 200), (100, 150, 230), t),
@@ -115,5 +117,33 @@ mod tests {
         let cold = color(&user, Heat::OffCpu);
         assert!(hot.r > hot.b, "on-CPU is warm: {hot:?}");
         assert!(cold.b > cold.r, "off-CPU is cool: {cold:?}");
+    }
+
+    fn hue(c: Color) -> f32 {
+        let (r, g, b) = (c.r as f32, c.g as f32, c.b as f32);
+        let (max, min) = (r.max(g).max(b), r.min(g).min(b));
+        if max == min {
+            return 0.0;
+        }
+        let h = if max == r {
+            (g - b) / (max - min)
+        } else if max == g {
+            2.0 + (b - r) / (max - min)
+        } else {
+            4.0 + (r - g) / (max - min)
+        };
+        (h * 60.0).rem_euclid(360.0)
+    }
+
+    #[test]
+    fn kernel_and_user_code_differ_in_hue_whatever_the_name() {
+        let names = ["main", "vfs_read", "compute", "x", "do_syscall_64", "std::io::read"];
+        for a in names {
+            for b in names {
+                let user = hue(color(&Frame::new(a, FrameKind::User), Heat::OnCpu));
+                let kern = hue(color(&Frame::new(b, FrameKind::Kernel), Heat::OnCpu));
+                assert!(kern - user >= 25.0, "{a} {user} vs {b} {kern}");
+            }
+        }
     }
 }

@@ -7,7 +7,7 @@ use std::io::{self, Write};
 use inferno::flamegraph::{self, color::PaletteMap, Direction};
 use rayon::slice::ParallelSliceMut;
 
-use super::drawn;
+use super::{drawn, recolour};
 use super::folded::{self, Leading};
 use super::palette::{Heat, Lines, Scheme};
 use crate::profile::{Profile, PARALLEL_FROM};
@@ -68,19 +68,27 @@ pub fn render(
     } else {
         lines.sort_unstable();
     }
-    let drawn = drawn::from_sorted(&lines, opts.min_width, opts.scheme, shape);
-    let mut palette = drawn.palette;
-    draw(&drawn.lines, count_name, opts, &mut palette, out)
+    let mut drawn = drawn::from_sorted(&lines, opts.min_width, opts.scheme, shape);
+    let mut svg = Vec::new();
+    let frame_height = draw(&drawn.lines, count_name, opts, &mut drawn.palette, &mut svg)?;
+    let svg = String::from_utf8(svg).map_err(io::Error::other)?;
+    let layout = recolour::Layout {
+        frame_height,
+        scheme: opts.scheme,
+        shape,
+    };
+    out.write_all(recolour::recolour(&svg, &drawn.nodes, &layout).as_bytes())
 }
 
-/// inferno's part: lines to SVG, drawn in the order given.
+/// inferno's part: lines to SVG, drawn in the order given. Returns the
+/// height of a frame.
 fn draw(
     lines: &[Cow<'_, str>],
     count_name: &str,
     opts: &Options,
     palette: &mut PaletteMap,
     out: &mut dyn Write,
-) -> io::Result<()> {
+) -> io::Result<usize> {
     let mut fopts = flamegraph::Options::default();
     fopts.title = opts.title.clone();
     fopts.subtitle = opts.subtitle.clone();
@@ -97,7 +105,8 @@ fn draw(
         fopts.direction = Direction::Inverted;
     }
     flamegraph::from_lines(&mut fopts, lines.iter().rev().map(|l| l.as_ref()), out)
-        .map_err(|e| io::Error::other(format!("rendering flamegraph: {e}")))
+        .map_err(|e| io::Error::other(format!("rendering flamegraph: {e}")))?;
+    Ok(fopts.frame_height)
 }
 
 /// inferno answers empty input with an error picture; say plainly that the

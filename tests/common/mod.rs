@@ -170,3 +170,61 @@ pub fn window_us(dir: &Path) -> f64 {
         .expect("report.txt has a duration line");
     secs * 1e6
 }
+
+/// One drawn frame of an inferno SVG: its tooltip name (without the
+/// counts), fill, start and width in counts, and `y`.
+#[derive(Clone, Debug)]
+pub struct SvgFrame {
+    pub name: String,
+    pub fill: (u8, u8, u8),
+    pub x: u64,
+    pub w: u64,
+    pub y: i64,
+}
+
+/// Every frame of an SVG written by fgbpf (inferno's layout).
+pub fn svg_frames(path: &Path) -> Vec<SvgFrame> {
+    let svg = std::fs::read_to_string(path).unwrap();
+    let attr = |s: &str, name: &str| -> String {
+        let start = s.find(name).unwrap_or_else(|| panic!("{name} in {s}")) + name.len();
+        s[start..start + s[start..].find('"').unwrap()].to_string()
+    };
+    svg.split("<g><title>")
+        .skip(1)
+        .map(|f| {
+            let title = &f[..f.find("</title>").unwrap()];
+            let name = title[..title.rfind(" (").unwrap()]
+                .replace("&lt;", "<")
+                .replace("&gt;", ">")
+                .replace("&quot;", "\"")
+                .replace("&apos;", "'")
+                .replace("&amp;", "&");
+            let rgb = attr(f, "fill=\"rgb(");
+            let v: Vec<u8> = rgb.trim_end_matches(')').split(',').map(|c| c.parse().unwrap()).collect();
+            SvgFrame {
+                name,
+                fill: (v[0], v[1], v[2]),
+                x: attr(f, " fg:x=\"").parse().unwrap(),
+                w: attr(f, " fg:w=\"").parse().unwrap(),
+                y: attr(f, " y=\"").parse().unwrap(),
+            }
+        })
+        .collect()
+}
+
+/// The hue of a colour in degrees.
+pub fn hue((r, g, b): (u8, u8, u8)) -> f64 {
+    let (r, g, b) = (r as f64, g as f64, b as f64);
+    let (max, min) = (r.max(g).max(b), r.min(g).min(b));
+    if max == min {
+        return 0.0;
+    }
+    let h = if max == r {
+        (g - b) / (max - min)
+    } else if max == g {
+        2.0 + (b - r) / (max - min)
+    } else {
+        4.0 + (r - g) / (max - min)
+    };
+    (h * 60.0).rem_euclid(360.0)
+}
