@@ -195,13 +195,36 @@ fn per_process_merges_threads() {
         .arg(workload("mixed"))
         .args(["1", "50", "20"]));
     assert_ok(&out);
+    // The picture merges threads: one process root, then code.
+    let drawn = svg_frames(&dir.join("wall.svg"));
+    assert!(drawn.iter().any(|f| f.name.starts_with("mixed-")), "{drawn:?}");
+    assert!(!drawn.iter().any(|f| f.name.starts_with("mix50-")), "a thread root is drawn: {drawn:?}");
+    // The folded file keeps the threads, so every reader takes it, and
+    // re-rendering draws it as the capture did.
     let stacks = read_folded(&dir.join("wall.folded"));
-    assert!(
-        stacks
-            .iter()
-            .all(|(f, _)| f[0].starts_with("mixed-") && !f[1].starts_with("mix")),
-        "{stacks:?}"
-    );
+    assert!(stacks.iter().any(|(f, _)| f[1].starts_with("mix50-")), "{stacks:?}");
+    let again = dir.join("again.svg");
+    assert_ok(&run(fgbpf().arg("flamegraph").arg(dir.join("wall.folded")).arg("-o").arg(&again)));
+    let redrawn = svg_frames(&again);
+    assert!(!redrawn.iter().any(|f| f.name.starts_with("mix50-")), "re-rendered per thread");
+    for flag in ["--per-process", "--per-thread"] {
+        let out = dir.join(format!("again{flag}.svg"));
+        assert_ok(&run(fgbpf().arg("flamegraph").arg(dir.join("wall.folded")).arg(flag).arg("-o").arg(&out)));
+    }
+    let threads = svg_frames(&dir.join("again--per-thread.svg"));
+    assert!(threads.iter().any(|f| f.name.starts_with("mix50-")), "--per-thread keeps threads");
+    // The report reads the process as a process, not as a function.
+    let out = run(fgbpf().arg("report").arg(&dir));
+    assert_ok(&out);
+    let report = String::from_utf8_lossy(&out.stdout);
+    let functions: String = report
+        .lines()
+        .skip_while(|l| !l.starts_with("Top functions by total"))
+        .take_while(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(!functions.contains("mixed-"), "{functions}");
+    assert!(report.contains("Time by process"), "{report}");
     // The per-thread views keep their threads.
     let on = read_folded(&dir.join("oncpu.folded"));
     assert!(on.iter().any(|(f, _)| f[1].starts_with("mix50-")));

@@ -10,7 +10,8 @@ use super::CliError;
 use crate::probe::{Probe, Targets};
 use crate::cli::{CaptureArgs, Format};
 use crate::format::files::{self, OutDir};
-use crate::format::{folded, pprof, speedscope, svg};
+use crate::format::folded::{self, Leading};
+use crate::format::{pprof, speedscope, svg};
 use crate::profile::Profile;
 use crate::app::session::command::{HeldCommand, RunAs};
 use nix::sys::signal::Signal;
@@ -339,8 +340,11 @@ pub fn write_view(
         written.push(path);
         Ok::<(), CliError>(())
     };
+    // The folded file keeps every thread frame, whatever the picture
+    // merges: any reader can draw it either way (capture.json says which
+    // the capture drew).
     let fopts = folded::Options {
-        leading: svg_opts.leading,
+        leading: Leading::ProcessAndThread,
     };
     for (format, name) in formats.iter().zip(view_files(stem, formats)) {
         match format {

@@ -12,7 +12,7 @@ use crate::cli::FlamegraphArgs;
 use crate::format::folded::read::{self as folded, kind_of, Layout, Scan};
 use crate::format::folded::Leading;
 use crate::format::palette::Lines;
-use crate::format::svg;
+use crate::format::{sidecar, svg};
 use crate::profile::Kind;
 
 /// A regex for `--grep`/`--exclude`, with the parser's multi-line message
@@ -120,7 +120,11 @@ pub fn run(args: &FlamegraphArgs) -> Result<(), CliError> {
             args.input.display()
         )));
     }
-    let lines: Vec<Cow<str>> = if args.per_process {
+    // Drawn as its capture drew it unless told otherwise: `wall
+    // --per-process` and whole-system off-CPU captures merge threads.
+    let per_process = args.per_process
+        || (!args.per_thread && scan.layout == Layout::Fgbpf && sidecar::process_roots(&args.input));
+    let lines: Vec<Cow<str>> = if per_process {
         lines.iter().map(|l| Cow::Owned(merge_threads(l))).collect()
     } else {
         lines
@@ -142,7 +146,7 @@ pub fn run(args: &FlamegraphArgs) -> Result<(), CliError> {
     if let Some(p) = &args.exclude {
         subtitle.push_str(&format!("; without stacks matching /{p}/"));
     }
-    if args.per_process {
+    if per_process {
         subtitle.push_str("; threads merged per process");
     }
     let opts = svg::Options {
@@ -157,7 +161,7 @@ pub fn run(args: &FlamegraphArgs) -> Result<(), CliError> {
         ..Default::default()
     };
     let shape = match scan.layout {
-        Layout::Fgbpf if args.per_process => Lines::ours(Leading::Process),
+        Layout::Fgbpf if per_process => Lines::ours(Leading::Process),
         Layout::Fgbpf => Lines::ours(Leading::ProcessAndThread),
         Layout::Foreign => Lines::foreign(),
     };

@@ -142,6 +142,10 @@ pub fn run(rec: &Recording<'_>) -> Result<Outcome, CliError> {
         true => Leading::Process,
         false => Leading::ProcessAndThread,
     };
+    let wall_roots = match rec.per_process {
+        true => Leading::Process,
+        false => Leading::ProcessAndThread,
+    };
     let edges = views.edges.lines();
     for line in &edges {
         crate::app::summary::say(format_args!("{line}"));
@@ -156,10 +160,7 @@ pub fn run(rec: &Recording<'_>) -> Result<Outcome, CliError> {
         (Some(on), Some(off)) => {
             written.extend(write_view(dir, "oncpu", on, formats, &oncpu_svg(on, &started_at, thread_roots), None)?);
             written.extend(write_view(dir, "offcpu", off, formats, &offcpu_svg(off, &started_at, thread_roots), None)?);
-            let leading = match rec.per_process {
-                true => Leading::Process,
-                false => Leading::ProcessAndThread,
-            };
+            let leading = wall_roots;
             let mut wall = merge::wall(on, off);
             wall.meta.losses = views.losses(true, true);
             let frequency = on.meta.frequency.unwrap_or(1);
@@ -201,11 +202,11 @@ pub fn run(rec: &Recording<'_>) -> Result<Outcome, CliError> {
         let mut side = Sidecar::default();
         for (stem, p) in [("oncpu", views.on.as_ref()), ("offcpu", views.off.as_ref()), ("offwake", views.wake.as_ref())] {
             if let Some(p) = p.filter(|_| rec.stems().contains(&stem)) {
-                side.add(&format!("{stem}.folded"), p);
+                side.add(&format!("{stem}.folded"), p, thread_roots);
             }
         }
         if rec.kind() == "wall" {
-            side.add("wall.folded", &main);
+            side.add("wall.folded", &main, wall_roots);
         }
         let path = dir.join(sidecar::FILE);
         files::write_atomic(&path, files::Durability::Synced, |w: &mut dyn std::io::Write| side.write(w))

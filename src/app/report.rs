@@ -4,7 +4,7 @@
 use super::post::{kind_name, load, note_rounding, print};
 use super::CliError;
 use crate::cli::ReportArgs;
-use crate::format::input;
+use crate::format::{input, sidecar};
 use crate::format::{breakdown, folded::Leading, report, wakers};
 use crate::profile::Kind;
 
@@ -30,12 +30,11 @@ pub fn run(args: &ReportArgs) -> Result<(), CliError> {
             text.push_str(&wakers::render(profile));
         } else if matches!(profile.meta.kind, Kind::OffCpu | Kind::Wall) && !profile.threads().is_empty() {
             let on_cpu = profile.meta.kind == Kind::Wall;
-            text.push_str(&breakdown::render(
-                profile,
-                Leading::ProcessAndThread,
-                on_cpu,
-                3,
-            ));
+            let roots = match sidecar::process_roots(&path) {
+                true => Leading::Process,
+                false => Leading::ProcessAndThread,
+            };
+            text.push_str(&breakdown::render(profile, roots, on_cpu, 3));
         }
         text
     };

@@ -10,6 +10,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use super::folded::Leading;
 use crate::profile::{Kind, Profile, Unit};
 
 pub const FILE: &str = "capture.json";
@@ -23,6 +24,11 @@ pub struct View {
     pub unit: String,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub frequency: Option<u64>,
+    /// `process` when the capture drew one root per process (`wall
+    /// --per-process`, a whole-system off-CPU capture): the file keeps its
+    /// thread frames, and re-rendering draws it as the capture did.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub roots: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -32,8 +38,9 @@ pub struct Sidecar {
 }
 
 impl Sidecar {
-    /// Records the folded file `name` holding `profile`.
-    pub fn add(&mut self, name: &str, profile: &Profile) {
+    /// Records the folded file `name` holding `profile`, drawn with
+    /// `roots` leading frames.
+    pub fn add(&mut self, name: &str, profile: &Profile, roots: Leading) {
         let kind = match profile.meta.kind {
             Kind::OnCpu => "oncpu",
             Kind::OffCpu => "offcpu",
@@ -46,6 +53,7 @@ impl Sidecar {
                 kind: kind.into(),
                 unit: profile.unit.name().into(),
                 frequency: profile.meta.frequency,
+                roots: (roots == Leading::Process).then(|| "process".into()),
             },
         );
     }
@@ -60,16 +68,7 @@ impl Sidecar {
 /// from the `capture.json` beside it; `None` when there is none, or it does
 /// not list the file, or it cannot be read.
 pub fn lookup(path: &Path) -> Option<(Kind, Unit, Option<u64>)> {
-    let dir = path.parent()?;
-    let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
-    let meta = std::fs::symlink_metadata(dir.join(FILE)).ok()?;
-    // A capture's own sidecar is a small regular file.
-    if !meta.is_file() || meta.len() > 1 << 20 {
-        return None;
-    }
-    let text = std::fs::read(dir.join(FILE)).ok()?;
-    let sidecar: Sidecar = serde_json::from_slice(&text).ok()?;
-    let view = sidecar.files.get(path.file_name()?.to_str()?)?;
+    let view = view(path)?;
     let kind = match view.kind.as_str() {
         "oncpu" => Kind::OnCpu,
         "offcpu" => Kind::OffCpu,
@@ -84,6 +83,25 @@ pub fn lookup(path: &Path) -> Option<(Kind, Unit, Option<u64>)> {
     Some((kind, unit, view.frequency))
 }
 
+/// Whether the capture drew the folded file at `path` with one root per
+/// process (see [`View::roots`]).
+pub fn process_roots(path: &Path) -> bool {
+    view(path).is_some_and(|v| v.roots.as_deref() == Some("process"))
+}
+
+fn view(path: &Path) -> Option<View> {
+    let dir = path.parent()?;
+    let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
+    let meta = std::fs::symlink_metadata(dir.join(FILE)).ok()?;
+    // A capture's own sidecar is a small regular file.
+    if !meta.is_file() || meta.len() > 1 << 20 {
+        return None;
+    }
+    let text = std::fs::read(dir.join(FILE)).ok()?;
+    let mut sidecar: Sidecar = serde_json::from_slice(&text).ok()?;
+    sidecar.files.remove(path.file_name()?.to_str()?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,14 +114,16 @@ mod tests {
         p.meta.kind = Kind::Wall;
         p.meta.frequency = Some(499);
         let mut s = Sidecar::default();
-        s.add("renamed.folded", &p);
+        s.add("renamed.folded", &p, Leading::Process);
         let mut bytes = Vec::new();
         s.write(&mut bytes).unwrap();
         std::fs::write(dir.join(FILE), bytes).unwrap();
         let got = lookup(&dir.join("renamed.folded"));
         let missing = lookup(&dir.join("other.folded"));
+        let roots = process_roots(&dir.join("renamed.folded"));
         std::fs::remove_dir_all(&dir).unwrap();
         assert_eq!(got, Some((Kind::Wall, Unit::Microseconds, Some(499))));
+        assert!(roots);
         assert_eq!(missing, None);
     }
 }
