@@ -317,3 +317,26 @@ fn whole_system_off_cpu_shows_programs_waits_not_idle_kernel_threads() {
     assert!(roots.intersection(&kthreads).count() > 0, "no kernel thread with --kernel-threads");
     assert!(weight_with(&stacks, "[blocked before capture]") > 0);
 }
+
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+#[test]
+fn a_command_that_waits_once_and_exits_is_named() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    // Debian's sleep: one wait for its whole life, stored as it exits.
+    let dir = out_dir("offcpu_sleep_once");
+    let out = run(fgbpf().args(["offcpu", "-o"]).arg(&dir).args(["--", "sleep", "0.5"]));
+    assert_ok(&out);
+    let stacks = read_folded(&dir.join("offcpu.folded"));
+    let named = stacks
+        .iter()
+        .filter(|(f, _)| f.iter().any(|x| x.contains("nanosleep") && !x.ends_with("_[k]")))
+        .map(|(_, w)| w)
+        .sum::<u64>();
+    assert!(
+        named as f64 >= 0.95 * total(&stacks) as f64 && total(&stacks) >= 450_000,
+        "sleep's wait is not named in glibc: {stacks:?}"
+    );
+}

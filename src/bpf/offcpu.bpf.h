@@ -80,6 +80,10 @@ static __always_inline void switch_out(void *ctx, struct fg_stats *st, struct ta
 		start.flags |= walk << FG_WALK_SHIFT;
 		if (lost)
 			st->lost_user_stack++;
+		/* Announced when its stack is taken, not when the wait ends:
+		 * a process may exit right after its only wait. */
+		if (start.user_stack)
+			note_process(pid, prev);
 	}
 	start.ts = bpf_ktime_get_ns();
 	if (bpf_map_update_elem(&starts, &tid, &start, BPF_ANY))

@@ -85,6 +85,9 @@ static __always_inline void note_process(__u32 pid, struct task_struct *task)
 {
 	__u8 one = 1;
 
+	/* A lookup takes no lock; most calls are for processes known already. */
+	if (bpf_map_lookup_elem(&known_procs, &pid))
+		return;
 	if (bpf_map_update_elem(&known_procs, &pid, &one, BPF_NOEXIST) == 0)
 		send_proc_event(pid, FG_PROC_NEW, task);
 }
@@ -155,9 +158,18 @@ static __always_inline void on_exec(struct task_struct *task)
 	__u32 pid = BPF_CORE_READ(task, tgid);
 	__u8 *v = bpf_map_lookup_elem(&target_pids, &pid);
 
-	/* The held command is the command from here on. */
-	if (v && *v == FG_TARGET_HELD)
+	/* The held command is the command from here on, announced now: its
+	 * mappings and unwind tables are read while it starts, not after its
+	 * first stored stack (a command that blocks once for its whole life
+	 * stores its only stack as it exits). */
+	if (v && *v == FG_TARGET_HELD) {
+		__u8 one = 1;
+
 		*v = FG_TARGET;
+		bpf_map_update_elem(&known_procs, &pid, &one, BPF_ANY);
+		send_proc_event(pid, FG_PROC_NEW, task);
+		return;
+	}
 	if (bpf_map_delete_elem(&known_procs, &pid) == 0)
 		send_proc_event(pid, FG_PROC_EXEC, task);
 }

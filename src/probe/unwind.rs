@@ -22,6 +22,12 @@ use crate::procs::unwind::{self as compile, Row};
 const ROW_STRIDE: usize = 16;
 /// How often tracked processes are checked for new code (dlopen).
 const REFRESH_EVERY: Duration = Duration::from_secs(2);
+/// When a newly tracked process is read again, after its first reading.
+const YOUNG_STEPS: [Duration; 3] = [
+    Duration::from_millis(20),
+    Duration::from_millis(100),
+    Duration::from_millis(500),
+];
 
 /// Where a binary's rows are in `unwind_rows`.
 #[derive(Clone, Copy, Debug)]
@@ -60,6 +66,10 @@ pub(super) struct Tables {
     used: u32,
     by_binary: HashMap<(u64, u64), Result<Placed, NoTable>>,
     tracked: HashMap<u32, u64>,
+    /// Processes tracked lately, re-read on [`YOUNG_STEPS`]: a program
+    /// maps its libraries (and dlopens its modules) as it starts, after
+    /// the exec that announced it.
+    young: Vec<(u32, Instant, usize)>,
     last_refresh: Instant,
     stats: TableStats,
 }
@@ -103,6 +113,7 @@ impl Tables {
             used: 0,
             by_binary: HashMap::new(),
             tracked: HashMap::new(),
+            young: Vec::new(),
             last_refresh: Instant::now(),
             stats: TableStats {
                 capacity: capacity as u64,
@@ -160,7 +171,9 @@ impl Tables {
             .update(&pid.to_ne_bytes(), bytes, MapFlags::ANY)
             .is_ok()
         {
-            self.tracked.insert(pid, digest);
+            if self.tracked.insert(pid, digest).is_none() {
+                self.young.push((pid, Instant::now(), 0));
+            }
         }
     }
 
@@ -191,6 +204,19 @@ impl Tables {
     /// Re-reads tracked processes now and then, for code mapped since
     /// (dlopen), and forgets those that exited.
     pub fn refresh<M: MapCore>(&mut self, procs: &M) {
+        let due: Vec<u32> = self
+            .young
+            .iter_mut()
+            .filter(|(_, since, step)| since.elapsed() >= YOUNG_STEPS[*step])
+            .map(|(pid, _, step)| {
+                *step += 1;
+                *pid
+            })
+            .collect();
+        self.young.retain(|(_, _, step)| *step < YOUNG_STEPS.len());
+        for pid in due {
+            self.track(pid, procs);
+        }
         if self.last_refresh.elapsed() < REFRESH_EVERY {
             return;
         }
