@@ -25,6 +25,7 @@ command -v perf >/dev/null || missing+=(linux-perf)
 command -v gcc >/dev/null || missing+=(gcc)
 [ -x /usr/bin/python3.11 ] || missing+=(python3.11)
 command -v redis-server >/dev/null || missing+=(redis-server)
+command -v chromium >/dev/null || missing+=(chromium)
 if [ "${#missing[@]}" -gt 0 ]; then
     echo "test: installing ${missing[*]}" >&2
     apt-get update -qq

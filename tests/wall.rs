@@ -272,5 +272,5 @@ fn each_frame_is_coloured_by_its_own_split() {
     let (r, _, b) = idle[0].fill;
     assert!(b > r, "a sleeping thread's start_thread is drawn warm: {:?}", idle[0]);
     let svg = std::fs::read_to_string(dir.join("wall.svg")).unwrap();
-    assert!(svg.contains("coloured by its own time"), "the subtitle explains the colours");
+    assert!(svg.contains("each box warm if mostly on CPU"), "the subtitle explains the colours");
 }

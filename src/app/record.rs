@@ -173,7 +173,7 @@ pub fn run(rec: &Recording<'_>) -> Result<Outcome, CliError> {
             let svg_opts = svg::Options {
                 title: format!("Wall-clock flame graph: {}", prepared.target),
                 subtitle: Some(format!(
-                    "{:.1} s from {started_at}, in us (a CPU sample = {} us). Each frame is coloured by its own time: warm (red user, orange kernel) when mostly on CPU, blue when mostly waiting; search _[k] for kernel frames",
+                    "{:.1} s from {started_at}, in us (1 sample = {} us); each box warm if mostly on CPU (red user, orange kernel), blue if mostly waiting",
                     elapsed.as_secs_f64(),
                     1_000_000 / frequency.max(1)
                 )),
