@@ -139,7 +139,8 @@ pub struct CaptureArgs {
 /// Sizes of the kernel maps that hold what a capture gathers.
 #[derive(Debug, Args, Clone)]
 pub struct MapArgs {
-    /// Entries of the stack map: distinct user and kernel stacks kept.
+    /// Entries of the kernel's stack map: distinct new user and kernel
+    /// stacks per second (stacks move to fgbpf's memory every second).
     #[arg(long, value_name = "N", default_value_t = crate::probe::DEFAULT_MAX_STACKS, value_parser = clap::value_parser!(u32).range(64..=4_194_304))]
     pub max_stacks: u32,
 

@@ -88,3 +88,32 @@ fn sampling_switches_does_not_scale_a_block_from_before_the_capture() {
         "{blocked} us blocked in a {window} us window"
     );
 }
+
+#[test]
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+fn more_distinct_stacks_than_the_stack_map_holds_are_all_kept() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    // 500 short `sleep` processes from Debian's coreutils, one after
+    // another: each has its own addresses (ASLR), so its stacks are new.
+    // Over the capture they are several times what --max-stacks 200
+    // holds, but fewer per second: moved out of the kernel as the capture
+    // runs, none is lost.
+    let dir = out_dir("stack_churn");
+    let out = run(fgbpf()
+        .args(["offcpu", "--max-stacks", "200", "-o"])
+        .arg(&dir)
+        .args(["--", "sh", "-c", "for i in $(seq 500); do sleep 0.01; done"]));
+    assert_ok(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("lost: none"), "{stderr}");
+    let stacks = read_folded(&dir.join("offcpu.folded"));
+    assert!(stacks.len() > 600, "only {} distinct stacks", stacks.len());
+    let sleeps = stacks
+        .iter()
+        .filter(|(f, _)| f[0].starts_with("sleep-") && f.iter().any(|x| x.contains("nanosleep")))
+        .count();
+    assert!(sleeps >= 450, "{sleeps} of 500 sleep processes' waits");
+}

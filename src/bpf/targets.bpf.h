@@ -106,20 +106,22 @@ static __always_inline void on_fork(struct task_struct *parent, struct task_stru
 		__sync_fetch_and_add(&follow_lost, 1);
 }
 
-/* A followed process whose last thread exits leaves the targets, so that
- * a command forking many short children never fills target_pids. */
+/* When a process's last thread exits: a followed process leaves the
+ * targets, so that a command forking many short children never fills
+ * target_pids; and it is forgotten as announced, so that a new process
+ * given its PID is announced (and its map read) afresh. */
 static __always_inline void on_exit(struct task_struct *task)
 {
 	__u32 pid;
 
-	if (!follow_children)
-		return;
 	/* signal->live counts the group's threads still running; it is
 	 * already decremented for this one. */
 	if (BPF_CORE_READ(task, signal, live.counter) != 0)
 		return;
 	pid = BPF_CORE_READ(task, tgid);
-	bpf_map_delete_elem(&target_pids, &pid);
+	bpf_map_delete_elem(&known_procs, &pid);
+	if (follow_children)
+		bpf_map_delete_elem(&target_pids, &pid);
 }
 
 SEC("tp_btf/sched_process_exit")

@@ -22,10 +22,13 @@ const FG_WALK_SHIFT: u32 = 4;
 /// that read the old generation before the flip is done well within this.
 const SETTLE: Duration = Duration::from_millis(2);
 
-/// Totals per key (the raw bytes of a `struct fg_key`), over every drain.
+/// Totals per key (the raw bytes of a `struct fg_key`), over every drain,
+/// and the stacks they name, moved out of the kernel's `stacks` map as
+/// they are drained.
 #[derive(Default)]
 pub(super) struct Counts {
     totals: HashMap<Vec<u8>, u64>,
+    stacks: HashMap<u64, Vec<u64>>,
     last_drain: Option<Instant>,
 }
 
@@ -39,7 +42,7 @@ impl Counts {
                 self.last_drain = Some(now);
                 let idle = flip(skel);
                 std::thread::sleep(SETTLE);
-                self.drain(map_of(skel, idle));
+                self.drain(map_of(skel, idle), &skel.maps.stacks);
             }
             Some(_) => {}
         }
@@ -48,17 +51,33 @@ impl Counts {
     /// Drains both buffers; for the end of the capture, when no program
     /// runs any more.
     pub fn drain_all(&mut self, skel: &FgbpfSkel<'_>) {
-        self.drain(&skel.maps.counts0);
-        self.drain(&skel.maps.counts1);
+        self.drain(&skel.maps.counts0, &skel.maps.stacks);
+        self.drain(&skel.maps.counts1, &skel.maps.stacks);
     }
 
-    fn drain<M: MapCore>(&mut self, map: &M) {
+    /// The stacks moved out of the kernel so far, for the final reading.
+    pub fn take_stacks(&mut self) -> HashMap<u64, Vec<u64>> {
+        std::mem::take(&mut self.stacks)
+    }
+
+    fn drain<M: MapCore, S: MapCore>(&mut self, map: &M, stacks: &S) {
         for (k, v) in take_entries(map) {
             if v.len() < 8 {
                 continue;
             }
             let value = u64::from_ne_bytes(v[..8].try_into().expect("8 bytes"));
             *self.totals.entry(k).or_default() += value;
+        }
+        // Then every stored stack moves out of the kernel, those of the
+        // counts just read among them (each was stored before its count):
+        // the map only ever holds one interval's new stacks, so a long
+        // capture on a host with ever new stacks (new processes, new
+        // addresses) never fills it. A key is the hash of its frames, so a
+        // stack a program stores again under the same key is the same.
+        for (k, v) in take_entries(stacks) {
+            if let Ok(k) = <[u8; 8]>::try_from(&k[..]) {
+                self.stacks.insert(u64::from_ne_bytes(k), super::drain::ips_of(&v));
+            }
         }
     }
 

@@ -14,10 +14,12 @@ pub struct StackReader<'m, M: MapCore> {
 }
 
 impl<'m, M: MapCore> StackReader<'m, M> {
-    pub fn new(map: &'m M) -> Self {
+    /// `known`: stacks already read out of the map (and deleted from it)
+    /// while the capture ran.
+    pub fn new(map: &'m M, known: HashMap<u64, Vec<u64>>) -> Self {
         StackReader {
             map,
-            cache: HashMap::new(),
+            cache: known.into_iter().map(|(k, v)| (k, Some(v))).collect(),
             buf: vec![0; map.value_size() as usize],
         }
     }
@@ -35,18 +37,20 @@ impl<'m, M: MapCore> StackReader<'m, M> {
             .map
             .lookup_into(&key.to_ne_bytes(), &mut self.buf, MapFlags::ANY)
         {
-            Ok(true) => Some(
-                self.buf
-                    .chunks_exact(8)
-                    .map(|c| u64::from_ne_bytes(c.try_into().expect("chunks of 8 bytes")))
-                    .take_while(|&ip| ip != 0)
-                    .collect(),
-            ),
+            Ok(true) => Some(ips_of(&self.buf)),
             _ => None,
         };
         self.cache.insert(key, ips.clone());
         ips
     }
+}
+
+/// A stored stack's instruction pointers, up to the first 0.
+pub(super) fn ips_of(buf: &[u8]) -> Vec<u64> {
+    buf.chunks_exact(8)
+        .map(|c| u64::from_ne_bytes(c.try_into().expect("chunks of 8 bytes")))
+        .take_while(|&ip| ip != 0)
+        .collect()
 }
 
 /// Every (key, value) of a hash map that no program updates any more, read

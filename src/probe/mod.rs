@@ -235,9 +235,8 @@ impl Probe {
         progs.exec_btf.set_autoload(btf);
         progs.fork_raw.set_autoload(!btf);
         progs.exec_raw.set_autoload(!btf);
-        let follow = opts.targets.follow_children;
-        progs.exit_btf.set_autoload(follow && btf);
-        progs.exit_raw.set_autoload(follow && !btf);
+        progs.exit_btf.set_autoload(btf);
+        progs.exit_raw.set_autoload(!btf);
         progs.do_sample.set_autoload(opts.oncpu.is_some());
         progs.switch_btf.set_autoload(off.is_some() && btf);
         progs.switch_raw.set_autoload(off.is_some() && !btf);
@@ -270,13 +269,11 @@ impl Probe {
             attach(fork, "sched_process_fork")?,
             attach(exec, "sched_process_exec")?,
         ];
-        if opts.targets.follow_children {
-            let exit = match btf {
-                true => &skel.progs.exit_btf,
-                false => &skel.progs.exit_raw,
-            };
-            links.push(attach(exit, "sched_process_exit")?);
-        }
+        let exit = match btf {
+            true => &skel.progs.exit_btf,
+            false => &skel.progs.exit_raw,
+        };
+        links.push(attach(exit, "sched_process_exit")?);
         let watcher = ProcWatcher::new(&skel.maps.proc_events)?;
         if off.is_some() {
             let switch = match btf {
@@ -403,7 +400,7 @@ impl Probe {
     pub fn finish(&mut self) -> Recorded {
         let now = self.stopped_at.unwrap_or_else(offcpu::monotonic_ns);
         self.counts.drain_all(&self.skel);
-        let mut reader = drain::StackReader::new(&self.skel.maps.stacks);
+        let mut reader = drain::StackReader::new(&self.skel.maps.stacks, self.counts.take_stacks());
         let wakers_on = self.opts.offcpu.as_ref().is_some_and(|o| o.wakers);
         let mut wakers = wakers::WakerReader::new(wakers_on.then_some(&self.skel.maps.wakers));
         let mut stacks = self.counts.raw_stacks(&mut reader, &mut wakers);
