@@ -60,6 +60,24 @@ pub fn color(frame: &Frame, heat: Heat) -> Color {
     }
 }
 
+/// The hue of a colour in degrees (0 red, 30 orange, 120 green, 240
+/// blue): what tells frame families apart at a glance.
+pub fn hue(c: Color) -> f64 {
+    let (r, g, b) = (c.r as f64, c.g as f64, c.b as f64);
+    let (max, min) = (r.max(g).max(b), r.min(g).min(b));
+    if max == min {
+        return 0.0;
+    }
+    let h = if max == r {
+        (g - b) / (max - min)
+    } else if max == g {
+        2.0 + (b - r) / (max - min)
+    } else {
+        4.0 + (r - g) / (max - min)
+    };
+    (h * 60.0).rem_euclid(360.0)
+}
+
 /// How the frames of folded lines are coloured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scheme {
@@ -117,22 +135,6 @@ mod tests {
         let cold = color(&user, Heat::OffCpu);
         assert!(hot.r > hot.b, "on-CPU is warm: {hot:?}");
         assert!(cold.b > cold.r, "off-CPU is cool: {cold:?}");
-    }
-
-    fn hue(c: Color) -> f32 {
-        let (r, g, b) = (c.r as f32, c.g as f32, c.b as f32);
-        let (max, min) = (r.max(g).max(b), r.min(g).min(b));
-        if max == min {
-            return 0.0;
-        }
-        let h = if max == r {
-            (g - b) / (max - min)
-        } else if max == g {
-            2.0 + (b - r) / (max - min)
-        } else {
-            4.0 + (r - g) / (max - min)
-        };
-        (h * 60.0).rem_euclid(360.0)
     }
 
     #[test]

@@ -15,8 +15,14 @@ use super::skel::{types, FgbpfSkel};
 use super::{state_of_raw, DRAIN_EVERY};
 use crate::profile::{RawStack, Walk, BEFORE_CAPTURE, LOST_STACK};
 
-/// Where struct fg_key's flags keep the walk (FG_WALK_SHIFT).
+/// Where the flags of struct fg_key and struct fg_start keep the walk
+/// (FG_WALK_SHIFT).
 const FG_WALK_SHIFT: u32 = 4;
+
+/// How a user stack was walked, from the flags of a key or a start.
+pub(super) fn walk_of(flags: u32) -> Option<Walk> {
+    Walk::from_raw(flags >> FG_WALK_SHIFT & 0xf)
+}
 
 /// BPF programs run to completion without sleeping, in microseconds: one
 /// that read the old generation before the flip is done well within this.
@@ -116,7 +122,7 @@ impl Counts {
                 },
                 root_note,
                 state,
-                walk: Walk::from_raw(key.flags >> FG_WALK_SHIFT & 0xf),
+                walk: walk_of(key.flags),
                 waker: wakers.get(key.waker, reader),
             });
         }

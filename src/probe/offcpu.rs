@@ -127,7 +127,7 @@ pub(super) fn open_blocks<M: MapCore, S: MapCore>(
             // A seeded block was not sampled: it is this thread's own wait.
             weight: (ns * if pre { 1 } else { sample_every } + 500) / 1000,
             state: state_of_raw(start.state),
-            walk: crate::profile::Walk::from_raw(start.flags >> 4 & 0xf),
+            walk: super::counts::walk_of(start.flags),
             // Still blocked: nobody has woken it.
             waker: None,
         });

@@ -170,10 +170,9 @@ impl Tables {
         if procs
             .update(&pid.to_ne_bytes(), bytes, MapFlags::ANY)
             .is_ok()
+            && self.tracked.insert(pid, digest).is_none()
         {
-            if self.tracked.insert(pid, digest).is_none() {
-                self.young.push((pid, Instant::now(), 0));
-            }
+            self.young.push((pid, Instant::now(), 0));
         }
     }
 
@@ -368,19 +367,15 @@ const VDSO: &str = "[vdso]";
 fn own_vdso() -> Option<&'static [u8]> {
     // SAFETY: getauxval has no preconditions.
     let base = unsafe { libc::getauxval(libc::AT_SYSINFO_EHDR) };
-    if base == 0 {
-        return None;
-    }
-    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
-    let line = maps.lines().find(|l| l.ends_with(VDSO))?;
-    let (s, e) = line.split_whitespace().next()?.split_once('-')?;
-    let (s, e) = (u64::from_str_radix(s, 16).ok()?, u64::from_str_radix(e, 16).ok()?);
-    if s != base || e <= s {
+    let range = maps::own_vdso()?;
+    if range.start != base || range.end <= range.start {
         return None;
     }
     // SAFETY: the vDSO is mapped readable in this process for its whole
-    // life, from `s` to `e`, and never written.
-    Some(unsafe { std::slice::from_raw_parts(s as *const u8, (e - s) as usize) })
+    // life, over `range`, and never written.
+    Some(unsafe {
+        std::slice::from_raw_parts(range.start as *const u8, (range.end - range.start) as usize)
+    })
 }
 
 fn digest(lines: &[MapsLine]) -> u64 {

@@ -212,19 +212,7 @@ pub fn svg_frames(path: &Path) -> Vec<SvgFrame> {
         .collect()
 }
 
-/// The hue of a colour in degrees.
+/// The hue of an SVG fill in degrees, as fgbpf's palette measures it.
 pub fn hue((r, g, b): (u8, u8, u8)) -> f64 {
-    let (r, g, b) = (r as f64, g as f64, b as f64);
-    let (max, min) = (r.max(g).max(b), r.min(g).min(b));
-    if max == min {
-        return 0.0;
-    }
-    let h = if max == r {
-        (g - b) / (max - min)
-    } else if max == g {
-        2.0 + (b - r) / (max - min)
-    } else {
-        4.0 + (r - g) / (max - min)
-    };
-    (h * 60.0).rem_euclid(360.0)
+    fgbpf::format::palette::hue(inferno::flamegraph::color::Color { r, g, b })
 }
