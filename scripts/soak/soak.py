@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""scripts/soak.sh's measuring half.
+
+  soak.py sample PID T0          one row, tab-separated, on stdout
+  soak.py report DIR MINUTES     the "## Soak" section of BENCHMARKS.md
+
+A row: seconds since T0, fgbpf's resident and peak memory (VmRSS, VmHWM),
+its CPU seconds so far (utime + stime of all its threads), and the fill of
+each of its BPF hash and stack maps (entries / max_entries, read with
+bpftool from the maps fgbpf holds open).
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts" / "bench"))
+
+FILLED = {"hash", "lru_hash", "percpu_hash", "stack_trace"}
+
+
+def status(pid):
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            out[key] = int(value.split()[0]) / 1024
+    return out
+
+
+def cpu_seconds(pid):
+    text = Path(f"/proc/{pid}/stat").read_text()
+    fields = text[text.rindex(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def map_ids(pid):
+    ids = set()
+    for fd in os.listdir(f"/proc/{pid}/fdinfo"):
+        try:
+            for line in Path(f"/proc/{pid}/fdinfo/{fd}").read_text().splitlines():
+                if line.startswith("map_id:"):
+                    ids.add(int(line.split()[1]))
+        except OSError:
+            pass
+    return sorted(ids)
+
+
+def bpftool(*args):
+    out = subprocess.run(["bpftool", "-j", *args], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+def fills(pid):
+    out = []
+    for i in map_ids(pid):
+        try:
+            info = bpftool("map", "show", "id", str(i))
+            if info.get("type") not in FILLED:
+                continue
+            n = len(bpftool("map", "dump", "id", str(i)))
+            out.append(f"{info['name']} {n}/{info['max_entries']}")
+        except (subprocess.CalledProcessError, json.JSONDecodeError):
+            continue
+    return ", ".join(sorted(out))
+
+
+def sample(pid, t0):
+    s = status(pid)
+    row = [f"{time.time() - t0:.0f}", f"{s['VmRSS']:.1f}", f"{s['VmHWM']:.1f}",
+           f"{cpu_seconds(pid):.2f}", fills(pid)]
+    print("\t".join(row), flush=True)
+
+
+def report(work, minutes):
+    from bench import replace_section
+    work = Path(work)
+    rows = [line.split("\t") for line in (work / "rows").read_text().splitlines() if line.strip()]
+    summary = json.loads((work / "summary.json").read_text() or "{}")
+    load = (work / "load.out").read_text().split()
+    made = dict(zip(load[0::2], load[1::2]))
+    lines = [
+        "## Soak",
+        "",
+        f"`scripts/soak.sh {minutes}`: `fgbpf wall` on the whole system for {minutes} minutes against",
+        "`scripts/soak/load.c` (gcc -O2): fork+exec of `/bin/true`, short threads, dlopen/dlclose of",
+        "libz and libm, and every 500 ms a process in a private mount namespace running a copy of",
+        "itself from a tmpfs only it sees. The load made "
+        + ", ".join(f"{v} {k}" for k, v in made.items()) + ".",
+        "",
+        "| s | RSS MB | peak RSS MB | CPU s | BPF map fill (entries/max) |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [f"| {' | '.join(r)} |" for r in rows]
+    lost = summary.get("lost") or []
+    fmt = lambda key, digits: (f"{summary[key]:.{digits}f}" if isinstance(summary.get(key), (int, float)) else "?")
+    lines += [
+        "",
+        f"End: {summary.get('total', '?')} {summary.get('unit', '')} in {summary.get('unique_stacks', '?')} "
+        f"unique stacks, {fmt('unresolved_leaf_pct', 1)}% with an unresolved leaf; "
+        f"fgbpf's own CPU {fmt('own_cpu_s', 1)} s, peak memory {fmt('own_peak_rss_mb', 0)} MB "
+        "(the peak is reached after the capture, while every stack is named and the outputs written).",
+        "Lost: " + ("none" if not lost else "; ".join(json.dumps(x) for x in lost)) + ".",
+        "",
+    ]
+    # Rows taken while capturing; the last ones may fall in the end's work.
+    during = [r for r in rows if float(r[0]) <= int(minutes) * 60]
+    if len(during) >= 2:
+        first, last = during[0], during[-1]
+        grew = float(last[1]) - float(first[1])
+        procs = int(made.get("processes", 0)) + int(made.get("namespaced", 0))
+        per = grew * 1024 / procs if procs else 0
+        lines += [
+            f"While capturing, resident memory went from {first[1]} MB at {first[0]} s to {last[1]} MB at "
+            f"{last[0]} s: {grew:+.1f} MB, {per:.2f} KB per process that came and went ({procs} of them).",
+            "",
+        ]
+    replace_section("## Soak", "\n".join(lines))
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "sample":
+        sample(int(sys.argv[2]), float(sys.argv[3]))
+    elif sys.argv[1] == "report":
+        report(sys.argv[2], sys.argv[3])
+    else:
+        sys.exit(__doc__)
