@@ -268,9 +268,16 @@ mod reduction_tests {
         }
         let mut full = Vec::new();
         flamegraph::from_lines(&mut fopts, sorted.iter().copied(), &mut full).unwrap();
+        // The same recolouring of what inferno drew from every line.
+        let layout = recolour::Layout {
+            frame_height: fopts.frame_height,
+            scheme: opts.scheme,
+            shape,
+        };
+        let full = recolour::recolour(&String::from_utf8(full).unwrap(), &d.nodes, &layout);
         (
             String::from_utf8(reduced).unwrap(),
-            String::from_utf8(full).unwrap(),
+            full,
             d.lines.len() * 2 < sorted.len(),
         )
     }
