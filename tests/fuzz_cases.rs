@@ -148,7 +148,7 @@ fn awkward_lines(rng: &mut Rng) -> String {
 
 #[test]
 fn reduced_flamegraphs_match_inferno_on_random_input() {
-    use fgbpf::format::{drawn, palette, svg};
+    use fgbpf::format::{drawn, palette, recolour, svg};
     use inferno::flamegraph;
 
     let mut rng = Rng(0x0123_4567_89AB_CDEF);
@@ -186,7 +186,8 @@ fn reduced_flamegraphs_match_inferno_on_random_input() {
         svg::render(sorted.clone(), "samples", shape, &opts, &mut reduced).unwrap();
 
         // Every line, drawn by inferno the way it draws a file by itself.
-        let mut colours = drawn::from_sorted(&sorted, min_width, scheme, shape).palette;
+        let d = drawn::from_sorted(&sorted, min_width, scheme, shape);
+        let mut colours = d.palette;
         let mut fopts = flamegraph::Options::default();
         fopts.title = opts.title.clone();
         fopts.count_name = "samples".into();
@@ -196,6 +197,13 @@ fn reduced_flamegraphs_match_inferno_on_random_input() {
         fopts.palette_map = Some(&mut colours);
         let mut full = Vec::new();
         flamegraph::from_lines(&mut fopts, sorted.iter().copied(), &mut full).unwrap();
+        // Recoloured the same way: per box, annotations kept in tooltips.
+        let layout = recolour::Layout {
+            frame_height: fopts.frame_height,
+            scheme,
+            shape,
+        };
+        let full = recolour::recolour(&String::from_utf8(full).unwrap(), &d.nodes, &layout).into_bytes();
         assert!(
             reduced == full,
             "round {round}: the reduced lines draw a different picture for:\n{text}"

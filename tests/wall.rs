@@ -115,7 +115,7 @@ fn a_thread_computing_30_ms_and_sleeping_70_splits_30_70() {
     assert!(!shared.is_empty());
     let svg = std::fs::read_to_string(dir.join("wall.svg")).unwrap();
     assert!(
-        svg.contains("Warm frames: mostly on CPU; cool frames: mostly waiting"),
+        svg.contains("each box warm if mostly on CPU (red user, orange kernel), blue if mostly waiting"),
         "colour key missing from the subtitle"
     );
     // Waiting-only frames are cool (blue dominates), computing ones warm.
