@@ -15,8 +15,8 @@ use inferno::flamegraph::color::PaletteMap;
 use rustc_hash::FxHashMap;
 
 
-use super::palette::{color, Heat, Lines, Scheme};
-use crate::profile::{Frame, FrameKind, State};
+use super::palette::{frame_colour, Lines, Scheme};
+use crate::profile::State;
 
 /// Lines for inferno and the colours of the frames they draw.
 pub struct Drawn<'a> {
@@ -299,17 +299,8 @@ pub fn from_sorted<'a>(
     names.sort_unstable_by(|a, b| a.0.cmp(b.0));
     let mut palette = PaletteMap::default();
     for (name, seen) in names {
-        let frame = if seen.leading {
-            Frame::new(name, FrameKind::Pseudo)
-        } else {
-            Frame::from_folded(name, shape.ours)
-        };
-        let heat = match scheme {
-            Scheme::Heat(h) => h,
-            Scheme::Majority if seen.on * 2 >= seen.all => Heat::OnCpu,
-            Scheme::Majority => Heat::OffCpu,
-        };
-        palette.insert(name, color(&frame, heat));
+        let c = frame_colour(name, seen.leading, shape, scheme, seen.on, seen.all);
+        palette.insert(name, c);
     }
     Drawn {
         lines: walk.out.into_iter().map(|r| r.text).collect(),

@@ -78,6 +78,28 @@ pub fn hue(c: Color) -> f64 {
     (h * 60.0).rem_euclid(360.0)
 }
 
+/// The colour of a drawn frame named `name` (as folded) under `scheme`:
+/// `leading` for the process and thread frames at the root, `on` of its
+/// `all` time on CPU. In the wall view ([`Scheme::Majority`]) the time
+/// decides the heat, and inlined code that ran is drawn as code (aqua
+/// there would read as waiting).
+pub fn frame_colour(name: &str, leading: bool, shape: Lines, scheme: Scheme, on: u64, all: u64) -> Color {
+    let frame = match leading {
+        true => Frame::new(name, FrameKind::Pseudo),
+        false => Frame::from_folded(name, shape.ours),
+    };
+    let heat = match scheme {
+        Scheme::Heat(h) => h,
+        Scheme::Majority if on * 2 >= all => Heat::OnCpu,
+        Scheme::Majority => Heat::OffCpu,
+    };
+    let frame = match (scheme, heat, frame.kind) {
+        (Scheme::Majority, Heat::OnCpu, FrameKind::Inlined) => Frame::new(name, FrameKind::User),
+        _ => frame,
+    };
+    color(&frame, heat)
+}
+
 /// How the frames of folded lines are coloured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scheme {

@@ -15,9 +15,8 @@
 use rustc_hash::FxHashMap;
 
 use super::drawn::Node;
-use super::palette::{color, Heat, Lines, Scheme};
+use super::palette::{frame_colour, Lines, Scheme};
 use super::svg::escape;
-use crate::profile::{Frame, FrameKind};
 
 /// What inferno was asked to draw, for reading its rectangles back.
 pub struct Layout {
@@ -68,22 +67,8 @@ const FRAME: &str = "<g><title>";
 
 /// One frame (after its `<g><title>`) with `n`'s title and fill.
 fn rewrite(frame_svg: &str, n: &Node<'_>, layout: &Layout) -> String {
-    let frame = match (n.depth as usize) < layout.shape.leading {
-        true => Frame::new(n.name, FrameKind::Pseudo),
-        false => Frame::from_folded(n.name, layout.shape.ours),
-    };
-    let heat = match layout.scheme {
-        Scheme::Heat(h) => h,
-        Scheme::Majority if n.on * 2 >= n.all => Heat::OnCpu,
-        Scheme::Majority => Heat::OffCpu,
-    };
-    // Code that ran is warm in the wall view, inlined or not: aqua would
-    // read as waiting there.
-    let frame = match (layout.scheme, heat, frame.kind) {
-        (Scheme::Majority, Heat::OnCpu, FrameKind::Inlined) => Frame::new(n.name, FrameKind::User),
-        _ => frame,
-    };
-    let c = color(&frame, heat);
+    let leading = (n.depth as usize) < layout.shape.leading;
+    let c = frame_colour(n.name, leading, layout.shape, layout.scheme, n.on, n.all);
     let mut text = frame_svg.to_string();
     if let Some(at) = text.find(" fill=\"rgb(") {
         let value = at + " fill=\"".len();

@@ -73,6 +73,15 @@ pub struct OffcpuOptions {
     pub idle_threads: bool,
 }
 
+impl OffcpuOptions {
+    /// Whether kernel threads are left out: by default system-wide, where
+    /// they idle in their loops; both the tracer and the seeding of
+    /// threads blocked at the start follow it.
+    fn skips_kernel_threads(&self, targets: &Targets) -> bool {
+        targets.whole_system() && !self.kernel_threads
+    }
+}
+
 impl Default for OffcpuOptions {
     fn default() -> Self {
         OffcpuOptions {
@@ -216,7 +225,7 @@ impl Probe {
                 ro.state_mask = off.states.iter().fold(0, |m, s| m | 1 << raw_state(*s));
                 ro.sample_every = off.sample_every.max(1);
                 ro.record_wakers = off.wakers;
-                ro.skip_kthreads = opts.targets.whole_system() && !off.kernel_threads;
+                ro.skip_kthreads = off.skips_kernel_threads(&opts.targets);
             }
         }
         let size = |map: &mut libbpf_rs::OpenMapMut, n: u32, what: &str| {
@@ -485,12 +494,11 @@ impl Probe {
         let Some(off) = &self.opts.offcpu else {
             return;
         };
-        let skip_kthreads = self.opts.targets.whole_system() && !off.kernel_threads;
         offcpu::seed_blocked_threads(
             &self.skel.maps.starts,
             &self.opts.targets,
             &off.states,
-            skip_kthreads,
+            off.skips_kernel_threads(&self.opts.targets),
         );
     }
 }
