@@ -362,9 +362,20 @@ pub struct ReportArgs {
     #[arg(long, value_name = "N", default_value = "20", value_parser = clap::value_parser!(u64).range(1..))]
     pub top: u64,
 
-    /// Print the report as JSON.
+    /// Print the report as JSON (schema: docs/report.schema.json).
     #[arg(long)]
     pub json: bool,
+
+    /// Rank inlined functions (`_[i]`) on their own; by default their time
+    /// is the time of the function they were inlined into.
+    #[arg(long)]
+    pub inlines: bool,
+
+    /// List runtime plumbing (thread start, closures, the interpreter loop,
+    /// syscall entry) and frames that pass all their time to one callee in
+    /// "by total" too.
+    #[arg(long)]
+    pub all_frames: bool,
 }
 
 /// `fgbpf flamegraph`: re-render folded stacks.
@@ -424,9 +435,10 @@ pub struct DiffArgs {
     pub after: PathBuf,
 
     /// Directory for diff.svg (AFTER's widths), diff-before.svg (BEFORE's
-    /// widths) and regressions.txt; created if missing.
+    /// widths) and regressions.txt; created if missing. Optional with
+    /// --fail-above or --json.
     #[arg(short = 'o', long = "output", value_name = "DIR")]
-    pub output: PathBuf,
+    pub output: Option<PathBuf>,
 
     /// Scale BEFORE to AFTER's total before comparing (in diff-before.svg,
     /// AFTER to BEFORE's), so that a longer or busier run is not all red.
@@ -437,6 +449,17 @@ pub struct DiffArgs {
     /// changed by more than this many percentage points.
     #[arg(long, value_name = "PCT", default_value = "5", value_parser = parse_percent)]
     pub threshold: f64,
+
+    /// A CI gate: exit 1 when any function's share of the total (or of the
+    /// self time) grew by more than PCT points, listing them on stderr;
+    /// exit 2 when the two profiles cannot be compared.
+    #[arg(long, value_name = "PCT", value_parser = parse_percent)]
+    pub fail_above: Option<f64>,
+
+    /// Print the comparison as JSON on stdout (schema:
+    /// docs/diff.schema.json).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `fgbpf convert`: folded stacks to another tool's format.

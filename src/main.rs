@@ -50,7 +50,10 @@ fn main() {
         Command::Man => app::docs::man(),
     };
     if let Err(e) = result {
-        eprintln!("fgbpf: error: {e}");
+        match e.verdict {
+            true => eprintln!("fgbpf: {e}"),
+            false => eprintln!("fgbpf: error: {e}"),
+        }
         std::process::exit(e.code);
     }
 }

@@ -417,3 +417,43 @@ fn kernel_frames_have_their_own_hue_and_can_be_searched() {
         "kernel hues {kernel_hues:?} too close to user hues {user_hues:?}"
     );
 }
+
+/// Issue 18: `diff --fail-above 5` as a CI gate on real captures of a
+/// plain `gcc -O2` program: two runs of the same workload pass (exit 0);
+/// a run where `work_twenty`'s time doubled (its share 20% -> 33%) fails
+/// (exit 1) and names it.
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+#[test]
+fn diff_fail_above_catches_a_doubled_function_and_passes_a_rerun() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let bin = plain_workload("plain");
+    let capture = |name: &str, mode: &str| {
+        let dir = out_dir(name);
+        let out = run(fgbpf()
+            .args(["oncpu", "-F", "499", "--quiet", "-o"])
+            .arg(&dir)
+            .arg("--")
+            .arg(&bin)
+            .args([mode, "3"]));
+        assert_ok(&out);
+        dir
+    };
+    let first = capture("gate-first", "split");
+    let again = capture("gate-again", "split");
+    let slower = capture("gate-slower", "slower");
+    let gate = |before: &std::path::Path, after: &std::path::Path| {
+        run(fgbpf().args(["diff", "--fail-above", "5"]).arg(before).arg(after))
+    };
+    let same = gate(&first, &again);
+    assert_eq!(same.status.code(), Some(0), "{}", String::from_utf8_lossy(&same.stderr));
+    let worse = gate(&first, &slower);
+    let err = String::from_utf8_lossy(&worse.stderr);
+    assert_eq!(worse.status.code(), Some(1), "{err}");
+    assert!(
+        err.lines().any(|l| l.starts_with("fgbpf: grew +") && l.contains(": work_twenty (")),
+        "{err}"
+    );
+}

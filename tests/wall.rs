@@ -274,3 +274,48 @@ fn each_frame_is_coloured_by_its_own_split() {
     let svg = std::fs::read_to_string(dir.join("wall.svg")).unwrap();
     assert!(svg.contains("each box warm if mostly on CPU"), "the subtitle explains the colours");
 }
+
+/// Issue 18: on a live capture of the demo, the per-thread table splits
+/// each thread's wall time as the demo is built (ingest computes, compress
+/// computes a quarter of the time, idle-waiter sleeps), and the summary
+/// starts with findings in words.
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+#[test]
+fn the_demos_thread_table_has_the_right_split_and_the_summary_starts_with_findings() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let dir = out_dir("demo-table");
+    let out = run(fgbpf().args(["demo", "-d", "3", "-o"]).arg(&dir));
+    assert_ok(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    let first = err
+        .lines()
+        .find(|l| !l.contains("recording"))
+        .unwrap_or_default();
+    assert!(
+        first.starts_with("fgbpf: ") && first.contains("% of wall time in thread "),
+        "the summary does not start with a finding: {err}"
+    );
+    let report = run(fgbpf().args(["report", "--json"]).arg(&dir));
+    assert_ok(&report);
+    let v: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+    let rows = v["thread_table"]["rows"].as_array().unwrap();
+    let split = |name: &str, col: &str| {
+        let r = rows
+            .iter()
+            .find(|r| r["thread"].as_str().unwrap().contains(name))
+            .unwrap_or_else(|| panic!("no row for {name}: {v:#}"));
+        r[col].as_f64().unwrap() * 100.0 / r["total"].as_f64().unwrap()
+    };
+    assert!(split("/ ingest-", "on_cpu") > 95.0, "{v:#}");
+    let compress = split("/ compress-", "on_cpu");
+    assert!((compress - 25.0).abs() < 5.0, "compress on-CPU {compress:.1}%: {v:#}");
+    assert!(split("/ idle-waiter-", "sleeping") > 98.0, "{v:#}");
+    let text = std::fs::read_to_string(dir.join("report.txt")).unwrap();
+    assert!(
+        text.contains("sleeping: sleep in clock_nanosleep under fgbpf::demo::"),
+        "{text}"
+    );
+}

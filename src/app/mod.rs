@@ -27,6 +27,9 @@ pub struct CliError {
     /// 2 for bad input (nothing was captured), 1 for failures after that.
     pub code: i32,
     pub message: String,
+    /// A verdict rather than a failure (`diff --fail-above`): printed
+    /// without "error:".
+    pub verdict: bool,
 }
 
 impl CliError {
@@ -34,6 +37,7 @@ impl CliError {
         CliError {
             code: 2,
             message: message.into(),
+            verdict: false,
         }
     }
 
@@ -41,6 +45,15 @@ impl CliError {
         CliError {
             code: 1,
             message: message.into(),
+            verdict: false,
+        }
+    }
+
+    /// Exit 1 with `message` as the verdict of a check that ran.
+    pub fn verdict(message: impl Into<String>) -> Self {
+        CliError {
+            verdict: true,
+            ..CliError::failed(message)
         }
     }
 }

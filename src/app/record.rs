@@ -9,6 +9,7 @@ use super::capture::{capture, output_names, write_view, Finished, Outcome};
 use super::summary::finish;
 use super::CliError;
 use crate::cli::{BlockArgs, CaptureArgs, Format, MapArgs, SamplingArgs};
+use crate::format::breakdown::Columns;
 use crate::format::sidecar::{self, Sidecar};
 use crate::format::{
     breakdown, files,
@@ -168,7 +169,7 @@ pub fn run(rec: &Recording<'_>) -> Result<Outcome, CliError> {
             text.push_str(&edges_note);
             text.push_str(&unresolved::render(&wall));
             text.push_str(&unwinding_section(&wall));
-            text.push_str(&breakdown::render(&wall, leading, true, 3));
+            text.push_str(&breakdown::render(&wall, &breakdown::Options::new(leading, Columns::Both)));
             text.push_str(&waker_text);
             let svg_opts = svg::Options {
                 title: format!("Wall-clock flame graph: {}", prepared.target),
@@ -187,7 +188,8 @@ pub fn run(rec: &Recording<'_>) -> Result<Outcome, CliError> {
         (Some(on), None) => {
             let text = report::render(on, &report::Options::default())
                 + &unresolved::render(on)
-                + &unwinding_section(on);
+                + &unwinding_section(on)
+                + &breakdown::render(on, &breakdown::Options::new(thread_roots, Columns::OnCpu));
             written.extend(write_view(dir, "oncpu", on, formats, &oncpu_svg(on, &started_at, thread_roots), Some(&text))?);
             views.on.clone().expect("matched above")
         }
@@ -448,9 +450,13 @@ fn offcpu_report(profile: &Profile, edges_note: &str, roots: Leading) -> String 
     text.push_str(edges_note);
     text.push_str(&unresolved::render(profile));
     text.push_str(&unwinding_section(profile));
-    text.push_str(&breakdown::render(profile, Leading::Process, false, 0));
+    let processes = breakdown::Options {
+        sites: 0,
+        ..breakdown::Options::new(Leading::Process, Columns::OffCpu)
+    };
+    text.push_str(&breakdown::render(profile, &processes));
     if roots == Leading::ProcessAndThread {
-        text.push_str(&breakdown::render(profile, Leading::ProcessAndThread, false, 3));
+        text.push_str(&breakdown::render(profile, &breakdown::Options::new(roots, Columns::OffCpu)));
     }
     text
 }

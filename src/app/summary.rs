@@ -10,7 +10,10 @@ use serde::Serialize;
 
 use super::capture::Outcome;
 use super::session::window::EndReason;
+use crate::format::report::FINDINGS;
 use crate::format::unresolved;
+use crate::profile::analysis::findings::{findings, Finding};
+use crate::profile::analysis::Lens;
 use crate::profile::{thousands, Profile};
 use crate::symbolize::Symbolizer;
 
@@ -47,6 +50,8 @@ struct Json<'a> {
     written: &'a [PathBuf],
     own_cpu_s: f64,
     own_peak_rss_mb: f64,
+    /// The heaviest findings, as in report.txt.
+    findings: Vec<Finding>,
 }
 
 #[derive(Serialize)]
@@ -126,13 +131,18 @@ fn to_json<'a>(
         written,
         own_cpu_s: cpu,
         own_peak_rss_mb: rss_mb,
+        findings: findings(profile, Lens::default(), FINDINGS),
     }
 }
 
-/// The end-of-capture summary lines.
+/// The end-of-capture summary lines: the answer first.
 fn text(profile: &Profile, written: &[PathBuf]) -> String {
     let total = profile.total();
-    let mut out = format!(
+    let mut out: String = findings(profile, Lens::default(), FINDINGS)
+        .iter()
+        .map(|f| format!("fgbpf: {}\n", f.text))
+        .collect();
+    out += &format!(
         "fgbpf: {} in {} unique stacks over {:.1} s; {:.1}% with an unresolved leaf frame\n",
         profile.unit.amount(total),
         thousands(profile.stacks().len() as u64),

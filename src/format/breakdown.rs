@@ -1,84 +1,105 @@
-//! Where each thread's time went: on-CPU versus each off-CPU state, with
-//! the heaviest frames of each. Used by the off-CPU and wall-clock reports.
+//! The per-thread table of the reports: each thread's (or process's) time,
+//! split into on-CPU and the off-CPU states, with the heaviest sites of
+//! each — the function that ran, or the wait's reason, the function that
+//! blocked and the user's function above it. Computed by
+//! [`crate::profile::analysis::threads`].
 
-use std::collections::HashMap;
 use std::fmt::Write as _;
 
-use super::folded::{leading_frames, sanitize, Leading};
-use crate::profile::analysis::{category, pct};
+use super::folded::Leading;
+use crate::profile::analysis::threads::{table, COLUMNS};
+use crate::profile::analysis::{pct, Lens};
+use crate::profile::Profile;
 
-use crate::profile::{Profile, Stack};
-
-/// The frame that names what a stack was doing: its leaf, or for an
-/// off-CPU stack the frame below the state.
-fn telling_frame(profile: &Profile, stack: &Stack, cat: usize) -> Option<String> {
-    let idx = if cat == 0 {
-        stack.frames.len().checked_sub(1)?
-    } else {
-        stack.frames.len().checked_sub(2)?
-    };
-    let f = profile.frame(stack.frames[idx]);
-    Some(format!("{}{}", sanitize(&f.name), f.kind.suffix()))
+/// Which columns a table has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Columns {
+    /// On-CPU captures: one column.
+    OnCpu,
+    /// Off-CPU captures: the states.
+    OffCpu,
+    /// Wall-clock: both.
+    Both,
 }
 
-#[derive(Default)]
-struct Row {
-    by_cat: [u64; 4],
-    frames: [HashMap<String, u64>; 4],
-}
-
-/// A table of time per thread (or per process), in the profile's unit,
-/// split into on-CPU and the off-CPU states, with each row's top frames.
-pub fn render(profile: &Profile, leading: Leading, with_on_cpu: bool, top_frames: usize) -> String {
-    let mut rows: HashMap<String, Row> = HashMap::new();
-    for s in profile.stacks() {
-        let Some(t) = s.thread else { continue };
-        let name = leading_frames(profile.thread(t), leading).join(" / ");
-        let cat = category(profile, s);
-        let row = rows.entry(name).or_default();
-        row.by_cat[cat] += s.weight;
-        if let Some(f) = telling_frame(profile, s, cat) {
-            *row.frames[cat].entry(f).or_default() += s.weight;
+impl Columns {
+    fn range(self) -> std::ops::Range<usize> {
+        match self {
+            Columns::OnCpu => 0..1,
+            Columns::OffCpu => 1..4,
+            Columns::Both => 0..4,
         }
     }
-    let mut rows: Vec<(String, Row)> = rows.into_iter().collect();
-    rows.sort_by(|a, b| {
-        b.1.by_cat
-            .iter()
-            .sum::<u64>()
-            .cmp(&a.1.by_cat.iter().sum())
-            .then(a.0.cmp(&b.0))
-    });
+}
 
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    pub leading: Leading,
+    pub columns: Columns,
+    /// Sites listed under each row, per column.
+    pub sites: usize,
+    /// Rows listed; the rest are summed in one line.
+    pub rows: usize,
+    pub lens: Lens,
+}
+
+impl Options {
+    /// Twenty rows with three sites per column.
+    pub fn new(leading: Leading, columns: Columns) -> Self {
+        Options {
+            leading,
+            columns,
+            sites: 3,
+            rows: 20,
+            lens: Lens::default(),
+        }
+    }
+}
+
+/// The table as text, in the profile's unit.
+pub fn render(profile: &Profile, opts: &Options) -> String {
+    let t = table(profile, opts.leading, opts.lens, opts.rows, opts.sites);
     let unit = profile.unit.name();
     let mut out = String::new();
-    let who = if leading == Leading::Process {
+    let who = if opts.leading == Leading::Process {
         "process"
     } else {
         "thread"
     };
     let _ = writeln!(out, "\nTime by {who} ({unit})");
-    let first = if with_on_cpu { 0 } else { 1 };
-    let names = ["on-CPU", "sleeping", "uninterruptible", "runqueue"];
+    let cols = opts.columns.range();
     let mut header = format!("{:>12}", "total");
-    for n in &names[first..] {
+    for n in &COLUMNS[cols.clone()] {
         let _ = write!(header, " {:>16}", format!("{n}%"));
     }
     let _ = writeln!(out, "{header}  {who}");
-    for (name, row) in &rows {
-        let total: u64 = row.by_cat.iter().sum();
-        let mut line = format!("{total:>12}");
-        for w in &row.by_cat[first..] {
-            let _ = write!(line, " {:>15.1}%", pct(*w, total));
+    for row in &t.rows {
+        let by_col = row.columns();
+        let mut line = format!("{:>12}", row.total);
+        for w in &by_col[cols.clone()] {
+            let _ = write!(line, " {:>15.1}%", pct(*w, row.total));
         }
-        let _ = writeln!(out, "{line}  {name}");
-        for (cat, label) in names.iter().enumerate().skip(first) {
-            let mut top: Vec<(&String, &u64)> = row.frames[cat].iter().collect();
-            top.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
-            for (f, w) in top.into_iter().take(top_frames) {
-                let _ = writeln!(out, "{:>12} {:>15.1}%  {label}: {f}", "", pct(*w, total));
-            }
+        let _ = writeln!(out, "{line}  {}", row.thread);
+        for s in row.sites.iter().filter(|s| COLUMNS[cols.clone()].contains(&s.state)) {
+            let _ = writeln!(
+                out,
+                "{:>12} {:>15.1}%  {}: {}",
+                "",
+                pct(s.weight, row.total),
+                s.state,
+                s.site
+            );
         }
+    }
+    if t.more > 0 {
+        let _ = writeln!(
+            out,
+            "{:>12}  ({} more {who}{}, {:.1}% of the total; --top N lists more)",
+            t.more_weight,
+            t.more,
+            if t.more == 1 { "" } else { "s" },
+            pct(t.more_weight, profile.total())
+        );
     }
     out
 }
@@ -86,7 +107,7 @@ pub fn render(profile: &Profile, leading: Leading, with_on_cpu: bool, top_frames
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::{Frame, FrameKind, Thread, Unit};
+    use crate::profile::{Frame, FrameKind, Stack, Thread, Unit};
 
     #[test]
     fn splits_thread_time_by_state() {
@@ -110,13 +131,22 @@ mod tests {
             frames: vec![nap, sleeping],
             weight: 700,
         });
-        let text = render(&p, Leading::ProcessAndThread, true, 2);
+        let opts = Options {
+            leading: Leading::ProcessAndThread,
+            columns: Columns::Both,
+            sites: 2,
+            rows: 20,
+            lens: Lens::default(),
+        };
+        let text = render(&p, &opts);
         assert!(text.contains("app-1 / worker-2"), "{text}");
         assert!(
             text.contains("1000            30.0%            70.0%"),
             "{text}"
         );
-        assert!(text.contains("sleeping: nap"), "{text}");
+        assert!(text.contains("sleeping: sleeping in nap"), "{text}");
         assert!(text.contains("on-CPU: work"), "{text}");
+        let one = render(&p, &Options { rows: 0, ..opts });
+        assert!(one.contains("(1 more thread, 100.0% of the total"), "{one}");
     }
 }

@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 use std::io::{self, Write};
 
 use inferno::{differential, flamegraph};
+use serde::Serialize;
 
 use super::folded::sanitize;
 use crate::profile::analysis::Change;
@@ -140,6 +141,81 @@ pub fn render_changes(
         );
     }
     out
+}
+
+/// One side of a comparison, as the JSON names it.
+pub struct Side<'a> {
+    pub name: &'a str,
+    pub profile: &'a Profile,
+}
+
+/// The comparison as one JSON document (schema: `docs/diff.schema.json`):
+/// both totals, every function that moved by more than `threshold`, and
+/// with a gate the ones that grew by more than `fail_above`.
+pub fn render_json<'a>(
+    before: Side<'a>,
+    after: Side<'a>,
+    threshold: f64,
+    fail_above: Option<f64>,
+    changes: &'a [Change],
+    regressions: &'a [Change],
+) -> String {
+    #[derive(Serialize)]
+    struct Total<'a> {
+        name: &'a str,
+        total: u64,
+        unique_stacks: usize,
+    }
+    #[derive(Serialize)]
+    struct Moved<'a> {
+        name: &'a str,
+        points: f64,
+        total_before: f64,
+        total_after: f64,
+        self_before: f64,
+        self_after: f64,
+    }
+    #[derive(Serialize)]
+    struct Document<'a> {
+        unit: &'a str,
+        before: Total<'a>,
+        after: Total<'a>,
+        threshold: f64,
+        fail_above: Option<f64>,
+        changes: Vec<Moved<'a>>,
+        regressions: Vec<Moved<'a>>,
+    }
+    let total = |s: &Side<'a>| Total {
+        name: s.name,
+        total: s.profile.total(),
+        unique_stacks: s.profile.stacks().len(),
+    };
+    // Rounded as printed: scripts compare what people read.
+    let r = |x: f64| (x * 100.0).round() / 100.0;
+    let moved = |cs: &'a [Change]| -> Vec<Moved<'a>> {
+        cs.iter()
+            .map(|c| Moved {
+                name: &c.name,
+                points: r(c.points()),
+                total_before: r(c.total.0),
+                total_after: r(c.total.1),
+                self_before: r(c.self_.0),
+                self_after: r(c.self_.1),
+            })
+            .collect()
+    };
+    let doc = Document {
+        unit: after.profile.unit.name(),
+        before: total(&before),
+        after: total(&after),
+        threshold,
+        fail_above,
+        changes: moved(changes),
+        regressions: moved(regressions),
+    };
+    let mut text = serde_json::to_string_pretty(&doc).expect("plain data serializes");
+    text.push('\n');
+    text
 }
 
 #[cfg(test)]

@@ -1,5 +1,8 @@
-//! The text report: hotspots by self and total weight, the heaviest callees
-//! of the top functions, per-thread totals, and what the capture lost.
+//! The text report: the heaviest findings in plain words, hotspots by self
+//! and total weight (by function, plumbing left out of "by total"), the
+//! heaviest callees of the top functions, time by state, and what the
+//! capture lost. The JSON report carries the same numbers for scripts; its
+//! schema is `docs/report.schema.json`.
 
 use std::fmt::Write as _;
 use std::io::{self, Write};
@@ -8,7 +11,10 @@ use super::folded::sanitize;
 use super::unresolved;
 use serde::Serialize;
 
-use crate::profile::analysis::{pct, summarize, FunctionRow, Summary};
+use crate::profile::analysis::findings::{findings, Finding};
+use crate::profile::analysis::threads::{table, Table};
+use crate::profile::analysis::{pct, ranking, summarize, FunctionRow, Lens, Summary};
+use crate::profile::names::Leading;
 use crate::profile::Profile;
 
 #[derive(Clone, Debug)]
@@ -22,6 +28,12 @@ pub struct Options {
     /// The file the profile was read from, for reports made after the
     /// capture: such files record no duration or losses, so none are shown.
     pub source: Option<String>,
+    /// `--inlines`: inlined fragments ranked as functions of their own.
+    pub inlines: bool,
+    /// `--all-frames`: plumbing and pass-through frames listed by total.
+    pub all_frames: bool,
+    /// How the JSON report's thread table groups stacks.
+    pub leading: Leading,
 }
 
 impl Default for Options {
@@ -31,12 +43,47 @@ impl Default for Options {
             top: 20,
             callees_of: 5,
             source: None,
+            inlines: false,
+            all_frames: false,
+            leading: Leading::ProcessAndThread,
         }
     }
 }
 
+impl Options {
+    pub fn lens(&self) -> Lens {
+        Lens {
+            inlines: self.inlines,
+        }
+    }
+
+    fn ranking(&self) -> ranking::Options {
+        ranking::Options {
+            top: self.top,
+            callees_of: self.callees_of,
+            lens: self.lens(),
+            all_frames: self.all_frames,
+        }
+    }
+}
+
+/// How many findings lead a report and a capture's summary.
+pub const FINDINGS: usize = 3;
+
+/// The findings as report lines, or nothing.
+pub fn findings_text(found: &[Finding]) -> String {
+    let mut out = String::new();
+    if !found.is_empty() {
+        let _ = writeln!(out, "\nFindings");
+        for f in found {
+            let _ = writeln!(out, "  {}", f.text);
+        }
+    }
+    out
+}
+
 pub fn render(profile: &Profile, opts: &Options) -> String {
-    let s = summarize(profile, opts.top, opts.callees_of);
+    let s = summarize(profile, &opts.ranking());
     let unit = profile.unit.name();
     let m = &profile.meta;
     let mut out = String::new();
@@ -60,9 +107,10 @@ pub fn render(profile: &Profile, opts: &Options) -> String {
         }
         let _ = writeln!(out, "{line}");
     }
+    out.push_str(&findings_text(&findings(profile, opts.lens(), FINDINGS)));
     let _ = writeln!(
         out,
-        "total: {} {unit} in {} unique stacks",
+        "\ntotal: {} {unit} in {} unique stacks",
         s.total,
         profile.stacks().len()
     );
@@ -113,11 +161,15 @@ pub fn render(profile: &Profile, opts: &Options) -> String {
         &format!("Top functions by self {unit}"),
         &s.by_self,
     );
-    table(
-        &mut out,
-        &format!("Top functions by total {unit}"),
-        &s.by_total,
-    );
+    let mut title = format!("Top functions by total {unit}");
+    if s.collapsed > 0 {
+        let _ = write!(
+            title,
+            " ({} runtime or pass-through frames left out; --all-frames lists them)",
+            s.collapsed
+        );
+    }
+    table(&mut out, &title, &s.by_total);
 
     let _ = writeln!(out, "\nHeaviest callees of the top functions by total");
     for r in s.by_total.iter().filter(|r| !r.callees.is_empty()) {
@@ -126,10 +178,10 @@ pub fn render(profile: &Profile, opts: &Options) -> String {
             let _ = writeln!(out, "  {:>6.1}% of it  {c}", pct(*w, r.total_weight));
         }
     }
-    if !s.threads.is_empty() {
-        let _ = writeln!(out, "\nThreads");
-        for (t, w) in &s.threads {
-            let _ = writeln!(out, "{:>6.1}% {:>10}  {t}", pct(*w, s.total), w);
+    if !s.pseudo.is_empty() {
+        let _ = writeln!(out, "\nTime in pseudo-frames (states and gaps, not functions)");
+        for (name, w) in &s.pseudo {
+            let _ = writeln!(out, "{:>6.1}% {:>10}  {name}", pct(*w, s.total), w);
         }
     }
     out
@@ -150,16 +202,21 @@ pub fn render_json(profile: &Profile, opts: &Options) -> String {
         unit: &'a str,
         unique_stacks: usize,
         unresolved_leaf: u64,
+        findings: Vec<Finding>,
         #[serde(flatten)]
         summary: Summary,
+        thread_table: Table,
     }
+    let lens = opts.lens();
     let doc = Document {
         kind: &opts.kind,
         source: opts.source.as_deref(),
         unit: profile.unit.name(),
         unique_stacks: profile.stacks().len(),
         unresolved_leaf: unresolved::leaf_weight(profile),
-        summary: summarize(profile, opts.top, opts.callees_of),
+        findings: findings(profile, lens, FINDINGS),
+        summary: summarize(profile, &opts.ranking()),
+        thread_table: table(profile, opts.leading, lens, opts.top, 3),
     };
     let mut text = serde_json::to_string_pretty(&doc).expect("plain data serializes");
     text.push('\n');
@@ -193,7 +250,7 @@ mod tests {
             weight: 1,
         });
         p.coalesce();
-        let s = summarize(&p, 20, 5);
+        let s = summarize(&p, &ranking::Options { all_frames: true, ..Default::default() });
         assert_eq!(s.total, 10);
         assert_eq!(s.by_self[0].name, "a");
         assert_eq!(s.by_self[0].self_weight, 7);
@@ -229,6 +286,7 @@ mod tests {
         let opts = Options {
             kind: "folded".into(),
             source: Some("x.folded".into()),
+            all_frames: true,
             ..Default::default()
         };
         let text = render(&p, &opts);

@@ -2,6 +2,8 @@
  * wait through glibc. Usage: plain MODE SECONDS, where MODE is
  *   split  CPU time split 50/30/20 between work_fifty/thirty/twenty, each
  *          calling the same leaf `spin`, under main;
+ *   slower as split, but work_twenty runs twice per round: its time doubled,
+ *          the regression `diff --fail-above` is tested on;
  *   deep   a 10-deep chain level1 .. level10 spinning at the bottom;
  *   waits  three threads: `napper` sleeps through usleep() in nap_50ms,
  *          `reader` blocks in read() on a pipe in wait_for_byte, woken
@@ -149,11 +151,14 @@ int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "split";
 	until = now() + (argc > 2 ? atof(argv[2]) : 5);
-	if (!strcmp(mode, "split")) {
+	if (!strcmp(mode, "split") || !strcmp(mode, "slower")) {
+		int twice = !strcmp(mode, "slower");
 		while (now() < until) {
 			work_fifty();
 			work_thirty();
 			work_twenty();
+			if (twice)
+				work_twenty();
 		}
 	} else if (!strcmp(mode, "deep")) {
 		while (now() < until)

@@ -4,6 +4,8 @@
 
 use std::collections::HashMap;
 
+use super::functions::Lens;
+use super::ranking::Options;
 use super::{pct, summarize};
 use crate::profile::Profile;
 
@@ -33,7 +35,7 @@ impl Change {
 }
 
 fn shares(profile: &Profile) -> (u64, HashMap<String, (u64, u64)>) {
-    let s = summarize(profile, usize::MAX, 0);
+    let s = summarize(profile, &Options::every_function(Lens::default()));
     let map = s
         .by_total
         .into_iter()

@@ -4,10 +4,15 @@
 //! [`crate::format`] only render what these compute.
 
 pub mod diff;
+pub mod findings;
+pub mod functions;
 pub mod ranking;
+pub mod threads;
+pub mod waits;
 
 pub use diff::{changes, Change};
-pub use ranking::{summarize, FunctionRow, Summary};
+pub use functions::Lens;
+pub use ranking::{summarize, FunctionRow, Options, Summary};
 
 use super::{FrameKind, Profile, Stack, State};
 

@@ -1,11 +1,15 @@
 //! Rankings of a profile, shared by the text and JSON reports and the diff:
 //! the heaviest functions by self and total weight (recursion counted once
 //! per stack), the heaviest callees of the top functions, the heaviest
-//! threads.
+//! threads, and the time of each pseudo-frame (`[sleeping]`, ...), which is
+//! not a function. Functions are counted through a [`Lens`]: by default an
+//! inlined fragment's time is its containing function's, and "by total"
+//! leaves out runtime plumbing and frames that only pass their time on.
 
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
+use super::functions::{is_plumbing, Lens};
 use crate::profile::names::{frame_text, leading_frames, Leading};
 use crate::profile::{FrameId, FrameKind, Profile, Stack, ThreadId};
 
@@ -34,6 +38,48 @@ pub struct Summary {
     /// (thread frame, weight), heaviest first.
     #[serde(serialize_with = "named_weights")]
     pub threads: Vec<(String, u64)>,
+    /// The weight of stacks by the pseudo-frame they end in (`[sleeping]`,
+    /// `[lost stack]`, ...), heaviest first; stacks that end in code are
+    /// not listed.
+    #[serde(serialize_with = "named_weights")]
+    pub pseudo: Vec<(String, u64)>,
+    /// Functions left out of `by_total` as plumbing or pass-through.
+    pub collapsed: usize,
+}
+
+/// What [`summarize`] ranks and how.
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    /// Rows in each list.
+    pub top: usize,
+    /// Functions of `by_total` whose callees are listed.
+    pub callees_of: usize,
+    pub lens: Lens,
+    /// List plumbing and pass-through frames in `by_total` too.
+    pub all_frames: bool,
+}
+
+impl Options {
+    /// `top` rows of everything, no callees: for comparing profiles.
+    pub fn every_function(lens: Lens) -> Self {
+        Options {
+            top: usize::MAX,
+            callees_of: 0,
+            lens,
+            all_frames: true,
+        }
+    }
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            top: 20,
+            callees_of: 5,
+            lens: Lens::default(),
+            all_frames: false,
+        }
+    }
 }
 
 /// `[{"name": .., "weight": ..}]` rather than bare pairs, so that scripts
@@ -81,54 +127,96 @@ fn top_frames(profile: &Profile, weights: &[u64], n: usize) -> Vec<FrameId> {
     keyed.into_iter().map(|(_, _, f)| f).collect()
 }
 
-/// Calls `visit(index, frame)` for the first occurrence of each frame in
-/// each stack: recursion counts a function's time once per stack.
+/// Calls `visit(stack, frame, callee)` for the first occurrence of each
+/// function in each stack, with the function it calls (`None` where the
+/// stack ends in it): recursion counts a function's time once per stack.
 fn each_first_occurrence(
     profile: &Profile,
-    mut visit: impl FnMut(&Stack, usize, FrameId),
+    lens: Lens,
+    mut visit: impl FnMut(&Stack, FrameId, Option<FrameId>),
 ) {
     // Stamps instead of a set per stack: stack n marks frame f with n + 1.
     let mut stamp = vec![0u32; profile.frames().len()];
+    let mut functions = Vec::new();
     for (n, s) in profile.stacks().iter().enumerate() {
         let mark = n as u32 + 1;
-        for (i, &f) in s.frames.iter().enumerate() {
+        functions.clear();
+        functions.extend(lens.positions(profile, s).map(|i| s.frames[i]));
+        for (i, &f) in functions.iter().enumerate() {
             if stamp[f as usize] != mark {
                 stamp[f as usize] = mark;
-                visit(s, i, f);
+                visit(s, f, functions.get(i + 1).copied());
             }
         }
     }
 }
 
-/// Rankings of a profile: `top` rows of the heaviest functions by self and
-/// by total weight, the heaviest callees of the first `callees_of`, and
-/// the heaviest threads.
-pub fn summarize(profile: &Profile, top: usize, callees_of: usize) -> Summary {
+/// A function's callees as seen so far: none, one, or several.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Callees {
+    None,
+    One(FrameId),
+    Several,
+}
+
+/// Rankings of a profile: the heaviest functions by self and by total
+/// weight, the heaviest callees of the first of them, the heaviest threads
+/// and the pseudo-frames' time.
+pub fn summarize(profile: &Profile, opts: &Options) -> Summary {
+    let (top, callees_of, lens) = (opts.top, opts.callees_of, opts.lens);
     let frames = profile.frames().len();
     let mut self_w = vec![0u64; frames];
     let mut total_w = vec![0u64; frames];
     let mut threads: FxHashMap<ThreadId, u64> = FxHashMap::default();
+    let mut pseudo: FxHashMap<FrameId, u64> = FxHashMap::default();
     for s in profile.stacks() {
         // An off-CPU stack ends in its state (`[sleeping]`): the function
-        // that waited is the frame under it. Pseudo-frames stay the self
-        // frame only of stacks that have nothing else.
-        let leaf = s
-            .frames
-            .iter()
-            .rev()
-            .find(|&&f| profile.frame(f).kind != FrameKind::Pseudo)
-            .or(s.frames.last());
-        if let Some(&leaf) = leaf {
+        // that waited is the one under it.
+        if let Some(leaf) = lens.leaf(profile, s) {
             self_w[leaf as usize] += s.weight;
+        }
+        if let Some(&last) = s.frames.last() {
+            if profile.frame(last).kind == FrameKind::Pseudo {
+                *pseudo.entry(last).or_default() += s.weight;
+            }
         }
         if let Some(t) = s.thread {
             *threads.entry(t).or_default() += s.weight;
         }
     }
-    each_first_occurrence(profile, |s, _, f| total_w[f as usize] += s.weight);
+    let mut callees_seen = vec![Callees::None; frames];
+    each_first_occurrence(profile, lens, |s, f, callee| {
+        total_w[f as usize] += s.weight;
+        let seen = &mut callees_seen[f as usize];
+        *seen = match (*seen, callee) {
+            (Callees::None, Some(c)) => Callees::One(c),
+            (Callees::One(a), Some(c)) if a == c => Callees::One(a),
+            _ => Callees::Several,
+        };
+    });
 
     let top_self = top_frames(profile, &self_w, top);
-    let top_total = top_frames(profile, &total_w, top);
+    // "By total" starts at the user's code: plumbing, and functions that
+    // pass all their time to one callee whose total is theirs, are left
+    // out unless asked for.
+    let mut collapsed = 0;
+    let mut listed_total = total_w.clone();
+    if !opts.all_frames {
+        for (f, w) in listed_total.iter_mut().enumerate() {
+            if *w == 0 {
+                continue;
+            }
+            // Only where the callee's row says the same: a callee also
+            // reached from elsewhere makes this caller's share news.
+            let pass_through = self_w[f] == 0
+                && matches!(callees_seen[f], Callees::One(c) if total_w[c as usize] == *w);
+            if pass_through || is_plumbing(&profile.frame(f as FrameId).name) {
+                *w = 0;
+                collapsed += 1;
+            }
+        }
+    }
+    let top_total = top_frames(profile, &listed_total, top);
     // Callees only for the functions that list them: a second pass.
     let listed: FxHashMap<FrameId, usize> = top_total
         .iter()
@@ -139,9 +227,9 @@ pub fn summarize(profile: &Profile, top: usize, callees_of: usize) -> Summary {
     let mut callees: Vec<FxHashMap<Option<FrameId>, u64>> =
         vec![FxHashMap::default(); listed.len()];
     if !listed.is_empty() {
-        each_first_occurrence(profile, |s, i, f| {
+        each_first_occurrence(profile, lens, |s, f, callee| {
             if let Some(&k) = listed.get(&f) {
-                *callees[k].entry(s.frames.get(i + 1).copied()).or_default() += s.weight;
+                *callees[k].entry(callee).or_default() += s.weight;
             }
         });
     }
@@ -188,11 +276,18 @@ pub fn summarize(profile: &Profile, top: usize, callees_of: usize) -> Summary {
         .collect();
     threads.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     threads.truncate(top);
+    let mut pseudo: Vec<(String, u64)> = pseudo
+        .into_iter()
+        .map(|(f, w)| (frame_name(profile, f), w))
+        .collect();
+    pseudo.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     Summary {
         total: profile.total(),
         by_self,
         by_total,
         threads,
+        pseudo,
+        collapsed,
     }
 }
 

@@ -1,0 +1,158 @@
+//! The answer first: the two or three heaviest things a profile shows, each
+//! in one plain sentence ("25% of wall time in thread idle-waiter,
+//! sleeping: sleep in clock_nanosleep under fgbpf::demo::run"). A finding
+//! is the time of one site ([`super::waits`]) in the threads of one name,
+//! so that a pool of workers doing the same thing adds up.
+
+use rustc_hash::{FxHashMap, FxHashSet};
+use serde::Serialize;
+
+use super::threads::COLUMNS;
+use super::waits::{site, Site};
+use super::{category, pct, Lens};
+use crate::profile::names::sanitize;
+use crate::profile::{Kind, Profile};
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Finding {
+    /// Percentage of the profile's total.
+    pub share: f64,
+    pub weight: u64,
+    /// "on-CPU" or the off-CPU state.
+    pub state: &'static str,
+    /// The thread name (without its ID), `None` for profiles without
+    /// threads.
+    pub thread: Option<String>,
+    /// How many threads of that name share the site.
+    pub threads: usize,
+    pub site: String,
+    /// The sentence.
+    pub text: String,
+}
+
+/// What the profile's total is, for the sentence.
+fn scope(kind: Kind) -> &'static str {
+    match kind {
+        Kind::OnCpu | Kind::Other => "CPU time",
+        Kind::OffCpu => "off-CPU time",
+        Kind::Wall => "wall time",
+    }
+}
+
+/// A share as people round it: "68%", or "4.2%" below 10.
+fn share_text(share: f64) -> String {
+    if share >= 9.95 {
+        format!("{share:.0}%")
+    } else {
+        format!("{share:.1}%")
+    }
+}
+
+/// The heaviest findings, at most `n`, each at least 1% of the total.
+pub fn findings(profile: &Profile, lens: Lens, n: usize) -> Vec<Finding> {
+    let total = profile.total();
+    if total == 0 || n == 0 {
+        return Vec::new();
+    }
+    type Key = (Option<(String, String)>, usize, Site);
+    let mut groups: FxHashMap<Key, (u64, FxHashSet<u32>)> = FxHashMap::default();
+    let mut processes = FxHashSet::default();
+    for s in profile.stacks() {
+        let who = s.thread.map(|t| profile.thread(t));
+        if let Some(t) = who {
+            processes.insert(t.process.as_str());
+        }
+        let key = (
+            who.map(|t| (t.process.clone(), t.name.clone())),
+            category(profile, s),
+            site(profile, s, lens),
+        );
+        let g = groups.entry(key).or_default();
+        g.0 += s.weight;
+        if let Some(t) = who {
+            g.1.insert(t.tid);
+        }
+    }
+    let mut all: Vec<(Key, (u64, FxHashSet<u32>))> = groups.into_iter().collect();
+    all.sort_by(|a, b| b.1 .0.cmp(&a.1 .0).then_with(|| a.0.cmp(&b.0)));
+    let several_processes = processes.len() > 1;
+    all.into_iter()
+        .take(n)
+        .filter(|(_, (w, _))| pct(*w, total) >= 1.0)
+        .map(|((who, cat, site), (weight, tids))| {
+            let share = pct(weight, total);
+            let threads = tids.len();
+            let thread = who.as_ref().map(|(_, name)| sanitize(name));
+            let mut text = format!("{} of {}", share_text(share), scope(profile.meta.kind));
+            if let Some((process, name)) = &who {
+                let name = sanitize(name);
+                match threads {
+                    1 => text.push_str(&format!(" in thread {name}")),
+                    k => text.push_str(&format!(" in {k} threads {name}")),
+                }
+                if several_processes {
+                    text.push_str(&format!(" of {}", sanitize(process)));
+                }
+            }
+            let state = COLUMNS[cat];
+            let site = sanitize(&site.to_string());
+            match cat {
+                0 if profile.meta.kind != Kind::Wall => text.push_str(&format!(": {site}")),
+                0 => text.push_str(&format!(", on CPU: {site}")),
+                _ => text.push_str(&format!(", {state}: {site}")),
+            }
+            Finding {
+                share,
+                weight,
+                state,
+                thread,
+                threads,
+                site,
+                text,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::{Frame, FrameKind, Stack, Thread, Unit};
+
+    #[test]
+    fn workers_of_one_name_add_up_and_the_heaviest_come_first() {
+        let mut p = Profile::new(Unit::Microseconds);
+        p.meta.kind = Kind::Wall;
+        let f = |p: &mut Profile, n: &str, k| p.intern_frame(Frame::new(n, k));
+        let work = f(&mut p, "work", FrameKind::User);
+        let read = f(&mut p, "__libc_read", FrameKind::User);
+        let handle = f(&mut p, "handle", FrameKind::User);
+        let pipe = f(&mut p, "pipe_read", FrameKind::Kernel);
+        let sleeping = f(&mut p, "[sleeping]", FrameKind::Pseudo);
+        for tid in 1..=3 {
+            let t = p.intern_thread(Thread {
+                pid: 1,
+                tid,
+                process: "app".into(),
+                name: "worker".into(),
+            });
+            p.push(Stack {
+                thread: Some(t),
+                frames: vec![handle, read, pipe, sleeping],
+                weight: 200,
+            });
+            p.push(Stack {
+                thread: Some(t),
+                frames: vec![work],
+                weight: 100,
+            });
+        }
+        let found = findings(&p, Lens::default(), 3);
+        assert_eq!(found.len(), 2);
+        assert_eq!(
+            found[0].text,
+            "67% of wall time in 3 threads worker, sleeping: pipe read in read under handle"
+        );
+        assert_eq!(found[1].text, "33% of wall time in 3 threads worker, on CPU: work");
+    }
+}
