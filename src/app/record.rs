@@ -256,10 +256,20 @@ impl Views {
         let mut unwinding = unwinding(&recorded.stats, recorded.tables.as_ref());
         if let Some(u) = unwinding.as_mut() {
             u.refused = recorded.tables_refused.clone();
-            // Weighted in samples: the processes of the on-CPU view, else
-            // in microseconds those of the off-CPU view.
-            let raw = if rec.sampling.is_some() { &on_raw } else { &off_raw };
-            u.processes = by_process(raw, |pid, comm| symbolizer.process_name(pid, comm));
+            // Weighted as the main view: samples on-CPU, microseconds
+            // off-CPU, and in a wall-clock capture both in microseconds.
+            let period_us = match (rec.sampling, rec.blocks.is_some()) {
+                (Some(s), true) => 1_000_000 / s.frequency.max(1),
+                _ => 1,
+            };
+            let on = on_raw.iter().map(|r| (r, r.weight * period_us));
+            let off = off_raw.iter().map(|r| (r, r.weight));
+            let name_of = |pid, comm: &str| symbolizer.process_name(pid, comm);
+            u.processes = match (rec.sampling.is_some(), rec.blocks.is_some()) {
+                (true, true) => by_process(on.chain(off), name_of),
+                (true, false) => by_process(on, name_of),
+                (false, _) => by_process(off, name_of),
+            };
         }
         let meta = |kind, frequency, losses| Meta {
             kind,

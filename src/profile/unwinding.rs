@@ -111,24 +111,27 @@ fn why(walk: Walk) -> &'static str {
     }
 }
 
-/// Per process, how its stacks were walked, from the raw stacks: only
-/// processes with stacks cut short or walked by frame pointers alone.
-pub fn by_process(
-    raw: &[super::RawStack],
+/// Per process, how its stacks were walked, from the raw stacks and the
+/// weight each stands for (samples, or in a wall-clock capture the
+/// microseconds of both views, so that one long wait walked by frame
+/// pointers weighs what it weighs in the picture): only processes with
+/// stacks cut short or walked by frame pointers alone.
+pub fn by_process<'a>(
+    raw: impl IntoIterator<Item = (&'a super::RawStack, u64)>,
     name_of: impl Fn(u32, &str) -> String,
 ) -> Vec<ProcessWalks> {
     use std::collections::BTreeMap;
     let mut per: BTreeMap<u32, (String, u64, u64, BTreeMap<Walk, u64>)> = BTreeMap::new();
-    for r in raw {
+    for (r, weight) in raw {
         let Some(walk) = r.walk else { continue };
         let e = per
             .entry(r.pid)
             .or_insert_with(|| (name_of(r.pid, &r.comm), 0, 0, BTreeMap::new()));
-        e.1 += r.weight;
+        e.1 += weight;
         if walk == Walk::FramePointers {
-            e.2 += r.weight;
+            e.2 += weight;
         } else if walk.is_cut() {
-            *e.3.entry(walk).or_default() += r.weight;
+            *e.3.entry(walk).or_default() += weight;
         }
     }
     let mut out: Vec<ProcessWalks> = per
@@ -269,7 +272,7 @@ mod tests {
             raw(3, Some(Walk::Tables), 100),
             raw(4, None, 100),
         ];
-        let p = by_process(&stacks, |pid, _| format!("proc{pid}"));
+        let p = by_process(stacks.iter().map(|r| (r, r.weight)), |pid, _| format!("proc{pid}"));
         let pids: Vec<u32> = p.iter().map(|p| p.pid).collect();
         assert_eq!(pids, vec![2, 1], "{p:?}");
         assert_eq!(p[1].cut, vec![(Walk::Lost, 10)]);
