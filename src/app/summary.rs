@@ -13,7 +13,7 @@ use super::session::window::EndReason;
 use crate::format::report::FINDINGS;
 use crate::format::unresolved;
 use crate::profile::analysis::findings::{findings, Finding};
-use crate::profile::analysis::Lens;
+use crate::profile::analysis::{pct, Lens};
 use crate::profile::{thousands, Profile};
 use crate::symbolize::Symbolizer;
 
@@ -89,12 +89,7 @@ pub fn finish(
 }
 
 fn unresolved_pct(profile: &Profile) -> f64 {
-    let total = profile.total();
-    if total == 0 {
-        0.0
-    } else {
-        unresolved::leaf_weight(profile) as f64 * 100.0 / total as f64
-    }
+    pct(unresolved::leaf_weight(profile), profile.total())
 }
 
 fn to_json<'a>(

@@ -25,10 +25,6 @@ fn is_syscall_entry(name: &str) -> bool {
     name.starts_with("entry_SYSCALL") || name == "do_syscall_64"
 }
 
-fn user_like(kind: FrameKind) -> bool {
-    matches!(kind, FrameKind::User | FrameKind::Inlined | FrameKind::Jit)
-}
-
 /// Frames a site shows: enough to reach the user's code past libc's
 /// wrappers and their inlined helpers.
 const SITE_FRAMES: usize = 3;
@@ -57,7 +53,7 @@ fn blocked_site(profile: &Profile, blocked: &[crate::profile::FrameId]) -> Strin
             .iter()
             .rev()
             .map(|&f| profile.frame(f))
-            .filter(|f| user_like(f.kind))
+            .filter(|f| f.kind.is_user_space())
             .map(|f| sanitize(&f.name)),
     );
     if !user.is_empty() {

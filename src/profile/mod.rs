@@ -94,6 +94,12 @@ pub enum FrameKind {
 }
 
 impl FrameKind {
+    /// Whether the frame is code that ran in user space: a function,
+    /// inlined or not, or JIT code.
+    pub fn is_user_space(self) -> bool {
+        matches!(self, FrameKind::User | FrameKind::Inlined | FrameKind::Jit)
+    }
+
     /// The suffix the folded format uses for this kind of frame.
     pub fn suffix(self) -> &'static str {
         match self {

@@ -30,7 +30,7 @@ impl State {
     }
 
     /// The word for the state in reports.
-    pub fn name(self) -> &'static str {
+    pub const fn name(self) -> &'static str {
         match self {
             State::Sleeping => "sleeping",
             State::Uninterruptible => "uninterruptible",

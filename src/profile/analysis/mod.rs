@@ -28,15 +28,21 @@ pub fn pct(part: u64, total: u64) -> f64 {
 /// The off-CPU state pseudo-frames, in report order.
 pub const STATES: [State; 3] = State::ALL;
 
-/// Which column a stack's weight belongs to: 0 on-CPU, 1.. the states in
-/// [`STATES`] order.
-pub fn category(profile: &Profile, stack: &Stack) -> usize {
+/// The off-CPU state a stack ends in (its `[sleeping]` frame); `None` for
+/// on-CPU stacks.
+pub fn state_of(profile: &Profile, stack: &Stack) -> Option<State> {
     stack
         .frames
         .last()
         .map(|&f| profile.frame(f))
         .filter(|f| f.kind == FrameKind::Pseudo)
         .and_then(|f| State::from_frame(&f.name))
+}
+
+/// Which column a stack's weight belongs to: 0 on-CPU, 1.. the states in
+/// [`STATES`] order.
+pub fn category(profile: &Profile, stack: &Stack) -> usize {
+    state_of(profile, stack)
         .and_then(|s| STATES.iter().position(|x| *x == s))
         .map_or(0, |i| i + 1)
 }

@@ -7,12 +7,12 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 use super::waits::{site, Site};
-use super::{category, Lens, STATES};
+use super::{category, is_off_cpu, Lens, STATES};
 use crate::profile::names::{leading_frames, Leading};
-use crate::profile::{Profile, Stack};
+use crate::profile::Profile;
 
 /// The column names, in [`super::category`] order.
-pub const COLUMNS: [&str; 4] = ["on-CPU", "sleeping", "uninterruptible", "runqueue"];
+pub const COLUMNS: [&str; 4] = ["on-CPU", STATES[0].name(), STATES[1].name(), STATES[2].name()];
 
 #[derive(Clone, Debug, Serialize)]
 pub struct SiteShare {
@@ -112,7 +112,5 @@ pub fn table(profile: &Profile, leading: Leading, lens: Lens, rows: usize, sites
 
 /// Whether any stack of `profile` is off-CPU time.
 pub fn has_off_cpu(profile: &Profile) -> bool {
-    profile.stacks().iter().any(|s: &Stack| category(profile, s) != 0)
+    profile.stacks().iter().any(|s| is_off_cpu(profile, s))
 }
-
-const _: () = assert!(STATES.len() + 1 == COLUMNS.len());

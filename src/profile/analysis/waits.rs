@@ -8,6 +8,7 @@
 use std::fmt;
 
 use super::functions::{is_library, plain_name, Lens};
+use super::state_of;
 use crate::profile::{FrameKind, Profile, Stack, State};
 
 /// Kernel functions that say why a thread waited, by name prefix; the
@@ -73,10 +74,6 @@ impl fmt::Display for Site {
     }
 }
 
-fn is_user(kind: FrameKind) -> bool {
-    matches!(kind, FrameKind::User | FrameKind::Inlined | FrameKind::Jit)
-}
-
 /// The kernel's reason for the wait of an off-CPU `stack` in `state`.
 fn reason(profile: &Profile, stack: &Stack, state: State) -> String {
     if state == State::Runqueue {
@@ -110,18 +107,13 @@ fn reason(profile: &Profile, stack: &Stack, state: State) -> String {
 /// for on-CPU stacks), the function where it ran or blocked, and the
 /// user's function above a library one.
 pub fn site(profile: &Profile, stack: &Stack, lens: Lens) -> Site {
-    let state = stack
-        .frames
-        .last()
-        .map(|&f| profile.frame(f))
-        .filter(|f| f.kind == FrameKind::Pseudo)
-        .and_then(|f| State::from_frame(&f.name));
+    let state = state_of(profile, stack);
     // Where the time went in user space: the deepest user function (for a
     // wait, the libc wrapper that blocked).
     let at = lens
         .positions(profile, stack)
         .rev()
-        .find(|&i| is_user(profile.frame(stack.frames[i]).kind));
+        .find(|&i| profile.frame(stack.frames[i]).kind.is_user_space());
     // A wait with no user frames is named by its reason alone; kernel
     // code that ran, by its function.
     let function = match (at, state) {
@@ -140,7 +132,7 @@ pub fn site(profile: &Profile, stack: &Stack, lens: Lens) -> Site {
             .iter()
             .rev()
             .map(|&f| profile.frame(f))
-            .find(|f| is_user(f.kind) && !is_library(&f.name))
+            .find(|f| f.kind.is_user_space() && !is_library(&f.name))
             .map(|f| plain_name(&f.name).to_string())
     });
     Site {
