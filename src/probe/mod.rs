@@ -262,7 +262,7 @@ impl Probe {
             let mut t = unwind::Tables::new(&skel.maps.unwind_rows).map_err(CaptureError::new)?;
             // The named targets' tables are there before their first sample.
             for &pid in &opts.targets.pids {
-                t.track(pid, &skel.maps.proc_unwind);
+                let _ = t.track(pid, &skel.maps.proc_unwind);
             }
             tables = Some(t);
         }
@@ -365,7 +365,7 @@ impl Probe {
     pub fn track_processes(&mut self, events: &[ProcEvent]) {
         if let Some(t) = self.tables.as_mut() {
             for e in events {
-                t.track(e.pid, &self.skel.maps.proc_unwind);
+                let _ = t.track(e.pid, &self.skel.maps.proc_unwind);
             }
         }
     }
@@ -389,11 +389,15 @@ impl Probe {
 
     /// Drains the counts if [`DRAIN_EVERY`] has passed since the last
     /// drain, so that the kernel's counts maps only ever hold one
-    /// interval's keys. Call it from the capture loop.
-    pub fn tick(&mut self) {
+    /// interval's keys, and re-reads the maps of processes on the unwind
+    /// tables' schedule. Call it from the capture loop. Returns the
+    /// processes it re-read (young ones, and those whose code mappings
+    /// changed), for the symbolizer to read again.
+    pub fn tick(&mut self) -> Vec<u32> {
         self.counts.tick(&mut self.skel);
-        if let Some(t) = self.tables.as_mut() {
-            t.refresh(&self.skel.maps.proc_unwind);
+        match self.tables.as_mut() {
+            Some(t) => t.refresh(&self.skel.maps.proc_unwind),
+            None => Vec::new(),
         }
     }
 

@@ -127,20 +127,21 @@ impl Tables {
     }
 
     /// Reads the process's executable mappings and gives the walker their
-    /// tables, building those of binaries not seen before.
-    pub fn track<M: MapCore>(&mut self, pid: u32, procs: &M) {
+    /// tables, building those of binaries not seen before. True when its
+    /// code mappings changed since it was last read.
+    pub fn track<M: MapCore>(&mut self, pid: u32, procs: &M) -> bool {
         if pid == 0 {
-            return;
+            return false;
         }
         // Called for processes just announced or tracked: a PID reused by
         // a new process is read afresh.
         let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
-            return;
+            return false;
         };
         let code: Vec<MapsLine> = maps.lines().filter_map(MapsLine::parse).collect();
         let digest = digest(&code);
         if self.tracked.get(&pid) == Some(&digest) {
-            return;
+            return false;
         }
         let mut value = types::fg_proc_unwind::default();
         let max_mappings = value.maps.len();
@@ -174,6 +175,7 @@ impl Tables {
         {
             self.young.push((pid, Instant::now(), 0));
         }
+        true
     }
 
     /// Builds the rows of the binary at `path` ahead of any process that
@@ -201,8 +203,11 @@ impl Tables {
     }
 
     /// Re-reads tracked processes now and then, for code mapped since
-    /// (dlopen), and forgets those that exited.
-    pub fn refresh<M: MapCore>(&mut self, procs: &M) {
+    /// (dlopen), and forgets those that exited. Returns the processes read
+    /// on a young process's schedule and those whose code mappings changed,
+    /// so that the symbolizer reads them again too: its first read of a
+    /// starting process may have come before the loader mapped libc.
+    pub fn refresh<M: MapCore>(&mut self, procs: &M) -> Vec<u32> {
         let due: Vec<u32> = self
             .young
             .iter_mut()
@@ -213,22 +218,26 @@ impl Tables {
             })
             .collect();
         self.young.retain(|(_, _, step)| *step < YOUNG_STEPS.len());
-        for pid in due {
+        for &pid in &due {
             self.track(pid, procs);
         }
+        let mut changed = due;
         if self.last_refresh.elapsed() < REFRESH_EVERY {
-            return;
+            return changed;
         }
         self.last_refresh = Instant::now();
         let pids: Vec<u32> = self.tracked.keys().copied().collect();
         for pid in pids {
             if std::path::Path::new(&format!("/proc/{pid}")).exists() {
-                self.track(pid, procs);
+                if self.track(pid, procs) {
+                    changed.push(pid);
+                }
             } else {
                 self.tracked.remove(&pid);
                 let _ = procs.delete(&pid.to_ne_bytes());
             }
         }
+        changed
     }
 
     /// The rows of the binary mapped at `m`, and the mapping's `load`

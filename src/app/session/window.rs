@@ -70,9 +70,15 @@ impl Window<'_> {
                 }
             }
             // Picks up code mapped since a process was first seen; it
-            // paces itself, as does draining the counts.
+            // paces itself, as does draining the counts. A young process
+            // re-read for its unwind tables (20, 100 and 500 ms after it
+            // appears) is re-read for names too: the first read may have
+            // come before the loader mapped its libraries, and a short
+            // command may exit before the symbolizer's own round.
             symbolizer.refresh();
-            live.tick();
+            for pid in live.tick() {
+                symbolizer.reread(pid);
+            }
             let now = Instant::now();
             if self.stop.stopped() {
                 break EndReason::Interrupted;
