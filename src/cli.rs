@@ -94,6 +94,17 @@ pub struct CaptureArgs {
     #[arg(long)]
     pub kernel_only: bool,
 
+    /// Leave Python threads' interpreter frames out: CPython processes
+    /// then show the evaluator (_PyEval_EvalFrameDefault), as native
+    /// profilers do.
+    #[arg(long)]
+    pub no_python: bool,
+
+    /// Python frames without their line, `handler (app.py)` rather than
+    /// `handler (app.py:42)`, so that each function is one frame.
+    #[arg(long)]
+    pub no_py_lines: bool,
+
     /// Output formats besides report.txt, comma-separated: svg, folded,
     /// pprof (.pb.gz), speedscope (.speedscope.json).
     #[arg(
@@ -285,6 +296,8 @@ impl Default for CaptureArgs {
             output: None,
             user_only: false,
             kernel_only: false,
+            no_python: false,
+            no_py_lines: false,
             formats: vec![Format::Svg, Format::Folded],
             symbols: SymbolArgs::default(),
             quiet: false,

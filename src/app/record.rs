@@ -18,6 +18,7 @@ use crate::format::{
     report, svg, unresolved, wakers,
 };
 use crate::probe::{self, OffcpuOptions, OncpuOptions, Probe, Recorded};
+use crate::profile::python;
 use crate::profile::unwinding::by_process;
 use crate::profile::{build, merge, thousands, Kind, Losses, Meta, Profile, RawStack, State, Unit, Unwinding};
 use crate::symbolize::Symbolizer;
@@ -78,6 +79,8 @@ impl Recording<'_> {
             max_stacks: self.maps.max_stacks,
             max_entries: self.maps.max_entries,
             max_unwind_rows: self.maps.max_unwind_rows,
+            python: !self.capture.no_python,
+            py_lines: !self.capture.no_py_lines,
         })
     }
 }
@@ -265,11 +268,23 @@ impl Views {
             let on = on_raw.iter().map(|r| (r, r.weight * period_us));
             let off = off_raw.iter().map(|r| (r, r.weight));
             let name_of = |pid, comm: &str| symbolizer.process_name(pid, comm);
-            u.processes = match (rec.sampling.is_some(), rec.blocks.is_some()) {
-                (true, true) => by_process(on.chain(off), name_of),
-                (true, false) => by_process(on, name_of),
-                (false, _) => by_process(off, name_of),
+            let weighed: Vec<(&RawStack, u64)> = match (rec.sampling.is_some(), rec.blocks.is_some()) {
+                (true, true) => on.chain(off).collect(),
+                (true, false) => on.collect(),
+                (false, _) => off.collect(),
             };
+            u.processes = by_process(weighed.iter().copied(), name_of);
+            let versions = recorded
+                .interpreters
+                .iter()
+                .map(|(pid, v, _)| (*pid, format!("{}.{}", v.0, v.1)))
+                .collect();
+            u.python = python::by_process(weighed.iter().copied(), &versions, name_of);
+            u.python_unreadable = recorded
+                .py_unsupported
+                .iter()
+                .map(|(pid, why)| (*pid, symbolizer.process_name(*pid, ""), why.why.clone()))
+                .collect();
         }
         let meta = |kind, frequency, losses| Meta {
             kind,

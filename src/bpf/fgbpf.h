@@ -38,6 +38,17 @@ enum fg_walk {
 };
 #define FG_WALK_SHIFT 4
 
+/* How the interpreter stack of a Python thread was read (python.bpf.h), in
+ * bits 8-11 of a key's flags. */
+enum fg_py_walk {
+	FG_PY_NONE = 0,      /* not a Python process (or Python frames off) */
+	FG_PY_WHOLE = 1,     /* read to its outermost frame */
+	FG_PY_NO_THREAD = 2, /* no thread state for this thread: not running Python */
+	FG_PY_CUT = 3,       /* no room left in the stack for more frames */
+	FG_PY_FAULT = 4,     /* a read of the interpreter's memory failed */
+};
+#define FG_PY_SHIFT 8
+
 /* Values in target_pids: a followed process, or the `-- COMMAND` child
  * that fgbpf forked and holds before execve. The held child is fgbpf's own
  * code until its exec, so it becomes a target only then. */
@@ -120,6 +131,11 @@ struct fg_stats {
 	__u64 unw_fault;        /* a stack read failed (page not resident) */
 	__u64 unw_unsupported;  /* a rule the walker cannot follow */
 	__u64 unw_lost_fp;      /* no table and no frame pointer for a frame */
+	/* Python stacks (python.bpf.h), of threads of known interpreters */
+	__u64 py_whole;         /* read to the outermost frame */
+	__u64 py_no_thread;     /* the thread had no Python thread state */
+	__u64 py_cut;           /* cut: no room left in the stack */
+	__u64 py_fault;         /* cut by a failed read */
 };
 
 /* Unwind tables (src/procs/unwind/ compiles them from .eh_frame; the BPF
@@ -169,6 +185,47 @@ struct fg_proc_unwind {
 	__u32 count;
 	__u32 pad;
 	struct fg_mapping maps[FG_MAX_MAPPINGS];
+};
+
+/* Python interpreter frames follow a user stack's native frames after this
+ * marker (not a user address), one word each, leaf first:
+ * bits 0-43 the code object's address >> 3, bits 44-62 the instruction
+ * (see fg_py_proc.kind), bit 63 set on the outermost frame of one call of
+ * the evaluator, which user space puts in place of that native frame. */
+#define FG_PY_MARKER 0xffffffffffffff50ULL
+#define FG_PY_ENTRY (1ULL << 63)
+
+enum fg_py_kind {
+	/* 3.8-3.10: PyFrameObject chain from tstate->frame; the instruction is
+	 * f_lasti; one evaluator call per frame. */
+	FG_PY_FRAME_OBJECT = 1,
+	/* 3.11: _PyInterpreterFrame chain; the instruction is prev_instr in
+	 * code units from co_code_adaptive; entry frames flagged is_entry. */
+	FG_PY_INTERP_ENTRY_FLAG = 2,
+	/* 3.12+: as 3.11, but an evaluator call begins above a shim frame
+	 * whose owner is FRAME_OWNED_BY_CSTACK. */
+	FG_PY_INTERP_SHIM = 3,
+};
+#define FG_PY_OWNED_BY_CSTACK 3
+#define FG_PY_NONE_OFF 0xffff /* an offset a version does not have */
+
+/* A process running CPython, as user space found it (src/procs/python/):
+ * where its runtime is and the offsets of its version. */
+struct fg_py_proc {
+	__u64 runtime;      /* address of _PyRuntime */
+	__u16 interp_head;  /* _PyRuntime: interpreters.head */
+	__u16 threads_head; /* PyInterpreterState: first thread state */
+	__u16 ts_next;      /* PyThreadState: next */
+	__u16 ts_thread_id; /* PyThreadState: thread_id (pthread_self) */
+	__u16 ts_frame;     /* PyThreadState: frame, cframe or current_frame */
+	__u16 cframe_frame; /* _PyCFrame: current_frame; FG_PY_NONE_OFF: none */
+	__u16 f_code;       /* frame: its code object */
+	__u16 f_back;       /* frame: its caller */
+	__u16 f_instr;      /* frame: f_lasti, prev_instr or instr_ptr */
+	__u16 f_entry;      /* frame: is_entry (3.11) or owner (3.12+) */
+	__u16 co_code;      /* code: co_code_adaptive (3.11+) */
+	__u8 kind;          /* enum fg_py_kind */
+	__u8 pad;
 };
 
 enum fg_proc_event_kind {

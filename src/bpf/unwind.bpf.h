@@ -12,6 +12,7 @@
 
 #include "fgbpf.h"
 #include "stacks.bpf.h"
+#include "python.bpf.h"
 
 /* Sized by the loader; user space fills it through a memory mapping. */
 struct {
@@ -235,31 +236,39 @@ static __always_inline bool user_regs(struct walk *w)
 }
 
 /* The current task's user stack into `stacks`: walked with tables when
- * its process has them, else by the kernel's frame-pointer walk. Returns
- * its key (see store_stack), counts how the walk went, and says it in
- * *walk (enum fg_walk). */
+ * its process has them, else by the kernel's frame-pointer walk, then its
+ * Python frames when it is a known interpreter (python.bpf.h). Returns its
+ * key (see store_stack), counts how the walks went, and says it in *walk:
+ * enum fg_walk in bits 0-3, enum fg_py_walk in bits 4-7. */
 static __always_inline __u64 store_user_stack(void *ctx, __u32 pid, struct fg_stats *st, bool *lost,
 					       __u32 *walk)
 {
 	struct walk w = {};
-	__u32 slot = 0;
+	__u32 slot = 0, py = FG_PY_NONE;
 
 	/* Kernel threads have no user stack. */
 	if (!BPF_CORE_READ(bpf_get_current_task_btf(), mm))
 		return STACK_NONE;
+	w.buf = bpf_map_lookup_elem(&stack_scratch, &slot);
+	if (!w.buf)
+		return STACK_NONE;
 	if (use_tables)
 		w.proc = bpf_map_lookup_elem(&proc_unwind, &pid);
 	if (!w.proc) {
+		long bytes;
+
 		st->unw_fp_only++;
 		*walk = FG_WALK_FP;
-		return store_stack(ctx, 0, BPF_F_USER_STACK, lost);
+		/* The helper zero-fills the buffer past the frames it wrote. */
+		bytes = bpf_get_stack(ctx, w.buf->ips, sizeof(w.buf->ips), BPF_F_USER_STACK);
+		if (bytes <= 0)
+			return STACK_NONE;
+		w.n = bytes / sizeof(__u64);
+		goto python;
 	}
-	w.buf = bpf_map_lookup_elem(&stack_scratch, &slot);
-	if (!w.buf || !user_regs(&w))
+	if (!user_regs(&w))
 		return STACK_NONE;
 	bpf_loop(MAX_STACK_DEPTH, walk_step, &w, 0);
-	if (w.n < MAX_STACK_DEPTH)
-		w.buf->ips[w.n] = 0;
 	switch (w.end) {
 	case WALK_GOING:
 		st->unw_depth++;
@@ -286,6 +295,11 @@ static __always_inline __u64 store_user_stack(void *ctx, __u32 pid, struct fg_st
 			*walk = FG_WALK_TABLES;
 		}
 	}
+python:
+	w.n = add_python(w.buf, w.n, pid, st, &py);
+	*walk |= py << 4;
+	if (w.n < MAX_STACK_DEPTH)
+		w.buf->ips[w.n] = 0;
 	return keep_stack(w.buf, w.n * sizeof(__u64), lost);
 }
 

@@ -13,7 +13,7 @@ use super::drain::{c_name, StackReader};
 use super::wakers::WakerReader;
 use super::skel::{types, FgbpfSkel};
 use super::{state_of_raw, DRAIN_EVERY};
-use crate::profile::{RawStack, Walk, BEFORE_CAPTURE, LOST_STACK};
+use crate::profile::{PyWalk, RawStack, Walk, BEFORE_CAPTURE, LOST_STACK};
 
 /// Where the flags of struct fg_key and struct fg_start keep the walk
 /// (FG_WALK_SHIFT).
@@ -22,6 +22,11 @@ const FG_WALK_SHIFT: u32 = 4;
 /// How a user stack was walked, from the flags of a key or a start.
 pub(super) fn walk_of(flags: u32) -> Option<Walk> {
     Walk::from_raw(flags >> FG_WALK_SHIFT & 0xf)
+}
+
+/// How a Python stack was read, from bits 8-11 of the flags (FG_PY_SHIFT).
+pub(super) fn py_walk_of(flags: u32) -> Option<PyWalk> {
+    PyWalk::from_raw(flags >> 8 & 0xf)
 }
 
 /// BPF programs run to completion without sleeping, in microseconds: one
@@ -36,6 +41,8 @@ pub(super) struct Counts {
     totals: HashMap<Vec<u8>, u64>,
     stacks: HashMap<u64, Vec<u64>>,
     last_drain: Option<Instant>,
+    /// (pid, user stack) of keys first seen since the last take_fresh.
+    fresh: Vec<(u32, u64)>,
 }
 
 impl Counts {
@@ -61,6 +68,16 @@ impl Counts {
         self.drain(&skel.maps.counts1, &skel.maps.stacks);
     }
 
+    /// The (pid, user stack) of every key first drained since the last
+    /// call, with the stack's frames when they were moved out already.
+    pub fn take_fresh(&mut self) -> Vec<(u32, &[u64])> {
+        let fresh = std::mem::take(&mut self.fresh);
+        fresh
+            .into_iter()
+            .filter_map(|(pid, k)| self.stacks.get(&k).map(|s| (pid, s.as_slice())))
+            .collect()
+    }
+
     /// The stacks moved out of the kernel so far, for the final reading.
     pub fn take_stacks(&mut self) -> HashMap<u64, Vec<u64>> {
         std::mem::take(&mut self.stacks)
@@ -72,6 +89,12 @@ impl Counts {
                 continue;
             }
             let value = u64::from_ne_bytes(v[..8].try_into().expect("8 bytes"));
+            if !self.totals.contains_key(&k) {
+                let mut key = types::fg_key::default();
+                if plain::copy_from_bytes(&mut key, &k).is_ok() && key.user_stack != 0 {
+                    self.fresh.push((key.pid, key.user_stack));
+                }
+            }
             *self.totals.entry(k).or_default() += value;
         }
         // Then every stored stack moves out of the kernel, those of the
@@ -124,6 +147,8 @@ impl Counts {
                 state,
                 walk: walk_of(key.flags),
                 waker: wakers.get(key.waker, reader),
+                py_walk: py_walk_of(key.flags),
+                python: Vec::new(),
             });
         }
         out

@@ -10,6 +10,7 @@ pub mod drain;
 pub mod events;
 mod offcpu;
 pub mod perf;
+mod python;
 mod skel;
 pub mod targets;
 mod unwind;
@@ -110,6 +111,10 @@ pub struct Options {
     pub max_entries: u32,
     /// Rows of the unwind-table array; 0: frame pointers only.
     pub max_unwind_rows: u32,
+    /// Read the Python frames of CPython threads (`--no-python` not given).
+    pub python: bool,
+    /// Python frames carry their line: `f (app.py:42)`, else `f (app.py)`.
+    pub py_lines: bool,
 }
 
 impl Default for Options {
@@ -123,6 +128,8 @@ impl Default for Options {
             max_stacks: DEFAULT_MAX_STACKS,
             max_entries: DEFAULT_MAX_ENTRIES,
             max_unwind_rows: DEFAULT_MAX_UNWIND_ROWS,
+            python: true,
+            py_lines: true,
         }
     }
 }
@@ -152,6 +159,10 @@ pub struct Recorded {
     pub tables: Option<TableStats>,
     /// Why the kernel refused the table walker, when it did.
     pub tables_refused: Option<String>,
+    /// Python interpreters found: (pid, version, binary), and those fgbpf
+    /// cannot read, with why.
+    pub interpreters: Vec<(u32, (u32, u32), String)>,
+    pub py_unsupported: Vec<(u32, crate::procs::python::Unsupported)>,
 }
 
 /// A running (or stopped) capture. Dropping it detaches and unloads
@@ -166,6 +177,7 @@ pub struct Probe {
     tables: Option<unwind::Tables>,
     /// Why the kernel refused the table walker, when it did.
     tables_refused: Option<String>,
+    python: Option<python::Python>,
     opts: Options,
     /// From the start of loading to the last program attached.
     pub attach_time: Duration,
@@ -219,6 +231,7 @@ impl Probe {
             ro.stack_seed = random_seed();
             ro.include_idle = opts.oncpu.as_ref().is_some_and(|o| o.include_idle);
             ro.use_tables = opts.user_stacks && opts.max_unwind_rows > 0;
+            ro.python_frames = opts.user_stacks && opts.python;
             if let Some(off) = off {
                 ro.min_block_ns = off.min_block.as_nanos() as u64;
                 ro.max_block_ns = off.max_block.map_or(u64::MAX, |d| d.as_nanos() as u64);
@@ -265,6 +278,12 @@ impl Probe {
                 let _ = t.track(pid, &skel.maps.proc_unwind);
             }
             tables = Some(t);
+        }
+        let mut python = (opts.user_stacks && opts.python).then(|| python::Python::new(!opts.py_lines));
+        if let Some(py) = python.as_mut() {
+            for &pid in &opts.targets.pids {
+                py.track(pid, &skel.maps.py_procs);
+            }
         }
         let attach = |prog: &libbpf_rs::ProgramMut, what: &str| {
             prog.attach()
@@ -326,6 +345,7 @@ impl Probe {
             counts: Counts::default(),
             tables,
             tables_refused: None,
+            python,
             opts: opts.clone(),
             attach_time: started.elapsed(),
             cpus,
@@ -368,6 +388,11 @@ impl Probe {
                 let _ = t.track(e.pid, &self.skel.maps.proc_unwind);
             }
         }
+        if let Some(py) = self.python.as_mut() {
+            for e in events {
+                py.track(e.pid, &self.skel.maps.py_procs);
+            }
+        }
     }
 
     pub fn stats(&self) -> Stats {
@@ -395,10 +420,20 @@ impl Probe {
     /// changed), for the symbolizer to read again.
     pub fn tick(&mut self) -> Vec<u32> {
         self.counts.tick(&mut self.skel);
-        match self.tables.as_mut() {
+        let reread = match self.tables.as_mut() {
             Some(t) => t.refresh(&self.skel.maps.proc_unwind),
             None => Vec::new(),
+        };
+        if let Some(py) = self.python.as_mut() {
+            // A program maps libpython after the exec that announced it.
+            for &pid in &reread {
+                py.track(pid, &self.skel.maps.py_procs);
+            }
+            for (pid, user) in self.counts.take_fresh() {
+                py.read(pid, user);
+            }
         }
+        reread
     }
 
     /// Stops recording; what was gathered stays readable for
@@ -431,6 +466,9 @@ impl Probe {
             ),
             None => Default::default(),
         };
+        if let Some(py) = self.python.as_mut() {
+            py.name(&mut stacks);
+        }
         let stats = self.stats();
         let mut rec = Recorded {
             stacks,
@@ -442,6 +480,13 @@ impl Probe {
             tables_refused: self.tables_refused.clone(),
             ..Default::default()
         };
+        if let Some(py) = &self.python {
+            rec.interpreters = py
+                .interpreters()
+                .map(|(pid, i)| (pid, i.version, i.binary.clone()))
+                .collect();
+            rec.py_unsupported = py.unsupported.iter().map(|(&p, u)| (p, u.clone())).collect();
+        }
         rec.oncpu_losses.add(
             "samples (counts map full)",
             stats.lost_samples,

@@ -128,6 +128,8 @@ pub(super) fn open_blocks<M: MapCore, S: MapCore>(
             weight: (ns * if pre { 1 } else { sample_every } + 500) / 1000,
             state: state_of_raw(start.state),
             walk: super::counts::walk_of(start.flags),
+            py_walk: super::counts::py_walk_of(start.flags),
+            python: Vec::new(),
             // Still blocked: nobody has woken it.
             waker: None,
         });

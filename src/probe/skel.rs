@@ -12,3 +12,4 @@ unsafe impl plain::Plain for types::fg_waker {}
 unsafe impl plain::Plain for types::fg_stats {}
 unsafe impl plain::Plain for types::fg_proc_event {}
 unsafe impl plain::Plain for types::fg_proc_unwind {}
+unsafe impl plain::Plain for types::fg_py_proc {}

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use libbpf_rs::{MapCore, MapFlags};
 
 use super::skel::types;
+use crate::procs::elf::load_bias;
 use crate::procs::maps;
 use crate::procs::unwind::{self as compile, Row};
 
@@ -278,7 +279,7 @@ impl Tables {
         let Ok(placed) = placed else {
             return (None, None);
         };
-        let load = bias(data, m.start, m.offset).map(|b| b.wrapping_add(placed.base));
+        let load = load_bias(data, m.start, m.offset).map(|b| b.wrapping_add(placed.base));
         (Some(placed), load)
     }
 
@@ -313,31 +314,6 @@ impl Tables {
             base: table.base,
         })
     }
-}
-
-/// runtime address - ELF virtual address for code mapped from file offset
-/// `offset` at `start`: from the executable loadable segment holding that
-/// offset. A segment need not start on a page: the mapping then starts at
-/// the page below it (ld.bfd lays out debug builds so), and the mapping's
-/// offset lies below the segment's.
-fn bias(data: &[u8], start: u64, offset: u64) -> Option<u64> {
-    use object::{Object, ObjectSegment, SegmentFlags};
-    const PAGE: u64 = 4096;
-    const PF_X: u32 = 1;
-    let file = object::File::parse(data).ok()?;
-    let seg = file.segments().find(|s| {
-        let (off, size) = s.file_range();
-        let exec = matches!(s.flags(), SegmentFlags::Elf { p_flags } if p_flags & PF_X != 0);
-        exec && off & !(PAGE - 1) <= offset && offset < off + size.max(1)
-    })?;
-    let (seg_off, _) = seg.file_range();
-    // vaddr = runtime - start + offset - seg_off + seg_vaddr
-    Some(
-        start
-            .wrapping_sub(offset)
-            .wrapping_add(seg_off)
-            .wrapping_sub(seg.address()),
-    )
 }
 
 /// An executable line of /proc/PID/maps with code the walker may meet:

@@ -132,6 +132,31 @@ pub fn crc32(file: &File) -> Option<u32> {
     Some(hasher.finalize())
 }
 
+/// runtime address - ELF virtual address for code mapped from file offset
+/// `offset` at `start`: from the executable loadable segment holding that
+/// offset. A segment need not start on a page: the mapping then starts at
+/// the page below it (ld.bfd lays out debug builds so), and the mapping's
+/// offset lies below the segment's.
+pub fn load_bias(data: &[u8], start: u64, offset: u64) -> Option<u64> {
+    use object::{Object, ObjectSegment, SegmentFlags};
+    const PAGE: u64 = 4096;
+    const PF_X: u32 = 1;
+    let file = object::File::parse(data).ok()?;
+    let seg = file.segments().find(|s| {
+        let (off, size) = s.file_range();
+        let exec = matches!(s.flags(), SegmentFlags::Elf { p_flags } if p_flags & PF_X != 0);
+        exec && off & !(PAGE - 1) <= offset && offset < off + size.max(1)
+    })?;
+    let (seg_off, _) = seg.file_range();
+    // vaddr = runtime - start + offset - seg_off + seg_vaddr
+    Some(
+        start
+            .wrapping_sub(offset)
+            .wrapping_add(seg_off)
+            .wrapping_sub(seg.address()),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

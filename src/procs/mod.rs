@@ -7,6 +7,7 @@
 pub mod elf;
 pub mod maps;
 pub mod perf_map;
+pub mod python;
 pub mod registry;
 pub mod unwind;
 

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use super::raw::{INTERRUPT_WAKER, WAKER_SEPARATOR};
 use super::{
-    Frame, FrameId, FrameKind, Profile, RawStack, Stack, State, Thread, ThreadId, Unit,
+    Frame, FrameId, FrameKind, Profile, PyFrame, RawStack, Stack, State, Thread, ThreadId, Unit,
     Unresolved, UnresolvedReason,
 };
 use crate::symbolize::{Named, SymKind, Symbolizer};
@@ -71,8 +71,14 @@ pub fn from_raw(raw: &[RawStack], unit: Unit, symbolizer: &mut Symbolizer) -> Pr
         if let Some(note) = r.root_note {
             frames.push(profile.intern_frame(Frame::new(note, FrameKind::Pseudo)));
         }
-        for &slot in slots.iter().rev() {
-            frames.extend_from_slice(table.frames(user.entries[slot as usize]));
+        if r.python.is_empty() {
+            for &slot in slots.iter().rev() {
+                frames.extend_from_slice(table.frames(user.entries[slot as usize]));
+            }
+        } else {
+            let named: Vec<&[FrameId]> =
+                slots.iter().map(|&s| table.frames(user.entries[s as usize])).collect();
+            merge_python(&named, &r.python, &mut frames, &mut profile);
         }
         for (i, &ip) in r.kernel.iter().enumerate().rev() {
             frames.extend_from_slice(table.frames(kernel[&caller_adjusted(ip, i)]));
@@ -116,6 +122,55 @@ pub fn from_raw(raw: &[RawStack], unit: Unit, symbolizer: &mut Symbolizer) -> Pr
     profile.coalesce();
     profile.unresolved = unresolved_list(accounts, &process_names);
     profile
+}
+
+/// Appends, root first, the user frames of a stack whose Python frames
+/// were read: `native` is each native address's frames (leaf first, each
+/// root first), `python` the Python frames leaf first. Python frames come
+/// in runs, one per call of the evaluator, each ending at an entry frame;
+/// the innermost run takes the place of the innermost evaluator frame, and
+/// so on outwards. Runs left over (the native walk stopped short of their
+/// evaluator frames) go at the root, where they were called from.
+fn merge_python(native: &[&[FrameId]], python: &[PyFrame], frames: &mut Vec<FrameId>, profile: &mut Profile) {
+    let mut runs: Vec<&[PyFrame]> = Vec::new();
+    let mut start = 0;
+    for (i, f) in python.iter().enumerate() {
+        if f.entry {
+            runs.push(&python[start..=i]);
+            start = i + 1;
+        }
+    }
+    if start < python.len() {
+        runs.push(&python[start..]);
+    }
+    let mut run_of = vec![None; native.len()];
+    let mut next = 0;
+    for (i, ids) in native.iter().enumerate() {
+        if next < runs.len() && ids.first().is_some_and(|&f| is_evaluator(&profile.frame(f).name)) {
+            run_of[i] = Some(next);
+            next += 1;
+        }
+    }
+    let push_run = |run: &[PyFrame], frames: &mut Vec<FrameId>, profile: &mut Profile| {
+        for f in run.iter().rev() {
+            frames.push(profile.intern_frame(Frame::new(&*f.text, FrameKind::Python)));
+        }
+    };
+    for run in runs[next..].iter().rev() {
+        push_run(run, frames, profile);
+    }
+    for (i, ids) in native.iter().enumerate().rev() {
+        match run_of[i] {
+            Some(r) => push_run(runs[r], frames, profile),
+            None => frames.extend_from_slice(ids),
+        }
+    }
+}
+
+/// CPython's bytecode evaluator, whose native frames stand for the Python
+/// functions it runs (`.cold` parts included).
+fn is_evaluator(name: &str) -> bool {
+    name.starts_with("_PyEval_EvalFrameDefault")
 }
 
 /// A raw stack and its waker's, in the order their frames are named.

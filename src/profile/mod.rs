@@ -6,9 +6,10 @@ pub mod build;
 pub mod merge;
 pub mod names;
 pub mod raw;
+pub mod python;
 pub mod unwinding;
 
-pub use raw::{RawStack, State, BEFORE_CAPTURE, LOST_STACK};
+pub use raw::{PyFrame, PyWalk, RawStack, State, BEFORE_CAPTURE, LOST_STACK};
 pub use unwinding::{Walk, Unwinding};
 
 use rayon::slice::ParallelSliceMut;
@@ -86,6 +87,9 @@ pub enum FrameKind {
     Inlined,
     /// JIT-compiled code named from a perf map.
     Jit,
+    /// A Python function run by the CPython interpreter, in place of the
+    /// evaluator's native frame: `name (file.py:line)`.
+    Python,
     /// A frame fgbpf adds that is not code: a process, thread or state.
     Pseudo,
     /// A frame of the thread that woke a blocked one (`--wakers`), above
@@ -97,7 +101,10 @@ impl FrameKind {
     /// Whether the frame is code that ran in user space: a function,
     /// inlined or not, or JIT code.
     pub fn is_user_space(self) -> bool {
-        matches!(self, FrameKind::User | FrameKind::Inlined | FrameKind::Jit)
+        matches!(
+            self,
+            FrameKind::User | FrameKind::Inlined | FrameKind::Jit | FrameKind::Python
+        )
     }
 
     /// The suffix the folded format uses for this kind of frame.
@@ -106,6 +113,7 @@ impl FrameKind {
             FrameKind::Kernel => "_[k]",
             FrameKind::Inlined => "_[i]",
             FrameKind::Jit => "_[j]",
+            FrameKind::Python => "_[p]",
             FrameKind::Waker => "_[w]",
             FrameKind::User | FrameKind::Pseudo => "",
         }
@@ -126,12 +134,18 @@ impl Frame {
         }
     }
 
-    /// A frame from its folded text. Suffixes `_[k]`, `_[i]`, `_[j]` and
-    /// `_[w]` give the kind; bracketed names are pseudo-frames only in fgbpf's own
+    /// A frame from its folded text. Suffixes `_[k]`, `_[i]`, `_[j]`, `_[p]`
+    /// and `_[w]` give the kind; bracketed names are pseudo-frames only in fgbpf's own
     /// files (`ours`), since other tools bracket the module names of
     /// unsymbolized code (`[libc.so.6]`).
     pub fn from_folded(text: &str, ours: bool) -> Frame {
-        for kind in [FrameKind::Kernel, FrameKind::Inlined, FrameKind::Jit, FrameKind::Waker] {
+        for kind in [
+            FrameKind::Kernel,
+            FrameKind::Inlined,
+            FrameKind::Jit,
+            FrameKind::Python,
+            FrameKind::Waker,
+        ] {
             if let Some(name) = text.strip_suffix(kind.suffix()) {
                 return Frame::new(name, kind);
             }

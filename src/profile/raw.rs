@@ -79,6 +79,43 @@ pub struct RawStack {
     /// `--wakers`: the thread that ended this wait, with its stacks (its
     /// `pid`, `tid`, `comm`, `user`, `kernel`; no weight or state).
     pub waker: Option<Box<RawStack>>,
+    /// The Python frames of an interpreter thread, named, leaf first; they
+    /// take the place of the evaluator frames of `user` they ran in.
+    pub python: Vec<PyFrame>,
+    /// How the Python stack was read; `None` outside interpreters.
+    pub py_walk: Option<PyWalk>,
+}
+
+/// One Python function's frame: its text, e.g. `handler (app.py:42)`, and
+/// whether it is the outermost frame of one call of the evaluator.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PyFrame {
+    pub text: std::sync::Arc<str>,
+    pub entry: bool,
+}
+
+/// How a Python thread's interpreter stack was read (enum fg_py_walk).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PyWalk {
+    Whole,
+    /// The thread had no Python thread state: it does not run Python.
+    NoThread,
+    /// Cut: no room left in the 127-frame stack.
+    Cut,
+    /// Cut by a failed read of the interpreter's memory.
+    Fault,
+}
+
+impl PyWalk {
+    pub fn from_raw(raw: u32) -> Option<PyWalk> {
+        Some(match raw {
+            1 => PyWalk::Whole,
+            2 => PyWalk::NoThread,
+            3 => PyWalk::Cut,
+            4 => PyWalk::Fault,
+            _ => return None,
+        })
+    }
 }
 
 /// The separator frame between a blocked stack and its waker's stack, as

@@ -93,6 +93,10 @@ pub struct Unwinding {
     pub processes: Vec<ProcessWalks>,
     /// Executable mappings beyond what the walker holds per process.
     pub mappings_dropped: u64,
+    /// Interpreter processes, by how their Python frames were read.
+    pub python: Vec<super::python::PythonWalks>,
+    /// Interpreter processes whose Python frames could not be read.
+    pub python_unreadable: Vec<super::python::Unreadable>,
 }
 
 /// Binaries without a table listed by [`Unwinding::lines`].
@@ -163,6 +167,12 @@ impl Unwinding {
 
     /// Lines for the summary and the report, each a complete sentence.
     pub fn lines(&self) -> Vec<String> {
+        let mut out = self.walk_lines();
+        out.extend(super::python::lines(&self.python, &self.python_unreadable));
+        out
+    }
+
+    fn walk_lines(&self) -> Vec<String> {
         let total = self.total();
         if total == 0 {
             return Vec::new();

@@ -148,13 +148,7 @@ pub fn is_plumbing(name: &str) -> bool {
 
 /// `libfoo.so.1.2+0x1234`: an address in a shared library with no symbol.
 fn is_unnamed_library_code(name: &str) -> bool {
-    let Some((file, offset)) = name.rsplit_once("+0x") else {
-        return false;
-    };
-    file.contains(".so")
-        && !file.contains(char::is_whitespace)
-        && !offset.is_empty()
-        && offset.chars().all(|c| c.is_ascii_hexdigit())
+    is_unnamed(name) && name.rsplit_once("+0x").is_some_and(|(file, _)| file.contains(".so"))
 }
 
 /// Whether a user-space function belongs to a language's or the system's
@@ -165,6 +159,8 @@ pub fn is_library(name: &str) -> bool {
     const PREFIXES: &[&str] = &[
         "std::", "core::", "alloc::", "<std::", "<core::", "<alloc::", "__", "_dl_", "_IO_",
         "pthread_", "sem_", "epoll_", "g_main_", "runtime.", "syscall.", "internal/",
+        // CPython's C API and internals, between Python frames
+        "Py", "_Py",
     ];
     const WRAPPERS: &[&str] = &[
         "read", "write", "pread64", "pwrite64", "readv", "writev", "recv", "recvfrom",
@@ -178,7 +174,21 @@ pub fn is_library(name: &str) -> bool {
     // A C program's `main` is its own code, and the last place to say a
     // wait came from.
     name != "main"
-        && (is_plumbing(name) || PREFIXES.iter().any(|p| name.starts_with(p)) || WRAPPERS.contains(&name))
+        && (is_plumbing(name)
+            || is_unnamed(name)
+            || PREFIXES.iter().any(|p| name.starts_with(p))
+            || WRAPPERS.contains(&name))
+}
+
+/// `file+0x1234`: code of any file that has no name for it, the program's
+/// own stripped executable included: no use as a place to point at.
+fn is_unnamed(name: &str) -> bool {
+    name.rsplit_once("+0x").is_some_and(|(file, offset)| {
+        !file.is_empty()
+            && !file.contains(char::is_whitespace)
+            && !offset.is_empty()
+            && offset.chars().all(|c| c.is_ascii_hexdigit())
+    })
 }
 
 /// A function's name as a sentence uses it: glibc's internal aliases

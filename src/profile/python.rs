@@ -1,0 +1,131 @@
+//! How far the Python stacks of a capture could be read: per interpreter
+//! process, the share of its weight whose Python frames were read to the
+//! outermost one, and why the rest were not; and the Python processes
+//! fgbpf could not read at all. The summary and the report print it.
+
+use std::collections::BTreeMap;
+
+use super::names::sanitize;
+use super::{PyWalk, RawStack};
+
+/// One interpreter process's stacks by how their Python frames were read,
+/// weighted like the profile.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PythonWalks {
+    pub pid: u32,
+    pub process: String,
+    /// e.g. "3.11".
+    pub version: String,
+    pub total: u64,
+    pub whole: u64,
+    /// Threads without a Python thread state (native threads).
+    pub no_thread: u64,
+    /// Cut at the 127-frame limit.
+    pub cut: u64,
+    /// Cut by a failed read of the interpreter's memory.
+    pub fault: u64,
+}
+
+/// An interpreter process fgbpf could not read: (pid, process, why).
+pub type Unreadable = (u32, String, String);
+
+/// Per interpreter process (`versions`: pid → "3.11"), how its stacks'
+/// Python frames were read.
+pub fn by_process<'a>(
+    raw: impl IntoIterator<Item = (&'a RawStack, u64)>,
+    versions: &BTreeMap<u32, String>,
+    name_of: impl Fn(u32, &str) -> String,
+) -> Vec<PythonWalks> {
+    let mut per: BTreeMap<u32, PythonWalks> = BTreeMap::new();
+    for (r, weight) in raw {
+        let Some(walk) = r.py_walk else { continue };
+        let Some(version) = versions.get(&r.pid) else { continue };
+        let e = per.entry(r.pid).or_insert_with(|| PythonWalks {
+            pid: r.pid,
+            process: name_of(r.pid, &r.comm),
+            version: version.clone(),
+            ..Default::default()
+        });
+        e.total += weight;
+        *match walk {
+            PyWalk::Whole => &mut e.whole,
+            PyWalk::NoThread => &mut e.no_thread,
+            PyWalk::Cut => &mut e.cut,
+            PyWalk::Fault => &mut e.fault,
+        } += weight;
+    }
+    let mut out: Vec<PythonWalks> = per.into_values().filter(|p| p.total > 0).collect();
+    out.sort_by_key(|p| std::cmp::Reverse(p.total));
+    out
+}
+
+/// Interpreter processes listed.
+const LISTED: usize = 5;
+
+/// Lines for the summary and the report.
+pub fn lines(walks: &[PythonWalks], unreadable: &[Unreadable]) -> Vec<String> {
+    let mut out = Vec::new();
+    for p in walks.iter().take(LISTED) {
+        let pct = |w: u64| w as f64 * 100.0 / p.total as f64;
+        let mut parts = vec![format!("{:.1}% of its time with the Python stack read whole", pct(p.whole))];
+        for (w, why) in [
+            (p.no_thread, "in threads not running Python (native threads)"),
+            (p.cut, "cut at the 127-frame limit (its outermost Python frames are missing)"),
+            (p.fault, "cut by interpreter memory that could not be read"),
+        ] {
+            if w > 0 {
+                parts.push(format!("{:.1}% {why}", pct(w)));
+            }
+        }
+        out.push(format!(
+            "Python: pid {} ({}, CPython {}): {}",
+            p.pid,
+            sanitize(&p.process),
+            p.version,
+            parts.join("; ")
+        ));
+    }
+    if walks.len() > LISTED {
+        out.push(format!("Python: {} more interpreter processes", walks.len() - LISTED));
+    }
+    for (pid, process, why) in unreadable.iter().take(LISTED) {
+        out.push(format!(
+            "Python: pid {pid} ({}): Python frames not read, {}; its stacks show the evaluator's native frames",
+            sanitize(process),
+            sanitize(why)
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(pid: u32, walk: Option<PyWalk>) -> RawStack {
+        RawStack {
+            pid,
+            comm: "python3".into(),
+            py_walk: walk,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn shares_are_per_interpreter_process() {
+        let stacks = [
+            raw(1, Some(PyWalk::Whole)),
+            raw(1, Some(PyWalk::NoThread)),
+            raw(2, Some(PyWalk::Whole)),
+            raw(3, None),
+        ];
+        let versions = BTreeMap::from([(1, "3.11".to_string()), (2, "3.12".to_string())]);
+        let walks = by_process(stacks.iter().map(|r| (r, 10)), &versions, |_, c| c.to_string());
+        assert_eq!(walks.len(), 2);
+        let one = walks.iter().find(|p| p.pid == 1).unwrap();
+        assert_eq!((one.total, one.whole, one.no_thread), (20, 10, 10));
+        let text = lines(&walks, &[(4, "python3.14".into(), "CPython 3.14 (fgbpf reads 3.8 to 3.13)".into())]);
+        assert!(text[0].contains("50.0% of its time with the Python stack read whole; 50.0% in threads not running Python"), "{text:?}");
+        assert!(text.last().unwrap().contains("pid 4 (python3.14): Python frames not read, CPython 3.14"), "{text:?}");
+    }
+}

@@ -1,0 +1,335 @@
+//! Python functions in fgbpf's stacks, on real interpreters: Debian's
+//! stripped `/usr/bin/python3.11` and every CPython 3.8-3.13 that pyenv
+//! built on the machine (shared libpython, with frame pointers off like
+//! Debian's). py-spy, sampling the same process at the same time, is the
+//! anchor for the shares.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use common::*;
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+const DEBIAN: &str = "/usr/bin/python3.11";
+
+fn script(name: &str) -> PathBuf {
+    Path::new(ROOT).join("tests/workloads/python").join(name)
+}
+
+/// py-spy from scripts/test.sh (target/consumers/py-spy), else on PATH.
+fn py_spy() -> PathBuf {
+    let consumers = std::env::var_os("FGBPF_CONSUMERS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(ROOT).join("target/consumers"));
+    let local = consumers.join("py-spy/py-spy");
+    if local.is_file() {
+        return local;
+    }
+    let on_path = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join("py-spy"))
+            .find(|p| p.is_file())
+    });
+    on_path.expect("py-spy is not installed: run scripts/test.sh, which fetches it from PyPI")
+}
+
+/// The CPythons 3.8-3.13 pyenv built here, and Debian's: (label, binary).
+fn interpreters() -> Vec<(String, PathBuf)> {
+    let mut found = vec![("debian-3.11".to_string(), PathBuf::from(DEBIAN))];
+    let root = std::env::var_os("PYENV_ROOT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/root/.pyenv"));
+    let mut versions: Vec<_> = std::fs::read_dir(root.join("versions"))
+        .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    versions.sort();
+    for v in versions {
+        let mut parts = v.split('.');
+        let (Some("3"), Some(minor)) = (parts.next(), parts.next()) else { continue };
+        let Ok(m) = minor.parse::<u32>() else { continue };
+        let bin = root.join(format!("versions/{v}/bin/python3.{m}"));
+        if (8..=13).contains(&m) && bin.is_file() {
+            found.push((format!("pyenv-{v}"), bin));
+        }
+    }
+    found
+}
+
+fn start(python: &Path, name: &str, seconds: u32) -> Child {
+    let child = Command::new(python)
+        .arg(script(name))
+        .arg(seconds.to_string())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Past the interpreter's start-up and imports.
+    std::thread::sleep(Duration::from_millis(700));
+    child
+}
+
+fn stop(mut child: Child) {
+    child.kill().ok();
+    child.wait().ok();
+}
+
+fn capture(cmd: &str, pid: u32, seconds: &str, test: &str, extra: &[&str]) -> (PathBuf, Output) {
+    let dir = out_dir(test);
+    let out = run(fgbpf()
+        .arg(cmd)
+        .args(extra)
+        .args(["-d", seconds, "-p", &pid.to_string(), "-o"])
+        .arg(&dir));
+    assert_ok(&out);
+    (dir, out)
+}
+
+/// Weight of stacks with a frame starting with each of `prefixes`, in this
+/// order from the root (not necessarily adjacent).
+fn weight_in_order(stacks: &[(Vec<String>, u64)], prefixes: &[&str]) -> u64 {
+    stacks
+        .iter()
+        .filter(|(frames, _)| {
+            let mut want = prefixes.iter().peekable();
+            for f in frames {
+                if want.peek().is_some_and(|w| f.starts_with(*w)) {
+                    want.next();
+                }
+            }
+            want.peek().is_none()
+        })
+        .map(|(_, w)| w)
+        .sum()
+}
+
+fn pct(part: u64, all: u64) -> f64 {
+    part as f64 * 100.0 / all.max(1) as f64
+}
+
+/// py-spy's folded output: frames like `inner (busy.py:9)`, root first.
+fn py_spy_record(pid: u32, seconds: u32, out: &Path) -> Child {
+    Command::new(py_spy())
+        .args(["record", "--nonblocking", "-r", "99", "-f", "raw", "-d"])
+        .arg(seconds.to_string())
+        .args(["-p", &pid.to_string(), "-o"])
+        .arg(out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+#[test]
+fn every_installed_cpython_names_its_functions_in_order() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let found = interpreters();
+    assert!(Path::new(DEBIAN).is_file(), "Debian's python3.11 is installed (scripts/test.sh)");
+    let mut lines = Vec::new();
+    for (label, python) in &found {
+        let child = start(python, "busy.py", 5);
+        let (dir, out) = capture("oncpu", child.id(), "2", &format!("py_versions_{label}"), &["-F", "499"]);
+        stop(child);
+        let stacks = read_folded(&dir.join("oncpu.folded"));
+        let all = total(&stacks);
+        let ordered = pct(
+            weight_in_order(&stacks, &["<module> (busy.py:", "outer (busy.py:", "inner (busy.py:"]),
+            all,
+        );
+        // The native part is whole too: the Python frames sit where the
+        // evaluator's frames were, between the interpreter's main and the
+        // evaluator's callees.
+        let rooted = pct(weight_in_order(&stacks, &["Py_BytesMain", "<module> (busy.py:"]), all);
+        let summary = String::from_utf8_lossy(&out.stderr);
+        lines.push(format!("{label}: inner under outer under <module> {ordered:.1}%, under Py_BytesMain {rooted:.1}% of {all}"));
+        assert!(ordered >= 90.0, "{label}: {ordered:.1}% of {all} samples in <module>;outer;inner\n{summary}");
+        assert!(rooted >= 85.0, "{label}: {rooted:.1}% of {all} samples rooted at Py_BytesMain\n{summary}");
+        assert!(
+            summary.contains("% of its time with the Python stack read whole"),
+            "{label}: the summary says how far Python stacks were read\n{summary}"
+        );
+    }
+    eprintln!("{}", lines.join("\n"));
+    assert!(found.len() >= 2, "at least Debian's and one other CPython: {found:?}");
+}
+
+type Folded = Vec<(Vec<String>, u64)>;
+
+/// fgbpf and py-spy on the same process at the same time.
+fn side_by_side(python: &Path, name: &str, test: &str) -> (Folded, Folded) {
+    let child = start(python, name, 8);
+    let spy_dir = out_dir(&format!("{test}_py_spy"));
+    std::fs::create_dir_all(&spy_dir).unwrap();
+    let spy_out = spy_dir.join("py-spy.folded");
+    let spy = py_spy_record(child.id(), 4, &spy_out);
+    let (dir, _) = capture("oncpu", child.id(), "4", test, &["-F", "499"]);
+    let spy_status = spy.wait_with_output().unwrap().status;
+    stop(child);
+    assert!(spy_status.success(), "py-spy record failed: {spy_status}");
+    (read_folded(&dir.join("oncpu.folded")), read_folded(&spy_out))
+}
+
+fn inclusive(stacks: &[(Vec<String>, u64)], prefix: &str) -> f64 {
+    let with: u64 = stacks
+        .iter()
+        .filter(|(f, _)| f.iter().any(|x| x.starts_with(prefix)))
+        .map(|(_, w)| w)
+        .sum();
+    pct(with, total(stacks))
+}
+
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+#[test]
+fn inner_share_agrees_with_py_spy_on_the_same_process() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let pyenv = interpreters().into_iter().find(|(l, _)| l.starts_with("pyenv-3.11"));
+    for (label, python) in std::iter::once(("debian-3.11".to_string(), PathBuf::from(DEBIAN))).chain(pyenv) {
+        let (ours, spy) = side_by_side(&python, "busy.py", &format!("py_busy_{label}"));
+        let (a, b) = (inclusive(&ours, "inner (busy.py:"), inclusive(&spy, "inner (busy.py:"));
+        eprintln!("{label}: inner {a:.1}% (fgbpf, {} samples), {b:.1}% (py-spy, {})", total(&ours), total(&spy));
+        assert!(total(&spy) > 100, "{label}: py-spy sampled {} times", total(&spy));
+        assert!((a - b).abs() <= 5.0, "{label}: inner {a:.1}% in fgbpf, {b:.1}% in py-spy");
+        assert!(a >= 90.0, "{label}: inner {a:.1}%");
+    }
+}
+
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+#[test]
+fn a_50_30_20_split_between_python_functions() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let (ours, spy) = side_by_side(Path::new(DEBIAN), "split.py", "py_split");
+    let mut report = Vec::new();
+    for (f, want) in [("fifty (split.py:", 50.0), ("thirty (split.py:", 30.0), ("twenty (split.py:", 20.0)] {
+        let (a, b) = (inclusive(&ours, f), inclusive(&spy, f));
+        report.push(format!("{f} fgbpf {a:.1}% py-spy {b:.1}%"));
+        assert!((a - want).abs() <= 3.0, "{f}: {a:.1}% (want {want} ±3; py-spy {b:.1}%)");
+    }
+    eprintln!("{}", report.join("\n"));
+}
+
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+#[test]
+fn a_thread_sleeping_in_time_sleep_waits_under_nap() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let child = start(Path::new(DEBIAN), "nap.py", 6);
+    let (dir, out) = capture("offcpu", child.id(), "3", "py_nap", &[]);
+    stop(child);
+    let stacks = read_folded(&dir.join("offcpu.folded"));
+    // The sleeping thread: every wait in the sleep syscall.
+    let sleeps: Vec<_> = stacks
+        .iter()
+        .filter(|(f, _)| f.iter().any(|x| x.contains("clock_nanosleep")))
+        .cloned()
+        .collect();
+    let all = total(&sleeps);
+    let under = pct(weight_in_order(&sleeps, &["Thread.run (threading.py:", "nap (nap.py:", "__GI___clock_nanosleep"]), all);
+    assert!(all > 2_000_000, "the sleeping thread's off-CPU time: {all} us");
+    assert!(under >= 95.0, "{under:.1}% of {all} us of sleeps under nap");
+    // The main thread waits in join(), named as such.
+    let join = weight_in_order(&stacks, &["<module> (nap.py:", "Thread.join (threading.py:"]);
+    assert!(join > 1_000_000, "main thread in join: {join} us");
+    assert!(
+        pct(weight_with(&stacks, "[blocked before capture]"), total(&stacks)) < 5.0,
+        "the waits began in the capture, so they have their stacks"
+    );
+    let summary = String::from_utf8_lossy(&out.stderr);
+    assert!(summary.contains("under nap (nap.py:"), "the finding names the Python function that slept:\n{summary}");
+}
+
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+#[test]
+fn a_c_extension_shows_under_its_python_caller() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let child = start(Path::new(DEBIAN), "ext.py", 6);
+    let (dir, _) = capture("oncpu", child.id(), "3", "py_ext", &["-F", "499"]);
+    stop(child);
+    let stacks = read_folded(&dir.join("oncpu.folded"));
+    let deflate: Vec<_> = stacks
+        .iter()
+        .filter(|(f, _)| f.iter().any(|x| x == "deflate"))
+        .cloned()
+        .collect();
+    let all = total(&stacks);
+    let zlib = total(&deflate);
+    let under = pct(weight_in_order(&deflate, &["<module> (ext.py:", "squeeze (ext.py:", "deflate"]), zlib);
+    assert!(pct(zlib, all) >= 50.0, "zlib's deflate in {:.1}% of {all} samples", pct(zlib, all));
+    assert!(under >= 95.0, "{under:.1}% of deflate's {zlib} samples under squeeze");
+}
+
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+#[test]
+fn no_py_lines_merges_frames_per_function_and_no_python_keeps_the_evaluator() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let child = start(Path::new(DEBIAN), "busy.py", 6);
+    let (dir, _) = capture("oncpu", child.id(), "1", "py_no_lines", &["--no-py-lines"]);
+    let (raw_dir, _) = capture("oncpu", child.id(), "1", "py_no_python", &["--no-python"]);
+    stop(child);
+    let stacks = read_folded(&dir.join("oncpu.folded"));
+    let frames: std::collections::BTreeSet<&str> = stacks
+        .iter()
+        .flat_map(|(f, _)| f.iter().map(String::as_str))
+        .filter(|f| f.contains("busy.py"))
+        .collect();
+    assert!(
+        frames.iter().all(|f| f.ends_with("(busy.py)_[p]")),
+        "frames without lines: {frames:?}"
+    );
+    assert!(frames.contains("inner (busy.py)_[p]"), "{frames:?}");
+    let native = read_folded(&raw_dir.join("oncpu.folded"));
+    assert!(!native.iter().any(|(f, _)| f.iter().any(|x| x.ends_with("_[p]"))));
+    assert!(pct(weight_with(&native, "_PyEval_EvalFrameDefault"), total(&native)) >= 90.0);
+}
+
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+#[test]
+fn an_older_cpython_is_named_as_unsupported_and_keeps_native_frames() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let root = std::env::var_os("PYENV_ROOT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/root/.pyenv"));
+    let old = std::fs::read_dir(root.join("versions"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .find_map(|v| {
+            let minor = v.strip_prefix("3.")?.split('.').next()?.to_string();
+            let bin = root.join(format!("versions/{v}/bin/python3.{minor}"));
+            (matches!(minor.as_str(), "6" | "7") && bin.is_file()).then_some((minor, bin))
+        });
+    let (minor, python) = old.expect("a pyenv-built CPython 3.6 or 3.7 to test an unsupported version with");
+    let child = start(&python, "busy.py", 4);
+    let (dir, out) = capture("oncpu", child.id(), "1", "py_unsupported", &[]);
+    stop(child);
+    let summary = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        summary.contains(&format!("Python frames not read, CPython 3.{minor} (fgbpf reads 3.8 to 3.13)")),
+        "{summary}"
+    );
+    let stacks = read_folded(&dir.join("oncpu.folded"));
+    assert!(!stacks.iter().any(|(f, _)| f.iter().any(|x| x.ends_with("_[p]"))), "no Python frame guessed");
+    assert!(pct(weight_with(&stacks, "_PyEval_EvalFrameDefault"), total(&stacks)) >= 90.0);
+}
