@@ -23,6 +23,7 @@ tools="target/bench-tools"
 if [ ! -x "$tools/bin/inferno-flamegraph" ]; then
     cargo install --locked --root "$tools" inferno >/dev/null
 fi
+scripts/fetch-py-spy.sh
 # perf and bpftrace read tracepoint formats from tracefs.
 if ! mountpoint -q /sys/kernel/tracing; then
     mount -t tracefs nodev /sys/kernel/tracing

@@ -23,6 +23,8 @@ command -v npm >/dev/null || missing+=(npm)
 # (tests/unwind.rs): Debian's own python3.11 and gcc, perf's DWARF unwinder.
 command -v perf >/dev/null || missing+=(linux-perf)
 command -v gcc >/dev/null || missing+=(gcc)
+# gdb reads the offsets of pyenv-built CPythons from their DWARF (tests/python.rs).
+command -v gdb >/dev/null || missing+=(gdb)
 [ -x /usr/bin/python3.11 ] || missing+=(python3.11)
 command -v redis-server >/dev/null || missing+=(redis-server)
 command -v chromium >/dev/null || missing+=(chromium)
@@ -43,16 +45,7 @@ if [ ! -x "$consumers/node_modules/.bin/ajv" ]; then
     echo "test: installing ajv-cli" >&2
     npm install --silent --no-audit --no-fund --prefix "$consumers" ajv-cli@5.0.0 >/dev/null
 fi
-# py-spy, the anchor for Python stacks (tests/python.rs): its wheel from
-# PyPI holds one static binary.
-if [ ! -x "$consumers/py-spy/py-spy" ]; then
-    echo "test: fetching py-spy" >&2
-    mkdir -p "$consumers/py-spy"
-    python3 -m pip download --quiet --no-deps --dest "$consumers/py-spy" py-spy==0.4.3
-    python3 -m zipfile -e "$consumers"/py-spy/py_spy-0.4.3-*.whl "$consumers/py-spy/wheel"
-    install -m 755 "$consumers/py-spy/wheel/py_spy-0.4.3.data/scripts/py-spy" "$consumers/py-spy/py-spy"
-    rm -rf "$consumers/py-spy/wheel" "$consumers"/py-spy/*.whl
-fi
+scripts/fetch-py-spy.sh
 export FGBPF_CONSUMERS="$PWD/$consumers"
 
 # cargo prints one result line per test binary, the last one for doc tests

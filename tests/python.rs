@@ -333,3 +333,91 @@ fn an_older_cpython_is_named_as_unsupported_and_keeps_native_frames() {
     assert!(!stacks.iter().any(|(f, _)| f.iter().any(|x| x.ends_with("_[p]"))), "no Python frame guessed");
     assert!(pct(weight_with(&stacks, "_PyEval_EvalFrameDefault"), total(&stacks)) >= 90.0);
 }
+
+/// The offsets fgbpf's table gives each version, as the script names them.
+fn table(minor: u32) -> Vec<(&'static str, Option<u16>)> {
+    let l = fgbpf::procs::python::layout(minor).expect("a known version");
+    vec![
+        ("interp_head", Some(l.interp_head)),
+        ("threads_head", Some(l.threads_head)),
+        ("ts_next", Some(l.ts_next)),
+        ("ts_thread_id", Some(l.ts_thread_id)),
+        ("ts_frame", Some(l.ts_frame)),
+        ("cframe_frame", l.cframe_frame),
+        ("f_code", Some(l.f_code)),
+        ("f_back", Some(l.f_back)),
+        ("f_instr", Some(l.f_instr)),
+        ("f_entry", l.f_entry),
+        ("co_code", Some(l.co_code)),
+        ("co_filename", Some(l.co_filename)),
+        ("co_name", Some(l.co_name)),
+        ("co_qualname", l.co_qualname),
+        ("co_firstlineno", Some(l.co_firstlineno)),
+        ("co_linetable", Some(l.co_linetable)),
+        ("ascii_data", Some(l.ascii_data)),
+        ("compact_data", Some(l.compact_data)),
+    ]
+}
+
+/// Every installed CPython with debug information (pyenv builds keep
+/// theirs) agrees with fgbpf's table of offsets, field by field, as gdb
+/// reads them from its DWARF (scripts/python-offsets.py).
+#[test]
+fn the_offset_table_matches_each_installed_cpythons_debug_info() {
+    let script = Path::new(ROOT).join("scripts/python-offsets.py");
+    let mut checked = Vec::new();
+    for (label, python) in interpreters().into_iter().filter(|(l, _)| l.starts_with("pyenv-")) {
+        let version = label.trim_start_matches("pyenv-");
+        let minor: u32 = version.split('.').nth(1).unwrap().parse().unwrap();
+        let lib = python
+            .parent()
+            .unwrap()
+            .join(format!("../lib/libpython3.{minor}.so.1.0"));
+        let binary = if lib.exists() { lib } else { python.clone() };
+        let out = Command::new("gdb")
+            .args(["-batch", "-nx"])
+            .arg(&binary)
+            .arg("-x")
+            .arg(&script)
+            .output()
+            .expect("gdb is installed (scripts/test.sh installs it)");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let dwarf: std::collections::HashMap<&str, Option<u16>> = text
+            .lines()
+            .filter_map(|l| l.split_once(" = "))
+            .map(|(k, v)| (k, v.parse().ok()))
+            .collect();
+        assert!(dwarf.len() >= 18, "{label}: gdb read {dwarf:?} from {}", binary.display());
+        for (field, ours) in table(minor) {
+            assert_eq!(dwarf.get(field).copied().flatten(), ours, "{label}: {field}");
+        }
+        checked.push(label);
+    }
+    eprintln!("offsets checked against DWARF: {checked:?}");
+    assert!(!checked.is_empty(), "no pyenv-built CPython with debug information to check the table against");
+}
+
+/// A script that exits before the first drain of the counts (every
+/// second) still has its functions named: the walker announces each new
+/// code object, and it is read at once.
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+#[test]
+fn a_script_of_half_a_second_keeps_its_names() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let dir = out_dir("py_short");
+    let out = run(fgbpf()
+        .args(["oncpu", "-F", "499", "-o"])
+        .arg(&dir)
+        .args(["--", DEBIAN])
+        .arg(script("busy.py"))
+        .arg("0.5"));
+    assert_ok(&out);
+    let stacks = read_folded(&dir.join("oncpu.folded"));
+    let unnamed = weight_with(&stacks, "[python: process gone before its code was read]_[p]");
+    let inner = weight_in_order(&stacks, &["<module> (busy.py:", "outer (busy.py:", "inner (busy.py:"]);
+    assert_eq!(unnamed, 0, "unnamed Python frames in {} samples", total(&stacks));
+    assert!(pct(inner, total(&stacks)) >= 60.0, "inner in {:.1}% of {} samples", pct(inner, total(&stacks)), total(&stacks));
+}

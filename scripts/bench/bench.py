@@ -22,6 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import unwinding  # noqa: E402
+import python as python_cost  # noqa: E402
 from measures import bpf_progs, proc_cpu  # noqa: E402
 FGBPF = ROOT / "target" / "release" / "fgbpf"
 CFLAGS = ["-O1", "-g", "-fno-omit-frame-pointer", "-mno-omit-leaf-frame-pointer", "-pthread"]
@@ -549,6 +550,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="fewer rounds and smaller inputs, for a smoke test")
     ap.add_argument("--only-unwinding", action="store_true",
                     help="measure section 9 alone and replace it in BENCHMARKS.md (its rows are one run)")
+    ap.add_argument("--only-python", action="store_true",
+                    help="measure section 11 (Python frames per sample) alone and replace it in BENCHMARKS.md")
     ap.add_argument("--only-wakers", action="store_true",
                     help="measure section 10 (--wakers per switch) alone and replace it in BENCHMARKS.md")
     args = ap.parse_args()
@@ -558,6 +561,11 @@ def main():
             only = ["alone", "fgbpf offcpu", "fgbpf offcpu --wakers", "offcputime (libbpf-tools)"]
             times, switches = offcpu_overhead(w, 5, Path(t), only)
         replace_section("## 10. Wakers", wakers_section(times, switches))
+        return
+    if args.only_python:
+        with tempfile.TemporaryDirectory(prefix="fgbpf-bench-") as t:
+            rows = python_cost.measure(3, Path(t))
+        replace_section("## 11. Python", "\n".join(python_cost.report(rows)) + "\n")
         return
     if args.only_unwinding:
         with tempfile.TemporaryDirectory(prefix="fgbpf-bench-") as t:
@@ -590,6 +598,9 @@ def main():
         out = ROOT / ("BENCHMARKS.quick.md" if args.quick else "BENCHMARKS.md")
         write_report(out, args, results)
         log(f"wrote {out}")
+        if not args.quick:
+            rows = python_cost.measure(max(2, args.rounds - 2), tmp)
+            replace_section("## 11. Python", "\n".join(python_cost.report(rows)) + "\n")
 
 
 if __name__ == "__main__":

@@ -234,6 +234,9 @@ enum fg_proc_event_kind {
 	FG_PROC_NEW = 1,
 	/* A watched process called execve: its mappings changed. */
 	FG_PROC_EXEC = 2,
+	/* A Python code object seen for the first time in a process (`addr`):
+	 * user space names it at once, before a short script exits. */
+	FG_PROC_PY_CODE = 3,
 };
 
 /* Sent through a ring buffer once per process (not per sample). */
@@ -241,6 +244,7 @@ struct fg_proc_event {
 	__u32 pid;
 	__u32 kind;
 	char comm[TASK_COMM_LEN]; /* the process's (thread group leader's) name */
+	__u64 addr;               /* FG_PROC_PY_CODE: the code object */
 };
 
 #endif

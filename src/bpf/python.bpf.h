@@ -12,6 +12,7 @@
 
 #include "fgbpf.h"
 #include "stacks.bpf.h"
+#include "targets.bpf.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -37,6 +38,45 @@ struct {
 	__type(key, __u32);
 	__type(value, struct py_thread);
 } py_threads SEC(".maps");
+
+/* Code objects announced to user space, per process. */
+struct py_code {
+	__u32 pid;
+	__u32 pad;
+	__u64 code;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct py_code);
+	__type(value, __u8);
+} py_seen SEC(".maps");
+
+/* Tells user space of a code object the first time a stack of `pid`
+ * holds it: a script of half a second exits before the next drain, and
+ * its code objects with it. */
+static __always_inline void py_announce(__u32 pid, __u64 code)
+{
+	struct py_code k = { .pid = pid, .code = code };
+	struct fg_proc_event *e;
+	__u8 one = 1;
+
+	if (bpf_map_lookup_elem(&py_seen, &k))
+		return;
+	if (bpf_map_update_elem(&py_seen, &k, &one, BPF_NOEXIST))
+		return;
+	e = bpf_ringbuf_reserve(&proc_events, sizeof(*e), 0);
+	if (!e) {
+		__sync_fetch_and_add(&proc_events_lost, 1);
+		return;
+	}
+	e->pid = pid;
+	e->kind = FG_PROC_PY_CODE;
+	e->comm[0] = 0;
+	e->addr = code;
+	bpf_ringbuf_submit(e, 0);
+}
 
 /* Off with --no-python. */
 const volatile bool python_frames = true;
@@ -97,6 +137,7 @@ struct py_walk {
 	struct fg_py_proc *py;
 	struct stack_buf *buf;
 	__u64 frame;
+	__u32 pid;
 	__u32 n;
 	__u32 first; /* index of the first Python word */
 	__u32 end;   /* enum fg_py_walk once ended */
@@ -162,6 +203,7 @@ static long py_step(__u32 i, void *ctx)
 		word |= FG_PY_ENTRY;
 	w->buf->ips[n] = word;
 	w->n = n + 1;
+	py_announce(w->pid, code);
 	return 0;
 }
 
@@ -172,7 +214,7 @@ static long py_step(__u32 i, void *ctx)
 __noinline __u32 add_python(struct stack_buf *buf, __u32 n, __u32 pid, struct fg_stats *st,
 			    __u32 *walk)
 {
-	struct py_walk w = { .buf = buf };
+	struct py_walk w = { .buf = buf, .pid = pid };
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	__u64 ts, frame = 0;
 

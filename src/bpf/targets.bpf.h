@@ -75,6 +75,7 @@ static __always_inline void send_proc_event(__u32 pid, __u32 kind, struct task_s
 	}
 	e->pid = pid;
 	e->kind = kind;
+	e->addr = 0;
 	BPF_CORE_READ_STR_INTO(&e->comm, task, group_leader, comm);
 	bpf_ringbuf_submit(e, 0);
 }

@@ -16,6 +16,8 @@ use super::drain::c_name;
 pub enum ProcEventKind {
     New,
     Exec,
+    /// A Python code object first seen in the process's stacks.
+    PyCode(u64),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -42,7 +44,11 @@ impl ProcWatcher {
             .add(map, move |data: &[u8]| {
                 let mut raw = types::fg_proc_event::default();
                 if plain::copy_from_bytes(&mut raw, data).is_ok() {
-                    sink.borrow_mut().push(decode(raw.pid, raw.kind, &raw.comm));
+                    let mut e = decode(raw.pid, raw.kind, &raw.comm);
+                    if raw.kind == 3 {
+                        e.kind = ProcEventKind::PyCode(raw.addr);
+                    }
+                    sink.borrow_mut().push(e);
                 }
                 0
             })

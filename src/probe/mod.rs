@@ -360,7 +360,18 @@ impl Probe {
 
     /// Process announcements since the last call, waiting up to `timeout`.
     pub fn poll_processes(&mut self, timeout: Duration) -> Vec<ProcEvent> {
-        self.watcher.poll(timeout)
+        let mut events = self.watcher.poll(timeout);
+        // Python code objects are named here, at once, while the process
+        // lives; the rest is for the caller.
+        events.retain(|e| match (&e.kind, self.python.as_mut()) {
+            (events::ProcEventKind::PyCode(addr), Some(py)) => {
+                py.read_code(e.pid, *addr);
+                false
+            }
+            (events::ProcEventKind::PyCode(_), None) => false,
+            _ => true,
+        });
+        events
     }
 
     /// Gives announced processes their unwind tables. Call it after the

@@ -100,6 +100,13 @@ impl Python {
         }
     }
 
+    /// Reads one code object of `pid`, announced by the walker.
+    pub fn read_code(&mut self, pid: u32, addr: u64) {
+        if let Some(reader) = self.readers.get_mut(&pid) {
+            reader.read(addr);
+        }
+    }
+
     /// Moves the Python frames of each stack (and its waker's) out of its
     /// user frames, named.
     pub fn name(&mut self, stacks: &mut [RawStack]) {

@@ -3,7 +3,8 @@
 //! for the BPF walker of interpreter frames (src/bpf/python.bpf.h) and for
 //! naming the code objects it records ([`code`]). Versions 3.8 to 3.13 are
 //! known; the offsets were read from the DWARF of CPython's own release
-//! builds (see `scripts/python-offsets.sh`), and 3.13+ binaries carry them
+//! builds (`scripts/python-offsets.py`, which tests/python.rs runs
+//! against every installed CPython), and 3.13+ binaries carry them
 //! in `_Py_DebugOffsets`, which is read and preferred. A process running
 //! any other version keeps its native frames, with the reason.
 

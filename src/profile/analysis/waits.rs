@@ -128,11 +128,13 @@ pub fn site(profile: &Profile, stack: &Stack, lens: Lens) -> Site {
         if !is_library(&profile.frame(stack.frames[i]).name) {
             return None;
         }
-        stack.frames[..i]
-            .iter()
-            .rev()
-            .map(|&f| profile.frame(f))
-            .find(|f| f.kind.is_user_space() && !is_library(&f.name))
+        let callers = || stack.frames[..i].iter().rev().map(|&f| profile.frame(f));
+        // In a Python thread the native code between the wait and the
+        // nearest Python function is the interpreter's (or a module's):
+        // the Python function is the user's.
+        callers()
+            .find(|f| f.kind == FrameKind::Python)
+            .or_else(|| callers().find(|f| f.kind.is_user_space() && !is_library(&f.name)))
             .map(|f| plain_name(&f.name).to_string())
     });
     Site {
@@ -181,6 +183,27 @@ mod tests {
             site.to_string(),
             "sleep in clock_nanosleep under fgbpf::demo::run"
         );
+    }
+
+    #[test]
+    fn a_python_sleep_is_under_the_python_function_not_the_interpreters() {
+        use FrameKind::*;
+        let mut p = Profile::new(Unit::Microseconds);
+        let s = stack(
+            &mut p,
+            &[
+                ("Py_BytesMain", User),
+                ("<module> (nap.py:17)", Python),
+                ("nap (nap.py:11)", Python),
+                ("time_sleep", User),
+                ("pysleep", Inlined),
+                ("__GI___clock_nanosleep", User),
+                ("hrtimer_nanosleep", Kernel),
+                ("[sleeping]", Pseudo),
+            ],
+        );
+        let site = site(&p, &s, Lens::default());
+        assert_eq!(site.to_string(), "sleep in clock_nanosleep under nap (nap.py:11)");
     }
 
     #[test]
