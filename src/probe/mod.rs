@@ -3,12 +3,13 @@
 //! programs a capture needs; while it runs, [`Probe::tick`] drains the
 //! double-buffered counts and [`Probe::poll_processes`] reads process
 //! announcements; [`Probe::finish`] hands over every stack as
-//! [`RawStack`]s. Nothing here names a frame or builds a profile.
+//! [`RawStack`](crate::profile::RawStack)s. Nothing here names a frame or builds a profile.
 
 mod counts;
 pub mod drain;
 pub mod events;
 mod offcpu;
+mod options;
 pub mod perf;
 mod python;
 mod skel;
@@ -23,11 +24,12 @@ use std::time::{Duration, Instant};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, OpenObject};
 
-use crate::profile::{Losses, RawStack, State};
+use crate::profile::State;
 use counts::Counts;
 use events::{ProcEvent, ProcWatcher};
 use skel::{FgbpfSkel, FgbpfSkelBuilder};
 
+pub use options::{OffcpuOptions, OncpuOptions, Options, Recorded};
 pub use targets::Targets;
 pub use unwind::{NoTable, TableStats};
 
@@ -46,124 +48,6 @@ pub const DEFAULT_MAX_ENTRIES: u32 = 65536;
 pub const DEFAULT_MAX_UNWIND_ROWS: u32 = 1 << 21;
 /// How often the counts are drained while the capture runs.
 pub const DRAIN_EVERY: Duration = Duration::from_secs(1);
-
-/// The on-CPU sampler's settings.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct OncpuOptions {
-    /// Samples per second on each CPU.
-    pub frequency: u64,
-    pub include_idle: bool,
-}
-
-/// The off-CPU tracer's settings.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct OffcpuOptions {
-    /// Intervals shorter than this are not recorded.
-    pub min_block: Duration,
-    /// Intervals longer than this are not recorded.
-    pub max_block: Option<Duration>,
-    pub states: Vec<State>,
-    /// Record one switch in N, scaling times by N.
-    pub sample_every: u32,
-    /// Record who woke each wait (`--wakers`).
-    pub wakers: bool,
-    /// System-wide: also record kernel threads (`--kernel-threads`).
-    pub kernel_threads: bool,
-    /// System-wide: also draw threads blocked for the whole capture
-    /// (`--idle-threads`); otherwise they are counted in [`Recorded::idle`].
-    pub idle_threads: bool,
-}
-
-impl OffcpuOptions {
-    /// Whether kernel threads are left out: by default system-wide, where
-    /// they idle in their loops; both the tracer and the seeding of
-    /// threads blocked at the start follow it.
-    fn skips_kernel_threads(&self, targets: &Targets) -> bool {
-        targets.whole_system() && !self.kernel_threads
-    }
-}
-
-impl Default for OffcpuOptions {
-    fn default() -> Self {
-        OffcpuOptions {
-            min_block: Duration::ZERO,
-            max_block: None,
-            states: State::ALL.to_vec(),
-            sample_every: 1,
-            wakers: false,
-            kernel_threads: false,
-            idle_threads: false,
-        }
-    }
-}
-
-/// What to record: the programs to enable and what they share.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Options {
-    pub targets: Targets,
-    /// The on-CPU sampler, when wanted.
-    pub oncpu: Option<OncpuOptions>,
-    /// The off-CPU tracer, when wanted.
-    pub offcpu: Option<OffcpuOptions>,
-    pub user_stacks: bool,
-    pub kernel_stacks: bool,
-    pub max_stacks: u32,
-    pub max_entries: u32,
-    /// Rows of the unwind-table array; 0: frame pointers only.
-    pub max_unwind_rows: u32,
-    /// Read the Python frames of CPython threads (`--no-python` not given).
-    pub python: bool,
-    /// Python frames carry their line: `f (app.py:42)`, else `f (app.py)`.
-    pub py_lines: bool,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Options {
-            targets: Targets::default(),
-            oncpu: None,
-            offcpu: None,
-            user_stacks: true,
-            kernel_stacks: true,
-            max_stacks: DEFAULT_MAX_STACKS,
-            max_entries: DEFAULT_MAX_ENTRIES,
-            max_unwind_rows: DEFAULT_MAX_UNWIND_ROWS,
-            python: true,
-            py_lines: true,
-        }
-    }
-}
-
-/// Everything a finished capture recorded, read out of the kernel.
-#[derive(Debug, Default)]
-pub struct Recorded {
-    /// On-CPU samples (`state` None, weight in samples) and off-CPU
-    /// intervals (`state` set, weight in microseconds).
-    pub stacks: Vec<RawStack>,
-    pub stats: Stats,
-    /// Losses of the on-CPU sampler only.
-    pub oncpu_losses: Losses,
-    /// Losses of the off-CPU tracer only.
-    pub offcpu_losses: Losses,
-    /// Losses every view shares: the stack store, process announcements.
-    pub shared_losses: Losses,
-    /// Off-CPU blocks still open when the capture ended (their time so far
-    /// is in `stacks`).
-    pub open_blocks: u64,
-    /// System-wide: threads blocked from before the capture to its end,
-    /// not drawn unless `--idle-threads`: (threads, microseconds).
-    pub idle: (u64, u64),
-    /// Switch-outs of kernel threads left out (system-wide default).
-    pub kthread_switches: u64,
-    /// What the unwind tables covered; `None` with frame pointers only.
-    pub tables: Option<TableStats>,
-    /// Why the kernel refused the table walker, when it did.
-    pub tables_refused: Option<String>,
-    /// Python interpreters found: (pid, version, binary), and those fgbpf
-    /// cannot read, with why.
-    pub interpreters: Vec<(u32, (u32, u32), String)>,
-    pub py_unsupported: Vec<(u32, crate::procs::python::Unsupported)>,
-}
 
 /// A running (or stopped) capture. Dropping it detaches and unloads
 /// everything it attached.
