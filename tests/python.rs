@@ -86,28 +86,6 @@ fn capture(cmd: &str, pid: u32, seconds: &str, test: &str, extra: &[&str]) -> (P
     (dir, out)
 }
 
-/// Weight of stacks with a frame starting with each of `prefixes`, in this
-/// order from the root (not necessarily adjacent).
-fn weight_in_order(stacks: &[(Vec<String>, u64)], prefixes: &[&str]) -> u64 {
-    stacks
-        .iter()
-        .filter(|(frames, _)| {
-            let mut want = prefixes.iter().peekable();
-            for f in frames {
-                if want.peek().is_some_and(|w| f.starts_with(*w)) {
-                    want.next();
-                }
-            }
-            want.peek().is_none()
-        })
-        .map(|(_, w)| w)
-        .sum()
-}
-
-fn pct(part: u64, all: u64) -> f64 {
-    part as f64 * 100.0 / all.max(1) as f64
-}
-
 /// py-spy's folded output: frames like `inner (busy.py:9)`, root first.
 fn py_spy_record(pid: u32, seconds: u32, out: &Path) -> Child {
     Command::new(py_spy())
@@ -138,13 +116,13 @@ fn every_installed_cpython_names_its_functions_in_order() {
         let stacks = read_folded(&dir.join("oncpu.folded"));
         let all = total(&stacks);
         let ordered = pct(
-            weight_in_order(&stacks, &["<module> (busy.py:", "outer (busy.py:", "inner (busy.py:"]),
+            weight_in_order_prefixed(&stacks, &["<module> (busy.py:", "outer (busy.py:", "inner (busy.py:"]),
             all,
         );
         // The native part is whole too: the Python frames sit where the
         // evaluator's frames were, between the interpreter's main and the
         // evaluator's callees.
-        let rooted = pct(weight_in_order(&stacks, &["Py_BytesMain", "<module> (busy.py:"]), all);
+        let rooted = pct(weight_in_order_prefixed(&stacks, &["Py_BytesMain", "<module> (busy.py:"]), all);
         let summary = String::from_utf8_lossy(&out.stderr);
         lines.push(format!("{label}: inner under outer under <module> {ordered:.1}%, under Py_BytesMain {rooted:.1}% of {all}"));
         assert!(ordered >= 90.0, "{label}: {ordered:.1}% of {all} samples in <module>;outer;inner\n{summary}");
@@ -236,11 +214,11 @@ fn a_thread_sleeping_in_time_sleep_waits_under_nap() {
         .cloned()
         .collect();
     let all = total(&sleeps);
-    let under = pct(weight_in_order(&sleeps, &["Thread.run (threading.py:", "nap (nap.py:", "__GI___clock_nanosleep"]), all);
+    let under = pct(weight_in_order_prefixed(&sleeps, &["Thread.run (threading.py:", "nap (nap.py:", "__GI___clock_nanosleep"]), all);
     assert!(all > 2_000_000, "the sleeping thread's off-CPU time: {all} us");
     assert!(under >= 95.0, "{under:.1}% of {all} us of sleeps under nap");
     // The main thread waits in join(), named as such.
-    let join = weight_in_order(&stacks, &["<module> (nap.py:", "Thread.join (threading.py:"]);
+    let join = weight_in_order_prefixed(&stacks, &["<module> (nap.py:", "Thread.join (threading.py:"]);
     assert!(join > 1_000_000, "main thread in join: {join} us");
     assert!(
         pct(weight_with(&stacks, "[blocked before capture]"), total(&stacks)) < 5.0,
@@ -268,7 +246,7 @@ fn a_c_extension_shows_under_its_python_caller() {
         .collect();
     let all = total(&stacks);
     let zlib = total(&deflate);
-    let under = pct(weight_in_order(&deflate, &["<module> (ext.py:", "squeeze (ext.py:", "deflate"]), zlib);
+    let under = pct(weight_in_order_prefixed(&deflate, &["<module> (ext.py:", "squeeze (ext.py:", "deflate"]), zlib);
     assert!(pct(zlib, all) >= 50.0, "zlib's deflate in {:.1}% of {all} samples", pct(zlib, all));
     assert!(under >= 95.0, "{under:.1}% of deflate's {zlib} samples under squeeze");
 }
@@ -417,7 +395,7 @@ fn a_script_of_half_a_second_keeps_its_names() {
     assert_ok(&out);
     let stacks = read_folded(&dir.join("oncpu.folded"));
     let unnamed = weight_with(&stacks, "[python: process gone before its code was read]_[p]");
-    let inner = weight_in_order(&stacks, &["<module> (busy.py:", "outer (busy.py:", "inner (busy.py:"]);
+    let inner = weight_in_order_prefixed(&stacks, &["<module> (busy.py:", "outer (busy.py:", "inner (busy.py:"]);
     assert_eq!(unnamed, 0, "unnamed Python frames in {} samples", total(&stacks));
     assert!(pct(inner, total(&stacks)) >= 60.0, "inner in {:.1}% of {} samples", pct(inner, total(&stacks)), total(&stacks));
 }

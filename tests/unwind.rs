@@ -23,28 +23,6 @@ fn stop(mut child: Child) {
     child.wait().ok();
 }
 
-/// Weight of the stacks in which `frames` appear in this order (not
-/// necessarily adjacent), root first.
-fn weight_in_order(stacks: &[(Vec<String>, u64)], frames: &[&str]) -> u64 {
-    stacks
-        .iter()
-        .filter(|(f, _)| {
-            let mut want = frames.iter().peekable();
-            for x in f {
-                if want.peek().is_some_and(|w| *w == x) {
-                    want.next();
-                }
-            }
-            want.peek().is_none()
-        })
-        .map(|(_, w)| w)
-        .sum()
-}
-
-fn pct(part: u64, all: u64) -> f64 {
-    part as f64 * 100.0 / all.max(1) as f64
-}
-
 fn capture(cmd: &str, pid: u32, seconds: &str, test: &str) -> (std::path::PathBuf, String) {
     let dir = out_dir(test);
     let mut fg = fgbpf();

@@ -3,6 +3,7 @@ programs and a process's CPU time."""
 
 import json
 import subprocess
+import time
 from pathlib import Path
 
 
@@ -21,3 +22,30 @@ def proc_cpu(pid):
         except (OSError, ValueError, IndexError):
             pass
     return total / 1e9
+
+
+def sampler_run(cmd, seconds):
+    """Starts the sampler `cmd`, lets it settle, then measures it for
+    `seconds` with the kernel's BPF statistics on; stops it with SIGINT.
+    Returns the run time (ns) and runs of the perf_event programs it
+    loaded, and its own CPU over the window."""
+    before = set(bpf_progs())
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1.5)
+    ours = [i for i in bpf_progs() if i not in before]
+    subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=True)
+    try:
+        p0, c0 = bpf_progs(), proc_cpu(proc.pid)
+        time.sleep(seconds)
+        p1, c1 = bpf_progs(), proc_cpu(proc.pid)
+    finally:
+        subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=0"])
+    proc.send_signal(2)
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    samplers = [i for i in ours if p1.get(i, {}).get("type") == "perf_event"]
+    delta = lambda key: sum(p1.get(i, {}).get(key, 0) - p0.get(i, {}).get(key, 0) for i in samplers)
+    return {"bpf_ns": delta("run_time_ns"), "runs": delta("run_cnt"), "cpu_s": c1 - c0}

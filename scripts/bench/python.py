@@ -8,7 +8,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from measures import bpf_progs, proc_cpu
+from measures import sampler_run
 
 ROOT = Path(__file__).resolve().parents[2]
 FGBPF = ROOT / "target" / "release" / "fgbpf"
@@ -31,33 +31,14 @@ def stop(procs):
         p.wait()
 
 
-def measured(cmd, samplers_only=True):
-    """Runs `cmd` for SECONDS over two busy interpreters (one per CPU):
-    BPF ns and runs of the perf_event programs it loaded, its own CPU."""
+def measured(cmd):
+    """Runs the sampler `cmd(procs)` for SECONDS over two busy interpreters
+    (one per CPU)."""
     procs = busy()
     try:
-        before = set(bpf_progs())
-        tool = subprocess.Popen(cmd(procs), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(1.5)
-        ours = [i for i in bpf_progs() if i not in before]
-        subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=True)
-        try:
-            p0, c0 = bpf_progs(), proc_cpu(tool.pid)
-            time.sleep(SECONDS)
-            p1, c1 = bpf_progs(), proc_cpu(tool.pid)
-        finally:
-            subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=0"])
-        tool.send_signal(2)
-        try:
-            tool.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            tool.kill()
-            tool.wait()
+        return sampler_run(cmd(procs), SECONDS)
     finally:
         stop(procs)
-    samplers = [i for i in ours if p1.get(i, {}).get("type") == "perf_event"]
-    delta = lambda key: sum(p1.get(i, {}).get(key, 0) - p0.get(i, {}).get(key, 0) for i in samplers)
-    return {"bpf_ns": delta("run_time_ns"), "runs": delta("run_cnt"), "cpu_s": c1 - c0}
 
 
 def measure(rounds, tmp):

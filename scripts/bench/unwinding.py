@@ -10,7 +10,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from measures import bpf_progs, proc_cpu
+from measures import proc_cpu, sampler_run
 
 ROOT = Path(__file__).resolve().parents[2]
 FGBPF = ROOT / "target" / "release" / "fgbpf"
@@ -41,35 +41,13 @@ def run_one(cmd, out_path, workload):
     busy = [subprocess.Popen([workload, "deep", "1000"], stdout=subprocess.DEVNULL) for _ in range(2)]
     try:
         time.sleep(0.3)
-        before = set(bpf_progs())
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(1.5)
-        ours = [i for i in bpf_progs() if i not in before]
-        subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=True)
-        try:
-            p0, c0 = bpf_progs(), proc_cpu(proc.pid)
-            time.sleep(SECONDS)
-            p1, c1 = bpf_progs(), proc_cpu(proc.pid)
-        finally:
-            subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=0"])
-        proc.send_signal(2)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        res = sampler_run(cmd, SECONDS)
     finally:
         for b in busy:
             b.kill()
             b.wait()
-    samplers = [i for i in ours if p1.get(i, {}).get("type") == "perf_event"]
-    delta = lambda key: sum(p1.get(i, {}).get(key, 0) - p0.get(i, {}).get(key, 0) for i in samplers)
-    return {
-        "bpf_ns": delta("run_time_ns"),
-        "runs": delta("run_cnt"),
-        "cpu_s": c1 - c0,
-        "bytes": dir_bytes(out_path) if out_path and Path(out_path).exists() else 0,
-    }
+    res["bytes"] = dir_bytes(out_path) if out_path and Path(out_path).exists() else 0
+    return res
 
 
 def perf_dwarf(tmp, workload):

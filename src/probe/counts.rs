@@ -24,9 +24,12 @@ pub(super) fn walk_of(flags: u32) -> Option<Walk> {
     Walk::from_raw(flags >> FG_WALK_SHIFT & 0xf)
 }
 
-/// How a Python stack was read, from bits 8-11 of the flags (FG_PY_SHIFT).
+/// Where the flags keep how a Python stack was read (FG_PY_SHIFT).
+const FG_PY_SHIFT: u32 = 8;
+
+/// How a Python stack was read, from the flags of a key or a start.
 pub(super) fn py_walk_of(flags: u32) -> Option<PyWalk> {
-    PyWalk::from_raw(flags >> 8 & 0xf)
+    PyWalk::from_raw(flags >> FG_PY_SHIFT & 0xf)
 }
 
 /// BPF programs run to completion without sleeping, in microseconds: one

@@ -138,6 +138,39 @@ pub fn weight_with(stacks: &[(Vec<String>, u64)], frame: &str) -> u64 {
         .sum()
 }
 
+/// Weight of the stacks in which `frames` appear in this order (not
+/// necessarily adjacent), root first.
+pub fn weight_in_order(stacks: &[(Vec<String>, u64)], frames: &[&str]) -> u64 {
+    weight_in_order_by(stacks, frames, |frame, want| frame == want)
+}
+
+/// As [`weight_in_order`], each frame matched by the start of its name
+/// (`"inner (busy.py:"` for any line of `inner`).
+pub fn weight_in_order_prefixed(stacks: &[(Vec<String>, u64)], prefixes: &[&str]) -> u64 {
+    weight_in_order_by(stacks, prefixes, |frame, want| frame.starts_with(want))
+}
+
+fn weight_in_order_by(stacks: &[(Vec<String>, u64)], wanted: &[&str], matches: impl Fn(&str, &str) -> bool) -> u64 {
+    stacks
+        .iter()
+        .filter(|(frames, _)| {
+            let mut want = wanted.iter().peekable();
+            for f in frames {
+                if want.peek().is_some_and(|w| matches(f, w)) {
+                    want.next();
+                }
+            }
+            want.peek().is_none()
+        })
+        .map(|(_, w)| w)
+        .sum()
+}
+
+/// `part` as a percentage of `all` (0 when `all` is 0).
+pub fn pct(part: u64, all: u64) -> f64 {
+    part as f64 * 100.0 / all.max(1) as f64
+}
+
 /// Percentage of the total under `frame`.
 pub fn share(stacks: &[(Vec<String>, u64)], frame: &str) -> f64 {
     weight_with(stacks, frame) as f64 * 100.0 / total(stacks).max(1) as f64
