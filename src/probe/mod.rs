@@ -156,18 +156,13 @@ impl Probe {
             .fill(&skel.maps.target_pids, &skel.maps.target_tids)?;
         let mut tables = None;
         if opts.user_stacks && opts.max_unwind_rows > 0 {
-            let mut t = unwind::Tables::new(&skel.maps.unwind_rows).map_err(CaptureError::new)?;
-            // The named targets' tables are there before their first sample.
-            for &pid in &opts.targets.pids {
-                let _ = t.track(pid, &skel.maps.proc_unwind);
-            }
-            tables = Some(t);
+            tables = Some(unwind::Tables::new(&skel.maps.unwind_rows).map_err(CaptureError::new)?);
         }
         let mut python = (opts.user_stacks && opts.python).then(|| python::Python::new(!opts.py_lines));
-        if let Some(py) = python.as_mut() {
-            for &pid in &opts.targets.pids {
-                py.track(pid, &skel.maps.py_procs);
-            }
+        // The named targets' tables and interpreters are there before their
+        // first sample.
+        for &pid in &opts.targets.pids {
+            track(&skel, tables.as_mut(), python.as_mut(), pid);
         }
         let attach = |prog: &libbpf_rs::ProgramMut, what: &str| {
             prog.attach()
@@ -278,15 +273,8 @@ impl Probe {
     }
 
     pub fn track_processes(&mut self, events: &[ProcEvent]) {
-        if let Some(t) = self.tables.as_mut() {
-            for e in events {
-                let _ = t.track(e.pid, &self.skel.maps.proc_unwind);
-            }
-        }
-        if let Some(py) = self.python.as_mut() {
-            for e in events {
-                py.track(e.pid, &self.skel.maps.py_procs);
-            }
+        for e in events {
+            track(&self.skel, self.tables.as_mut(), self.python.as_mut(), e.pid);
         }
     }
 
@@ -321,14 +309,14 @@ impl Probe {
         };
         if let Some(py) = self.python.as_mut() {
             // A program maps libpython after the exec that announced it.
-            for &pid in &reread {
-                py.track(pid, &self.skel.maps.py_procs);
+            for (pid, text) in &reread {
+                py.track(*pid, text, &self.skel.maps.py_procs);
             }
             for (pid, user) in self.counts.take_fresh() {
                 py.read(pid, user);
             }
         }
-        reread
+        reread.into_iter().map(|(pid, _)| pid).collect()
     }
 
     /// Stops recording; what was gathered stays readable for
@@ -444,6 +432,27 @@ impl Probe {
             &off.states,
             off.skips_kernel_threads(&self.opts.targets),
         );
+    }
+}
+
+/// Reads a process's maps once and gives the walkers what they need of
+/// it: the unwind tables of its code, and its interpreter if it runs
+/// CPython.
+fn track(
+    skel: &FgbpfSkel<'_>,
+    tables: Option<&mut unwind::Tables>,
+    python: Option<&mut python::Python>,
+    pid: u32,
+) {
+    if tables.is_none() && python.is_none() {
+        return;
+    }
+    let Some(text) = crate::procs::maps::read(pid) else { return };
+    if let Some(t) = tables {
+        t.track(pid, &text, &skel.maps.proc_unwind);
+    }
+    if let Some(py) = python {
+        py.track(pid, &text, &skel.maps.py_procs);
     }
 }
 

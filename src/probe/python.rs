@@ -44,12 +44,9 @@ impl Python {
         }
     }
 
-    /// Looks for an interpreter in `pid`'s executable mappings and gives
-    /// the walker its offsets.
-    pub fn track<M: MapCore>(&mut self, pid: u32, procs: &M) {
-        let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
-            return;
-        };
+    /// Looks for an interpreter in `pid`'s executable mappings (`text`,
+    /// its /proc/PID/maps) and gives the walker its offsets.
+    pub fn track<M: MapCore>(&mut self, pid: u32, text: &str, procs: &M) {
         let mut named = None;
         for m in text.lines().filter_map(maps::parse_line) {
             if !m.exec || m.inode == 0 || !py::may_be_interpreter(m.path) {

@@ -127,18 +127,16 @@ impl Tables {
         self.stats.clone()
     }
 
-    /// Reads the process's executable mappings and gives the walker their
-    /// tables, building those of binaries not seen before. True when its
-    /// code mappings changed since it was last read.
-    pub fn track<M: MapCore>(&mut self, pid: u32, procs: &M) -> bool {
+    /// Gives the walker the tables of the process's executable mappings
+    /// (`maps`, the text of its /proc/PID/maps), building those of binaries
+    /// not seen before. True when its code mappings changed since it was
+    /// last read.
+    pub fn track<M: MapCore>(&mut self, pid: u32, maps: &str, procs: &M) -> bool {
         if pid == 0 {
             return false;
         }
         // Called for processes just announced or tracked: a PID reused by
         // a new process is read afresh.
-        let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
-            return false;
-        };
         let code: Vec<MapsLine> = maps.lines().filter_map(MapsLine::parse).collect();
         let digest = digest(&code);
         if self.tracked.get(&pid) == Some(&digest) {
@@ -206,9 +204,10 @@ impl Tables {
     /// Re-reads tracked processes now and then, for code mapped since
     /// (dlopen), and forgets those that exited. Returns the processes read
     /// on a young process's schedule and those whose code mappings changed,
-    /// so that the symbolizer reads them again too: its first read of a
-    /// starting process may have come before the loader mapped libc.
-    pub fn refresh<M: MapCore>(&mut self, procs: &M) -> Vec<u32> {
+    /// with the maps read, so that the symbolizer reads them again too: its
+    /// first read of a starting process may have come before the loader
+    /// mapped libc.
+    pub fn refresh<M: MapCore>(&mut self, procs: &M) -> Vec<(u32, String)> {
         let due: Vec<u32> = self
             .young
             .iter_mut()
@@ -219,19 +218,22 @@ impl Tables {
             })
             .collect();
         self.young.retain(|(_, _, step)| *step < YOUNG_STEPS.len());
-        for &pid in &due {
-            self.track(pid, procs);
+        let mut changed = Vec::new();
+        for pid in due {
+            if let Some(text) = maps::read(pid) {
+                self.track(pid, &text, procs);
+                changed.push((pid, text));
+            }
         }
-        let mut changed = due;
         if self.last_refresh.elapsed() < REFRESH_EVERY {
             return changed;
         }
         self.last_refresh = Instant::now();
         let pids: Vec<u32> = self.tracked.keys().copied().collect();
         for pid in pids {
-            if std::path::Path::new(&format!("/proc/{pid}")).exists() {
-                if self.track(pid, procs) {
-                    changed.push(pid);
+            if let Some(text) = maps::read(pid) {
+                if self.track(pid, &text, procs) {
+                    changed.push((pid, text));
                 }
             } else {
                 self.tracked.remove(&pid);

@@ -21,6 +21,11 @@ pub struct MapsLine<'a> {
     pub path: &'a str,
 }
 
+/// The text of /proc/PID/maps; `None` once the process is gone.
+pub fn read(pid: u32) -> Option<String> {
+    fs::read_to_string(format!("/proc/{pid}/maps")).ok()
+}
+
 /// Parses one line of /proc/PID/maps; paths may hold spaces.
 pub fn parse_line(line: &str) -> Option<MapsLine<'_>> {
     let mut rest = line;

@@ -292,7 +292,7 @@ impl Registry {
     /// Reads `pid`'s memory map and whatever it references that is not
     /// held yet; false when the process is gone.
     pub fn read_process(&mut self, pid: u32) -> bool {
-        let Ok(text) = fs::read_to_string(format!("/proc/{pid}/maps")) else {
+        let Some(text) = maps::read(pid) else {
             return false;
         };
         // A zombie keeps its /proc entry but has no address space left.
