@@ -117,3 +117,61 @@ fn more_distinct_stacks_than_the_stack_map_holds_are_all_kept() {
         .count();
     assert!(sleeps >= 450, "{sleeps} of 500 sleep processes' waits");
 }
+
+#[test]
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+fn exited_processes_are_let_go_of_and_still_named() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    // 1,000 short children one after another (gcc -O2, no frame
+    // pointers), each sleeping 2 ms in nap_in_child through libc's usleep:
+    // each is announced, read and exits. What the registry holds at the
+    // end must not grow with them, and every child's wait must still be
+    // named after it was let go of, walked whole from its first stack
+    // with the tables it shares with its parent.
+    // The shell sleeps 3 s after them: two drains, for the last ones to
+    // be let go of too.
+    let children = 1000;
+    let dir = out_dir("retired_children");
+    let script = format!("{} naps {children} 0.002; sleep 3", plain_workload("churn").display());
+    let out = run(fgbpf()
+        .args(["offcpu", "--json", "-o"])
+        .arg(&dir)
+        .args(["--", "sh", "-c", &script]));
+    assert_ok(&out);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let held = &json["registry"];
+    let retired = held["retired"].as_u64().unwrap_or(0);
+    let processes = held["processes"].as_u64().unwrap_or(u64::MAX);
+    assert!(
+        retired >= children * 9 / 10,
+        "{retired} of {children} exited children let go of: {held}"
+    );
+    // The shell and its sleep; nothing of the children.
+    assert!(processes <= 5, "{processes} processes still held: {held}");
+    let stacks = read_folded(&dir.join("offcpu.folded"));
+    let mut named: Vec<&str> = stacks
+        .iter()
+        .filter(|(f, _)| f.iter().any(|x| x == "nap_in_child"))
+        .map(|(f, _)| f[0].as_str())
+        .collect();
+    named.sort_unstable();
+    named.dedup();
+    assert!(
+        named.len() as u64 >= children * 9 / 10,
+        "only {} of {children} children have nap_in_child named",
+        named.len()
+    );
+    let unnamed: u64 = stacks
+        .iter()
+        .filter(|(f, _)| f.iter().any(|x| x == "[unknown]"))
+        .map(|(_, w)| w)
+        .sum();
+    let total: u64 = stacks.iter().map(|(_, w)| w).sum();
+    assert!(
+        unnamed * 100 <= total,
+        "{unnamed} of {total} us under [unknown] frames"
+    );
+}

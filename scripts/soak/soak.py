@@ -106,6 +106,16 @@ def report(work, minutes):
         "Lost: " + ("none" if not lost else "; ".join(json.dumps(x) for x in lost)) + ".",
         "",
     ]
+    held = summary.get("registry") or {}
+    if held:
+        lines += [
+            f"Process registry at the end: the maps of {held['processes']} processes "
+            f"({held['mappings']} mappings), {held['retired']} exited processes let go of with "
+            f"{held['located']} addresses of their stacks kept located, {held['binaries']} binaries and "
+            f"{held['roots']} other mount namespaces' roots held open; about "
+            f"{held['bytes'] / 1e6:.1f} MB besides the binaries' own data.",
+            "",
+        ]
     # Rows taken while capturing; the last ones may fall in the end's work.
     during = [r for r in rows if float(r[0]) <= int(minutes) * 60]
     if len(during) >= 2:

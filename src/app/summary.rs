@@ -15,6 +15,7 @@ use crate::format::unresolved;
 use crate::profile::analysis::findings::{findings, Finding};
 use crate::profile::analysis::{pct, Lens};
 use crate::profile::{thousands, Profile};
+use crate::procs::Held;
 use crate::symbolize::Symbolizer;
 
 static QUIET: AtomicBool = AtomicBool::new(false);
@@ -52,6 +53,9 @@ struct Json<'a> {
     own_peak_rss_mb: f64,
     /// The heaviest findings, as in report.txt.
     findings: Vec<Finding>,
+    /// What the symbolizer's process registry held at the end: bounded by
+    /// the live processes, the binaries and the profile's addresses.
+    registry: Held,
 }
 
 #[derive(Serialize)]
@@ -74,7 +78,8 @@ pub fn finish(
     json: bool,
 ) -> Outcome {
     if json {
-        let j = to_json(profile, &written, end, command_status);
+        let mut j = to_json(profile, &written, end, command_status);
+        j.registry = symbolizer.held();
         println!("{}", serde_json::to_string(&j).expect("plain data serializes"));
     }
     if !quiet() {
@@ -127,6 +132,7 @@ fn to_json<'a>(
         own_cpu_s: cpu,
         own_peak_rss_mb: rss_mb,
         findings: findings(profile, Lens::default(), FINDINGS),
+        registry: Held::default(),
     }
 }
 

@@ -19,6 +19,7 @@
 #include "oncpu.bpf.h"
 #include "offcpu.bpf.h"
 #include "wakers.bpf.h"
+#include "lifecycle.bpf.h"
 
 /* Never used: make the shared structs part of the object's BTF so that the
  * skeleton generates their Rust types. */

@@ -237,6 +237,10 @@ enum fg_proc_event_kind {
 	/* A Python code object seen for the first time in a process (`addr`):
 	 * user space names it at once, before a short script exits. */
 	FG_PROC_PY_CODE = 3,
+	/* An announced process's last thread exited: once its stacks are
+	 * drained, user space keeps where their addresses were and lets go of
+	 * the rest of what it read about the process. */
+	FG_PROC_EXIT = 4,
 };
 
 /* Sent through a ring buffer once per process (not per sample). */

@@ -93,64 +93,42 @@ static __always_inline void note_process(__u32 pid, struct task_struct *task)
 		send_proc_event(pid, FG_PROC_NEW, task);
 }
 
-static __always_inline void on_fork(struct task_struct *parent, struct task_struct *child)
+/* True when the child is a new process (not a thread). */
+static __always_inline bool on_fork(struct task_struct *parent, struct task_struct *child)
 {
 	__u32 ppid = BPF_CORE_READ(parent, tgid);
 	__u32 cpid = BPF_CORE_READ(child, tgid);
 	__u8 one = FG_TARGET;
 
 	/* New threads share the parent's tgid and are already covered. */
-	if (!follow_children || ppid == cpid)
-		return;
-	if (bpf_map_lookup_elem(&target_pids, &ppid) &&
+	if (ppid == cpid)
+		return false;
+	if (follow_children && bpf_map_lookup_elem(&target_pids, &ppid) &&
 	    bpf_map_update_elem(&target_pids, &cpid, &one, BPF_ANY))
 		__sync_fetch_and_add(&follow_lost, 1);
+	return true;
 }
 
 /* When a process's last thread exits: a followed process leaves the
  * targets, so that a command forking many short children never fills
  * target_pids; and it is forgotten as announced, so that a new process
- * given its PID is announced (and its map read) afresh. */
-static __always_inline void on_exit(struct task_struct *task)
+ * given its PID is announced (and its map read) afresh. An announced one
+ * is announced gone, for user space to let go of what it read about it.
+ * True when the process ended (not only one of its threads). */
+static __always_inline bool on_exit(struct task_struct *task)
 {
 	__u32 pid;
 
 	/* signal->live counts the group's threads still running; it is
 	 * already decremented for this one. */
 	if (BPF_CORE_READ(task, signal, live.counter) != 0)
-		return;
+		return false;
 	pid = BPF_CORE_READ(task, tgid);
-	bpf_map_delete_elem(&known_procs, &pid);
+	if (bpf_map_delete_elem(&known_procs, &pid) == 0)
+		send_proc_event(pid, FG_PROC_EXIT, task);
 	if (follow_children)
 		bpf_map_delete_elem(&target_pids, &pid);
-}
-
-SEC("tp_btf/sched_process_exit")
-int BPF_PROG(exit_btf, struct task_struct *p)
-{
-	on_exit(p);
-	return 0;
-}
-
-SEC("raw_tp/sched_process_exit")
-int BPF_PROG(exit_raw, struct task_struct *p)
-{
-	on_exit(p);
-	return 0;
-}
-
-SEC("tp_btf/sched_process_fork")
-int BPF_PROG(fork_btf, struct task_struct *parent, struct task_struct *child)
-{
-	on_fork(parent, child);
-	return 0;
-}
-
-SEC("raw_tp/sched_process_fork")
-int BPF_PROG(fork_raw, struct task_struct *parent, struct task_struct *child)
-{
-	on_fork(parent, child);
-	return 0;
+	return true;
 }
 
 /* After execve the old mappings are gone: forget the process so that its
@@ -175,20 +153,6 @@ static __always_inline void on_exec(struct task_struct *task)
 	}
 	if (bpf_map_delete_elem(&known_procs, &pid) == 0)
 		send_proc_event(pid, FG_PROC_EXEC, task);
-}
-
-SEC("tp_btf/sched_process_exec")
-int BPF_PROG(exec_btf, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
-{
-	on_exec(p);
-	return 0;
-}
-
-SEC("raw_tp/sched_process_exec")
-int BPF_PROG(exec_raw, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
-{
-	on_exec(p);
-	return 0;
 }
 
 #endif

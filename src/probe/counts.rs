@@ -46,6 +46,12 @@ pub(super) struct Counts {
     last_drain: Option<Instant>,
     /// (pid, user stack) of keys first seen since the last take_fresh.
     fresh: Vec<(u32, u64)>,
+    /// The user stacks each process's keys (and wakers) hold, for
+    /// [`Self::take_retired`].
+    by_pid: HashMap<u32, Vec<u64>>,
+    /// Processes announced gone, with the number of drains done then.
+    exits: Vec<(u32, u64)>,
+    drains: u64,
 }
 
 impl Counts {
@@ -58,7 +64,7 @@ impl Counts {
                 self.last_drain = Some(now);
                 let idle = flip(skel);
                 std::thread::sleep(SETTLE);
-                self.drain(map_of(skel, idle), &skel.maps.stacks);
+                self.drain(map_of(skel, idle), &skel.maps.stacks, Some(&skel.maps.wakers));
             }
             Some(_) => {}
         }
@@ -67,8 +73,8 @@ impl Counts {
     /// Drains both buffers; for the end of the capture, when no program
     /// runs any more.
     pub fn drain_all(&mut self, skel: &FgbpfSkel<'_>) {
-        self.drain(&skel.maps.counts0, &skel.maps.stacks);
-        self.drain(&skel.maps.counts1, &skel.maps.stacks);
+        self.drain(&skel.maps.counts0, &skel.maps.stacks, None);
+        self.drain(&skel.maps.counts1, &skel.maps.stacks, None);
     }
 
     /// The (pid, user stack) of every key first drained since the last
@@ -86,7 +92,9 @@ impl Counts {
         std::mem::take(&mut self.stacks)
     }
 
-    fn drain<M: MapCore, S: MapCore>(&mut self, map: &M, stacks: &S) {
+    /// `wakers`: where the waker keys of new counts are read, to index
+    /// the wakers' stacks by their processes too.
+    fn drain<M: MapCore, S: MapCore>(&mut self, map: &M, stacks: &S, wakers: Option<&libbpf_rs::Map<'_>>) {
         for (k, v) in take_entries(map) {
             if v.len() < 8 {
                 continue;
@@ -94,8 +102,14 @@ impl Counts {
             let value = u64::from_ne_bytes(v[..8].try_into().expect("8 bytes"));
             if !self.totals.contains_key(&k) {
                 let mut key = types::fg_key::default();
-                if plain::copy_from_bytes(&mut key, &k).is_ok() && key.user_stack != 0 {
-                    self.fresh.push((key.pid, key.user_stack));
+                if plain::copy_from_bytes(&mut key, &k).is_ok() {
+                    if key.user_stack != 0 {
+                        self.fresh.push((key.pid, key.user_stack));
+                        self.by_pid.entry(key.pid).or_default().push(key.user_stack);
+                    }
+                    if let Some((pid, stack)) = wakers.and_then(|w| waker_stack(w, key.waker)) {
+                        self.by_pid.entry(pid).or_default().push(stack);
+                    }
                 }
             }
             *self.totals.entry(k).or_default() += value;
@@ -111,6 +125,42 @@ impl Counts {
                 self.stacks.insert(u64::from_ne_bytes(k), super::drain::ips_of(&v));
             }
         }
+        self.drains += 1;
+    }
+
+    /// Notes that `pid` exited (its announced exit).
+    pub fn exited(&mut self, pid: u32) {
+        self.exits.push((pid, self.drains));
+    }
+
+    /// Processes that exited at least two drains ago, so that both count
+    /// buffers were read since (every stack of theirs is out of the
+    /// kernel), each with the distinct native addresses of its stacks, as
+    /// they will be named.
+    pub fn take_retired(&mut self) -> Vec<(u32, Vec<u64>)> {
+        let drains = self.drains;
+        let (ready, waiting): (Vec<_>, Vec<_>) =
+            self.exits.drain(..).partition(|&(_, at)| drains >= at + 2);
+        self.exits = waiting;
+        ready
+            .into_iter()
+            .map(|(pid, _)| {
+                let mut addrs: Vec<u64> = self
+                    .by_pid
+                    .remove(&pid)
+                    .unwrap_or_default()
+                    .iter()
+                    .filter_map(|k| self.stacks.get(k))
+                    .flat_map(|s| {
+                        let native = s.iter().position(|&a| a == super::python::MARKER);
+                        crate::profile::build::adjusted(&s[..native.unwrap_or(s.len())])
+                    })
+                    .collect();
+                addrs.sort_unstable();
+                addrs.dedup();
+                (pid, addrs)
+            })
+            .collect()
     }
 
     /// The totals as raw stacks, their stacks read from the stack store.
@@ -156,6 +206,17 @@ impl Counts {
         }
         out
     }
+}
+
+/// The waker's process and user stack under a waker key, if recorded.
+fn waker_stack<M: MapCore>(map: &M, key: u64) -> Option<(u32, u64)> {
+    if key == 0 {
+        return None;
+    }
+    let bytes = map.lookup(&key.to_ne_bytes(), MapFlags::ANY).ok()??;
+    let mut raw = types::fg_waker::default();
+    plain::copy_from_bytes(&mut raw, &bytes).ok()?;
+    (raw.user_stack != 0).then_some((raw.pid, raw.user_stack))
 }
 
 /// Switches the programs to the other buffer; returns the one now idle.

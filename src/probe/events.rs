@@ -18,6 +18,8 @@ pub enum ProcEventKind {
     Exec,
     /// A Python code object first seen in the process's stacks.
     PyCode(u64),
+    /// The last thread of an announced process exited.
+    Exit,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -71,10 +73,10 @@ impl ProcWatcher {
 fn decode(pid: u32, kind: u32, comm: &[i8]) -> ProcEvent {
     ProcEvent {
         pid,
-        kind: if kind == 2 {
-            ProcEventKind::Exec
-        } else {
-            ProcEventKind::New
+        kind: match kind {
+            2 => ProcEventKind::Exec,
+            4 => ProcEventKind::Exit,
+            _ => ProcEventKind::New,
         },
         comm: c_name(comm),
     }

@@ -248,9 +248,20 @@ impl Probe {
                 false
             }
             (events::ProcEventKind::PyCode(_), None) => false,
+            (events::ProcEventKind::Exit, _) => {
+                self.counts.exited(e.pid);
+                false
+            }
             _ => true,
         });
         events
+    }
+
+    /// Processes that exited and whose stacks are all out of the kernel,
+    /// each with the distinct user addresses of its stacks: what the
+    /// symbolizer must keep of it (see [`crate::symbolize::Symbolizer::retire`]).
+    pub fn retired(&mut self) -> Vec<(u32, Vec<u64>)> {
+        self.counts.take_retired()
     }
 
     /// Gives announced processes their unwind tables. Call it after the
@@ -390,12 +401,12 @@ impl Probe {
             stats.lost_wakers + wakers_missing,
             "raise --max-stacks",
         );
-        let (announcements, follow_lost) = self
+        let (announcements, follow_lost, inherit_lost) = self
             .skel
             .maps
             .bss_data
             .as_deref()
-            .map_or((0, 0), |b| (b.proc_events_lost, b.follow_lost));
+            .map_or((0, 0, 0), |b| (b.proc_events_lost, b.follow_lost, b.inherit_lost));
         let shared = &mut rec.shared_losses;
         shared.add(
             "user stacks (stack map full)",
@@ -410,6 +421,11 @@ impl Probe {
         shared.add(
             "process announcements (their frames may stay unnamed)",
             announcements,
+            "profile fewer processes with -p",
+        );
+        shared.add(
+            "forked processes walked by frame pointers until read (unwind map full)",
+            inherit_lost,
             "profile fewer processes with -p",
         );
         shared.add(

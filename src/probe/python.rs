@@ -18,7 +18,7 @@ use crate::procs::python::{self as py, Interpreter, Unsupported};
 use crate::profile::{PyFrame, RawStack};
 
 /// FG_PY_MARKER and FG_PY_ENTRY of src/bpf/fgbpf.h.
-const MARKER: u64 = 0xffff_ffff_ffff_ff50;
+pub(super) const MARKER: u64 = 0xffff_ffff_ffff_ff50;
 const ENTRY: u64 = 1 << 63;
 
 /// Python frames named for profiles.

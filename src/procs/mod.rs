@@ -4,6 +4,7 @@
 //! compiled from `.eh_frame` ([`unwind`]). Used by the symbolizer and by
 //! the probe's unwind-table loader alike; it knows nothing of either.
 
+pub mod debug_file;
 pub mod elf;
 pub mod maps;
 pub mod perf_map;
@@ -11,4 +12,4 @@ pub mod python;
 pub mod registry;
 pub mod unwind;
 
-pub use registry::{Binary, BinaryId, Registry, Target, SYSTEM_DEBUG_DIRS};
+pub use registry::{Binary, BinaryId, Held, Registry, Target, SYSTEM_DEBUG_DIRS};

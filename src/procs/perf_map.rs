@@ -4,6 +4,7 @@
 //! through a descriptor kept on the process's root, after the process (and
 //! its private /tmp) is gone, so it parses them itself.
 
+#[derive(Clone)]
 pub struct PerfMap {
     /// (start, end, name), sorted by start.
     entries: Vec<(u64, u64, String)>,
@@ -48,14 +49,26 @@ impl PerfMap {
         PerfMap { entries: dedup }
     }
 
+    /// The entries that name any of `addrs`, for a process gone.
+    pub fn keep_only(mut self, addrs: &[u64]) -> PerfMap {
+        let mut wanted: Vec<usize> = addrs.iter().filter_map(|&a| self.index_of(a)).collect();
+        wanted.sort_unstable();
+        wanted.dedup();
+        let mut i = 0;
+        self.entries.retain(|_| {
+            i += 1;
+            wanted.binary_search(&(i - 1)).is_ok()
+        });
+        self
+    }
+
     pub fn find(&self, addr: u64) -> Option<&str> {
+        self.index_of(addr).map(|i| self.entries[i].2.as_str())
+    }
+
+    fn index_of(&self, addr: u64) -> Option<usize> {
         let i = self.entries.partition_point(|e| e.0 <= addr);
-        self.entries[..i]
-            .iter()
-            .rev()
-            .take(LOOKBACK)
-            .find(|e| addr < e.1)
-            .map(|e| e.2.as_str())
+        (i.saturating_sub(LOOKBACK)..i).rev().find(|&j| addr < self.entries[j].1)
     }
 }
 
@@ -74,5 +87,9 @@ mod tests {
         assert_eq!(m.find(0x2010), None);
         assert_eq!(m.find(0x3010), Some("py::f:/a.py"));
         assert_eq!(m.find(0x10), None);
+        let kept = m.keep_only(&[0x2005, 0x10]);
+        assert_eq!(kept.find(0x2005), Some("JS:*hot /x.js:1"));
+        assert_eq!(kept.find(0x1010), None);
+        assert_eq!(kept.entries.len(), 1);
     }
 }

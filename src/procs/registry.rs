@@ -6,6 +6,12 @@
 //! that exit, binaries deleted by a deploy and files that exist only inside
 //! a container all still resolve after the capture. Each binary is opened
 //! and parsed once, however many processes map it.
+//!
+//! A process that exited is retired once its stacks are all read: where
+//! each address of them lies is kept (and the lines of its perf map they
+//! need), its map, perf map and root directory are let go. What the
+//! registry holds is then bounded by the live processes, the binaries ever
+//! mapped and the addresses the profile's stacks hold.
 
 use std::collections::HashMap;
 use std::fs::{self, File};
@@ -13,12 +19,12 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::elf::{self, ElfInfo};
+use super::debug_file;
+use super::elf::ElfInfo;
 use super::maps::{self, fd_path, MapsLine};
 use super::perf_map::PerfMap;
 
-/// The directories distributions install separate debug files under.
-pub const SYSTEM_DEBUG_DIRS: &[&str] = &["/usr/lib/debug", "/lib/debug"];
+pub use super::debug_file::SYSTEM_DEBUG_DIRS;
 
 pub type BinaryId = usize;
 type RootId = usize;
@@ -112,6 +118,35 @@ struct Proc {
     alive: bool,
 }
 
+/// What is kept of a process that exited once its stacks were drained.
+#[derive(Default)]
+struct Retired {
+    /// Each address of its stacks, located; sorted by address.
+    located: Vec<(u64, Target)>,
+    /// The lines of its perf map its JIT addresses need.
+    perf_map: Option<PerfMap>,
+}
+
+/// How much a registry holds, for the summary: its memory is bounded by
+/// these.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Held {
+    /// Processes whose maps are held (live, or exited and not yet retired).
+    pub processes: usize,
+    /// Processes that exited and were let go of, over the capture.
+    pub retired: usize,
+    /// Mappings held for the processes above.
+    pub mappings: usize,
+    /// Addresses kept located for retired processes' stacks.
+    pub located: usize,
+    /// Distinct binaries held open.
+    pub binaries: usize,
+    /// Root directories of other mount namespaces held open.
+    pub roots: usize,
+    /// Approximate bytes of the above (without the binaries' own data).
+    pub bytes: usize,
+}
+
 /// What a user address of a process was found to be.
 #[derive(Clone, Copy, Debug)]
 pub enum Target {
@@ -139,9 +174,13 @@ pub struct Registry {
     by_maps_key: HashMap<(u64, u64), BinaryId>,
     by_file_key: HashMap<FileKey, BinaryId>,
     /// Open root directories of other mount namespaces or chroots, kept so
-    /// that perf maps inside them can be read after the process exits.
-    roots: Vec<File>,
+    /// that perf maps inside them can be read after the process exits;
+    /// closed when no process held uses it.
+    roots: Vec<Option<File>>,
+    root_users: Vec<u32>,
     root_ids: HashMap<(String, u64, u64), RootId>,
+    retired: HashMap<u32, Retired>,
+    retired_count: usize,
     own_root: Option<(String, u64, u64)>,
     last_refresh: Instant,
     /// Where the next refresh resumes, in PID order.
@@ -160,7 +199,10 @@ impl Registry {
             by_maps_key: HashMap::new(),
             by_file_key: HashMap::new(),
             roots: Vec::new(),
+            root_users: Vec::new(),
             root_ids: HashMap::new(),
+            retired: HashMap::new(),
+            retired_count: 0,
             own_root: maps::root_key("self"),
             last_refresh: Instant::now(),
             refresh_from: 0,
@@ -253,6 +295,12 @@ impl Registry {
 
     /// Where `addr` of `pid` lives.
     pub fn locate(&self, pid: u32, addr: u64) -> Target {
+        // A retired process's stacks first: its PID may be in use again.
+        if let Some(r) = self.retired.get(&pid) {
+            if let Ok(i) = r.located.binary_search_by_key(&addr, |&(a, _)| a) {
+                return r.located[i].1;
+            }
+        }
         let Some(proc) = self.procs.get(&pid) else {
             return Target::Gone;
         };
@@ -274,13 +322,15 @@ impl Registry {
     /// long as they run. Read inside the process's own root, through the
     /// descriptor kept on it, so it is found in containers and after exit.
     pub fn perf_map(&self, pid: u32) -> Option<PerfMap> {
-        let proc = self.procs.get(&pid)?;
+        let Some(proc) = self.procs.get(&pid) else {
+            return self.retired.get(&pid)?.perf_map.clone();
+        };
         let path = match &proc.perf_map {
             Some(file) => fd_path(file),
             None => {
                 let rel = format!("tmp/perf-{}.map", proc.ns_pid);
-                match proc.root {
-                    Some(root) => fd_path(&self.roots[root]).join(rel),
+                match proc.root.and_then(|r| self.roots[r].as_ref()) {
+                    Some(root) => fd_path(root).join(rel),
                     None => Path::new("/").join(rel),
                 }
             }
@@ -323,7 +373,11 @@ impl Registry {
             });
         }
         let mut perf_map = None;
+        if let Some(r) = root {
+            self.root_users[r] += 1;
+        }
         if let Some(old) = self.procs.remove(&pid) {
+            self.release_root(old.root);
             perf_map = old.perf_map;
             // Mappings gone since the last read still name the stacks
             // taken before (a library unloaded, the image before execve).
@@ -351,6 +405,69 @@ impl Registry {
         true
     }
 
+    /// Lets go of an exited process whose stacks are all drained, keeping
+    /// where each of `addrs` (the distinct user addresses of its stacks)
+    /// lies, and the lines of its perf map they need. A process running
+    /// under the PID again (reused since) keeps its map.
+    pub fn retire(&mut self, pid: u32, addrs: &[u64]) {
+        if !self.procs.contains_key(&pid) {
+            return;
+        }
+        let located: Vec<(u64, Target)> = addrs.iter().map(|&a| (a, self.locate(pid, a))).collect();
+        let jit: Vec<u64> = located
+            .iter()
+            .filter(|(_, t)| matches!(t, Target::Jit | Target::Unmapped))
+            .map(|&(a, _)| a)
+            .collect();
+        let perf_map = match jit.is_empty() {
+            true => None,
+            false => self.perf_map(pid).map(|m| m.keep_only(&jit)),
+        };
+        let r = self.retired.entry(pid).or_default();
+        r.located.extend(located);
+        r.located.sort_by_key(|&(a, _)| a);
+        r.located.dedup_by_key(|&mut (a, _)| a);
+        if perf_map.is_some() {
+            r.perf_map = perf_map;
+        }
+        // A zombie's vsize is 0.
+        if maps::vsize(pid).is_some_and(|size| size != 0) {
+            return;
+        }
+        if let Some(old) = self.procs.remove(&pid) {
+            self.release_root(old.root);
+            self.retired_count += 1;
+        }
+    }
+
+    /// What the registry holds now.
+    pub fn held(&self) -> Held {
+        let mappings: usize = self.procs.values().map(|p| p.vmas.len()).sum();
+        let located: usize = self.retired.values().map(|r| r.located.len()).sum();
+        Held {
+            processes: self.procs.len(),
+            retired: self.retired_count,
+            mappings,
+            located,
+            binaries: self.binaries.len(),
+            roots: self.roots.iter().flatten().count(),
+            bytes: mappings * std::mem::size_of::<Vma>()
+                + located * std::mem::size_of::<(u64, Target)>()
+                + self.procs.len() * (std::mem::size_of::<Proc>() + 8)
+                + self.retired.len() * (std::mem::size_of::<Retired>() + 8)
+                + self.names.values().map(|n| n.len() + 32).sum::<usize>(),
+        }
+    }
+
+    fn release_root(&mut self, root: Option<RootId>) {
+        let Some(r) = root else { return };
+        self.root_users[r] = self.root_users[r].saturating_sub(1);
+        if self.root_users[r] == 0 {
+            self.roots[r] = None;
+            self.root_ids.retain(|_, &mut id| id != r);
+        }
+    }
+
     /// The binary behind an executable mapping, opened on first sight.
     fn open_binary(&mut self, pid: u32, m: &MapsLine<'_>, root: Option<RootId>) -> BinaryId {
         let maps_key = (m.dev, m.inode);
@@ -358,7 +475,7 @@ impl Registry {
             return b;
         }
         let path = m.path.strip_suffix(" (deleted)").unwrap_or(m.path);
-        let root_path = root.map(|r| fd_path(&self.roots[r]));
+        let root_path = root.and_then(|r| self.roots[r].as_ref()).map(fd_path);
         // map_files reaches the very file mapped, deleted or not, whatever
         // mount namespace it lives in; the paths are for kernels or
         // privileges that refuse it.
@@ -381,7 +498,9 @@ impl Registry {
         let elf = file.as_ref().and_then(ElfInfo::read);
         let debug = match (&elf, &file) {
             (Some(info), Some(_)) if !info.has_dwarf => {
-                self.find_debug_file(info, path, root_path.as_deref(), key)
+                debug_file::find(&self.debug_dirs, info, path, root_path.as_deref(), &|f| {
+                    key.is_some() && FileKey::of(f) == key
+                })
             }
             _ => None,
         };
@@ -404,61 +523,6 @@ impl Registry {
         b
     }
 
-    /// A separate debug file for a binary the process sees at `path`: by
-    /// build ID, then by debuglink name next to the binary and under the
-    /// debug directories, on the host and inside the process's root.
-    fn find_debug_file(
-        &self,
-        info: &ElfInfo,
-        path: &str,
-        root: Option<&Path>,
-        own: Option<FileKey>,
-    ) -> Option<File> {
-        let mut dirs = self.debug_dirs.clone();
-        if let Some(root) = root {
-            dirs.extend(
-                SYSTEM_DEBUG_DIRS
-                    .iter()
-                    .map(|d| root.join(d.trim_start_matches('/'))),
-            );
-        }
-        let mut candidates: Vec<(PathBuf, Option<u32>)> = Vec::new();
-        if let Some(id) = info.build_id.as_deref().filter(|id| id.len() >= 2) {
-            let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
-            let rel = format!(".build-id/{}/{}.debug", &hex[..2], &hex[2..]);
-            candidates.extend(dirs.iter().map(|d| (d.join(&rel), None)));
-        }
-        if let Some((link, crc)) = &info.debuglink {
-            let dir = Path::new(path).parent().unwrap_or(Path::new("/"));
-            let rel_dir = dir.strip_prefix("/").unwrap_or(dir);
-            let base = root.map_or_else(|| PathBuf::from("/"), Path::to_path_buf);
-            candidates.push((base.join(rel_dir).join(link), Some(*crc)));
-            candidates.push((base.join(rel_dir).join(".debug").join(link), Some(*crc)));
-            candidates.extend(
-                dirs.iter()
-                    .map(|d| (d.join(rel_dir).join(link), Some(*crc))),
-            );
-        }
-        candidates.into_iter().find_map(|(p, crc)| {
-            let file = File::open(&p).ok()?;
-            if own.is_some() && FileKey::of(&file) == own {
-                return None;
-            }
-            let debug = ElfInfo::read(&file)?;
-            if !debug.has_dwarf && !debug.has_symtab {
-                return None;
-            }
-            let matches = match (&info.build_id, &debug.build_id, crc) {
-                (Some(a), Some(b), _) => a == b,
-                (_, _, Some(crc)) => elf::crc32(&file) == Some(crc),
-                // Found under the binary's build ID, and carries none to
-                // contradict it.
-                _ => true,
-            };
-            matches.then_some(file)
-        })
-    }
-
     /// The process's root directory when it differs from fgbpf's (another
     /// mount namespace or a chroot), held open.
     fn root_of(&mut self, pid: u32) -> Option<RootId> {
@@ -475,7 +539,8 @@ impl Registry {
             .open(format!("/proc/{pid}/root"))
             .ok()?;
         let r = self.roots.len();
-        self.roots.push(dir);
+        self.roots.push(Some(dir));
+        self.root_users.push(0);
         self.root_ids.insert(key, r);
         Some(r)
     }

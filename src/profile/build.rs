@@ -394,7 +394,9 @@ fn caller_adjusted(ip: u64, index_from_leaf: usize) -> u64 {
     }
 }
 
-fn adjusted(ips: &[u64]) -> impl Iterator<Item = u64> + '_ {
+/// A stack's addresses as they are named: callers stepped back into the
+/// call. What must stay locatable of a process that exited.
+pub fn adjusted(ips: &[u64]) -> impl Iterator<Item = u64> + '_ {
     ips.iter()
         .enumerate()
         .map(|(i, &ip)| caller_adjusted(ip, i))

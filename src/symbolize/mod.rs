@@ -17,7 +17,7 @@ use blazesym::Pid;
 
 use crate::procs::maps::{fd_path, own_vdso};
 use crate::procs::perf_map::PerfMap;
-use crate::procs::{Binary, Registry, Target, SYSTEM_DEBUG_DIRS};
+use crate::procs::{Binary, Held, Registry, Target, SYSTEM_DEBUG_DIRS};
 
 /// The name of a frame nothing is known about.
 pub const UNKNOWN: &str = "[unknown]";
@@ -154,6 +154,16 @@ impl Symbolizer {
     /// See [`Registry::remember`].
     pub fn remember(&mut self, pid: u32, name: &str) {
         self.registry.remember(pid, name);
+    }
+
+    /// See [`Registry::retire`].
+    pub fn retire(&mut self, pid: u32, addrs: &[u64]) {
+        self.registry.retire(pid, addrs);
+    }
+
+    /// See [`Registry::held`].
+    pub fn held(&self) -> Held {
+        self.registry.held()
     }
 
     /// See [`Registry::refresh`].

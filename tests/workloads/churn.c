@@ -3,7 +3,9 @@
  *   churn threads N SECONDS   N short threads one after another, then
  *                             `nap` sleeps 10 ms at a time for SECONDS;
  *   churn forks N SECONDS     N short child processes one after another,
- *                             then one child spinning in burn_in_child. */
+ *                             then one child spinning in burn_in_child;
+ *   churn naps N SECONDS      N short child processes one after another,
+ *                             each sleeping SECONDS in nap_in_child. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +44,12 @@ __attribute__((noinline)) void burn_in_child(double seconds)
 			sink++;
 }
 
+__attribute__((noinline)) void nap_in_child(double seconds)
+{
+	usleep((useconds_t)(seconds * 1e6));
+	sink++;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 4)
@@ -69,6 +77,15 @@ int main(int argc, char **argv)
 			_exit(0);
 		}
 		waitpid(p, NULL, 0);
+	} else if (!strcmp(argv[1], "naps")) {
+		for (long i = 0; i < n; i++) {
+			pid_t p = fork();
+			if (p == 0) {
+				nap_in_child(seconds);
+				_exit(0);
+			}
+			waitpid(p, NULL, 0);
+		}
 	}
 	return 0;
 }

@@ -79,6 +79,11 @@ impl Window<'_> {
             for pid in live.tick() {
                 symbolizer.reread(pid);
             }
+            // Processes gone whose stacks are all drained: what naming
+            // them needs is kept, the rest let go.
+            for (pid, addrs) in live.retired() {
+                symbolizer.retire(pid, &addrs);
+            }
             let now = Instant::now();
             if self.stop.stopped() {
                 break EndReason::Interrupted;

@@ -1,0 +1,90 @@
+/* The process lifecycle hooks (fork, exec, exit), each calling every part
+ * of the object that follows processes: the target filter and process
+ * announcements (targets.bpf.h), the per-process unwind mappings
+ * (unwind.bpf.h) and interpreters (python.bpf.h). Included last, after
+ * all of them. */
+#ifndef FGBPF_LIFECYCLE_BPF_H
+#define FGBPF_LIFECYCLE_BPF_H
+
+#include "fgbpf.h"
+#include "targets.bpf.h"
+#include "unwind.bpf.h"
+#include "python.bpf.h"
+
+/* Forked children that could not be given their parent's mappings (the
+ * proc_unwind map was full); user space reports it. */
+__u64 inherit_lost = 0;
+
+/* A forked child has its parent's address space: it walks with its
+ * parent's mappings and interpreter from its first stack, before user
+ * space has read it (a pre-forking server's workers, a shell's
+ * children). User space overwrites them once it reads the child. */
+static __always_inline void inherit(struct task_struct *parent, struct task_struct *child)
+{
+	__u32 ppid = BPF_CORE_READ(parent, tgid);
+	__u32 cpid = BPF_CORE_READ(child, tgid);
+	struct fg_proc_unwind *u = bpf_map_lookup_elem(&proc_unwind, &ppid);
+	struct fg_py_proc *py = bpf_map_lookup_elem(&py_procs, &ppid);
+
+	if (u && bpf_map_update_elem(&proc_unwind, &cpid, u, BPF_NOEXIST))
+		__sync_fetch_and_add(&inherit_lost, 1);
+	if (py)
+		bpf_map_update_elem(&py_procs, &cpid, py, BPF_NOEXIST);
+}
+
+/* The mappings of a process that execs or exits are gone with it. */
+static __always_inline void forget(__u32 pid)
+{
+	bpf_map_delete_elem(&proc_unwind, &pid);
+	bpf_map_delete_elem(&py_procs, &pid);
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(fork_btf, struct task_struct *parent, struct task_struct *child)
+{
+	if (on_fork(parent, child))
+		inherit(parent, child);
+	return 0;
+}
+
+SEC("raw_tp/sched_process_fork")
+int BPF_PROG(fork_raw, struct task_struct *parent, struct task_struct *child)
+{
+	if (on_fork(parent, child))
+		inherit(parent, child);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(exec_btf, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	forget(BPF_CORE_READ(p, tgid));
+	on_exec(p);
+	return 0;
+}
+
+SEC("raw_tp/sched_process_exec")
+int BPF_PROG(exec_raw, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	forget(BPF_CORE_READ(p, tgid));
+	on_exec(p);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(exit_btf, struct task_struct *p)
+{
+	if (on_exit(p))
+		forget(BPF_CORE_READ(p, tgid));
+	return 0;
+}
+
+SEC("raw_tp/sched_process_exit")
+int BPF_PROG(exit_raw, struct task_struct *p)
+{
+	if (on_exit(p))
+		forget(BPF_CORE_READ(p, tgid));
+	return 0;
+}
+
+#endif
