@@ -77,6 +77,22 @@ pub struct CaptureArgs {
     #[arg(short = 't', long = "tid", value_delimiter = ',', value_name = "TID", value_parser = parse_id)]
     pub tids: Vec<u32>,
 
+    /// Only processes in this cgroup and its descendants, joined or forked
+    /// in during the capture too: a directory (cgroup v2, or a v1
+    /// controller's) or a path as /proc/PID/cgroup shows it.
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["unit", "container"])]
+    pub cgroup: Option<String>,
+
+    /// Only the processes of this systemd unit (its cgroup; a bare name
+    /// gets .service).
+    #[arg(long, value_name = "NAME", conflicts_with = "container")]
+    pub unit: Option<String>,
+
+    /// Only the processes of the running container whose ID starts with
+    /// this (Docker, containerd, CRI-O, Podman; found in /proc/*/cgroup).
+    #[arg(long, value_name = "ID")]
+    pub container: Option<String>,
+
     /// Stop after this many seconds (default: until Ctrl-C, or until every
     /// target has exited).
     #[arg(short = 'd', long = "duration", value_name = "SECONDS", value_parser = parse_duration, allow_negative_numbers = true)]
@@ -292,6 +308,9 @@ impl Default for CaptureArgs {
         CaptureArgs {
             pids: Vec::new(),
             tids: Vec::new(),
+            cgroup: None,
+            unit: None,
+            container: None,
             duration: None,
             output: None,
             user_only: false,
@@ -500,60 +519,8 @@ fn parse_percent(s: &str) -> Result<f64, String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
-        Cli::try_parse_from(std::iter::once("fgbpf").chain(args.iter().copied()))
-    }
-
-    #[test]
-    fn oncpu_defaults_and_lists() {
-        let Command::Oncpu(a) = parse(&["oncpu", "-p", "1,2", "-t", "3"]).unwrap().command else {
-            panic!()
-        };
-        assert_eq!(a.sampling.frequency, 99);
-        assert_eq!(a.capture.pids, vec![1, 2]);
-        assert_eq!(a.capture.tids, vec![3]);
-        assert_eq!(a.capture.duration, None);
-        assert!(a.capture.command.is_empty());
-    }
-
-    #[test]
-    fn command_after_double_dash() {
-        let Command::Oncpu(a) = parse(&["oncpu", "-F", "999", "-d", "2.5", "--", "ls", "-l"])
-            .unwrap()
-            .command
-        else {
-            panic!()
-        };
-        assert_eq!(a.capture.command, vec!["ls", "-l"]);
-        assert_eq!(a.capture.duration, Some(Duration::from_millis(2500)));
-        assert_eq!(a.sampling.frequency, 999);
-    }
-
-    #[test]
-    fn bad_values_are_refused() {
-        for bad in [
-            &["oncpu", "-F", "0"][..],
-            &["oncpu", "-F", "-5"],
-            &["oncpu", "-F", "100000"],
-            &["oncpu", "-d", "0"],
-            &["oncpu", "-d", "-1"],
-            &["oncpu", "-d", "nan"],
-            &["oncpu", "--user-only", "--kernel-only"],
-            &["oncpu", "-p", "1", "--", "ls"],
-            &["oncpu", "-p", "x"],
-            &["offcpu", "--state", "zombie"],
-            &["offcpu", "--sample", "0"],
-            &["wall", "--per-thread", "--per-process"],
-        ] {
-            assert!(parse(bad).is_err(), "accepted {bad:?}");
-        }
-        let err = parse(&["oncpu", "-F", "100000"]).unwrap_err().to_string();
-        assert!(err.contains("10000 Hz"), "{err}");
-    }
-}
+#[path = "cli_tests.rs"]
+mod tests;
 
 /// Where separate debug files are looked for beyond the usual places:
 /// shared by every capture command.

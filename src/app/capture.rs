@@ -8,6 +8,7 @@ use std::time::Duration;
 use super::summary::say;
 use super::CliError;
 use crate::probe::{Probe, Targets};
+use crate::procs::cgroup::Scope;
 use crate::cli::{CaptureArgs, Format};
 use crate::format::files::{self, OutDir};
 use crate::format::folded::{self, Leading};
@@ -183,6 +184,7 @@ pub struct Prepared {
 pub fn preflight(args: &CaptureArgs, kind: &str, outputs: &[&str]) -> Result<Prepared, CliError> {
     targets::check(&args.pids, &args.tids).map_err(CliError::usage)?;
     check_command(args)?;
+    let scope = targets::scope(args).map_err(CliError::usage)?;
     let run_as = match &args.user {
         Some(name) => Some(RunAs::lookup(name).map_err(CliError::usage)?),
         None => None,
@@ -202,8 +204,9 @@ pub fn preflight(args: &CaptureArgs, kind: &str, outputs: &[&str]) -> Result<Pre
             tids: args.tids.clone(),
             held: None,
             follow_children: !args.command.is_empty(),
+            scope: scope.clone(),
         },
-        target: describe(args),
+        target: describe(args, scope.as_ref()),
     })
 }
 
@@ -227,7 +230,15 @@ fn check_command(args: &CaptureArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-fn describe(args: &CaptureArgs) -> String {
+fn describe(args: &CaptureArgs, scope: Option<&Scope>) -> String {
+    let what = describe_targets(args);
+    match scope {
+        Some(s) => format!("{what} in cgroup {}", s.path),
+        None => what,
+    }
+}
+
+fn describe_targets(args: &CaptureArgs) -> String {
     let list = |ids: &[u32]| ids.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
     if !args.command.is_empty() {
         return args.command.join(" ");

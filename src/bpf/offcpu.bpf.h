@@ -51,7 +51,7 @@ static __always_inline void switch_out(void *ctx, struct fg_stats *st, struct ta
 	__u32 pid = BPF_CORE_READ(prev, tgid), tid = BPF_CORE_READ(prev, pid);
 	struct fg_start start = {};
 
-	if (tid == 0 || pid == self_pid || !is_target(pid, tid))
+	if (tid == 0 || pid == self_pid || !is_target(pid, tid) || !in_scope(prev))
 		return;
 	if (skip_kthreads && (BPF_CORE_READ(prev, flags) & PF_KTHREAD)) {
 		st->kthread_switches++;

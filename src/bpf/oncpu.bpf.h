@@ -27,7 +27,8 @@ int do_sample(struct bpf_perf_event_data *ctx)
 		st->idle++;
 		return 0;
 	}
-	if (pid == self_pid || !is_target(pid, tid))
+	if (pid == self_pid || !is_target(pid, tid) ||
+	    !in_scope((struct task_struct *)bpf_get_current_task()))
 		return 0;
 	st->samples++;
 

@@ -16,6 +16,13 @@ const volatile bool follow_children = false;
  * shows the system and naming fgbpf's own frames does not load its debug
  * information. Its cost is reported as "own use". */
 const volatile __u32 self_pid = 0;
+/* --cgroup, --unit, --container: the scope's cgroup (its kernfs node ID,
+ * 0: no scope), in cgroup v2 (scope_subsys < 0) or in the v1 hierarchy of
+ * controller scope_subsys (its index in enum cgroup_subsys_id). */
+const volatile __u64 scope_cgroup = 0;
+const volatile __s32 scope_subsys = -1;
+
+#define FG_MAX_CGROUP_DEPTH 32
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -50,6 +57,35 @@ __u64 proc_events_lost = 0;
 /* Children of followed processes that could not be added to target_pids
  * (full): they are not profiled; user space reports it. */
 __u64 follow_lost = 0;
+
+/* Whether `task` is in the scope's cgroup or one of its descendants, in
+ * the hierarchy the scope names: read through CO-RE, so processes that
+ * join or are forked into the cgroup during the capture are in. */
+static __always_inline bool in_scope(struct task_struct *task)
+{
+	struct cgroup *cg = NULL;
+	struct css_set *cset;
+
+	if (!scope_cgroup)
+		return true;
+	cset = BPF_CORE_READ(task, cgroups);
+	if (scope_subsys < 0) {
+		cg = BPF_CORE_READ(cset, dfl_cgrp);
+	} else if (scope_subsys < CGROUP_SUBSYS_COUNT) {
+		struct cgroup_subsys_state *css = NULL;
+
+		bpf_core_read(&css, sizeof(css), &cset->subsys[scope_subsys & 15]);
+		cg = BPF_CORE_READ(css, cgroup);
+	}
+	for (int i = 0; i < FG_MAX_CGROUP_DEPTH && cg; i++) {
+		if (BPF_CORE_READ(cg, kn, id) == scope_cgroup)
+			return true;
+		/* A cgroup's own state (`self`) is its first member: the
+		 * parent's state is the parent cgroup. */
+		cg = (struct cgroup *)BPF_CORE_READ(cg, self.parent);
+	}
+	return false;
+}
 
 static __always_inline bool is_target(__u32 pid, __u32 tid)
 {

@@ -110,6 +110,10 @@ impl Probe {
             ro.filter_tids = !opts.targets.tids.is_empty();
             ro.follow_children = opts.targets.follow_children;
             ro.self_pid = std::process::id();
+            if let Some(scope) = &opts.targets.scope {
+                ro.scope_cgroup = scope.id;
+                ro.scope_subsys = scope.v1_subsys.map_or(-1, |i| i as i32);
+            }
             ro.user_stacks = opts.user_stacks;
             ro.kern_stacks = opts.kernel_stacks;
             ro.stack_seed = random_seed();

@@ -150,7 +150,7 @@ fn proc_kernel_stack(pid: u32, tid: u32) -> Vec<String> {
 /// blocked now, with their state; kernel threads left out with
 /// `skip_kthreads`.
 fn blocked_threads(targets: &Targets, skip_kthreads: bool) -> Vec<(u32, u32, State)> {
-    let pids: Vec<u32> = if targets.whole_system() {
+    let mut pids: Vec<u32> = if targets.whole_system() {
         fs::read_dir("/proc")
             .into_iter()
             .flatten()
@@ -160,6 +160,10 @@ fn blocked_threads(targets: &Targets, skip_kthreads: bool) -> Vec<(u32, u32, Sta
     } else {
         targets.pids.clone()
     };
+    if let Some(scope) = &targets.scope {
+        let inside = scope.pids();
+        pids.retain(|p| inside.contains(p));
+    }
     let mut out = Vec::new();
     let mut add = |pid: u32, tid: u32| {
         let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")) else {

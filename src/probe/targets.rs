@@ -19,6 +19,9 @@ pub struct Targets {
     pub held: Option<u32>,
     /// Also record processes the targets fork (for `-- COMMAND`).
     pub follow_children: bool,
+    /// Only processes in this cgroup or its descendants (`--cgroup`,
+    /// `--unit`, `--container`), as well as any of the above.
+    pub scope: Option<crate::procs::cgroup::Scope>,
 }
 
 impl Targets {

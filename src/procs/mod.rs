@@ -4,6 +4,7 @@
 //! compiled from `.eh_frame` ([`unwind`]). Used by the symbolizer and by
 //! the probe's unwind-table loader alike; it knows nothing of either.
 
+pub mod cgroup;
 pub mod debug_file;
 pub mod elf;
 pub mod maps;

@@ -1,7 +1,22 @@
-//! Checks that the processes and threads named on the command line exist,
-//! and tells when they are all gone.
+//! Checks that the processes, threads and cgroup named on the command line
+//! exist, and tells when they are all gone.
 
 use std::fs;
+
+use crate::cli::CaptureArgs;
+use crate::procs::cgroup::{self, Scope};
+
+/// The cgroup `--cgroup`, `--unit` or `--container` limits the capture
+/// to, if any; one clear line when it names none.
+pub fn scope(args: &CaptureArgs) -> Result<Option<Scope>, String> {
+    let found = match (&args.cgroup, &args.unit, &args.container) {
+        (Some(path), _, _) => cgroup::resolve(path),
+        (_, Some(unit), _) => cgroup::of_unit(unit),
+        (_, _, Some(id)) => cgroup::of_container(id),
+        _ => return Ok(None),
+    };
+    found.map(Some)
+}
 
 /// Whether `/proc/ID` names a task that is running (not a zombie).
 /// Works for thread IDs too: `/proc/TID` resolves though it is not listed.
