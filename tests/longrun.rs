@@ -135,7 +135,12 @@ fn exited_processes_are_let_go_of_and_still_named() {
     // be let go of too.
     let children = 1000;
     let dir = out_dir("retired_children");
-    let script = format!("{} naps {children} 0.002; sleep 3", plain_workload("churn").display());
+    // Then 200 runs of /bin/true: each forked shell is announced, execs
+    // and exits, and must be let go of as well.
+    let script = format!(
+        "{} naps {children} 0.002; for i in $(seq 200); do /bin/true; done; sleep 3",
+        plain_workload("churn").display()
+    );
     let out = run(fgbpf()
         .args(["offcpu", "--json", "-o"])
         .arg(&dir)

@@ -116,15 +116,27 @@ static __always_inline void send_proc_event(__u32 pid, __u32 kind, struct task_s
 	bpf_ringbuf_submit(e, 0);
 }
 
+/* known_procs values: announced with its current image, or announced
+ * before its last execve (so announced again at its next stack, and
+ * announced gone at its exit all the same). */
+#define FG_KNOWN 1
+#define FG_KNOWN_BEFORE_EXEC 2
+
 /* Tells user space about a process the first time one of its stacks is
  * stored, so it can read the process's mappings while the process lives. */
 static __always_inline void note_process(__u32 pid, struct task_struct *task)
 {
-	__u8 one = 1;
-
+	__u8 one = FG_KNOWN;
 	/* A lookup takes no lock; most calls are for processes known already. */
-	if (bpf_map_lookup_elem(&known_procs, &pid))
+	__u8 *v = bpf_map_lookup_elem(&known_procs, &pid);
+
+	if (v && *v == FG_KNOWN)
 		return;
+	if (v) {
+		*v = FG_KNOWN;
+		send_proc_event(pid, FG_PROC_NEW, task);
+		return;
+	}
 	if (bpf_map_update_elem(&known_procs, &pid, &one, BPF_NOEXIST) == 0)
 		send_proc_event(pid, FG_PROC_NEW, task);
 }
@@ -167,7 +179,7 @@ static __always_inline bool on_exit(struct task_struct *task)
 	return true;
 }
 
-/* After execve the old mappings are gone: forget the process so that its
+/* After execve the old mappings are gone: mark the process so that its
  * next sample announces it again, with the new mappings in place. The held
  * `-- COMMAND` child becomes a target here. */
 static __always_inline void on_exec(struct task_struct *task)
@@ -179,16 +191,21 @@ static __always_inline void on_exec(struct task_struct *task)
 	 * mappings and unwind tables are read while it starts, not after its
 	 * first stored stack (a command that blocks once for its whole life
 	 * stores its only stack as it exits). */
+	__u8 *known;
+
 	if (v && *v == FG_TARGET_HELD) {
-		__u8 one = 1;
+		__u8 one = FG_KNOWN;
 
 		*v = FG_TARGET;
 		bpf_map_update_elem(&known_procs, &pid, &one, BPF_ANY);
 		send_proc_event(pid, FG_PROC_NEW, task);
 		return;
 	}
-	if (bpf_map_delete_elem(&known_procs, &pid) == 0)
+	known = bpf_map_lookup_elem(&known_procs, &pid);
+	if (known && *known == FG_KNOWN) {
+		*known = FG_KNOWN_BEFORE_EXEC;
 		send_proc_event(pid, FG_PROC_EXEC, task);
+	}
 }
 
 #endif
