@@ -107,8 +107,10 @@ impl Counts {
                         self.fresh.push((key.pid, key.user_stack));
                         self.by_pid.entry(key.pid).or_default().push(key.user_stack);
                     }
-                    if let Some((pid, stack)) = wakers.and_then(|w| waker_stack(w, key.waker)) {
-                        self.by_pid.entry(pid).or_default().push(stack);
+                    if let Some(w) = wakers.and_then(|m| super::wakers::lookup(m, key.waker)) {
+                        if w.user_stack != 0 {
+                            self.by_pid.entry(w.pid).or_default().push(w.user_stack);
+                        }
                     }
                 }
             }
@@ -206,17 +208,6 @@ impl Counts {
         }
         out
     }
-}
-
-/// The waker's process and user stack under a waker key, if recorded.
-fn waker_stack<M: MapCore>(map: &M, key: u64) -> Option<(u32, u64)> {
-    if key == 0 {
-        return None;
-    }
-    let bytes = map.lookup(&key.to_ne_bytes(), MapFlags::ANY).ok()??;
-    let mut raw = types::fg_waker::default();
-    plain::copy_from_bytes(&mut raw, &bytes).ok()?;
-    (raw.user_stack != 0).then_some((raw.pid, raw.user_stack))
 }
 
 /// Switches the programs to the other buffer; returns the one now idle.

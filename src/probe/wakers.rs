@@ -37,28 +37,31 @@ impl<'m, M: MapCore> WakerReader<'m, M> {
         if let Some(w) = self.cache.get(&key) {
             return w.clone();
         }
-        let w = match map.lookup(&key.to_ne_bytes(), MapFlags::ANY) {
-            Ok(Some(bytes)) => {
-                let mut raw = types::fg_waker::default();
-                plain::copy_from_bytes(&mut raw, &bytes)
-                    .ok()
-                    .map(|_| {
-                        Box::new(RawStack {
-                            pid: raw.pid,
-                            tid: raw.tid,
-                            comm: c_name(&raw.comm),
-                            user: stacks.get(raw.user_stack).unwrap_or_default(),
-                            kernel: stacks.get(raw.kern_stack).unwrap_or_default(),
-                            ..Default::default()
-                        })
-                    })
-            }
-            _ => None,
-        };
+        let w = lookup(map, key).map(|raw| {
+            Box::new(RawStack {
+                pid: raw.pid,
+                tid: raw.tid,
+                comm: c_name(&raw.comm),
+                user: stacks.get(raw.user_stack).unwrap_or_default(),
+                kernel: stacks.get(raw.kern_stack).unwrap_or_default(),
+                ..Default::default()
+            })
+        });
         if w.is_none() {
             self.missing += 1;
         }
         self.cache.insert(key, w.clone());
         w
     }
+}
+
+/// The waker recorded under `key` (0: none) in the `wakers` map.
+pub(super) fn lookup<M: MapCore>(map: &M, key: u64) -> Option<types::fg_waker> {
+    if key == 0 {
+        return None;
+    }
+    let bytes = map.lookup(&key.to_ne_bytes(), MapFlags::ANY).ok()??;
+    let mut raw = types::fg_waker::default();
+    plain::copy_from_bytes(&mut raw, &bytes).ok()?;
+    Some(raw)
 }
