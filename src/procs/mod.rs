@@ -1,8 +1,10 @@
 //! The process registry and what it knows of binaries: memory maps read
 //! from /proc while processes live ([`registry`], [`maps`]), ELF facts for
-//! symbolization ([`elf`]), JIT perf maps ([`perf_map`]), and unwind tables
-//! compiled from `.eh_frame` ([`unwind`]). Used by the symbolizer and by
-//! the probe's unwind-table loader alike; it knows nothing of either.
+//! symbolization ([`elf`]) and their separate debug files ([`debug_file`]),
+//! JIT perf maps ([`perf_map`]), unwind tables compiled from `.eh_frame`
+//! ([`unwind`]), CPython interpreters ([`python`]) and the cgroups a capture
+//! can be scoped to ([`cgroup`]). Used by the symbolizer, the probe and the
+//! capture's checks alike; it knows nothing of any of them.
 
 pub mod cgroup;
 pub mod debug_file;
