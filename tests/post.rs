@@ -482,6 +482,7 @@ fn capture_profile() -> Profile {
             thread: Some(thread),
             frames,
             weight,
+            ..Default::default()
         });
     }
     p.coalesce();

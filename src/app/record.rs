@@ -293,6 +293,7 @@ impl Views {
             frequency,
             losses,
             unwinding: unwinding.clone(),
+            slice: recorded.slice,
         };
         if let Some(s) = rec.sampling {
             let mut p = build::from_raw(&on_raw, Unit::Samples, symbolizer);

@@ -125,11 +125,13 @@ mod tests {
             thread: Some(t),
             frames: vec![work],
             weight: 300,
+            ..Default::default()
         });
         p.push(Stack {
             thread: Some(t),
             frames: vec![nap, sleeping],
             weight: 700,
+            ..Default::default()
         });
         let opts = Options {
             leading: Leading::ProcessAndThread,

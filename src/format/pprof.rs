@@ -291,6 +291,7 @@ mod tests {
             thread: Some(t),
             frames: vec![main, k],
             weight: 3,
+            ..Default::default()
         });
         p
     }

@@ -238,16 +238,19 @@ mod tests {
             thread: None,
             frames: vec![main, a],
             weight: 6,
+            ..Default::default()
         });
         p.push(Stack {
             thread: None,
             frames: vec![main, b],
             weight: 3,
+            ..Default::default()
         });
         p.push(Stack {
             thread: None,
             frames: vec![main, a, a],
             weight: 1,
+            ..Default::default()
         });
         p.coalesce();
         let s = summarize(&p, &ranking::Options { all_frames: true, ..Default::default() });
@@ -282,6 +285,7 @@ mod tests {
             thread: None,
             frames: vec![main, a],
             weight: 4,
+            ..Default::default()
         });
         let opts = Options {
             kind: "folded".into(),

@@ -178,6 +178,7 @@ mod tests {
                 thread: Some(t),
                 frames,
                 weight,
+                ..Default::default()
             });
         }
         let mut out = Vec::new();

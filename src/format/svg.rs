@@ -175,6 +175,7 @@ mod tests {
             thread: Some(t),
             frames: vec![f],
             weight: 5,
+            ..Default::default()
         });
         let svg = render(&p, evil);
         assert!(!svg.contains("<svg onload"), "unescaped markup in SVG");
@@ -198,11 +199,13 @@ mod tests {
             thread: None,
             frames: vec![a, b],
             weight: 3,
+            ..Default::default()
         });
         p.push(Stack {
             thread: None,
             frames: vec![a],
             weight: 1,
+            ..Default::default()
         });
         assert_eq!(render(&p, "t"), render(&p, "t"));
     }

@@ -183,11 +183,13 @@ mod tests {
             thread: Some(t),
             frames: vec![f],
             weight: 200,
+            ..Default::default()
         });
         p.push(Stack {
             thread: Some(u),
             frames: vec![f],
             weight: 1000,
+            ..Default::default()
         });
         p.unresolved = vec![
             Unresolved {

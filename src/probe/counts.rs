@@ -194,6 +194,7 @@ impl Counts {
                 user: user.unwrap_or_default(),
                 kernel: kernel.unwrap_or_default(),
                 kernel_names: Vec::new(),
+                spans: Vec::new(),
                 weight: match state {
                     None => value,
                     Some(_) => (value + 500) / 1000,

@@ -124,6 +124,7 @@ pub(super) fn open_blocks<M: MapCore, S: MapCore>(
             } else {
                 Vec::new()
             },
+            spans: Vec::new(),
             // A seeded block was not sampled: it is this thread's own wait.
             weight: (ns * if pre { 1 } else { sample_every } + 500) / 1000,
             state: state_of_raw(start.state),

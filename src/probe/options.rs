@@ -124,5 +124,8 @@ pub struct Recorded {
     /// cannot read, with why.
     pub interpreters: Vec<(u32, (u32, u32), String)>,
     pub py_unsupported: Vec<(u32, crate::procs::python::Unsupported)>,
+    /// The width of the time slices the stacks' spans count in, widened
+    /// from the one asked for when their number outgrew its bound.
+    pub slice: Option<Duration>,
 }
 

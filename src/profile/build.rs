@@ -117,6 +117,7 @@ pub fn from_raw(raw: &[RawStack], unit: Unit, symbolizer: &mut Symbolizer) -> Pr
             thread: Some(thread),
             frames,
             weight: r.weight,
+            spans: r.spans.clone(),
         });
     }
     profile.coalesce();

@@ -7,9 +7,11 @@ pub mod merge;
 pub mod names;
 pub mod raw;
 pub mod python;
+pub mod time;
 pub mod unwinding;
 
 pub use raw::{PyFrame, PyWalk, RawStack, State, BEFORE_CAPTURE, LOST_STACK};
+pub use time::Span;
 pub use unwinding::{Walk, Unwinding};
 
 use rayon::slice::ParallelSliceMut;
@@ -196,7 +198,7 @@ pub struct Thread {
     pub name: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Stack {
     /// Index into [`Profile::threads`]; `None` for profiles read from
     /// folded files that carry no thread identity.
@@ -204,6 +206,9 @@ pub struct Stack {
     /// Root first.
     pub frames: Vec<FrameId>,
     pub weight: u64,
+    /// When the weight fell, in slices of [`Meta::slice`], adding up to
+    /// `weight`; empty when the profile has no time (see [`time`]).
+    pub spans: Vec<Span>,
 }
 
 /// Samples or time that the capture could not keep, by cause.
@@ -263,6 +268,9 @@ pub struct Meta {
     pub losses: Losses,
     /// How user stacks were walked; `None` for profiles read from files.
     pub unwinding: Option<Unwinding>,
+    /// The width of the time slices stacks' spans count in; `None` when
+    /// the profile has no time.
+    pub slice: Option<Duration>,
 }
 
 /// Why the leaf frame of some samples could not be named.
@@ -391,10 +399,24 @@ impl Profile {
             .map(|t| self.intern_thread(t.clone()))
             .collect();
         for s in &other.stacks {
+            let spans: Vec<Span> = s
+                .spans
+                .iter()
+                .map(|p| Span {
+                    weight: scale(p.weight),
+                    ..*p
+                })
+                .collect();
+            // Scaled span by span, the parts still add up to the whole.
+            let weight = match spans.is_empty() {
+                true => scale(s.weight),
+                false => spans.iter().map(|p| p.weight).sum(),
+            };
             self.push(Stack {
                 thread: s.thread.map(|t| threads[t as usize]),
                 frames: s.frames.iter().map(|&f| frames[f as usize]).collect(),
-                weight: scale(s.weight),
+                weight,
+                spans,
             });
         }
     }
@@ -450,6 +472,7 @@ impl Profile {
             let same = later.thread == kept.thread && later.frames == kept.frames;
             if same {
                 kept.weight += later.weight;
+                time::merge_spans(kept, later);
             }
             same
         });
@@ -497,21 +520,25 @@ mod tests {
             thread: None,
             frames: vec![a],
             weight: 2,
+            ..Default::default()
         });
         p.push(Stack {
             thread: None,
             frames: vec![a, b],
             weight: 3,
+            ..Default::default()
         });
         p.push(Stack {
             thread: None,
             frames: vec![a],
             weight: 2,
+            ..Default::default()
         });
         p.push(Stack {
             thread: None,
             frames: vec![b],
             weight: 0,
+            ..Default::default()
         });
         p.coalesce();
         let w: Vec<u64> = p.stacks().iter().map(|s| s.weight).collect();
@@ -535,6 +562,7 @@ mod tests {
             thread: Some(bt),
             frames: vec![x],
             weight: 3,
+            ..Default::default()
         });
         let at = a.intern_thread(t);
         let ax = a.intern_frame(Frame::new("x", FrameKind::User));
@@ -542,6 +570,7 @@ mod tests {
             thread: Some(at),
             frames: vec![ax],
             weight: 5,
+            ..Default::default()
         });
         a.absorb(&b, |w| w * 10);
         a.coalesce();
@@ -583,11 +612,13 @@ mod tests {
             thread: None,
             frames: vec![a, u],
             weight: 5,
+            ..Default::default()
         });
         p.push(Stack {
             thread: None,
             frames: vec![u, a],
             weight: 7,
+            ..Default::default()
         });
         assert_eq!(p.unknown_leaf_weight(), 5);
     }

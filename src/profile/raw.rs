@@ -65,6 +65,8 @@ pub struct RawStack {
     pub kernel: Vec<u64>,
     /// Samples, or microseconds for time-weighted captures.
     pub weight: u64,
+    /// When the weight fell (see [`super::time`]), adding up to `weight`.
+    pub spans: Vec<super::Span>,
     /// Kernel frames already named (leaf first), where no addresses could
     /// be had, e.g. from /proc/TID/stack.
     pub kernel_names: Vec<String>,

@@ -112,11 +112,13 @@ mod tests {
             thread: Some(t),
             frames: vec![main, inl, k],
             weight: 7,
+            ..Default::default()
         });
         p.push(Stack {
             thread: Some(t),
             frames: vec![main],
             weight: 3,
+            ..Default::default()
         });
         p.coalesce();
         p

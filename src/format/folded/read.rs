@@ -214,6 +214,7 @@ pub fn parse(source: &str, bytes: &[u8], unit: Unit) -> Result<Loaded, String> {
             thread,
             frames: ids,
             weight: count,
+            spans: Vec::new(),
         });
     }
     profile.coalesce();
@@ -353,6 +354,7 @@ mod tests {
                 thread: Some(thread),
                 frames,
                 weight,
+                ..Default::default()
             });
         }
         p.coalesce();

@@ -140,11 +140,13 @@ mod tests {
                 thread: Some(t),
                 frames: vec![handle, read, pipe, sleeping],
                 weight: 200,
+                ..Default::default()
             });
             p.push(Stack {
                 thread: Some(t),
                 frames: vec![work],
                 weight: 100,
+                ..Default::default()
             });
         }
         let found = findings(&p, Lens::default(), 3);

@@ -158,6 +158,7 @@ mod tests {
             thread: None,
             frames,
             weight: 1,
+            ..Default::default()
         }
     }
 
