@@ -12,7 +12,7 @@ use crate::procs::cgroup::Scope;
 use crate::cli::{CaptureArgs, Format};
 use crate::format::files::{self, OutDir};
 use crate::format::folded::{self, Leading};
-use crate::format::{pprof, speedscope, svg};
+use crate::format::{pprof, slices, speedscope, svg};
 use crate::profile::Profile;
 use crate::app::session::command::{HeldCommand, RunAs};
 use nix::sys::signal::Signal;
@@ -165,6 +165,9 @@ fn command_fate(
 /// report.
 pub fn output_names(stems: &[&str], formats: &[Format]) -> Vec<String> {
     let mut names: Vec<String> = stems.iter().flat_map(|s| view_files(s, formats)).collect();
+    if formats.contains(&Format::Folded) {
+        names.extend(stems.iter().map(|s| format!("{s}.slices")));
+    }
     names.push("report.txt".into());
     names
 }
@@ -360,7 +363,11 @@ pub fn write_view(
     for (format, name) in formats.iter().zip(view_files(stem, formats)) {
         match format {
             Format::Svg => write(name, &|w| svg::write(profile, svg_opts, w))?,
-            Format::Folded => write(name, &|w| folded::write(profile, &fopts, w))?,
+            Format::Folded => {
+                write(name, &|w| folded::write(profile, &fopts, w))?;
+                // When each stack's weight fell, for --from/--to.
+                write(format!("{stem}.slices"), &|w| slices::write(profile, w))?;
+            }
             Format::Pprof => write(name, &|w| pprof::write(profile, w))?,
             Format::Speedscope => write(name, &|w| speedscope::write(profile, w))?,
         }

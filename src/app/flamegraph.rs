@@ -6,7 +6,8 @@ use std::borrow::Cow;
 
 use regex::Regex;
 
-use super::post::{check_output_file, file_name, note_rounding, read, scheme, write_file};
+use super::post::{check_output_file, file_name, load_range, note_rounding, range_words, read, scheme, write_file};
+use crate::format::input;
 use super::CliError;
 use crate::cli::FlamegraphArgs;
 use crate::format::folded::read::{self as folded, kind_of, Layout, Scan};
@@ -97,12 +98,28 @@ pub fn run(args: &FlamegraphArgs) -> Result<(), CliError> {
         .map(|p| compile("--exclude", p))
         .transpose()?;
     check_output_file(&args.output)?;
-    let bytes = read(&args.input)?;
+    // A range is drawn from the capture's slices, as the folded lines of
+    // that range; a capture directory stands for its main view.
+    let (input, bytes) = match args.range.is_set() {
+        true => {
+            let (loaded, path) = load_range(&args.input, &args.range)?;
+            let lines = crate::format::folded::lines(
+                &loaded.profile,
+                &crate::format::folded::Options { leading: Leading::ProcessAndThread },
+            );
+            (path, input::Bytes::Read(lines.join("\n").into_bytes()))
+        }
+        false => {
+            let path = input::main_folded(&args.input).map_err(CliError::usage)?;
+            let bytes = read(&path)?;
+            (path, bytes)
+        }
+    };
     let text = folded::text_of(&bytes);
-    let source = args.input.display().to_string();
+    let source = input.display().to_string();
     let Kept { lines, kept, scan } =
         keep(&source, &text, grep.as_ref(), exclude.as_ref()).map_err(CliError::usage)?;
-    let name = file_name(&args.input);
+    let mut name = file_name(&input);
     if (args.per_thread || args.per_process) && scan.layout == Layout::Foreign {
         let flag = if args.per_process {
             "--per-process"
@@ -111,27 +128,30 @@ pub fn run(args: &FlamegraphArgs) -> Result<(), CliError> {
         };
         return Err(CliError::usage(format!(
             "{flag} needs fgbpf's layout (every line starting PROCESS-PID;THREAD-TID;), which {} does not have",
-            args.input.display()
+            input.display()
         )));
     }
     if lines.is_empty() {
         return Err(CliError::usage(format!(
             "no stack of {} is left after --grep/--exclude",
-            args.input.display()
+            input.display()
         )));
     }
     // Drawn as its capture drew it unless told otherwise: `wall
     // --per-process` and whole-system off-CPU captures merge threads.
     let per_process = args.per_process
-        || (!args.per_thread && scan.layout == Layout::Fgbpf && sidecar::process_roots(&args.input));
+        || (!args.per_thread && scan.layout == Layout::Fgbpf && sidecar::process_roots(&input));
     let lines: Vec<Cow<str>> = if per_process {
         lines.iter().map(|l| Cow::Owned(merge_threads(l))).collect()
     } else {
         lines
     };
-    let (kind, unit, _) = kind_of(&args.input);
+    let (kind, unit, _) = kind_of(&input);
     let unit = unit.name();
     let total = scan.total;
+    if args.range.is_set() {
+        name = format!("{name}, {}", range_words(&args.range));
+    }
     let mut subtitle = if kept == total {
         format!("{total} {unit} from {name}")
     } else {
@@ -165,7 +185,7 @@ pub fn run(args: &FlamegraphArgs) -> Result<(), CliError> {
         Layout::Fgbpf => Lines::ours(Leading::ProcessAndThread),
         Layout::Foreign => Lines::foreign(),
     };
-    note_rounding(&args.input, scan.rounded);
+    note_rounding(&input, scan.rounded);
     write_file(&args.output, |w| {
         let lines: Vec<&str> = lines.iter().map(|l| l.as_ref()).collect();
         svg::render(lines, unit, shape, &opts, w)

@@ -4,9 +4,11 @@
 //! nothing written.
 
 use std::io::{self, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::CliError;
+use crate::cli::RangeArgs;
+use crate::format::slices;
 use crate::format::folded::read::{self as folded, Loaded};
 use crate::format::input;
 use crate::format::{
@@ -19,6 +21,59 @@ use crate::profile::Kind;
 /// bad input.
 pub fn load(path: &Path) -> Result<Loaded, CliError> {
     folded::from_bytes(path, &read(path)?).map_err(CliError::usage)
+}
+
+/// The profile of `path` (a capture directory, a `.folded` or a `.slices`
+/// file) for the seconds `range` names, from the `.slices` file beside the
+/// view's folded file; returns it and the folded file it stands for.
+pub fn load_range(path: &Path, range: &RangeArgs) -> Result<(Loaded, PathBuf), CliError> {
+    let folded = match path.extension().is_some_and(|e| e == "slices") {
+        true => path.with_extension("folded"),
+        false => input::main_folded(path).map_err(CliError::usage)?,
+    };
+    if let (Some(from), Some(to)) = (range.from, range.to) {
+        if from >= to {
+            return Err(CliError::usage(format!("--from {from} is not before --to {to}")));
+        }
+    }
+    let source = slices::beside(&folded);
+    if !source.is_file() {
+        return Err(CliError::usage(format!(
+            "--from/--to need {}, which fgbpf writes beside {} (captures with the folded format); it is not there",
+            source.display(),
+            folded.display()
+        )));
+    }
+    let mut loaded = slices::read(&source, &folded).map_err(CliError::usage)?;
+    let p = &mut loaded.profile;
+    let length = p.meta.duration.as_secs_f64();
+    let from = range.from.unwrap_or(0.0);
+    if from >= length {
+        return Err(CliError::usage(format!(
+            "--from {from} is past the end of the capture ({length:.1} s of {})",
+            source.display()
+        )));
+    }
+    let (first, end) = p.slices_for(from, range.to);
+    p.keep_slices(first, end);
+    if p.stacks().is_empty() {
+        return Err(CliError::usage(format!(
+            "nothing was recorded from {from} s to {} in {}",
+            range.to.map_or("the end".into(), |t| format!("{t} s")),
+            source.display()
+        )));
+    }
+    Ok((loaded, folded))
+}
+
+/// Words for a range in titles: "from 1.5 s to 3 s".
+pub fn range_words(range: &RangeArgs) -> String {
+    match (range.from, range.to) {
+        (Some(f), Some(t)) => format!("from {f} s to {t} s"),
+        (Some(f), None) => format!("from {f} s to the end"),
+        (None, Some(t)) => format!("from the start to {t} s"),
+        (None, None) => "the whole capture".into(),
+    }
 }
 
 /// The bytes of an input file; one that cannot be read is bad input.

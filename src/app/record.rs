@@ -81,6 +81,7 @@ impl Recording<'_> {
             max_unwind_rows: self.maps.max_unwind_rows,
             python: !self.capture.no_python,
             py_lines: !self.capture.no_py_lines,
+            slice: Duration::from_millis(self.maps.slice.into()),
         })
     }
 }

@@ -1,7 +1,7 @@
 //! `fgbpf report INPUT`: the text (or JSON) report of a folded file or of a
 //! capture directory's main view, printed to stdout.
 
-use super::post::{kind_name, load, note_rounding, print};
+use super::post::{kind_name, load, load_range, note_rounding, print, range_words};
 use super::CliError;
 use crate::cli::ReportArgs;
 use crate::format::breakdown::{self, Columns};
@@ -10,8 +10,13 @@ use crate::profile::analysis::threads::has_off_cpu;
 use crate::profile::Kind;
 
 pub fn run(args: &ReportArgs) -> Result<(), CliError> {
-    let path = input::main_folded(&args.input).map_err(CliError::usage)?;
-    let loaded = load(&path)?;
+    let (loaded, path) = match args.range.is_set() {
+        true => load_range(&args.input, &args.range)?,
+        false => {
+            let path = input::main_folded(&args.input).map_err(CliError::usage)?;
+            (load(&path)?, path)
+        }
+    };
     let profile = &loaded.profile;
     let top = usize::try_from(args.top).unwrap_or(usize::MAX);
     let leading = match sidecar::process_roots(&path) {
@@ -22,7 +27,10 @@ pub fn run(args: &ReportArgs) -> Result<(), CliError> {
         kind: kind_name(profile.meta.kind).into(),
         top,
         callees_of: top,
-        source: Some(path.display().to_string()),
+        source: Some(match args.range.is_set() {
+            true => format!("{}, {}", path.display(), range_words(&args.range)),
+            false => path.display().to_string(),
+        }),
         inlines: args.inlines,
         all_frames: args.all_frames,
         leading,

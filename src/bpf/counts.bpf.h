@@ -35,6 +35,24 @@ struct {
 	__type(value, struct fg_stats);
 } stats SEC(".maps");
 
+/* Time slices: counts are kept per slice of the capture, so that any range
+ * of it can be drawn again. The width is set before load (never 0); the
+ * capture's start, on bpf_ktime_get_ns()'s clock, through the mapped .bss
+ * just before the first program is attached. */
+const volatile __u64 slice_ns = 100000000;
+volatile __u64 slice_origin = 0;
+
+/* The slice of the capture that the time `ts` lies in. */
+static __always_inline __u32 slice_of(__u64 ts)
+{
+	__u64 slice;
+
+	if (ts <= slice_origin || !slice_ns)
+		return 0;
+	slice = (ts - slice_origin) / slice_ns;
+	return slice > 0xffffffffULL ? 0xffffffff : (__u32)slice;
+}
+
 static __always_inline struct fg_stats *get_stats(void)
 {
 	__u32 zero = 0;

@@ -74,6 +74,11 @@ struct fg_key {
 	/* --wakers: key of the thread and stacks that woke this one, in the
 	 * `wakers` map; 0 when not recorded or not asked for. */
 	__u64 waker;
+	/* The time slices (counts.bpf.h: slice_of) the weight fell in: a
+	 * sample's one slice, or the first and last slice an off-CPU interval
+	 * covered. */
+	__u32 slice_first;
+	__u32 slice_last;
 };
 
 /* Who woke a blocked thread (--wakers), as the sched_waking tracepoint saw

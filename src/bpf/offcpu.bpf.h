@@ -96,11 +96,14 @@ static __always_inline void switch_in(struct fg_stats *st, struct task_struct *n
 	struct fg_start *start = bpf_map_lookup_elem(&starts, &tid);
 	struct fg_key key = {};
 	bool fresh = false;
-	__u64 delta;
+	__u64 now, delta;
 
 	if (!start)
 		return;
-	delta = bpf_ktime_get_ns() - start->ts;
+	now = bpf_ktime_get_ns();
+	delta = now - start->ts;
+	key.slice_first = slice_of(start->ts);
+	key.slice_last = slice_of(now);
 	key.user_stack = start->user_stack;
 	key.state = start->state;
 	key.flags = start->flags;

@@ -35,6 +35,7 @@ int do_sample(struct bpf_perf_event_data *ctx)
 	key.pid = pid;
 	key.tid = tid;
 	key.state = FG_ONCPU;
+	key.slice_first = key.slice_last = slice_of(bpf_ktime_get_ns());
 	bpf_get_current_comm(&key.comm, sizeof(key.comm));
 	if (user_stacks) {
 		bool lost = false;

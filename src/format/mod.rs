@@ -14,6 +14,7 @@ pub mod palette;
 pub mod pprof;
 pub mod recolour;
 pub mod sidecar;
+pub mod slices;
 pub mod report;
 pub mod speedscope;
 pub mod svg;

@@ -103,21 +103,27 @@ fn build(profile: &Profile) -> File {
         weights: track.weights,
     };
 
+    // In time order when the stacks say when they fell: speedscope's
+    // "Time Order" view then shows the capture slice by slice.
     let mut all = Track::default();
     let mut by_thread: HashMap<ThreadId, Track> = HashMap::new();
-    for s in profile.stacks() {
-        let stack: Vec<usize> = s.frames.iter().map(|&f| code[f as usize]).collect();
-        let mut full = Vec::with_capacity(stack.len() + 2);
+    let mut stacks: Vec<Option<(Vec<usize>, Vec<usize>)>> = vec![None; profile.stacks().len()];
+    for (i, weight) in time_order(profile) {
+        let s = &profile.stacks()[i];
+        let (stack, full) = stacks[i].get_or_insert_with(|| {
+            let stack: Vec<usize> = s.frames.iter().map(|&f| code[f as usize]).collect();
+            let mut full = Vec::with_capacity(stack.len() + 2);
+            if let Some(t) = s.thread {
+                let lead = leading_frames(profile.thread(t), Leading::ProcessAndThread);
+                full.extend(lead.into_iter().map(|n| frames.get(n)));
+            }
+            full.extend_from_slice(&stack);
+            (stack, full)
+        });
         if let Some(t) = s.thread {
-            let lead = leading_frames(profile.thread(t), Leading::ProcessAndThread);
-            full.extend(lead.into_iter().map(|n| frames.get(n)));
-            by_thread
-                .entry(t)
-                .or_default()
-                .push(stack.clone(), s.weight);
+            by_thread.entry(t).or_default().push(stack.clone(), weight);
         }
-        full.extend(stack);
-        all.push(full, s.weight);
+        all.push(full.clone(), weight);
     }
 
     let all_name = if by_thread.is_empty() {
@@ -147,6 +153,29 @@ fn build(profile: &Profile) -> File {
         active_profile_index: 0,
         exporter: "fgbpf",
     }
+}
+
+/// (stack index, weight) in the order to list them: by slice, then as the
+/// profile orders its stacks; without time, the profile's order. A span
+/// over several slices is listed once in each, with its part there.
+fn time_order(profile: &Profile) -> Vec<(usize, u64)> {
+    let stacks = profile.stacks();
+    if !profile.has_time() {
+        return stacks.iter().enumerate().map(|(i, s)| (i, s.weight)).collect();
+    }
+    let mut order: Vec<(u32, usize, u64)> = Vec::new();
+    for (i, s) in stacks.iter().enumerate() {
+        for span in &s.spans {
+            for slice in span.first..=span.last {
+                let w = span.within(slice, slice + 1);
+                if w > 0 {
+                    order.push((slice, i, w));
+                }
+            }
+        }
+    }
+    order.sort_unstable_by_key(|&(slice, i, _)| (slice, i));
+    order.into_iter().map(|(_, i, w)| (i, w)).collect()
 }
 
 pub fn write(profile: &Profile, out: &mut dyn Write) -> io::Result<()> {

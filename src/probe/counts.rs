@@ -13,6 +13,7 @@ use super::drain::{c_name, StackReader};
 use super::wakers::WakerReader;
 use super::skel::{types, FgbpfSkel};
 use super::{state_of_raw, DRAIN_EVERY};
+use crate::profile::time::{self, Span};
 use crate::profile::{PyWalk, RawStack, Walk, BEFORE_CAPTURE, LOST_STACK};
 
 /// Where the flags of struct fg_key and struct fg_start keep the walk
@@ -36,12 +37,63 @@ pub(super) fn py_walk_of(flags: u32) -> Option<PyWalk> {
 /// that read the old generation before the flip is done well within this.
 const SETTLE: Duration = Duration::from_millis(2);
 
-/// Totals per key (the raw bytes of a `struct fg_key`), over every drain,
-/// and the stacks they name, moved out of the kernel's `stacks` map as
-/// they are drained.
+/// The time slices of a capture: where they start on the kernel's clock
+/// (`bpf_ktime_get_ns`) and how wide they are now. The kernel counts in
+/// slices of the width asked for; when the spans outgrow [`MAX_SPANS`],
+/// user space merges them `widened` at a time.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Slicing {
+    pub origin: u64,
+    pub width: Duration,
+    pub widened: u32,
+}
+
+impl Slicing {
+    /// The span of `weight` from `from_ns` to `to_ns` (kernel clock).
+    pub fn span(&self, from_ns: u64, to_ns: u64, weight: u64) -> Span {
+        let at = |ns: u64| {
+            let slice = time::slice_of(Duration::from_nanos(ns.saturating_sub(self.origin)), self.width);
+            slice / self.widened.max(1)
+        };
+        Span {
+            first: at(from_ns),
+            last: at(to_ns),
+            weight,
+        }
+    }
+
+    /// The width of a slice as the spans count now.
+    pub fn width(&self) -> Duration {
+        self.width * self.widened.max(1)
+    }
+}
+
+/// Spans kept in memory before slices are made twice as wide (16 bytes
+/// each: 64 MB). An on-CPU capture at 99 Hz on 2 CPUs needs 200 a second;
+/// a busy host's off-CPU capture a few thousand.
+pub const MAX_SPANS: usize = 1 << 22;
+
+/// One key's total over every drain, and when it fell (raw units:
+/// samples, or nanoseconds off-CPU).
 #[derive(Default)]
+struct Total {
+    value: u64,
+    spans: Vec<Span>,
+}
+
+/// Where struct fg_key keeps its slices, zeroed in the keys of `totals`.
+const SLICE_AT: usize = std::mem::offset_of!(types::fg_key, slice_first);
+const SLICE_END: usize = std::mem::offset_of!(types::fg_key, slice_last) + 4;
+
+/// Totals per key (the raw bytes of a `struct fg_key` without its slices),
+/// over every drain, and the stacks they name, moved out of the kernel's
+/// `stacks` map as they are drained.
 pub(super) struct Counts {
-    totals: HashMap<Vec<u8>, u64>,
+    totals: HashMap<Vec<u8>, Total>,
+    slicing: Slicing,
+    /// Spans held in `totals`, and merged by widening.
+    spans: usize,
+    merged: u64,
     stacks: HashMap<u64, Vec<u64>>,
     last_drain: Option<Instant>,
     /// (pid, user stack) of keys first seen since the last take_fresh.
@@ -55,6 +107,31 @@ pub(super) struct Counts {
 }
 
 impl Counts {
+    pub fn new(slicing: Slicing) -> Counts {
+        Counts {
+            totals: HashMap::new(),
+            slicing,
+            spans: 0,
+            merged: 0,
+            stacks: HashMap::new(),
+            last_drain: None,
+            fresh: Vec::new(),
+            by_pid: HashMap::new(),
+            exits: Vec::new(),
+            drains: 0,
+        }
+    }
+
+    /// The slices spans count in now.
+    pub fn slicing(&self) -> Slicing {
+        self.slicing
+    }
+
+    /// Spans merged into wider slices to bound memory (0 when none were).
+    pub fn merged_spans(&self) -> u64 {
+        self.merged
+    }
+
     /// Drains when [`DRAIN_EVERY`] has passed since the last drain.
     pub fn tick(&mut self, skel: &mut FgbpfSkel<'_>) {
         let now = Instant::now();
@@ -95,11 +172,19 @@ impl Counts {
     /// `wakers`: where the waker keys of new counts are read, to index
     /// the wakers' stacks by their processes too.
     fn drain<M: MapCore, S: MapCore>(&mut self, map: &M, stacks: &S, wakers: Option<&libbpf_rs::Map<'_>>) {
-        for (k, v) in take_entries(map) {
-            if v.len() < 8 {
+        for (mut k, v) in take_entries(map) {
+            if v.len() < 8 || k.len() < SLICE_END {
                 continue;
             }
             let value = u64::from_ne_bytes(v[..8].try_into().expect("8 bytes"));
+            let slice = |at: usize| u32::from_ne_bytes(k[at..at + 4].try_into().expect("4 bytes"));
+            let widened = self.slicing.widened.max(1);
+            let span = Span {
+                first: slice(SLICE_AT) / widened,
+                last: slice(SLICE_END - 4) / widened,
+                weight: value,
+            };
+            k[SLICE_AT..SLICE_END].fill(0);
             if !self.totals.contains_key(&k) {
                 let mut key = types::fg_key::default();
                 if plain::copy_from_bytes(&mut key, &k).is_ok() {
@@ -114,7 +199,19 @@ impl Counts {
                     }
                 }
             }
-            *self.totals.entry(k).or_default() += value;
+            let total = self.totals.entry(k).or_default();
+            total.value += value;
+            // A slice that straddles two drains comes in twice.
+            match total.spans.last_mut() {
+                Some(last) if (last.first, last.last) == (span.first, span.last) => last.weight += value,
+                _ => {
+                    total.spans.push(span);
+                    self.spans += 1;
+                }
+            }
+        }
+        while self.spans > MAX_SPANS {
+            self.widen();
         }
         // Then every stored stack moves out of the kernel, those of the
         // counts just read among them (each was stored before its count):
@@ -128,6 +225,19 @@ impl Counts {
             }
         }
         self.drains += 1;
+    }
+
+    /// Makes slices twice as wide, merging their spans: a long capture of
+    /// many threads keeps bounded memory at the cost of resolution in time.
+    fn widen(&mut self) {
+        let before = self.spans;
+        self.spans = 0;
+        for t in self.totals.values_mut() {
+            time::widen(&mut t.spans, 2);
+            self.spans += t.spans.len();
+        }
+        self.merged += (before - self.spans) as u64;
+        self.slicing.widened = self.slicing.widened.max(1) * 2;
     }
 
     /// Notes that `pid` exited (its announced exit).
@@ -173,7 +283,8 @@ impl Counts {
         wakers: &mut WakerReader<'_, W>,
     ) -> Vec<RawStack> {
         let mut out = Vec::with_capacity(self.totals.len());
-        for (k, &value) in &self.totals {
+        for (k, total) in &self.totals {
+            let value = total.value;
             let mut key = types::fg_key::default();
             if plain::copy_from_bytes(&mut key, k).is_err() {
                 continue;
@@ -194,7 +305,14 @@ impl Counts {
                 user: user.unwrap_or_default(),
                 kernel: kernel.unwrap_or_default(),
                 kernel_names: Vec::new(),
-                spans: Vec::new(),
+                spans: {
+                    let mut spans = total.spans.clone();
+                    time::normalize(&mut spans);
+                    match state {
+                        None => spans,
+                        Some(_) => in_microseconds(&spans),
+                    }
+                },
                 weight: match state {
                     None => value,
                     Some(_) => (value + 500) / 1000,
@@ -209,6 +327,22 @@ impl Counts {
         }
         out
     }
+}
+
+/// Spans of nanoseconds in microseconds, rounded so that they add up to
+/// their total rounded: each span gets the rounded running sum's step.
+fn in_microseconds(spans: &[Span]) -> Vec<Span> {
+    let mut sum_ns = 0u64;
+    let mut sum_us = 0u64;
+    spans
+        .iter()
+        .filter_map(|s| {
+            sum_ns += s.weight;
+            let us = (sum_ns + 500) / 1000 - sum_us;
+            sum_us += us;
+            (us > 0).then_some(Span { weight: us, ..*s })
+        })
+        .collect()
 }
 
 /// Switches the programs to the other buffer; returns the one now idle.

@@ -29,7 +29,7 @@ use counts::Counts;
 use events::{ProcEvent, ProcWatcher};
 use skel::{FgbpfSkel, FgbpfSkelBuilder};
 
-pub use options::{OffcpuOptions, OncpuOptions, Options, Recorded};
+pub use options::{OffcpuOptions, OncpuOptions, Options, Recorded, DEFAULT_SLICE};
 pub use targets::Targets;
 pub use unwind::{NoTable, TableStats};
 
@@ -117,6 +117,7 @@ impl Probe {
             ro.user_stacks = opts.user_stacks;
             ro.kern_stacks = opts.kernel_stacks;
             ro.stack_seed = random_seed();
+            ro.slice_ns = (opts.slice.as_nanos() as u64).max(1);
             ro.include_idle = opts.oncpu.as_ref().is_some_and(|o| o.include_idle);
             ro.use_tables = opts.user_stacks && opts.max_unwind_rows > 0;
             ro.python_frames = opts.user_stacks && opts.python;
@@ -153,7 +154,7 @@ impl Probe {
         progs.waking_btf.set_autoload(wakers && btf);
         progs.waking_raw.set_autoload(wakers && !btf);
 
-        let skel = open
+        let mut skel = open
             .load()
             .map_err(|e| bpf_error("loading the BPF object", e))?;
         opts.targets
@@ -167,6 +168,11 @@ impl Probe {
         // first sample.
         for &pid in &opts.targets.pids {
             track(&skel, tables.as_mut(), python.as_mut(), pid);
+        }
+        // Slices count from here, the capture's time 0: nothing runs yet.
+        let origin = offcpu::monotonic_ns();
+        if let Some(bss) = skel.maps.bss_data.as_deref_mut() {
+            bss.slice_origin = origin;
         }
         let attach = |prog: &libbpf_rs::ProgramMut, what: &str| {
             prog.attach()
@@ -225,7 +231,11 @@ impl Probe {
             watcher,
             links,
             skel,
-            counts: Counts::default(),
+            counts: Counts::new(counts::Slicing {
+                origin,
+                width: opts.slice,
+                widened: 1,
+            }),
             tables,
             tables_refused: None,
             python,
@@ -359,6 +369,7 @@ impl Probe {
                 self.opts.kernel_stacks,
                 whole_system,
                 now,
+                self.counts.slicing(),
                 &mut reader,
                 &mut stacks,
             ),
@@ -376,6 +387,7 @@ impl Probe {
             kthread_switches: stats.kthread_switches,
             tables: self.tables.as_ref().map(unwind::Tables::stats),
             tables_refused: self.tables_refused.clone(),
+            slice: Some(self.counts.slicing().width()),
             ..Default::default()
         };
         if let Some(py) = &self.python {
@@ -412,6 +424,14 @@ impl Probe {
             .as_deref()
             .map_or((0, 0, 0), |b| (b.proc_events_lost, b.follow_lost, b.inherit_lost));
         let shared = &mut rec.shared_losses;
+        shared.add(
+            &format!(
+                "time spans merged into wider slices to bound memory (slices now {} ms; no weight lost)",
+                self.counts.slicing().width().as_millis()
+            ),
+            self.counts.merged_spans(),
+            "a wider --slice, or a shorter capture",
+        );
         shared.add(
             "user stacks (stack map full)",
             stats.lost_user_stack,

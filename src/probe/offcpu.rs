@@ -78,6 +78,7 @@ pub(super) fn open_blocks<M: MapCore, S: MapCore>(
     kernel_stacks: bool,
     whole_system: bool,
     now: u64,
+    slicing: super::counts::Slicing,
     reader: &mut StackReader<'_, S>,
     out: &mut Vec<RawStack>,
 ) -> OpenBlocks {
@@ -108,6 +109,8 @@ pub(super) fn open_blocks<M: MapCore, S: MapCore>(
         }
         let user = reader.get(start.user_stack);
         found.drawn += 1;
+        // A seeded block was not sampled: it is this thread's own wait.
+        let weight = (ns * if pre { 1 } else { sample_every } + 500) / 1000;
         out.push(RawStack {
             pid: start.pid,
             tid,
@@ -124,9 +127,8 @@ pub(super) fn open_blocks<M: MapCore, S: MapCore>(
             } else {
                 Vec::new()
             },
-            spans: Vec::new(),
-            // A seeded block was not sampled: it is this thread's own wait.
-            weight: (ns * if pre { 1 } else { sample_every } + 500) / 1000,
+            spans: vec![slicing.span(start.ts, now, weight)],
+            weight,
             state: state_of_raw(start.state),
             walk: super::counts::walk_of(start.flags),
             py_walk: super::counts::py_walk_of(start.flags),

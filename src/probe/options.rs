@@ -58,6 +58,10 @@ impl Default for OffcpuOptions {
     }
 }
 
+/// The default width of time slices: FlameScope's rows are 20 ms, but a
+/// 99 Hz sampler puts 2 samples per CPU in those; 100 ms keeps 10.
+pub const DEFAULT_SLICE: Duration = Duration::from_millis(100);
+
 /// What to record: the programs to enable and what they share.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Options {
@@ -76,6 +80,8 @@ pub struct Options {
     pub python: bool,
     /// Python frames carry their line: `f (app.py:42)`, else `f (app.py)`.
     pub py_lines: bool,
+    /// The width of the time slices counts are kept in (`--slice`).
+    pub slice: Duration,
 }
 
 impl Default for Options {
@@ -91,6 +97,7 @@ impl Default for Options {
             max_unwind_rows: DEFAULT_MAX_UNWIND_ROWS,
             python: true,
             py_lines: true,
+            slice: DEFAULT_SLICE,
         }
     }
 }

@@ -22,7 +22,7 @@ use std::path::Path;
 
 use rustc_hash::FxHashMap;
 
-use crate::profile::{Frame, FrameId, Kind, Profile, Stack, Thread, Unit};
+use crate::profile::{Frame, FrameId, Kind, Profile, Span, Stack, Thread, Unit};
 
 /// How a file's stacks identify where they ran.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -174,15 +174,40 @@ pub fn text_of(bytes: &[u8]) -> Cow<'_, str> {
 
 /// Parses folded text; `source` names it in errors (`SOURCE:LINE: ...`).
 pub fn parse(source: &str, bytes: &[u8], unit: Unit) -> Result<Loaded, String> {
+    parse_timed(source, bytes, unit, Vec::new())
+}
+
+/// Parses folded text whose stacks say when they fell: `spans[i]` goes
+/// with the i-th stack line and must add up to its count (see
+/// [`crate::format::slices`]); no spans: a plain folded file.
+pub fn parse_timed(
+    source: &str,
+    bytes: &[u8],
+    unit: Unit,
+    mut spans: Vec<Vec<Span>>,
+) -> Result<Loaded, String> {
     let text = text_of(bytes);
     let mut lines = Vec::new();
     let scanned = scan(source, &text, |l| lines.push((l.stack, l.count)))?;
+    if !spans.is_empty() {
+        if spans.len() != lines.len() {
+            return Err(format!("{source}: {} stacks but {} lists of spans", lines.len(), spans.len()));
+        }
+        for (i, (s, &(_, count))) in spans.iter().zip(&lines).enumerate() {
+            let sum: u64 = s.iter().map(|p| p.weight).sum();
+            if sum != count {
+                return Err(format!("{source}: stack {}: its spans add up to {sum}, its count is {count}", i + 1));
+            }
+        }
+    }
+    let mut spans = spans.drain(..).map(Some).chain(std::iter::repeat_with(|| None));
     let layout = scanned.layout;
     let mut profile = Profile::new(unit);
     // The same frame text recurs on many lines: intern each text once.
     let mut ids: FxHashMap<&str, FrameId> = FxHashMap::default();
     let mut frames = Vec::new();
     for &(stack, count) in &lines {
+        let spans = spans.next().flatten().unwrap_or_default();
         if count == 0 {
             continue;
         }
@@ -214,7 +239,7 @@ pub fn parse(source: &str, bytes: &[u8], unit: Unit) -> Result<Loaded, String> {
             thread,
             frames: ids,
             weight: count,
-            spans: Vec::new(),
+            spans,
         });
     }
     profile.coalesce();

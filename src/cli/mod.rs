@@ -7,6 +7,9 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+mod post;
+pub use post::{ConvertArgs, DiffArgs, FlamegraphArgs, RangeArgs, ReportArgs, Target};
+
 /// Highest sampling rate accepted: beyond it the timer interrupts alone
 /// take a noticeable share of every CPU.
 pub const MAX_FREQUENCY: u64 = 10_000;
@@ -181,11 +184,17 @@ pub struct MapArgs {
     /// between two drains (it is drained every second).
     #[arg(long, value_name = "N", default_value_t = crate::probe::DEFAULT_MAX_ENTRIES, value_parser = clap::value_parser!(u32).range(64..=16_777_216))]
     pub max_entries: u32,
+
+    /// Width of the time slices counts are kept in, in milliseconds
+    /// (1 to 60000): timeline.html's cells, and the steps of --from/--to.
+    #[arg(long, value_name = "MS", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=60_000))]
+    pub slice: u32,
 }
 
 impl Default for MapArgs {
     fn default() -> Self {
         MapArgs {
+            slice: 100,
             max_stacks: crate::probe::DEFAULT_MAX_STACKS,
             max_entries: crate::probe::DEFAULT_MAX_ENTRIES,
             max_unwind_rows: crate::probe::DEFAULT_MAX_UNWIND_ROWS,
@@ -379,147 +388,7 @@ fn parse_frequency(s: &str) -> Result<u64, String> {
     Ok(hz as u64)
 }
 
-/// `fgbpf report`: the hotspots of a profile already on disk.
-#[derive(Debug, Args, Clone)]
-pub struct ReportArgs {
-    /// A .folded file, or a capture directory: then its main view is read,
-    /// wall.folded, else oncpu.folded, else offcpu.folded (else its only
-    /// .folded file). Files named offcpu* or wall* count microseconds,
-    /// others samples.
-    #[arg(value_name = "INPUT")]
-    pub input: PathBuf,
-
-    /// Functions in each top list; each listed function shows its heaviest
-    /// callees.
-    #[arg(long, value_name = "N", default_value = "20", value_parser = clap::value_parser!(u64).range(1..))]
-    pub top: u64,
-
-    /// Print the report as JSON (schema: docs/report.schema.json).
-    #[arg(long)]
-    pub json: bool,
-
-    /// Rank inlined functions (`_[i]`) on their own; by default their time
-    /// is the time of the function they were inlined into.
-    #[arg(long)]
-    pub inlines: bool,
-
-    /// List runtime plumbing (thread start, closures, the interpreter loop,
-    /// syscall entry) and frames that pass all their time to one callee in
-    /// "by total" too.
-    #[arg(long)]
-    pub all_frames: bool,
-}
-
-/// `fgbpf flamegraph`: re-render folded stacks.
-#[derive(Debug, Args, Clone)]
-pub struct FlamegraphArgs {
-    /// Folded stacks, from fgbpf or another tool (stackcollapse-perf.pl,
-    /// inferno, bcc -f).
-    #[arg(value_name = "INPUT.folded")]
-    pub input: PathBuf,
-
-    /// The SVG file to write.
-    #[arg(short = 'o', long = "output", value_name = "OUT.svg")]
-    pub output: PathBuf,
-
-    /// Title (default: the kind of profile and the input's file name).
-    #[arg(long, value_name = "T")]
-    pub title: Option<String>,
-
-    /// Omit frames narrower than this percentage of the total.
-    #[arg(long, value_name = "PCT", default_value = "0.1", value_parser = parse_percent)]
-    pub min_width: f64,
-
-    /// Icicle layout: roots at the top, callees below.
-    #[arg(long)]
-    pub inverted: bool,
-
-    /// One tower per thread, as captured (fgbpf's files only; the default
-    /// for them).
-    #[arg(long, conflicts_with = "per_process")]
-    pub per_thread: bool,
-
-    /// Merge the threads of each process (fgbpf's files only: lines that
-    /// start PROCESS-PID;THREAD-TID;).
-    #[arg(long)]
-    pub per_process: bool,
-
-    /// Keep only stacks whose line (frames joined by `;`, as in the file,
-    /// without the count) matches this regex.
-    #[arg(long, value_name = "REGEX")]
-    pub grep: Option<String>,
-
-    /// Drop stacks whose line matches this regex.
-    #[arg(long, value_name = "REGEX")]
-    pub exclude: Option<String>,
-}
-
-/// `fgbpf diff`: compare two profiles of the same workload.
-#[derive(Debug, Args, Clone)]
-pub struct DiffArgs {
-    /// The baseline: a folded file, or a capture directory (its main view).
-    #[arg(value_name = "BEFORE.folded")]
-    pub before: PathBuf,
-
-    /// The profile to compare with it, of the same kind (on-CPU with
-    /// on-CPU, off-CPU with off-CPU).
-    #[arg(value_name = "AFTER.folded")]
-    pub after: PathBuf,
-
-    /// Directory for diff.svg (AFTER's widths), diff-before.svg (BEFORE's
-    /// widths) and regressions.txt; created if missing. Optional with
-    /// --fail-above or --json.
-    #[arg(short = 'o', long = "output", value_name = "DIR")]
-    pub output: Option<PathBuf>,
-
-    /// Scale BEFORE to AFTER's total before comparing (in diff-before.svg,
-    /// AFTER to BEFORE's), so that a longer or busier run is not all red.
-    #[arg(long)]
-    pub normalize: bool,
-
-    /// List in regressions.txt the functions whose share of the total
-    /// changed by more than this many percentage points.
-    #[arg(long, value_name = "PCT", default_value = "5", value_parser = parse_percent)]
-    pub threshold: f64,
-
-    /// A CI gate: exit 1 when any function's share of the total (or of the
-    /// self time) grew by more than PCT points, listing them on stderr;
-    /// exit 2 when the two profiles cannot be compared.
-    #[arg(long, value_name = "PCT", value_parser = parse_percent)]
-    pub fail_above: Option<f64>,
-
-    /// Print the comparison as JSON on stdout (schema:
-    /// docs/diff.schema.json).
-    #[arg(long)]
-    pub json: bool,
-}
-
-/// `fgbpf convert`: folded stacks to another tool's format.
-#[derive(Debug, Args, Clone)]
-pub struct ConvertArgs {
-    /// The profile to convert: a folded file (fgbpf's, perf's via
-    /// stackcollapse, bpftrace's), or a capture directory.
-    #[arg(value_name = "INPUT.folded")]
-    pub input: PathBuf,
-
-    /// The file to write: OUT.pb.gz for pprof, OUT.speedscope.json (or
-    /// .json) for speedscope.
-    #[arg(short = 'o', long = "output", value_name = "OUT")]
-    pub output: PathBuf,
-}
-
-fn parse_percent(s: &str) -> Result<f64, String> {
-    let pct: f64 = s
-        .parse()
-        .map_err(|_| format!("'{s}' is not a percentage"))?;
-    if !(0.0..=100.0).contains(&pct) {
-        return Err(format!("{s} is not a percentage between 0 and 100"));
-    }
-    Ok(pct)
-}
-
 #[cfg(test)]
-#[path = "cli_tests.rs"]
 mod tests;
 
 /// Where separate debug files are looked for beyond the usual places:
