@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import unwinding  # noqa: E402
 import python as python_cost  # noqa: E402
+import slices as slices_cost  # noqa: E402
 from measures import bpf_progs, proc_cpu  # noqa: E402
 FGBPF = ROOT / "target" / "release" / "fgbpf"
 CFLAGS = ["-O1", "-g", "-fno-omit-frame-pointer", "-mno-omit-leaf-frame-pointer", "-pthread"]
@@ -554,7 +555,23 @@ def main():
                     help="measure section 11 (Python frames per sample) alone and replace it in BENCHMARKS.md")
     ap.add_argument("--only-wakers", action="store_true",
                     help="measure section 10 (--wakers per switch) alone and replace it in BENCHMARKS.md")
+    ap.add_argument("--only-slices", metavar="BEFORE_COMMIT",
+                    help="measure section 12 (time slices) against fgbpf built from BEFORE_COMMIT and replace it")
     args = ap.parse_args()
+    if args.only_slices:
+        with tempfile.TemporaryDirectory(prefix="fgbpf-bench-") as t:
+            tmp = Path(t)
+            w = build(tmp)
+            old = tmp / "before"
+            subprocess.run(["git", "worktree", "add", "--detach", str(old), args.only_slices], cwd=ROOT, check=True)
+            try:
+                subprocess.run(["cargo", "build", "--release", "--locked", "--target-dir", str(ROOT / "target/bench-before")],
+                               cwd=old, check=True)
+            finally:
+                subprocess.run(["git", "worktree", "remove", "--force", str(old)], cwd=ROOT)
+            rows = slices_cost.measure(w, ROOT / "target/bench-before/release/fgbpf", FGBPF, 3, tmp)
+        replace_section("## 12. Time slices", "\n".join(slices_cost.report(rows, args.only_slices)) + "\n")
+        return
     if args.only_wakers:
         with tempfile.TemporaryDirectory(prefix="fgbpf-bench-") as t:
             w = build(Path(t))

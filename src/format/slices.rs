@@ -119,3 +119,56 @@ fn parse_spans(list: &str) -> Option<Vec<Span>> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::{Frame, FrameKind, Stack, Thread, Unit};
+
+    #[test]
+    fn a_profile_with_time_reads_back_and_keeps_a_range() {
+        let mut p = Profile::new(Unit::Microseconds);
+        p.meta.slice = Some(Duration::from_millis(100));
+        let t = p.intern_thread(Thread {
+            pid: 7,
+            tid: 8,
+            process: "srv".into(),
+            name: "w;1".into(),
+        });
+        let a = p.intern_frame(Frame::new("wait a", FrameKind::User));
+        let b = p.intern_frame(Frame::new("b", FrameKind::Kernel));
+        p.push(Stack {
+            thread: Some(t),
+            frames: vec![a],
+            weight: 1000,
+            spans: vec![Span { first: 0, last: 9, weight: 1000 }],
+        });
+        p.push(Stack {
+            thread: Some(t),
+            frames: vec![a, b],
+            weight: 7,
+            spans: vec![Span::at(3, 4), Span::at(12, 3)],
+        });
+        let dir = std::env::temp_dir().join(format!("fgbpf-slices-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("offcpu.slices");
+        let mut bytes = Vec::new();
+        write(&p, &mut bytes).unwrap();
+        std::fs::write(&path, &bytes).unwrap();
+        let text = String::from_utf8(bytes).unwrap();
+        assert!(text.starts_with("# fgbpf slices 1 slice_us=100000\n0-9:1000 srv-7;w:1-8;wait a 1000\n"), "{text}");
+        let mut back = read(&path, &dir.join("offcpu.folded")).unwrap().profile;
+        assert_eq!(back.unit, Unit::Microseconds, "offcpu files count microseconds");
+        assert_eq!(back.total(), 1007);
+        assert_eq!(back.slice_count(), 13);
+        back.keep_slices(2, 5);
+        assert_eq!(back.total(), 300 + 4);
+        std::fs::write(&path, "# fgbpf slices 1 slice_us=100000\n1:2,2:2 a-1;a-1;x 5\n").unwrap();
+        let e = read(&path, &dir.join("offcpu.folded")).unwrap_err();
+        std::fs::write(&path, "a;b 3\n").unwrap();
+        let e2 = read(&path, &dir.join("offcpu.folded")).unwrap_err();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(e.contains("add up to 4, its count is 5"), "{e}");
+        assert!(e2.contains("not a slices file"), "{e2}");
+    }
+}

@@ -189,6 +189,19 @@ mod tests {
     use crate::profile::{Frame, FrameKind, Stack, Thread};
 
     #[test]
+    fn samples_follow_the_slices() {
+        let mut p = Profile::new(Unit::Samples);
+        p.meta.slice = Some(std::time::Duration::from_millis(100));
+        let late = p.intern_frame(Frame::new("late", FrameKind::User));
+        let early = p.intern_frame(Frame::new("early", FrameKind::User));
+        let spans = |v: Vec<(u32, u64)>| v.into_iter().map(|(s, w)| crate::profile::Span::at(s, w)).collect();
+        p.push(Stack { thread: None, frames: vec![late], weight: 9, spans: spans(vec![(5, 9)]) });
+        p.push(Stack { thread: None, frames: vec![early], weight: 3, spans: spans(vec![(0, 1), (6, 2)]) });
+        let order: Vec<(usize, u64)> = time_order(&p);
+        assert_eq!(order, vec![(1, 1), (0, 9), (1, 2)]);
+    }
+
+    #[test]
     fn all_threads_first_then_each_thread() {
         let mut p = Profile::new(Unit::Microseconds);
         let thread = |p: &mut Profile, tid| {

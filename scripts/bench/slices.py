@@ -1,0 +1,107 @@
+"""Section 12 of BENCHMARKS.md: what time slices cost. The same captures
+with fgbpf before slices (a build of the commit before them, passed as
+--before) and with them, interleaved in one run: BPF run time per on-CPU
+sample at 999 Hz over a busy system, BPF run time per context switch of
+the off-CPU tracer over a ping-pong, and seconds from the end of a
+5-second capture to its outputs."""
+
+import subprocess
+import sys
+import time
+from statistics import median
+
+from measures import bpf_progs
+
+
+def log(msg):
+    print(f"bench: {msg}", file=sys.stderr, flush=True)
+
+
+def timed(cmd):
+    start = time.monotonic()
+    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    return time.monotonic() - start, None
+
+
+def _bpf_cost(cmd, prog_type, seconds):
+    """(BPF ns per run of the programs of `prog_type`, runs per second)
+    while `cmd` captures for `seconds`; stopped with SIGINT."""
+    before = set(bpf_progs())
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(1.5)
+        ours = [i for i in bpf_progs() if i not in before]
+        subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=True)
+        try:
+            p0, t0 = bpf_progs(), time.monotonic()
+            time.sleep(seconds)
+            p1, t1 = bpf_progs(), time.monotonic()
+        finally:
+            subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=0"])
+    finally:
+        proc.send_signal(2)
+        try:
+            proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    progs = [i for i in ours if p1.get(i, {}).get("type") == prog_type]
+    runs = sum(p1[i]["run_cnt"] - p0.get(i, {}).get("run_cnt", 0) for i in progs)
+    ns = sum(p1[i]["run_time_ns"] - p0.get(i, {}).get("run_time_ns", 0) for i in progs)
+    return (ns / runs if runs else None), runs / (t1 - t0)
+
+
+def measure(w, before, after, rounds, tmp):
+    builds = [("before slices", before), ("with slices", after)]
+    rows = {name: {"sample_ns": [], "switch_ns": [], "answer_s": []} for name, _ in builds}
+    busy = subprocess.Popen([w["cpuburn"], "100000"], stdout=subprocess.DEVNULL)
+    try:
+        time.sleep(0.5)
+        for r in range(rounds):
+            for name, binary in builds:
+                out = tmp / "slices-cost"
+                subprocess.run(["rm", "-rf", str(out)])
+                ns, _ = _bpf_cost([str(binary), "oncpu", "-F", "999", "-o", str(out)], "perf_event", 5)
+                rows[name]["sample_ns"].append(ns)
+                subprocess.run(["rm", "-rf", str(out)])
+                t, _ = timed([str(binary), "oncpu", "-p", str(busy.pid), "-d", "5", "-o", str(out)])
+                rows[name]["answer_s"].append(t - 5)
+                log(f"slices round {r + 1}/{rounds}: {name}: {ns:.0f} ns per sample, answer {t - 5:.3f} s")
+    finally:
+        busy.kill()
+        busy.wait()
+    for r in range(rounds):
+        for name, binary in builds:
+            out = tmp / "slices-off"
+            subprocess.run(["rm", "-rf", str(out)])
+            pp = subprocess.Popen([w["pingpong"], "200000"], stdout=subprocess.DEVNULL)
+            try:
+                ns, _ = _bpf_cost([str(binary), "offcpu", "-o", str(out)], "tracing", 3)
+            finally:
+                pp.kill()
+                pp.wait()
+            rows[name]["switch_ns"].append(ns)
+            log(f"slices round {r + 1}/{rounds}: {name}: {ns} ns per switch")
+    return rows
+
+
+def _cell(values, unit, scale=1.0, digits=0):
+    v = [x * scale for x in values if x is not None]
+    if not v:
+        return "n/a"
+    return f"{median(v):.{digits}f} {unit} ({min(v):.{digits}f}–{max(v):.{digits}f})"
+
+
+def report(rows, before_commit):
+    L = ["## 12. Time slices: cost", "",
+         f"`scripts/bench.sh --only-slices`: fgbpf built from commit {before_commit} (the last one before slices) "
+         "and fgbpf with slices, interleaved in one run. BPF time per on-CPU sample at 999 Hz over a busy "
+         "system, BPF time per sched_switch of `fgbpf offcpu` over the ping-pong of section 2 (both from "
+         "`kernel.bpf_stats_enabled`), and seconds from the end of a 5-second capture of a busy process to its "
+         "outputs (`-p PID -d 5`).", "",
+         "| fgbpf | BPF per sample | BPF per switch (off-CPU) | after the window |",
+         "|---|---|---|---|"]
+    for name, r in rows.items():
+        L.append(f"| {name} | {_cell(r['sample_ns'], 'ns')} | {_cell(r['switch_ns'], 'ns')} | "
+                 f"{_cell(r['answer_s'], 's', digits=3)} |")
+    return L
