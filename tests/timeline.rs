@@ -256,3 +256,55 @@ return { options: options, state: fgbpfTimeline.state(), frames: fgbpfTimeline.f
         "{texts:?}"
     );
 }
+
+/// One thread, one frame, one sample in every slice of `seconds` seconds
+/// of `slice_ms` slices.
+fn even(slice_ms: u64, seconds: u64) -> Profile {
+    let mut p = Profile::new(Unit::Samples);
+    p.meta.slice = Some(Duration::from_millis(slice_ms));
+    p.meta.duration = Duration::from_secs(seconds);
+    let t = p.intern_thread(Thread {
+        pid: 1,
+        tid: 1,
+        process: "app".into(),
+        name: "app".into(),
+    });
+    let f = p.intern_frame(Frame::new("work", FrameKind::User));
+    let slices = (seconds * 1000).div_ceil(slice_ms) as u32;
+    p.push(Stack {
+        thread: Some(t),
+        frames: vec![f],
+        weight: u64::from(slices),
+        spans: vec![Span { first: 0, last: slices - 1, weight: u64::from(slices) }],
+    });
+    p
+}
+
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "runs Chromium: run scripts/test.sh")]
+#[test]
+fn slices_that_do_not_make_a_second_still_make_columns() {
+    let probe = r##"
+var cells = document.querySelectorAll("#heatmap rect.cell");
+var columns = new Set(); cells.forEach(function (c) { columns.add(c.getAttribute("data-col")); });
+return { cells: cells.length, columns: columns.size, state: fgbpfTimeline.state(),
+  about: document.getElementById("map-about").textContent, weight: +cells[cells.length - 1].getAttribute("data-weight") };"##;
+    // 250 ms: four rows a second.
+    let dir = out_dir("timeline-250ms");
+    std::fs::create_dir_all(&dir).unwrap();
+    let page = dir.join("timeline.html");
+    timeline::write(&even(250, 10), &Options::default(), &mut std::fs::File::create(&page).unwrap()).unwrap();
+    let r = in_browser(&page, probe);
+    assert_eq!((r["cells"].as_u64(), r["columns"].as_u64()), (Some(40), Some(10)), "{r}");
+    assert_eq!(r["state"]["rows"], 4);
+    assert_eq!(r["weight"], 1);
+    assert!(r["about"].as_str().unwrap().starts_with("Each column is 1 s"), "{}", r["about"]);
+    // 1500 ms: a column of one slice, 1.5 s wide.
+    let dir = out_dir("timeline-1500ms");
+    std::fs::create_dir_all(&dir).unwrap();
+    let page = dir.join("timeline.html");
+    timeline::write(&even(1500, 9), &Options::default(), &mut std::fs::File::create(&page).unwrap()).unwrap();
+    let r = in_browser(&page, probe);
+    assert_eq!((r["cells"].as_u64(), r["columns"].as_u64()), (Some(6), Some(6)), "{r}");
+    assert_eq!(r["state"]["rows"], 1);
+    assert!(r["about"].as_str().unwrap().starts_with("Each column is 1.5 s"), "{}", r["about"]);
+}
