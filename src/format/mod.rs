@@ -1,5 +1,6 @@
 //! Readers and writers, one module per format: folded (both ways), SVG,
-//! the text and JSON report, pprof, speedscope, and `capture.json`. Each
+//! the text and JSON report, pprof, speedscope, `capture.json`, and the
+//! timeline page (heat map and flamegraphs in one HTML file). Each
 //! writer takes a [`crate::profile::Profile`] and its own options and only
 //! renders: what to rank or compare is computed in
 //! [`crate::profile::analysis`].
@@ -18,5 +19,6 @@ pub mod slices;
 pub mod report;
 pub mod speedscope;
 pub mod svg;
+pub mod timeline;
 pub mod unresolved;
 pub mod wakers;
