@@ -58,6 +58,20 @@ fn on_cpu_ranges_show_their_phase() {
     let report = String::from_utf8_lossy(&out.stdout);
     assert!(report.contains("from 0 s to 2 s") && report.contains("phase_a"), "{report}");
 
+    // The capture's timeline.html, in a real browser: a range of it draws
+    // that range's flamegraph.
+    let page = dir.join("timeline.html");
+    let drawn = in_browser(
+        &page,
+        "var t = window.fgbpfTimeline; var out = {};\n\
+         t.select(0, 20); out.early = t.frames().map(function(f) { return f.name; });\n\
+         t.select(35, 50); out.late = t.frames().map(function(f) { return f.name; });\n\
+         return out;",
+    );
+    let has = |part: &str, name: &str| drawn[part].as_array().unwrap().iter().any(|f| f.as_str() == Some(name));
+    assert!(has("early", "phase_a") && !has("early", "phase_b"), "0-2 s in timeline.html: {drawn}");
+    assert!(has("late", "phase_b") && !has("late", "phase_a"), "3.5-5 s in timeline.html: {drawn}");
+
     // speedscope keeps the time order: early samples in phase_a, late
     // ones in phase_b.
     let json = dir.with_extension("speedscope.json");

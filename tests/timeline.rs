@@ -6,8 +6,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use fgbpf::format::timeline::{self, Options};
@@ -73,46 +72,6 @@ fn written(test: &str, profile: &Profile) -> PathBuf {
     let w = timeline::write(profile, &opts, &mut file).unwrap();
     assert_eq!((w.left_out_stacks, w.left_out_weight, w.slices), (0, 0, 60));
     path
-}
-
-/// Loads `page` in headless Chromium with `probe` (JavaScript run 300 ms
-/// after load, which returns a JSON-able value) and returns that value.
-fn in_browser(page: &Path, probe: &str) -> Value {
-    let text = std::fs::read_to_string(page).unwrap();
-    let end = text.rfind("</body>").unwrap();
-    let probed = page.with_extension("probe.html");
-    std::fs::write(
-        &probed,
-        format!(
-            "{}<pre id=\"probe-result\"></pre><script>\nwindow.addEventListener(\"load\", function() {{ setTimeout(function() {{\nvar out = document.getElementById(\"probe-result\");\ntry {{ out.textContent = JSON.stringify((function() {{ {probe} }})()); }} catch (e) {{ out.textContent = JSON.stringify(\"error: \" + e + \" \" + e.stack); }}\n}}, 300); }});\n</script>\n{}",
-            &text[..end],
-            &text[end..]
-        ),
-    )
-    .unwrap();
-    let out = Command::new("chromium")
-        .args(["--headless", "--no-sandbox", "--disable-gpu", "--window-size=1280,1000", "--virtual-time-budget=5000", "--dump-dom"])
-        .arg(format!("file://{}", probed.display()))
-        .output()
-        .unwrap_or_else(|e| panic!("running chromium (scripts/test.sh installs it): {e}"));
-    let dom = String::from_utf8_lossy(&out.stdout);
-    let open = "<pre id=\"probe-result\">";
-    let at = dom
-        .find(open)
-        .unwrap_or_else(|| panic!("the probe did not run: {}", String::from_utf8_lossy(&out.stderr)))
-        + open.len();
-    let result = &dom[at..at + dom[at..].find("</pre>").unwrap()];
-    let result = result
-        .replace("&lt;", "<")
-        .replace("&gt;", ">")
-        .replace("&nbsp;", "\u{a0}")
-        .replace("&amp;", "&");
-    let value: Value = serde_json::from_str(&result)
-        .unwrap_or_else(|e| panic!("probe result {result:?}: {e}; stderr: {}", String::from_utf8_lossy(&out.stderr)));
-    if let Some(s) = value.as_str() {
-        assert!(!s.starts_with("error:"), "{s}");
-    }
-    value
 }
 
 /// JavaScript helpers for probes: `drag(from, to)` presses the mouse on

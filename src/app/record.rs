@@ -15,7 +15,7 @@ use crate::format::{
     breakdown, files,
     folded::Leading,
     palette::{Heat, Scheme},
-    report, svg, unresolved, wakers,
+    report, svg, timeline, unresolved, wakers,
 };
 use crate::probe::{self, OffcpuOptions, OncpuOptions, Probe, Recorded};
 use crate::profile::python;
@@ -121,6 +121,7 @@ pub fn run(rec: &Recording<'_>) -> Result<Outcome, CliError> {
     // Filters are checked before the capture; targets are filled in later.
     rec.options(Default::default())?;
     let mut outputs = output_names(&rec.stems(), &rec.capture.formats);
+    outputs.push(TIMELINE.to_string());
     let folded = rec.capture.formats.contains(&Format::Folded);
     if folded {
         outputs.push(sidecar::FILE.to_string());
@@ -204,6 +205,7 @@ pub fn run(rec: &Recording<'_>) -> Result<Outcome, CliError> {
         }
         (None, None) => unreachable!("every recording has a view"),
     };
+    written.push(write_timeline(dir, &main, &prepared.target, &started_at)?);
     if folded {
         let mut side = Sidecar::default();
         for (stem, p) in [("oncpu", views.on.as_ref()), ("offcpu", views.off.as_ref()), ("offwake", views.wake.as_ref())] {
@@ -220,6 +222,37 @@ pub fn run(rec: &Recording<'_>) -> Result<Outcome, CliError> {
         written.push(path);
     }
     Ok(finish(&main, written, symbolizer, end, command_status, rec.capture.json))
+}
+
+/// The capture's heat map in time, of its main view.
+const TIMELINE: &str = "timeline.html";
+
+/// Writes `timeline.html` of `main` and says what its cap left out.
+fn write_timeline(dir: &std::path::Path, main: &Profile, target: &str, started_at: &str) -> Result<std::path::PathBuf, CliError> {
+    let opts = timeline::Options {
+        title: format!("Timeline: {target}"),
+        subtitle: Some(format!("{:.1} s from {started_at}", main.meta.duration.as_secs_f64())),
+        heat: match main.meta.kind {
+            Kind::OffCpu => Heat::OffCpu,
+            _ => Heat::OnCpu,
+        },
+        ..Default::default()
+    };
+    let path = dir.join(TIMELINE);
+    let mut page = None;
+    files::write_atomic(&path, files::Durability::Synced, |w: &mut dyn std::io::Write| {
+        page = Some(timeline::write(main, &opts, w)?);
+        Ok(())
+    })
+    .map_err(|e| CliError::failed(format!("writing {}: {e}", path.display())))?;
+    if let Some(p) = page.filter(|p| p.left_out_stacks > 0) {
+        crate::app::summary::say(format_args!(
+            "{TIMELINE}: the {} lightest stacks ({:.2}% of the weight) are left out of the page to keep it small; the .folded and .slices files have them all",
+            p.left_out_stacks,
+            p.left_out_weight as f64 * 100.0 / p.total_weight.max(1) as f64
+        ));
+    }
+    Ok(path)
 }
 
 /// The profiles a recording's views are drawn from.

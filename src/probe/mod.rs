@@ -361,20 +361,13 @@ impl Probe {
         let mut wakers = wakers::WakerReader::new(wakers_on.then_some(&self.skel.maps.wakers));
         let mut stacks = self.counts.raw_stacks(&mut reader, &mut wakers);
         let wakers_missing = wakers.missing;
-        let whole_system = self.opts.targets.whole_system();
-        let open = match &self.opts.offcpu {
-            Some(off) => offcpu::open_blocks(
-                &self.skel.maps.starts,
-                off,
-                self.opts.kernel_stacks,
-                whole_system,
-                now,
-                self.counts.slicing(),
-                &mut reader,
-                &mut stacks,
-            ),
-            None => Default::default(),
-        };
+        let open = offcpu::open_blocks(
+            &self.skel.maps.starts,
+            &self.opts,
+            (now, self.counts.slicing()),
+            &mut reader,
+            &mut stacks,
+        );
         if let Some(py) = self.python.as_mut() {
             py.name(&mut stacks);
         }

@@ -8,7 +8,7 @@ use libbpf_rs::{MapCore, MapFlags};
 
 use super::drain::{entries, StackReader};
 use super::skel::types;
-use super::{raw_state, state_of_raw, OffcpuOptions, Targets};
+use super::{raw_state, state_of_raw, Targets};
 use crate::profile::{RawStack, State, BEFORE_CAPTURE, LOST_STACK};
 
 /// `task_struct.flags` bit of kernel threads (include/linux/sched.h).
@@ -74,14 +74,13 @@ pub(super) struct OpenBlocks {
 /// those blocked from before the start to the end are counted, not drawn.
 pub(super) fn open_blocks<M: MapCore, S: MapCore>(
     starts: &M,
-    opts: &OffcpuOptions,
-    kernel_stacks: bool,
-    whole_system: bool,
-    now: u64,
-    slicing: super::counts::Slicing,
+    probe: &super::Options,
+    (now, slicing): (u64, super::counts::Slicing),
     reader: &mut StackReader<'_, S>,
     out: &mut Vec<RawStack>,
 ) -> OpenBlocks {
+    let Some(opts) = probe.offcpu.as_ref() else { return OpenBlocks::default() };
+    let (kernel_stacks, whole_system) = (probe.kernel_stacks, probe.targets.whole_system());
     let mut found = OpenBlocks::default();
     let sample_every = opts.sample_every.max(1) as u64;
     for (k, v) in entries(starts) {

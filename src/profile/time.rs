@@ -31,7 +31,7 @@ impl Span {
     }
 
     /// How many slices it covers.
-    pub fn len(&self) -> u64 {
+    pub fn slices(&self) -> u64 {
         u64::from(self.last.saturating_sub(self.first)) + 1
     }
 
@@ -44,11 +44,11 @@ impl Span {
             return 0;
         }
         let overlap = u64::from(hi - lo);
-        if overlap == self.len() {
+        if overlap == self.slices() {
             return self.weight;
         }
-        ((u128::from(self.weight) * u128::from(overlap) + u128::from(self.len()) / 2)
-            / u128::from(self.len())) as u64
+        ((u128::from(self.weight) * u128::from(overlap) + u128::from(self.slices()) / 2)
+            / u128::from(self.slices())) as u64
     }
 }
 
