@@ -394,7 +394,7 @@ fn links_planted_at_temporary_names_are_not_followed() {
         .trim()
         .parse()
         .unwrap();
-    for name in ["oncpu.svg", "oncpu.folded", "report.txt", "capture.json"] {
+    for name in ["oncpu.svg", "oncpu.folded", "oncpu.slices", "timeline.html", "report.txt", "capture.json"] {
         for pid in last + 1..last + 300 {
             let _ = std::os::unix::fs::symlink(&victim, dir.join(format!("{name}.tmp{pid}")));
         }
@@ -403,7 +403,7 @@ fn links_planted_at_temporary_names_are_not_followed() {
     let out = run(fgbpf().args(["oncpu", "-o"]).arg(&dir).args(["--", "sh", "-c", spin]));
     assert_ok(&out);
     assert_eq!(std::fs::read(&victim).unwrap(), b"precious", "written through a link");
-    for name in ["oncpu.svg", "oncpu.folded", "report.txt"] {
+    for name in ["oncpu.svg", "oncpu.folded", "oncpu.slices", "timeline.html", "report.txt"] {
         let m = std::fs::symlink_metadata(dir.join(name)).unwrap();
         assert!(m.file_type().is_file(), "{name} is not a plain file");
     }

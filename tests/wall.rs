@@ -80,6 +80,8 @@ fn a_thread_computing_30_ms_and_sleeping_70_splits_30_70() {
         "offcpu.folded",
         "wall.svg",
         "wall.folded",
+        "wall.slices",
+        "timeline.html",
         "report.txt",
     ] {
         assert!(dir.join(f).exists(), "{f} missing");

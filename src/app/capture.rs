@@ -161,13 +161,17 @@ fn command_fate(
     None
 }
 
-/// The output file names of a capture: each view in each format, and the
-/// report.
+/// The capture's heat map in time, of its main view.
+pub const TIMELINE: &str = "timeline.html";
+
+/// The output file names of a capture: each view in each format (with
+/// its slices beside its folded file), the timeline and the report.
 pub fn output_names(stems: &[&str], formats: &[Format]) -> Vec<String> {
     let mut names: Vec<String> = stems.iter().flat_map(|s| view_files(s, formats)).collect();
     if formats.contains(&Format::Folded) {
         names.extend(stems.iter().map(|s| format!("{s}.slices")));
     }
+    names.push(TIMELINE.into());
     names.push("report.txt".into());
     names
 }

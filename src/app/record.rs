@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use super::capture::{capture, output_names, write_view, Finished, Outcome};
+use super::capture::{capture, output_names, write_view, Finished, Outcome, TIMELINE};
 use super::summary::finish;
 use super::CliError;
 use crate::cli::{BlockArgs, CaptureArgs, Format, MapArgs, SamplingArgs};
@@ -121,7 +121,6 @@ pub fn run(rec: &Recording<'_>) -> Result<Outcome, CliError> {
     // Filters are checked before the capture; targets are filled in later.
     rec.options(Default::default())?;
     let mut outputs = output_names(&rec.stems(), &rec.capture.formats);
-    outputs.push(TIMELINE.to_string());
     let folded = rec.capture.formats.contains(&Format::Folded);
     if folded {
         outputs.push(sidecar::FILE.to_string());
@@ -223,9 +222,6 @@ pub fn run(rec: &Recording<'_>) -> Result<Outcome, CliError> {
     }
     Ok(finish(&main, written, symbolizer, end, command_status, rec.capture.json))
 }
-
-/// The capture's heat map in time, of its main view.
-const TIMELINE: &str = "timeline.html";
 
 /// Writes `timeline.html` of `main` and says what its cap left out.
 fn write_timeline(dir: &std::path::Path, main: &Profile, target: &str, started_at: &str) -> Result<std::path::PathBuf, CliError> {
