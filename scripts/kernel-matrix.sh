@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs fgbpf's real-BPF capture tests on other kernels, each booted under
-# QEMU+KVM, and prints one line per kernel:
+# QEMU (KVM, or TCG emulation where /dev/kvm cannot boot a stock kernel, as
+# on this project's kvm-pvm machines), and prints one line per kernel:
 #
 #     KERNEL: N passed, M failed (where, how long)
 #
@@ -23,6 +24,9 @@
 #                  DIR/modules/lib/modules/VERSION  (make modules_install
 #                                               INSTALL_MOD_PATH=DIR/modules)
 #                  DIR/lib/modules/VERSION
+#                  DIR itself, when it holds kernel/ (the image is
+#                                               lib/modules/VERSION/vmlinuz,
+#                                               as Fedora's packages ship it)
 #                where DIR is the image's directory. A kernel with virtio-pci,
 #                fuse, virtiofs and overlayfs built in needs none. It needs
 #                CONFIG_DEBUG_INFO_BTF=y like any kernel fgbpf runs on.
@@ -241,7 +245,7 @@ image_version() {
 modules_dir() {
     local image=$1 ver=$2 d
     d=$(dirname "$image")
-    for m in "$d/../lib/modules/$ver" "$d/modules/lib/modules/$ver" "$d/lib/modules/$ver"; do
+    for m in "$d/../lib/modules/$ver" "$d/modules/lib/modules/$ver" "$d/lib/modules/$ver" "$d/kernel/.."; do
         [ -d "$m" ] && { realpath "$m"; return; }
     done
 }
@@ -322,7 +326,12 @@ run_host() {
         (cd "$repo" && timeout -k 10 "$TEST_TIMEOUT" "$bin" --test-threads=1) >"$dir/$name.log" 2>&1 || status=$?
         echo "$name $status $(($(date +%s) - t0))" >>"$dir/done"
     done <"$test_list"
-    echo "$(uname -r): $(count "$dir") (native on the host: its image is not on disk; $(fmt_time $(($(date +%s) - start))))"
+    # Native runs share the machine with whatever else runs there: the load
+    # at the end (1-minute average, 2 CPUs here) tells whether shares could
+    # have been disturbed.
+    local load
+    load=$(cut -d' ' -f1 /proc/loadavg)
+    echo "$(uname -r): $(count "$dir") (native on the host: its image is not on disk; load $load; $(fmt_time $(($(date +%s) - start))))"
     per_binary "$dir" >&2
 }
 
@@ -392,6 +401,7 @@ accel_name=${KM_ACCEL:-}
 if [ -z "$accel_name" ]; then
     if [ -w /dev/kvm ] && [ ! -d /sys/module/kvm_pvm ]; then accel_name=kvm; else accel_name=tcg; fi
 fi
+# shellcheck disable=SC2054 # "tcg,thread=multi" is one argument
 case $accel_name in
 kvm) accel=(-enable-kvm -cpu host) ;;
 tcg) accel=(-accel tcg,thread=multi -cpu max) ;;
