@@ -336,7 +336,8 @@ run_host() {
 }
 
 run_guest() {
-    local image=$1 ver moddir label dir start vfsd pids=()
+    local image=$1 ver moddir label dir start vfsd
+    pids=()
     [ -f "$image" ] || die "no kernel image $image"
     image=$(realpath "$image")
     ver=$(image_version "$image")
@@ -364,6 +365,8 @@ run_guest() {
     "$vfsd" --socket-path "$dir/root.sock" --shared-dir / --readonly --cache always --no-announce-submounts \
         --sandbox none --log-level error >"$dir/virtiofsd-root.log" 2>&1 &
     pids+=($!)
+    # The virtiofsd daemons end with the script, however it ends.
+    trap 'kill "${pids[@]}" 2>/dev/null || true' EXIT
     "$vfsd" --socket-path "$dir/out.sock" --shared-dir "$runout" --cache never \
         --sandbox none --log-level error >"$dir/virtiofsd-out.log" 2>&1 &
     pids+=($!)
