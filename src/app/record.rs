@@ -289,6 +289,7 @@ impl Views {
         let mut unwinding = unwinding(&recorded.stats, recorded.tables.as_ref());
         if let Some(u) = unwinding.as_mut() {
             u.refused = recorded.tables_refused.clone();
+            u.python_refused = recorded.python_refused.clone();
             // Weighted as the main view: samples on-CPU, microseconds
             // off-CPU, and in a wall-clock capture both in microseconds.
             let period_us = match (rec.sampling, rec.blocks.is_some()) {

@@ -201,6 +201,14 @@ static long py_step(__u32 i, void *ctx)
 	word = ((code >> 3) & ((1ULL << 44) - 1)) | (instr << 44);
 	if (py->kind == FG_PY_FRAME_OBJECT || (py->kind == FG_PY_INTERP_ENTRY_FLAG && entry))
 		word |= FG_PY_ENTRY;
+	/* Bounded again next to the store: Linux 6.1's verifier forgets the
+	 * bound of a 32-bit index spilled to the stack since the check above
+	 * and refuses the whole object (6.12 keeps it). */
+	barrier_var(n);
+	if (n >= MAX_STACK_DEPTH) {
+		w->end = FG_PY_CUT;
+		return 1;
+	}
 	w->buf->ips[n] = word;
 	w->n = n + 1;
 	py_announce(w->pid, code);

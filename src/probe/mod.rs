@@ -6,6 +6,7 @@
 //! [`RawStack`](crate::profile::RawStack)s. Nothing here names a frame or builds a profile.
 
 mod counts;
+mod fallback;
 pub mod drain;
 pub mod events;
 mod offcpu;
@@ -61,6 +62,8 @@ pub struct Probe {
     tables: Option<unwind::Tables>,
     /// Why the kernel refused the table walker, when it did.
     tables_refused: Option<String>,
+    /// Why the kernel refused the Python walker, when it did.
+    python_refused: Option<String>,
     python: Option<python::Python>,
     opts: Options,
     /// From the start of loading to the last program attached.
@@ -73,24 +76,6 @@ pub struct Probe {
 }
 
 impl Probe {
-    /// Loads the object with the programs `opts` asks for, fills the
-    /// targets and starts recording.
-    pub fn start(opts: &Options) -> Result<Self, CaptureError> {
-        match Probe::start_with(opts) {
-            Err(e) if opts.user_stacks && opts.max_unwind_rows > 0 => {
-                // A kernel without what the table walker needs (bpf_loop,
-                // bpf_task_pt_regs: 5.17+) still profiles, by frame pointers.
-                let mut probe = Probe::start_with(&Options {
-                    max_unwind_rows: 0,
-                    ..opts.clone()
-                })?;
-                probe.tables_refused = Some(e.message);
-                Ok(probe)
-            }
-            other => other,
-        }
-    }
-
     fn start_with(opts: &Options) -> Result<Self, CaptureError> {
         let started = Instant::now();
         raise_memlock();
@@ -238,6 +223,7 @@ impl Probe {
             }),
             tables,
             tables_refused: None,
+            python_refused: None,
             python,
             opts: opts.clone(),
             attach_time: started.elapsed(),
@@ -380,6 +366,7 @@ impl Probe {
             kthread_switches: stats.kthread_switches,
             tables: self.tables.as_ref().map(unwind::Tables::stats),
             tables_refused: self.tables_refused.clone(),
+            python_refused: self.python_refused.clone(),
             slice: Some(self.counts.slicing().width()),
             ..Default::default()
         };

@@ -127,6 +127,8 @@ pub struct Recorded {
     pub tables: Option<TableStats>,
     /// Why the kernel refused the table walker, when it did.
     pub tables_refused: Option<String>,
+    /// Why the kernel refused the Python walker, when it did.
+    pub python_refused: Option<String>,
     /// Python interpreters found: (pid, version, binary), and those fgbpf
     /// cannot read, with why.
     pub interpreters: Vec<(u32, (u32, u32), String)>,

@@ -80,6 +80,8 @@ pub struct Unwinding {
     pub enabled: bool,
     /// Why the kernel refused the table walker, when it did.
     pub refused: Option<String>,
+    /// Why the kernel refused the Python walker, when it did.
+    pub python_refused: Option<String>,
     /// Binaries with tables, rows used and available.
     pub binaries: usize,
     pub rows: u64,
@@ -168,6 +170,11 @@ impl Unwinding {
     /// Lines for the summary and the report, each a complete sentence.
     pub fn lines(&self) -> Vec<String> {
         let mut out = self.walk_lines();
+        if let Some(why) = &self.python_refused {
+            out.push(format!(
+                "the kernel refused the Python frame walker ({why}): Python threads show the interpreter's C frames, not Python functions"
+            ));
+        }
         out.extend(super::python::lines(&self.python, &self.python_unreadable));
         out
     }

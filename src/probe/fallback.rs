@@ -1,0 +1,54 @@
+//! Starting on kernels that refuse part of the object: a verifier that
+//! cannot follow the Python walker (Debian 12's 6.1 loses the bound of a
+//! spilled index that 6.12 keeps) or the .eh_frame walker (before 5.17:
+//! no bpf_loop, no bpf_task_pt_regs) still lets fgbpf profile, without
+//! that part, and the summary says which part the kernel refused and why.
+
+use super::{CaptureError, Options, Probe};
+
+impl Probe {
+    /// Loads the object with the programs `opts` asks for, fills the
+    /// targets and starts recording; when the kernel refuses the object,
+    /// tries again without the Python walker, then without the table
+    /// walker, then without both.
+    pub fn start(opts: &Options) -> Result<Self, CaptureError> {
+        let first = match Probe::start_with(opts) {
+            Ok(probe) => return Ok(probe),
+            Err(e) => e,
+        };
+        let python = opts.user_stacks && opts.python;
+        let tables = opts.user_stacks && opts.max_unwind_rows > 0;
+        let no_python = Options {
+            python: false,
+            ..opts.clone()
+        };
+        let no_tables = Options {
+            max_unwind_rows: 0,
+            ..opts.clone()
+        };
+        let neither = Options {
+            max_unwind_rows: 0,
+            ..no_python.clone()
+        };
+        let tries = [
+            (python, &no_python, true, false),
+            (tables, &no_tables, false, true),
+            (python && tables, &neither, true, true),
+        ];
+        for (wanted, with, python_off, tables_off) in tries {
+            if !wanted {
+                continue;
+            }
+            if let Ok(mut probe) = Probe::start_with(with) {
+                if python_off {
+                    probe.python_refused = Some(first.message.clone());
+                }
+                if tables_off {
+                    probe.tables_refused = Some(first.message.clone());
+                }
+                return Ok(probe);
+            }
+        }
+        Err(first)
+    }
+}
