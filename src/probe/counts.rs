@@ -40,7 +40,7 @@ const SETTLE: Duration = Duration::from_millis(2);
 /// The time slices of a capture: where they start on the kernel's clock
 /// (`bpf_ktime_get_ns`) and how wide they are now. The kernel counts in
 /// slices of the width asked for; when the spans outgrow [`MAX_SPANS`],
-/// user space merges them `widened` at a time.
+/// user space merges them `widened` (1, 2, 4...) at a time.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Slicing {
     pub origin: u64,
@@ -49,11 +49,15 @@ pub(super) struct Slicing {
 }
 
 impl Slicing {
+    /// The slice as the spans count now, of a slice as the kernel counts.
+    fn current(&self, kernel_slice: u32) -> u32 {
+        kernel_slice / self.widened
+    }
+
     /// The span of `weight` from `from_ns` to `to_ns` (kernel clock).
     pub fn span(&self, from_ns: u64, to_ns: u64, weight: u64) -> Span {
         let at = |ns: u64| {
-            let slice = time::slice_of(Duration::from_nanos(ns.saturating_sub(self.origin)), self.width);
-            slice / self.widened.max(1)
+            self.current(time::slice_of(Duration::from_nanos(ns.saturating_sub(self.origin)), self.width))
         };
         Span {
             first: at(from_ns),
@@ -64,7 +68,7 @@ impl Slicing {
 
     /// The width of a slice as the spans count now.
     pub fn width(&self) -> Duration {
-        self.width * self.widened.max(1)
+        self.width * self.widened
     }
 }
 
@@ -73,23 +77,16 @@ impl Slicing {
 /// a busy host's off-CPU capture a few thousand.
 pub const MAX_SPANS: usize = 1 << 22;
 
-/// One key's total over every drain, and when it fell (raw units:
-/// samples, or nanoseconds off-CPU).
-#[derive(Default)]
-struct Total {
-    value: u64,
-    spans: Vec<Span>,
-}
-
 /// Where struct fg_key keeps its slices, zeroed in the keys of `totals`.
 const SLICE_AT: usize = std::mem::offset_of!(types::fg_key, slice_first);
 const SLICE_END: usize = std::mem::offset_of!(types::fg_key, slice_last) + 4;
 
-/// Totals per key (the raw bytes of a `struct fg_key` without its slices),
-/// over every drain, and the stacks they name, moved out of the kernel's
-/// `stacks` map as they are drained.
+/// Totals per key (the raw bytes of a `struct fg_key` without its slices)
+/// over every drain, as spans of when they fell (raw units: samples, or
+/// nanoseconds off-CPU), and the stacks they name, moved out of the
+/// kernel's `stacks` map as they are drained.
 pub(super) struct Counts {
-    totals: HashMap<Vec<u8>, Total>,
+    totals: HashMap<Vec<u8>, Vec<Span>>,
     slicing: Slicing,
     /// Spans held in `totals`, and merged by widening.
     spans: usize,
@@ -178,10 +175,9 @@ impl Counts {
             }
             let value = u64::from_ne_bytes(v[..8].try_into().expect("8 bytes"));
             let slice = |at: usize| u32::from_ne_bytes(k[at..at + 4].try_into().expect("4 bytes"));
-            let widened = self.slicing.widened.max(1);
             let span = Span {
-                first: slice(SLICE_AT) / widened,
-                last: slice(SLICE_END - 4) / widened,
+                first: self.slicing.current(slice(SLICE_AT)),
+                last: self.slicing.current(slice(SLICE_END - 4)),
                 weight: value,
             };
             k[SLICE_AT..SLICE_END].fill(0);
@@ -199,13 +195,12 @@ impl Counts {
                     }
                 }
             }
-            let total = self.totals.entry(k).or_default();
-            total.value += value;
+            let spans = self.totals.entry(k).or_default();
             // A slice that straddles two drains comes in twice.
-            match total.spans.last_mut() {
+            match spans.last_mut() {
                 Some(last) if (last.first, last.last) == (span.first, span.last) => last.weight += value,
                 _ => {
-                    total.spans.push(span);
+                    spans.push(span);
                     self.spans += 1;
                 }
             }
@@ -232,12 +227,12 @@ impl Counts {
     fn widen(&mut self) {
         let before = self.spans;
         self.spans = 0;
-        for t in self.totals.values_mut() {
-            time::widen(&mut t.spans, 2);
-            self.spans += t.spans.len();
+        for spans in self.totals.values_mut() {
+            time::widen(spans, 2);
+            self.spans += spans.len();
         }
         self.merged += (before - self.spans) as u64;
-        self.slicing.widened = self.slicing.widened.max(1) * 2;
+        self.slicing.widened *= 2;
     }
 
     /// Notes that `pid` exited (its announced exit).
@@ -283,8 +278,8 @@ impl Counts {
         wakers: &mut WakerReader<'_, W>,
     ) -> Vec<RawStack> {
         let mut out = Vec::with_capacity(self.totals.len());
-        for (k, total) in &self.totals {
-            let value = total.value;
+        for (k, spans) in &self.totals {
+            let value: u64 = spans.iter().map(|s| s.weight).sum();
             let mut key = types::fg_key::default();
             if plain::copy_from_bytes(&mut key, k).is_err() {
                 continue;
@@ -306,7 +301,7 @@ impl Counts {
                 kernel: kernel.unwrap_or_default(),
                 kernel_names: Vec::new(),
                 spans: {
-                    let mut spans = total.spans.clone();
+                    let mut spans = spans.clone();
                     time::normalize(&mut spans);
                     match state {
                         None => spans,
