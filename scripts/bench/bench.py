@@ -24,13 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import unwinding  # noqa: E402
 import python as python_cost  # noqa: E402
 import slices as slices_cost  # noqa: E402
-from measures import bpf_progs, proc_cpu  # noqa: E402
+from measures import bpf_progs, log, proc_cpu, timed  # noqa: E402
 FGBPF = ROOT / "target" / "release" / "fgbpf"
 CFLAGS = ["-O1", "-g", "-fno-omit-frame-pointer", "-mno-omit-leaf-frame-pointer", "-pthread"]
-
-
-def log(msg):
-    print(f"bench: {msg}", file=sys.stderr, flush=True)
 
 
 def build(tmp):
@@ -43,12 +39,6 @@ def build(tmp):
         out[name] = str(tmp / name)
         subprocess.run(["clang", *CFLAGS, "-o", out[name], str(src)], check=True)
     return out
-
-
-def timed(cmd, **kw):
-    start = time.monotonic()
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=True, text=True, **kw)
-    return time.monotonic() - start, proc.stdout
 
 
 class Background:

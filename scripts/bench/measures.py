@@ -3,8 +3,20 @@ programs and a process's CPU time."""
 
 import json
 import subprocess
+import sys
 import time
 from pathlib import Path
+
+
+def log(msg):
+    print(f"bench: {msg}", file=sys.stderr, flush=True)
+
+
+def timed(cmd, **kw):
+    """Runs `cmd` to its end: (seconds it took, its stdout)."""
+    start = time.monotonic()
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=True, text=True, **kw)
+    return time.monotonic() - start, proc.stdout
 
 
 def bpf_progs():
@@ -24,11 +36,11 @@ def proc_cpu(pid):
     return total / 1e9
 
 
-def sampler_run(cmd, seconds):
+def sampler_run(cmd, seconds, prog_type="perf_event"):
     """Starts the sampler `cmd`, lets it settle, then measures it for
     `seconds` with the kernel's BPF statistics on; stops it with SIGINT.
-    Returns the run time (ns) and runs of the perf_event programs it
-    loaded, and its own CPU over the window."""
+    Returns the run time (ns) and runs of the programs of `prog_type` it
+    loaded (its samplers by default), and its own CPU over the window."""
     before = set(bpf_progs())
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(1.5)
@@ -46,6 +58,6 @@ def sampler_run(cmd, seconds):
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
-    samplers = [i for i in ours if p1.get(i, {}).get("type") == "perf_event"]
+    samplers = [i for i in ours if p1.get(i, {}).get("type") == prog_type]
     delta = lambda key: sum(p1.get(i, {}).get(key, 0) - p0.get(i, {}).get(key, 0) for i in samplers)
     return {"bpf_ns": delta("run_time_ns"), "runs": delta("run_cnt"), "cpu_s": c1 - c0}

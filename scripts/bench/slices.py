@@ -6,49 +6,16 @@ the off-CPU tracer over a ping-pong, and seconds from the end of a
 5-second capture to its outputs."""
 
 import subprocess
-import sys
 import time
 from statistics import median
 
-from measures import bpf_progs
+from measures import log, sampler_run, timed
 
 
-def log(msg):
-    print(f"bench: {msg}", file=sys.stderr, flush=True)
-
-
-def timed(cmd):
-    start = time.monotonic()
-    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-    return time.monotonic() - start, None
-
-
-def _bpf_cost(cmd, prog_type, seconds):
-    """(BPF ns per run of the programs of `prog_type`, runs per second)
-    while `cmd` captures for `seconds`; stopped with SIGINT."""
-    before = set(bpf_progs())
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        time.sleep(1.5)
-        ours = [i for i in bpf_progs() if i not in before]
-        subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=True)
-        try:
-            p0, t0 = bpf_progs(), time.monotonic()
-            time.sleep(seconds)
-            p1, t1 = bpf_progs(), time.monotonic()
-        finally:
-            subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=0"])
-    finally:
-        proc.send_signal(2)
-        try:
-            proc.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    progs = [i for i in ours if p1.get(i, {}).get("type") == prog_type]
-    runs = sum(p1[i]["run_cnt"] - p0.get(i, {}).get("run_cnt", 0) for i in progs)
-    ns = sum(p1[i]["run_time_ns"] - p0.get(i, {}).get("run_time_ns", 0) for i in progs)
-    return (ns / runs if runs else None), runs / (t1 - t0)
+def _per_run(cmd, prog_type, seconds):
+    """BPF ns per run of the programs of `prog_type` while `cmd` captures."""
+    res = sampler_run(cmd, seconds, prog_type)
+    return res["bpf_ns"] / res["runs"] if res["runs"] else None
 
 
 def measure(w, before, after, rounds, tmp):
@@ -61,7 +28,7 @@ def measure(w, before, after, rounds, tmp):
             for name, binary in builds:
                 out = tmp / "slices-cost"
                 subprocess.run(["rm", "-rf", str(out)])
-                ns, _ = _bpf_cost([str(binary), "oncpu", "-F", "999", "-o", str(out)], "perf_event", 5)
+                ns = _per_run([str(binary), "oncpu", "-F", "999", "-o", str(out)], "perf_event", 5)
                 rows[name]["sample_ns"].append(ns)
                 subprocess.run(["rm", "-rf", str(out)])
                 t, _ = timed([str(binary), "oncpu", "-p", str(busy.pid), "-d", "5", "-o", str(out)])
@@ -76,7 +43,7 @@ def measure(w, before, after, rounds, tmp):
             subprocess.run(["rm", "-rf", str(out)])
             pp = subprocess.Popen([w["pingpong"], "200000"], stdout=subprocess.DEVNULL)
             try:
-                ns, _ = _bpf_cost([str(binary), "offcpu", "-o", str(out)], "tracing", 3)
+                ns = _per_run([str(binary), "offcpu", "-o", str(out)], "tracing", 3)
             finally:
                 pp.kill()
                 pp.wait()
