@@ -11,14 +11,9 @@
 #include <string.h>
 #include <time.h>
 
-static volatile unsigned long sink;
+#include "clock.h"
 
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
+static volatile unsigned long sink;
 
 __attribute__((noinline)) void phase_a(double until)
 {
