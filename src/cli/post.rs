@@ -44,7 +44,7 @@ pub struct ReportArgs {
 #[derive(Debug, Args, Clone)]
 pub struct FlamegraphArgs {
     /// Folded stacks, from fgbpf or another tool (stackcollapse-perf.pl,
-    /// inferno, bcc -f).
+    /// inferno, bcc -f), or a capture directory (its main view).
     #[arg(value_name = "INPUT.folded")]
     pub input: PathBuf,
 
