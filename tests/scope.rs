@@ -186,3 +186,89 @@ fn bad_scopes_fail_before_the_capture_with_one_line() {
         assert!(!Path::new(&dir).join("oncpu.folded").exists());
     }
 }
+
+/// The root frame `--group-by cgroup` gives the processes of `pid`'s
+/// cgroup v2, from /proc/PID/cgroup.
+fn group_frame_of(pid: u32) -> String {
+    let text = fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    let path = text.lines().find_map(|l| l.strip_prefix("0::")).expect("a cgroup v2 line");
+    format!("[cgroup {path}]")
+}
+
+#[test]
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+fn group_by_cgroup_puts_each_container_s_stacks_under_its_own_root() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let v2 = v2_mount();
+    let id = "0c1d2e3f4a5b0c1d2e3f4a5b0c1d2e3f4a5b0c1d2e3f4a5b0c1d2e3f4a5b6c7d";
+    let mut cg = TestCgroup::new(v2.join(format!("docker-{id}.scope")));
+    cg.start_inside("4.5");
+    let mut outside = start_outside("4.5");
+    let outside_root = group_frame_of(outside.id());
+    std::thread::sleep(Duration::from_millis(200));
+    let dir = out_dir("scope_group_by");
+    // The whole system, on-CPU and off-CPU: both programs key by cgroup,
+    // and waits still open at the end are named from /proc.
+    let out = run(fgbpf()
+        .args(["wall", "-F", "199", "-d", "3", "--group-by", "cgroup", "-o"])
+        .arg(&dir));
+    let _ = outside.kill();
+    let _ = outside.wait();
+    assert_ok(&out);
+    let container = "[container 0c1d2e3f4a5b]";
+    for view in ["oncpu", "offcpu", "wall"] {
+        let stacks = read_folded(&dir.join(format!("{view}.folded")));
+        let strays: Vec<&Vec<String>> = stacks
+            .iter()
+            .filter(|(f, _)| !(f[0].starts_with("[cgroup /") || f[0].starts_with("[container ")))
+            .map(|(f, _)| f)
+            .take(3)
+            .collect();
+        assert!(strays.is_empty(), "{view}: stacks without a group frame: {strays:?}");
+        if view == "offcpu" {
+            continue;
+        }
+        let under = |frame: &str, root: &str| -> (u64, u64) {
+            let all: u64 = stacks.iter().filter(|(f, _)| f.iter().any(|x| x == frame)).map(|(_, w)| w).sum();
+            let ok: u64 = stacks
+                .iter()
+                .filter(|(f, _)| f[0] == root && f.iter().any(|x| x == frame))
+                .map(|(_, w)| w)
+                .sum();
+            (ok, all)
+        };
+        for (frame, root) in [
+            ("burn_inside", container),
+            ("burn_in_late_child", container),
+            ("burn_outside", outside_root.as_str()),
+        ] {
+            let (ok, all) = under(frame, root);
+            assert!(all > 0, "{view}: no {frame} at all");
+            assert_eq!(ok, all, "{view}: {frame} has {all} in all but {ok} under {root}");
+        }
+    }
+    let report = fs::read_to_string(dir.join("report.txt")).unwrap();
+    let by = report.split("By cgroup").nth(1).unwrap_or_else(|| panic!("no By cgroup table:\n{report}"));
+    assert!(by.contains("container 0c1d2e3f4a5b"), "{report}");
+    // timeline.html draws the group above the process, and lists the
+    // process (not its group) in its selector.
+    let page = in_browser(
+        &dir.join("timeline.html"),
+        "var t = window.fgbpfTimeline; t.whole();\n\
+         return { frames: t.frames().map(function(f) { return f.name; }),\n\
+                  threads: t.threads().map(function(o) { return o.text; }) };",
+    );
+    let listed = |part: &str, pick: &dyn Fn(&str) -> bool| page[part].as_array().unwrap().iter().any(|v| pick(v.as_str().unwrap()));
+    assert!(listed("frames", &|f| f == container), "timeline.html: {page}");
+    assert!(listed("frames", &|f| f == "burn_inside"), "timeline.html: {page}");
+    assert!(listed("threads", &|o| o.starts_with("scoped-O2-")), "timeline.html: {page}");
+    assert!(!listed("threads", &|o| o.starts_with('[')), "timeline.html: {page}");
+    // Re-drawn from the file, threads merged: the group stays the root.
+    let svg = dir.join("again.svg");
+    assert_ok(&run(fgbpf().arg("flamegraph").arg(dir.join("wall.folded")).arg("--per-process").arg("-o").arg(&svg)));
+    let drawn = fs::read_to_string(&svg).unwrap();
+    assert!(drawn.contains(&format!("<title>{container} (")), "the re-drawn flamegraph has no {container} root");
+}

@@ -25,12 +25,14 @@ fn profile(idle_name: &str) -> Profile {
     p.meta.slice = Some(Duration::from_millis(100));
     p.meta.duration = Duration::from_secs(6);
     let app = p.intern_thread(Thread {
+        group: None,
         pid: 1000,
         tid: 1000,
         process: "app".into(),
         name: "app".into(),
     });
     p.intern_thread(Thread {
+        group: None,
         pid: 1000,
         tid: 1001,
         process: "app".into(),
@@ -223,6 +225,7 @@ fn even(slice_ms: u64, seconds: u64) -> Profile {
     p.meta.slice = Some(Duration::from_millis(slice_ms));
     p.meta.duration = Duration::from_secs(seconds);
     let t = p.intern_thread(Thread {
+        group: None,
         pid: 1,
         tid: 1,
         process: "app".into(),

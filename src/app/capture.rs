@@ -9,7 +9,8 @@ use super::summary::say;
 use super::CliError;
 use crate::probe::{Probe, Targets};
 use crate::procs::cgroup::Scope;
-use crate::cli::{CaptureArgs, Format};
+use crate::procs::groups::Groups;
+use crate::cli::{CaptureArgs, Format, GroupBy};
 use crate::format::files::{self, OutDir};
 use crate::format::folded::{self, Leading};
 use crate::format::{pprof, slices, speedscope, svg};
@@ -192,6 +193,9 @@ pub fn preflight(args: &CaptureArgs, kind: &str, outputs: &[&str]) -> Result<Pre
     targets::check(&args.pids, &args.tids).map_err(CliError::usage)?;
     check_command(args)?;
     let scope = targets::scope(args).map_err(CliError::usage)?;
+    if args.group_by == Some(GroupBy::Cgroup) {
+        Groups::new(scope.as_ref()).map_err(CliError::usage)?;
+    }
     let run_as = match &args.user {
         Some(name) => Some(RunAs::lookup(name).map_err(CliError::usage)?),
         None => None,

@@ -14,6 +14,7 @@ use crate::format::folded::read::{self as folded, kind_of, Layout, Scan};
 use crate::format::folded::Leading;
 use crate::format::palette::Lines;
 use crate::format::{sidecar, svg};
+use crate::profile::names::group_of_frame;
 use crate::profile::Kind;
 
 /// A regex for `--grep`/`--exclude`, with the parser's multi-line message
@@ -64,15 +65,19 @@ fn keep<'a>(
     Ok(Kept { lines, kept, scan })
 }
 
-/// `PROCESS-PID;THREAD-TID;REST COUNT` as `PROCESS-PID;REST COUNT`.
+/// `PROCESS-PID;THREAD-TID;REST COUNT` as `PROCESS-PID;REST COUNT`, and
+/// the same under a group's frame (`[GROUP];PROCESS-PID;...`).
 fn merge_threads(line: &str) -> String {
     let (stack, count) = line.rsplit_once(' ').expect("kept lines have a count");
-    let mut frames = stack.splitn(3, ';');
-    let process = frames.next().unwrap_or_default();
+    let group = stack.split(';').next().and_then(group_of_frame).is_some();
+    let keep = 1 + usize::from(group);
+    let mut frames = stack.splitn(keep + 2, ';');
+    let head: Vec<&str> = frames.by_ref().take(keep).collect();
+    let head = head.join(";");
     frames.next();
     match frames.next() {
-        Some(rest) => format!("{process};{rest} {count}"),
-        None => format!("{process} {count}"),
+        Some(rest) => format!("{head};{rest} {count}"),
+        None => format!("{head} {count}"),
     }
 }
 
@@ -181,8 +186,8 @@ pub fn run(args: &FlamegraphArgs) -> Result<(), CliError> {
         ..Default::default()
     };
     let shape = match scan.layout {
-        Layout::Fgbpf if per_process => Lines::ours(Leading::Process),
-        Layout::Fgbpf => Lines::ours(Leading::ProcessAndThread),
+        Layout::Fgbpf if per_process => Lines::ours(Leading::Process).grouped(scan.grouped),
+        Layout::Fgbpf => Lines::ours(Leading::ProcessAndThread).grouped(scan.grouped),
         Layout::Foreign => Lines::foreign(),
     };
     note_rounding(&input, scan.rounded);
@@ -218,6 +223,8 @@ mod tests {
         let (lines, _) = keep_lines(text, None, Some("^srv-1;b-3;"));
         assert_eq!(lines, ["srv-1;a-2;main;read_[k] 3"]);
         assert_eq!(merge_threads("p-1;t-2 9"), "p-1 9");
+        assert_eq!(merge_threads("[cgroup /a];p-1;t-2;f 9"), "[cgroup /a];p-1;f 9");
+        assert_eq!(merge_threads("[container 0123abcd];p-1;t-2 9"), "[container 0123abcd];p-1 9");
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::capture::{capture, output_names, write_view, Finished, Outcome, TIMELINE};
 use super::summary::finish;
 use super::CliError;
-use crate::cli::{BlockArgs, CaptureArgs, Format, MapArgs, SamplingArgs};
+use crate::cli::{BlockArgs, CaptureArgs, Format, GroupBy, MapArgs, SamplingArgs};
 use crate::format::breakdown::Columns;
 use crate::format::sidecar::{self, Sidecar};
 use crate::format::{
@@ -82,6 +82,7 @@ impl Recording<'_> {
             python: !self.capture.no_python,
             py_lines: !self.capture.no_py_lines,
             slice: Duration::from_millis(self.maps.slice.into()),
+            group_cgroup: self.capture.group_by == Some(GroupBy::Cgroup),
         })
     }
 }

@@ -79,6 +79,9 @@ struct fg_key {
 	 * covered. */
 	__u32 slice_first;
 	__u32 slice_last;
+	/* --group-by cgroup: the kernfs node ID of the thread's cgroup, in the
+	 * hierarchy of the scope (cgroup v2 without one); 0 otherwise. */
+	__u64 cgroup;
 };
 
 /* Who woke a blocked thread (--wakers), as the sched_waking tracepoint saw

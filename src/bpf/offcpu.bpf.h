@@ -127,6 +127,7 @@ static __always_inline void switch_in(struct fg_stats *st, struct task_struct *n
 		delta *= sample_every;
 	key.pid = BPF_CORE_READ(next, tgid);
 	key.tid = tid;
+	key.cgroup = group_of(next);
 	BPF_CORE_READ_STR_INTO(&key.comm, next, comm);
 	if (kern_stacks) {
 		bool lost = false;

@@ -36,6 +36,7 @@ int do_sample(struct bpf_perf_event_data *ctx)
 	key.tid = tid;
 	key.state = FG_ONCPU;
 	key.slice_first = key.slice_last = slice_of(bpf_ktime_get_ns());
+	key.cgroup = group_of((struct task_struct *)bpf_get_current_task());
 	bpf_get_current_comm(&key.comm, sizeof(key.comm));
 	if (user_stacks) {
 		bool lost = false;

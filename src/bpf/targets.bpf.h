@@ -58,25 +58,45 @@ __u64 proc_events_lost = 0;
  * (full): they are not profiled; user space reports it. */
 __u64 follow_lost = 0;
 
+/* --group-by cgroup: stacks are keyed by the thread's cgroup too. */
+const volatile bool group_cgroup = false;
+
+/* The cgroup of `task` in the hierarchy the scope names (cgroup v2 when
+ * there is no scope, or it is a v2 one), read through CO-RE. */
+static __always_inline struct cgroup *task_cgroup(struct task_struct *task)
+{
+	struct css_set *cset = BPF_CORE_READ(task, cgroups);
+	struct cgroup_subsys_state *css = NULL;
+
+	if (scope_subsys < 0)
+		return BPF_CORE_READ(cset, dfl_cgrp);
+	if (scope_subsys >= CGROUP_SUBSYS_COUNT)
+		return NULL;
+	bpf_core_read(&css, sizeof(css), &cset->subsys[scope_subsys & 15]);
+	return BPF_CORE_READ(css, cgroup);
+}
+
+/* The kernfs node ID of `task`'s cgroup for --group-by cgroup; 0 without. */
+static __always_inline __u64 group_of(struct task_struct *task)
+{
+	struct cgroup *cg;
+
+	if (!group_cgroup)
+		return 0;
+	cg = task_cgroup(task);
+	return cg ? BPF_CORE_READ(cg, kn, id) : 0;
+}
+
 /* Whether `task` is in the scope's cgroup or one of its descendants, in
  * the hierarchy the scope names: read through CO-RE, so processes that
  * join or are forked into the cgroup during the capture are in. */
 static __always_inline bool in_scope(struct task_struct *task)
 {
-	struct cgroup *cg = NULL;
-	struct css_set *cset;
+	struct cgroup *cg;
 
 	if (!scope_cgroup)
 		return true;
-	cset = BPF_CORE_READ(task, cgroups);
-	if (scope_subsys < 0) {
-		cg = BPF_CORE_READ(cset, dfl_cgrp);
-	} else if (scope_subsys < CGROUP_SUBSYS_COUNT) {
-		struct cgroup_subsys_state *css = NULL;
-
-		bpf_core_read(&css, sizeof(css), &cset->subsys[scope_subsys & 15]);
-		cg = BPF_CORE_READ(css, cgroup);
-	}
+	cg = task_cgroup(task);
 	for (int i = 0; i < FG_MAX_CGROUP_DEPTH && cg; i++) {
 		if (BPF_CORE_READ(cg, kn, id) == scope_cgroup)
 			return true;

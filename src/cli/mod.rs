@@ -70,6 +70,12 @@ pub enum Format {
     Speedscope,
 }
 
+/// What `--group-by` puts at the root of every stack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum GroupBy {
+    Cgroup,
+}
+
 #[derive(Debug, Args, Clone)]
 pub struct CaptureArgs {
     /// Profile these processes (comma-separated PIDs) and all their threads.
@@ -95,6 +101,13 @@ pub struct CaptureArgs {
     /// this (Docker, containerd, CRI-O, Podman; found in /proc/*/cgroup).
     #[arg(long, value_name = "ID")]
     pub container: Option<String>,
+
+    /// Put each stack under a root frame for the cgroup its thread ran in:
+    /// `[container ID]` for a container's, `[cgroup PATH]` for any other
+    /// (cgroup v2, or the hierarchy of a v1 --cgroup), so one flamegraph
+    /// shows which container or service burns the CPU.
+    #[arg(long = "group-by", value_enum, value_name = "WHAT")]
+    pub group_by: Option<GroupBy>,
 
     /// Stop after this many seconds (default: until Ctrl-C, or until every
     /// target has exited).
@@ -320,6 +333,7 @@ impl Default for CaptureArgs {
             cgroup: None,
             unit: None,
             container: None,
+            group_by: None,
             duration: None,
             output: None,
             user_only: false,

@@ -135,6 +135,16 @@ impl Lines {
         }
     }
 
+    /// The same lines with a group's frame (`--group-by`) before the
+    /// process frame, when `grouped` and there is a process frame.
+    pub fn grouped(self, grouped: bool) -> Lines {
+        let extra = usize::from(grouped && self.ours && self.leading > 0);
+        Lines {
+            leading: self.leading + extra,
+            ..self
+        }
+    }
+
     /// Another tool's lines: stacks only.
     pub fn foreign() -> Lines {
         Lines {

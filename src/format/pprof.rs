@@ -7,7 +7,8 @@
 //! `wall/nanoseconds`. Every frame is one location with one function named
 //! as in the folded output (`_[k]` and friends included, so kernel and user
 //! functions of the same name stay apart); threads become `pid`, `tid`,
-//! `process` and `thread` labels rather than frames.
+//! `process` and `thread` labels rather than frames, and `--group-by`
+//! groups a `cgroup` label.
 
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -219,6 +220,13 @@ fn build(profile: &Profile) -> PbProfile {
                     str: strings.get(&sanitize(&t.name)),
                     num: 0,
                 });
+                if let Some(group) = &t.group {
+                    label.push(Label {
+                        key: strings.get("cgroup"),
+                        str: strings.get(&sanitize(group)),
+                        num: 0,
+                    });
+                }
             }
             let weight = i64::try_from(s.weight).unwrap_or(i64::MAX);
             Sample {
@@ -280,6 +288,7 @@ mod tests {
         p.meta.kind = Kind::OnCpu;
         p.meta.frequency = Some(100);
         let t = p.intern_thread(Thread {
+            group: None,
             pid: 7,
             tid: 8,
             process: "srv".into(),

@@ -82,6 +82,34 @@ pub fn findings_text(found: &[Finding]) -> String {
     out
 }
 
+/// `--group-by`: the weight under each group's root frame, heaviest
+/// first; nothing when the profile is not grouped.
+fn groups_text(profile: &Profile, total: u64) -> String {
+    let mut by_group: std::collections::HashMap<&str, u64> = std::collections::HashMap::new();
+    for st in profile.stacks() {
+        if let Some(group) = st.thread.and_then(|t| profile.thread(t).group.as_deref()) {
+            *by_group.entry(group).or_default() += st.weight;
+        }
+    }
+    if by_group.is_empty() {
+        return String::new();
+    }
+    let mut rows: Vec<(&str, u64)> = by_group.into_iter().collect();
+    rows.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let mut out = format!("\nBy cgroup ({} of them)\n", rows.len());
+    for (group, w) in rows.iter().take(GROUP_ROWS) {
+        let _ = writeln!(out, "{:>6.1}% {:>12}  {}", pct(*w, total), profile.unit.amount(*w), sanitize(group));
+    }
+    if rows.len() > GROUP_ROWS {
+        let rest: u64 = rows[GROUP_ROWS..].iter().map(|r| r.1).sum();
+        let _ = writeln!(out, "{:>6.1}% {:>12}  ({} more)", pct(rest, total), profile.unit.amount(rest), rows.len() - GROUP_ROWS);
+    }
+    out
+}
+
+/// Groups listed by name in the report; the rest are summed on one line.
+const GROUP_ROWS: usize = 20;
+
 pub fn render(profile: &Profile, opts: &Options) -> String {
     let s = summarize(profile, &opts.ranking());
     let unit = profile.unit.name();
@@ -136,6 +164,7 @@ pub fn render(profile: &Profile, opts: &Options) -> String {
         );
         return out;
     }
+    out.push_str(&groups_text(profile, s.total));
 
     let table = |out: &mut String, title: &str, rows: &[FunctionRow]| {
         let _ = writeln!(out, "\n{title}");

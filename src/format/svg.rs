@@ -44,7 +44,7 @@ pub fn write(profile: &Profile, opts: &Options, out: &mut dyn Write) -> io::Resu
             leading: opts.leading,
         },
     );
-    let shape = Lines::ours(opts.leading);
+    let shape = Lines::ours(opts.leading).grouped(profile.is_grouped());
     let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
     render(lines, profile.unit.name(), shape, opts, out)
 }
@@ -165,6 +165,7 @@ mod tests {
         let evil = "<svg onload=alert(1)>&\"'";
         let mut p = Profile::new(Unit::Samples);
         let t = p.intern_thread(Thread {
+            group: None,
             pid: 1,
             tid: 2,
             process: evil.into(),

@@ -167,12 +167,14 @@ mod tests {
     fn profile() -> Profile {
         let mut p = Profile::new(Unit::Samples);
         let t = p.intern_thread(Thread {
+            group: None,
             pid: 42,
             tid: 42,
             process: "node".into(),
             name: "node".into(),
         });
         let u = p.intern_thread(Thread {
+            group: None,
             pid: 7,
             tid: 7,
             process: "ok\x1b[2J".into(),

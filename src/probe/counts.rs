@@ -13,6 +13,7 @@ use super::drain::{c_name, StackReader};
 use super::wakers::WakerReader;
 use super::skel::{types, FgbpfSkel};
 use super::{state_of_raw, DRAIN_EVERY};
+use crate::procs::groups::Groups;
 use crate::profile::time::{self, Span};
 use crate::profile::{PyWalk, RawStack, Walk, BEFORE_CAPTURE, LOST_STACK};
 
@@ -101,10 +102,13 @@ pub(super) struct Counts {
     /// Processes announced gone, with the number of drains done then.
     exits: Vec<(u32, u64)>,
     drains: u64,
+    /// `--group-by cgroup`: the names of the cgroups keys carry, looked
+    /// up as they are first drained.
+    groups: Option<Groups>,
 }
 
 impl Counts {
-    pub fn new(slicing: Slicing) -> Counts {
+    pub fn new(slicing: Slicing, groups: Option<Groups>) -> Counts {
         Counts {
             totals: HashMap::new(),
             slicing,
@@ -116,7 +120,13 @@ impl Counts {
             by_pid: HashMap::new(),
             exits: Vec::new(),
             drains: 0,
+            groups,
         }
+    }
+
+    /// The names of cgroups, with `--group-by cgroup`.
+    pub fn groups(&self) -> Option<&Groups> {
+        self.groups.as_ref()
     }
 
     /// The slices spans count in now.
@@ -169,6 +179,7 @@ impl Counts {
     /// `wakers`: where the waker keys of new counts are read, to index
     /// the wakers' stacks by their processes too.
     fn drain<M: MapCore, S: MapCore>(&mut self, map: &M, stacks: &S, wakers: Option<&libbpf_rs::Map<'_>>) {
+        let mut cgroups = Vec::new();
         for (mut k, v) in take_entries(map) {
             if v.len() < 8 || k.len() < SLICE_END {
                 continue;
@@ -184,6 +195,7 @@ impl Counts {
             if !self.totals.contains_key(&k) {
                 let mut key = types::fg_key::default();
                 if plain::copy_from_bytes(&mut key, &k).is_ok() {
+                    cgroups.push(key.cgroup);
                     if key.user_stack != 0 {
                         self.fresh.push((key.pid, key.user_stack));
                         self.by_pid.entry(key.pid).or_default().push(key.user_stack);
@@ -204,6 +216,9 @@ impl Counts {
                     self.spans += 1;
                 }
             }
+        }
+        if let Some(groups) = self.groups.as_mut() {
+            groups.note(cgroups);
         }
         while self.spans > MAX_SPANS {
             self.widen();
@@ -297,6 +312,7 @@ impl Counts {
                 pid: key.pid,
                 tid: key.tid,
                 comm: c_name(&key.comm),
+                group: self.groups.as_ref().map(|g| g.label(key.cgroup)),
                 user: user.unwrap_or_default(),
                 kernel: kernel.unwrap_or_default(),
                 kernel_names: Vec::new(),

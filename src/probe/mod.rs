@@ -27,6 +27,7 @@ use libbpf_rs::{Link, OpenObject};
 
 use crate::profile::State;
 use counts::Counts;
+use crate::procs::groups::Groups;
 use events::{ProcEvent, ProcWatcher};
 use skel::{FgbpfSkel, FgbpfSkelBuilder};
 
@@ -99,6 +100,7 @@ impl Probe {
                 ro.scope_cgroup = scope.id;
                 ro.scope_subsys = scope.v1_subsys.map_or(-1, |i| i as i32);
             }
+            ro.group_cgroup = opts.group_cgroup;
             ro.user_stacks = opts.user_stacks;
             ro.kern_stacks = opts.kernel_stacks;
             ro.stack_seed = random_seed();
@@ -154,6 +156,10 @@ impl Probe {
         for &pid in &opts.targets.pids {
             track(&skel, tables.as_mut(), python.as_mut(), pid);
         }
+        let groups = match opts.group_cgroup {
+            true => Some(Groups::new(opts.targets.scope.as_ref()).map_err(CaptureError::new)?),
+            false => None,
+        };
         // Slices count from here, the capture's time 0: nothing runs yet.
         let origin = offcpu::monotonic_ns();
         if let Some(bss) = skel.maps.bss_data.as_deref_mut() {
@@ -216,11 +222,14 @@ impl Probe {
             watcher,
             links,
             skel,
-            counts: Counts::new(counts::Slicing {
-                origin,
-                width: opts.slice,
-                widened: 1,
-            }),
+            counts: Counts::new(
+                counts::Slicing {
+                    origin,
+                    width: opts.slice,
+                    widened: 1,
+                },
+                groups,
+            ),
             tables,
             tables_refused: None,
             python_refused: None,
@@ -350,7 +359,7 @@ impl Probe {
         let open = offcpu::open_blocks(
             &self.skel.maps.starts,
             &self.opts,
-            (now, self.counts.slicing()),
+            (now, self.counts.slicing(), self.counts.groups()),
             &mut reader,
             &mut stacks,
         );

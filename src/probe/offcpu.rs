@@ -9,6 +9,7 @@ use libbpf_rs::{MapCore, MapFlags};
 use super::drain::{entries, StackReader};
 use super::skel::types;
 use super::{raw_state, state_of_raw, Targets};
+use crate::procs::groups::Groups;
 use crate::profile::{RawStack, State, BEFORE_CAPTURE, LOST_STACK};
 
 /// `task_struct.flags` bit of kernel threads (include/linux/sched.h).
@@ -75,7 +76,7 @@ pub(super) struct OpenBlocks {
 pub(super) fn open_blocks<M: MapCore, S: MapCore>(
     starts: &M,
     probe: &super::Options,
-    (now, slicing): (u64, super::counts::Slicing),
+    (now, slicing, groups): (u64, super::counts::Slicing, Option<&Groups>),
     reader: &mut StackReader<'_, S>,
     out: &mut Vec<RawStack>,
 ) -> OpenBlocks {
@@ -114,6 +115,7 @@ pub(super) fn open_blocks<M: MapCore, S: MapCore>(
             pid: start.pid,
             tid,
             comm: comm.trim_end_matches('\n').to_string(),
+            group: groups.map(|g| g.label_of_pid(start.pid)),
             root_note: if pre {
                 Some(BEFORE_CAPTURE)
             } else {

@@ -82,6 +82,8 @@ pub struct Options {
     pub py_lines: bool,
     /// The width of the time slices counts are kept in (`--slice`).
     pub slice: Duration,
+    /// Key stacks by their thread's cgroup too (`--group-by cgroup`).
+    pub group_cgroup: bool,
 }
 
 impl Default for Options {
@@ -98,6 +100,7 @@ impl Default for Options {
             python: true,
             py_lines: true,
             slice: DEFAULT_SLICE,
+            group_cgroup: false,
         }
     }
 }

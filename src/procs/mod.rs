@@ -3,12 +3,14 @@
 //! symbolization ([`elf`]) and their separate debug files ([`debug_file`]),
 //! JIT perf maps ([`perf_map`]), unwind tables compiled from `.eh_frame`
 //! ([`unwind`]), CPython interpreters ([`python`]) and the cgroups a capture
-//! can be scoped to ([`cgroup`]). Used by the symbolizer, the probe and the
-//! capture's checks alike; it knows nothing of any of them.
+//! can be scoped to ([`cgroup`]) and grouped by ([`groups`]). Used by the
+//! symbolizer, the probe and the capture's checks alike; it knows nothing
+//! of any of them.
 
 pub mod cgroup;
 pub mod debug_file;
 pub mod elf;
+pub mod groups;
 pub mod maps;
 pub mod perf_map;
 pub mod python;

@@ -42,12 +42,13 @@ pub fn from_raw(raw: &[RawStack], unit: Unit, symbolizer: &mut Symbolizer) -> Pr
     let mut next_user = 0;
     let mut waker_frames: HashMap<FrameId, FrameId> = HashMap::new();
 
-    let mut thread_ids: HashMap<(u32, u32, &str), ThreadId> = HashMap::new();
+    let mut thread_ids: HashMap<(u32, u32, &str, Option<&str>), ThreadId> = HashMap::new();
     let mut process_names: HashMap<u32, String> = HashMap::new();
     // Per process, unresolved weight by reason.
     let mut accounts: HashMap<u32, HashMap<UnresolvedReason, u64>> = HashMap::new();
     for r in raw {
-        let thread = match thread_ids.get(&(r.pid, r.tid, r.comm.as_str())) {
+        let who = (r.pid, r.tid, r.comm.as_str(), r.group.as_deref());
+        let thread = match thread_ids.get(&who) {
             Some(&t) => t,
             None => {
                 let process = process_names
@@ -59,8 +60,9 @@ pub fn from_raw(raw: &[RawStack], unit: Unit, symbolizer: &mut Symbolizer) -> Pr
                     tid: r.tid,
                     process,
                     name: r.comm.clone(),
+                    group: r.group.clone(),
                 });
-                thread_ids.insert((r.pid, r.tid, r.comm.as_str()), t);
+                thread_ids.insert(who, t);
                 t
             }
         };

@@ -190,12 +190,16 @@ pub type ThreadId = u32;
 
 /// A thread as the capture saw it. Names come from the target and are
 /// untrusted: outputs sanitize or escape them.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Thread {
     pub pid: u32,
     pub tid: u32,
     pub process: String,
     pub name: String,
+    /// `--group-by cgroup`: the cgroup it ran in, e.g. `container
+    /// 3f2a1b4c5d6e` or `cgroup /system.slice/redis.service`, drawn as a
+    /// root frame above its process; `None` when not grouped.
+    pub group: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -360,7 +364,13 @@ impl Profile {
         &self.frames
     }
 
-    pub fn thread(&self, id: ThreadId) -> &Thread {
+/// Whether its threads carry a `--group-by` group (every thread does
+    /// then), drawn as a root frame above the process.
+    pub fn is_grouped(&self) -> bool {
+        self.threads().iter().any(|t| t.group.is_some())
+    }
+
+        pub fn thread(&self, id: ThreadId) -> &Thread {
         &self.threads[id as usize]
     }
 

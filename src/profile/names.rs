@@ -35,16 +35,41 @@ pub fn sanitize(name: &str) -> String {
 }
 
 /// The pseudo-frames that stand for `thread` at the root of its stacks.
+///
+/// A thread with a [`Thread::group`] has the group's frame first,
+/// `[GROUP]` (see [`group_frame`]), with any leading frames but none.
 pub fn leading_frames(thread: &Thread, leading: Leading) -> Vec<String> {
     let process = || format!("{}-{}", sanitize(&thread.process), thread.pid);
+    let mut out = match (&thread.group, leading) {
+        (Some(group), Leading::ProcessAndThread | Leading::Process) => vec![group_frame(group)],
+        _ => Vec::new(),
+    };
     match leading {
-        Leading::ProcessAndThread => vec![
-            process(),
-            format!("{}-{}", sanitize(&thread.name), thread.tid),
-        ],
-        Leading::Process => vec![process()],
-        Leading::None => vec![],
+        Leading::ProcessAndThread => {
+            out.push(process());
+            out.push(format!("{}-{}", sanitize(&thread.name), thread.tid));
+        }
+        Leading::Process => out.push(process()),
+        Leading::None => {}
     }
+    out
+}
+
+/// What a group's frame starts with: `[cgroup PATH]`, `[container ID]`.
+pub const GROUP_FRAME_STARTS: [&str; 2] = ["[cgroup ", "[container "];
+
+/// The root frame of a group's stacks: its name bracketed, made safe.
+pub fn group_frame(group: &str) -> String {
+    format!("[{}]", sanitize(group))
+}
+
+/// The group named by a frame of [`group_frame`]'s form, if `frame` is one.
+pub fn group_of_frame(frame: &str) -> Option<&str> {
+    GROUP_FRAME_STARTS
+        .iter()
+        .any(|s| frame.starts_with(s))
+        .then(|| frame.strip_prefix('[')?.strip_suffix(']'))
+        .flatten()
 }
 
 /// A frame's text: its sanitized name and its kind's suffix.

@@ -61,6 +61,9 @@ pub struct RawStack {
     pub tid: u32,
     /// The thread's name at the time of the sample (untrusted).
     pub comm: String,
+    /// `--group-by cgroup`: the name of the cgroup it ran in, the root
+    /// frame of its stacks (see [`super::Thread::group`]).
+    pub group: Option<String>,
     pub user: Vec<u64>,
     pub kernel: Vec<u64>,
     /// Samples, or microseconds for time-weighted captures.

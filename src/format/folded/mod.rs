@@ -100,6 +100,7 @@ mod tests {
     fn sample_profile() -> Profile {
         let mut p = Profile::new(Unit::Samples);
         let t = p.intern_thread(Thread {
+            group: None,
             pid: 10,
             tid: 11,
             process: "srv".into(),

@@ -22,6 +22,7 @@ use std::path::Path;
 
 use rustc_hash::FxHashMap;
 
+use crate::profile::names::group_of_frame;
 use crate::profile::{Frame, FrameId, Kind, Profile, Span, Stack, Thread, Unit};
 
 /// How a file's stacks identify where they ran.
@@ -106,8 +107,11 @@ pub struct Checked<'a> {
     /// Whether `text` is exactly `STACK COUNT`, one space between and a
     /// whole count: the form other readers (inferno) take as it is.
     pub canonical: bool,
-    /// Whether it starts with fgbpf's `PROCESS-PID;THREAD-TID` frames.
+    /// Whether it starts with fgbpf's `PROCESS-PID;THREAD-TID` frames,
+    /// after a group's frame or not.
     pub has_thread: bool,
+    /// Whether a group's frame (`--group-by`) comes first.
+    pub grouped: bool,
 }
 
 /// What a whole file turned out to be, once every line was checked.
@@ -117,6 +121,8 @@ pub struct Scan {
     /// Lines whose fractional count was rounded.
     pub rounded: usize,
     pub total: u64,
+    /// fgbpf's layout with every stack under a group's frame.
+    pub grouped: bool,
 }
 
 /// Checks every line of folded text and hands each to `each`, without
@@ -131,6 +137,7 @@ pub fn scan<'a>(
     let mut total: u64 = 0;
     let mut lines = 0usize;
     let mut ours = true;
+    let mut grouped = true;
     for (i, raw) in text.split('\n').enumerate() {
         let line = raw.trim();
         if line.is_empty() || line.starts_with("# ") {
@@ -145,6 +152,7 @@ pub fn scan<'a>(
             .ok_or_else(|| at("the counts add up to more than 2^53".into()))?;
         lines += 1;
         ours &= checked.has_thread;
+        grouped &= checked.grouped;
         each(checked);
     }
     if lines == 0 {
@@ -158,6 +166,7 @@ pub fn scan<'a>(
         layout,
         rounded,
         total,
+        grouped: ours && grouped,
     })
 }
 
@@ -215,15 +224,18 @@ pub fn parse_timed(
         frames.extend(stack.split(';'));
         let (thread, code) = match layout {
             Layout::Fgbpf => {
-                let (process, pid) = id_frame(frames[0]).expect("checked by scan");
-                let (name, tid) = id_frame(frames[1]).expect("checked by scan");
+                let group = group_of_frame(frames[0]).filter(|_| frames.len() > 2);
+                let at = usize::from(group.is_some());
+                let (process, pid) = id_frame(frames[at]).expect("checked by scan");
+                let (name, tid) = id_frame(frames[at + 1]).expect("checked by scan");
                 let t = profile.intern_thread(Thread {
                     pid,
                     tid,
                     process: process.into(),
                     name: name.into(),
+                    group: group.map(str::to_string),
                 });
-                (Some(t), &frames[2..])
+                (Some(t), &frames[at + 2..])
             }
             Layout::Foreign => (None, &frames[..]),
         };
@@ -271,10 +283,17 @@ fn check_line(line: &str) -> Result<(Checked<'_>, bool), String> {
     }
     let canonical =
         split == stack.len() && line.as_bytes()[split] == b' ' && !count_text.contains('.');
-    let mut frames = stack.splitn(3, ';');
-    let has_thread = match (frames.next(), frames.next()) {
-        (Some(p), Some(t)) => id_frame(p).is_some() && id_frame(t).is_some(),
-        _ => false,
+    let mut frames = stack.splitn(4, ';');
+    let first = frames.next().unwrap_or_default();
+    let ids = |p: Option<&str>, t: Option<&str>| {
+        p.and_then(id_frame).is_some() && t.and_then(id_frame).is_some()
+    };
+    let (has_thread, grouped) = match group_of_frame(first) {
+        Some(_) => {
+            let (p, t) = (frames.next(), frames.next());
+            (ids(p, t), ids(p, t))
+        }
+        None => (ids(Some(first), frames.next()), false),
     };
     Ok((
         Checked {
@@ -283,6 +302,7 @@ fn check_line(line: &str) -> Result<(Checked<'_>, bool), String> {
             text: line,
             canonical,
             has_thread,
+            grouped,
         },
         was_rounded,
     ))
@@ -349,12 +369,14 @@ mod tests {
     fn capture_like() -> Profile {
         let mut p = Profile::new(Unit::Samples);
         let t1 = p.intern_thread(Thread {
+            group: None,
             pid: 10,
             tid: 11,
             process: "kworker/u8:2-events".into(),
             name: "wo;rk\ner".into(),
         });
         let t2 = p.intern_thread(Thread {
+            group: None,
             pid: 10,
             tid: 10,
             process: "kworker/u8:2-events".into(),
@@ -384,6 +406,40 @@ mod tests {
         }
         p.coalesce();
         p
+    }
+
+    #[test]
+    fn grouped_stacks_read_back_with_their_groups() {
+        let mut p = Profile::new(Unit::Samples);
+        // Group names are untrusted: a `;`, a line break, a `]`.
+        for (tid, group) in [(1, "container 0123456789ab"), (2, "cgroup /a;b\nc]")] {
+            let t = p.intern_thread(Thread {
+                pid: 1,
+                tid,
+                process: "srv".into(),
+                name: "w".into(),
+                group: Some(group.into()),
+            });
+            let main = p.intern_frame(Frame::new("main", FrameKind::User));
+            p.push(Stack { thread: Some(t), frames: vec![main], weight: tid.into(), ..Default::default() });
+        }
+        let text = folded::lines(&p, &Options::default()).join("\n");
+        assert_eq!(text, "[container 0123456789ab];srv-1;w-1;main 1\n[cgroup /a:b?c]];srv-1;w-2;main 2");
+        let back = load(&text).unwrap();
+        assert_eq!(back.layout, Layout::Fgbpf);
+        assert!(back.profile.is_grouped());
+        let mut again = folded::lines(&back.profile, &Options::default());
+        again.sort_by_key(|l| std::cmp::Reverse(l.starts_with("[container")));
+        assert_eq!(again.join("\n"), text);
+        let scan = scan("f", &text, |_| {}).unwrap();
+        assert!(scan.grouped);
+        // A group frame over no thread frames is another tool's stack.
+        assert_eq!(load("[cgroup /x];main 3").unwrap().layout, Layout::Foreign);
+        assert!(!scan_of("p-1;t-2;main 3").grouped);
+    }
+
+    fn scan_of(text: &str) -> Scan {
+        scan("f", text, |_| {}).unwrap()
     }
 
     #[test]

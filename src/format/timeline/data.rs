@@ -10,16 +10,17 @@
 //! { "unit": "samples" | "us", "slice_us": N | null, "slices": N, "rows": N,
 //!   "total": W, "left_out": { "stacks": N, "weight": W, "per_slice": [W...] },
 //!   "frames": [name...], "colours": ["#rrggbb"...],
-//!   "threads": [[pid, tid, process frame, thread frame]...],
+//!   "threads": [[pid, tid, (group frame,) process frame, thread frame]...],
 //!   "stacks": [[thread or -1, weight, [frame...], [first, last, weight, ...]]...] }
 //! ```
 //! Stacks are in the order of their paths from the root (the thread's
-//! two pseudo-roots, then the frames, as page frame indices), so that
+//! pseudo-roots, then the frames, as page frame indices), so that
 //! stacks sharing a prefix are adjacent and the page builds a tree in one
 //! pass; the cap keeps the heaviest before they are ordered.
-//! `threads` lists every thread of the profile; the two frames are its
-//! `process-PID` / `thread-TID` pseudo-roots
-//! ([`leading_frames`] with [`Leading::ProcessAndThread`]).
+//! `threads` lists every thread of the profile; the frames are its
+//! `process-PID` / `thread-TID` pseudo-roots, after its `--group-by`
+//! group's frame when it has one ([`leading_frames`] with
+//! [`Leading::ProcessAndThread`]).
 
 use std::io::{self, Write};
 

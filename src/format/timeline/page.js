@@ -58,7 +58,7 @@
     var procs = new Map();
     D.threads.forEach(function (th, t) {
       var p = procs.get(th[0]);
-      if (!p) { p = { pid: th[0], name: D.frames[th[2]], weight: 0, threads: [] }; procs.set(th[0], p); }
+      if (!p) { p = { pid: th[0], name: D.frames[th[th.length - 2]], weight: 0, threads: [] }; procs.set(th[0], p); }
       p.weight += weight[t];
       p.threads.push(t);
     });
@@ -74,7 +74,7 @@
         p.threads
           .sort(function (a, b) { return weight[b] - weight[a] || a - b; })
           .forEach(function (t) {
-            select.add(new Option("\u00a0\u00a0\u00a0" + D.frames[D.threads[t][3]] + " (" + amount(weight[t]) + ")", "t:" + t));
+            select.add(new Option("\u00a0\u00a0\u00a0" + D.frames[D.threads[t][D.threads[t].length - 1]] + " (" + amount(weight[t]) + ")", "t:" + t));
           });
       });
     select.value = "all";
@@ -258,7 +258,7 @@
       if (wk <= 0) continue;
       var st = S[k];
       path.length = 0;
-      if (st[0] >= 0) path.push(D.threads[st[0]][2], D.threads[st[0]][3]);
+      if (st[0] >= 0) for (var r = 2; r < D.threads[st[0]].length; r++) path.push(D.threads[st[0]][r]);
       for (var m = 0; m < st[2].length; m++) path.push(st[2][m]);
       var d = 0;
       while (d < openFrames.length && d < path.length && openFrames[d] === path[d]) openNodes[d++].v += wk;

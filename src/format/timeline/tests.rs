@@ -34,6 +34,7 @@ fn timed(unit: Unit) -> Profile {
 
 fn thread(p: &mut Profile, tid: u32, name: &str) -> u32 {
     p.intern_thread(Thread {
+        group: None,
         pid: 1,
         tid,
         process: "app".into(),
@@ -45,6 +46,7 @@ fn thread(p: &mut Profile, tid: u32, name: &str) -> u32 {
 fn hostile_names_cannot_leave_the_data() {
     let mut p = timed(Unit::Samples);
     let t = p.intern_thread(Thread {
+        group: None,
         pid: 7,
         tid: 8,
         process: "evil\u{2028}proc&<!--".into(),

@@ -131,6 +131,7 @@ mod tests {
         let sleeping = f(&mut p, "[sleeping]", FrameKind::Pseudo);
         for tid in 1..=3 {
             let t = p.intern_thread(Thread {
+                group: None,
                 pid: 1,
                 tid,
                 process: "app".into(),
