@@ -1,6 +1,7 @@
 //! How frames and threads are named as text, in every output and in the
 //! analysis that ranks them: untrusted names made safe, and the leading
-//! pseudo-frames (`process-PID;thread-TID`) that say where a stack ran.
+//! pseudo-frames (`process-PID;thread-TID`, under a `[cgroup PATH]` or
+//! `[container ID]` frame with `--group-by`) that say where a stack ran.
 
 use super::{Frame, Thread};
 
