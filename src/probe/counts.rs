@@ -78,6 +78,10 @@ impl Slicing {
 /// a busy host's off-CPU capture a few thousand.
 pub const MAX_SPANS: usize = 1 << 22;
 
+/// A `struct fg_key`'s bytes, kept inline: a capture holds hundreds of
+/// thousands of keys, and a heap block each would double their cost.
+type Key = [u8; std::mem::size_of::<types::fg_key>()];
+
 /// Where struct fg_key keeps its slices, zeroed in the keys of `totals`.
 const SLICE_AT: usize = std::mem::offset_of!(types::fg_key, slice_first);
 const SLICE_END: usize = std::mem::offset_of!(types::fg_key, slice_last) + 4;
@@ -87,7 +91,7 @@ const SLICE_END: usize = std::mem::offset_of!(types::fg_key, slice_last) + 4;
 /// nanoseconds off-CPU), and the stacks they name, moved out of the
 /// kernel's `stacks` map as they are drained.
 pub(super) struct Counts {
-    totals: HashMap<Vec<u8>, Vec<Span>>,
+    totals: HashMap<Key, Vec<Span>>,
     slicing: Slicing,
     /// Spans held in `totals`, and merged by widening.
     spans: usize,
@@ -180,8 +184,9 @@ impl Counts {
     /// the wakers' stacks by their processes too.
     fn drain<M: MapCore, S: MapCore>(&mut self, map: &M, stacks: &S, wakers: Option<&libbpf_rs::Map<'_>>) {
         let mut cgroups = Vec::new();
-        for (mut k, v) in take_entries(map) {
-            if v.len() < 8 || k.len() < SLICE_END {
+        for (k, v) in take_entries(map) {
+            let Ok(mut k) = Key::try_from(&k[..]) else { continue };
+            if v.len() < 8 {
                 continue;
             }
             let value = u64::from_ne_bytes(v[..8].try_into().expect("8 bytes"));
@@ -207,7 +212,8 @@ impl Counts {
                     }
                 }
             }
-            let spans = self.totals.entry(k).or_default();
+            // Most keys only ever get one span: no room for more yet.
+            let spans = self.totals.entry(k).or_insert_with(|| Vec::with_capacity(1));
             // A slice that straddles two drains comes in twice.
             match spans.last_mut() {
                 Some(last) if (last.first, last.last) == (span.first, span.last) => last.weight += value,
