@@ -5,10 +5,12 @@
 # Every 10 s it records fgbpf's resident and peak memory, CPU and BPF map
 # fill; at the end its losses; and writes the "## Soak" section of
 # BENCHMARKS.md. Run as root:  scripts/soak.sh [MINUTES]
+# FGBPF_SOAK_BIN=PATH soaks another build of fgbpf (an older commit, for a
+# before/after on the same load) into a section of its own.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" -ne 0 ]; then
-    exec sudo --preserve-env=PATH,CARGO_HOME,RUSTUP_HOME "$0" "$@"
+    exec sudo --preserve-env=PATH,CARGO_HOME,RUSTUP_HOME,FGBPF_SOAK_BIN "$0" "$@"
 fi
 minutes=${1:-10}
 case "$minutes" in
@@ -28,7 +30,8 @@ secs=$((minutes * 60))
 load=$!
 sleep 2
 start=$(date +%s.%N)
-target/release/fgbpf wall -d "$secs" -o "$work/capture" --json > "$work/summary.json" 2> "$work/stderr" &
+bin=${FGBPF_SOAK_BIN:-target/release/fgbpf}
+"$bin" wall -d "$secs" -o "$work/capture" --json > "$work/summary.json" 2> "$work/stderr" &
 fgbpf=$!
 : > "$work/rows"
 while sleep 10 && kill -0 "$fgbpf" 2>/dev/null; do

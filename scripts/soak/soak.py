@@ -82,10 +82,13 @@ def report(work, minutes):
     summary = json.loads((work / "summary.json").read_text() or "{}")
     load = (work / "load.out").read_text().split()
     made = dict(zip(load[0::2], load[1::2]))
+    # FGBPF_SOAK_BIN runs another build (soak.sh): its section is its own.
+    other = os.environ.get("FGBPF_SOAK_BIN")
+    heading = f"## Soak of {other}" if other else "## Soak"
     lines = [
-        "## Soak",
+        heading,
         "",
-        f"`scripts/soak.sh {minutes}`: `fgbpf wall` on the whole system for {minutes} minutes against",
+        f"`{'FGBPF_SOAK_BIN=' + other + ' ' if other else ''}scripts/soak.sh {minutes}`: `fgbpf wall` on the whole system for {minutes} minutes against",
         "`scripts/soak/load.c` (gcc -O2): fork+exec of `/bin/true`, short threads, dlopen/dlclose of",
         "libz and libm, and every 500 ms a process in a private mount namespace running a copy of",
         "itself from a tmpfs only it sees. The load made "
@@ -128,7 +131,7 @@ def report(work, minutes):
             f"{last[0]} s: {grew:+.1f} MB, {per:.2f} KB per process that came and went ({procs} of them).",
             "",
         ]
-    replace_section("## Soak", "\n".join(lines))
+    replace_section(heading, "\n".join(lines))
 
 
 if __name__ == "__main__":
