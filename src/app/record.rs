@@ -82,6 +82,7 @@ impl Recording<'_> {
             python: !self.capture.no_python,
             py_lines: !self.capture.no_py_lines,
             slice: Duration::from_millis(self.maps.slice.into()),
+            btf: self.capture.btf.clone(),
         })
     }
 }
@@ -324,6 +325,7 @@ impl Views {
             frequency,
             losses,
             unwinding: unwinding.clone(),
+            kernel: recorded.kernel.clone(),
             slice: recorded.slice,
         };
         if let Some(s) = rec.sampling {
@@ -445,12 +447,20 @@ fn threads(profile: &Profile) -> u64 {
     seen.len() as u64
 }
 
-/// The report's section on how user stacks were walked.
+/// The report's sections on the kernel fallbacks taken and on how user
+/// stacks were walked.
 fn unwinding_section(profile: &Profile) -> String {
+    let mut text = String::new();
+    if !profile.meta.kernel.is_empty() {
+        text.push_str("\nKernel fallbacks\n");
+        for line in &profile.meta.kernel {
+            text.push_str(&format!("  {line}\n"));
+        }
+    }
     let Some(u) = &profile.meta.unwinding else {
-        return String::new();
+        return text;
     };
-    let mut text = String::from("\nUser stacks\n");
+    text.push_str("\nUser stacks\n");
     for line in u.lines() {
         text.push_str(&format!("  {line}\n"));
     }

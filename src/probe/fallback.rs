@@ -3,7 +3,10 @@
 //! spilled index that 6.12 keeps) or the .eh_frame walker (before 5.17:
 //! no bpf_loop, no bpf_task_pt_regs) still lets fgbpf profile, without
 //! that part, and the summary says which part the kernel refused and why.
+//! Features probed before loading (src/probe/features.rs) decide the
+//! other paths first.
 
+use super::features::Paths;
 use super::{CaptureError, Options, Probe};
 
 impl Probe {
@@ -12,7 +15,14 @@ impl Probe {
     /// tries again without the Python walker, then without the table
     /// walker, then without both.
     pub fn start(opts: &Options) -> Result<Self, CaptureError> {
-        let first = match Probe::start_with(opts) {
+        let paths = Paths::probe(opts.btf.as_deref())?;
+        // Python code objects are announced through the ring buffer only
+        // (and the walker needs bpf_loop, newer than ring buffers).
+        let opts = &Options {
+            python: opts.python && !paths.perf_buffer.taken(),
+            ..opts.clone()
+        };
+        let first = match Probe::start_with(opts, &paths) {
             Ok(probe) => return Ok(probe),
             Err(e) => e,
         };
@@ -39,7 +49,7 @@ impl Probe {
             if !wanted {
                 continue;
             }
-            if let Ok(mut probe) = Probe::start_with(with) {
+            if let Ok(mut probe) = Probe::start_with(with, &paths) {
                 if python_off {
                     probe.python_refused = Some(first.message.clone());
                 }

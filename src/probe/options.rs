@@ -82,6 +82,9 @@ pub struct Options {
     pub py_lines: bool,
     /// The width of the time slices counts are kept in (`--slice`).
     pub slice: Duration,
+    /// `--btf`: the vmlinux BTF file CO-RE relocates against, for kernels
+    /// without their own.
+    pub btf: Option<std::path::PathBuf>,
 }
 
 impl Default for Options {
@@ -98,6 +101,7 @@ impl Default for Options {
             python: true,
             py_lines: true,
             slice: DEFAULT_SLICE,
+            btf: None,
         }
     }
 }
@@ -129,6 +133,9 @@ pub struct Recorded {
     pub tables_refused: Option<String>,
     /// Why the kernel refused the Python walker, when it did.
     pub python_refused: Option<String>,
+    /// The kernel fallbacks taken, one sentence each (see
+    /// [`features::Paths::lines`](super::features::Paths::lines)).
+    pub kernel: Vec<String>,
     /// Python interpreters found: (pid, version, binary), and those fgbpf
     /// cannot read, with why.
     pub interpreters: Vec<(u32, (u32, u32), String)>,
