@@ -253,6 +253,8 @@ pub fn preflight(btf_file: Option<&Path>) -> Result<(), String> {
 
 /// `--btf` when given, else the kernel's own BTF; each failure one line.
 fn load_btf(btf_file: Option<&Path>) -> Result<Btf<'static>, String> {
+    // libbpf's own messages would come before fgbpf's one line.
+    super::quiet_libbpf();
     let Some(path) = btf_file else {
         if !Path::new(KERNEL_BTF).exists() {
             return Err(format!(

@@ -81,10 +81,15 @@ pub fn from_raw(raw: &[RawStack], unit: Unit, symbolizer: &mut Symbolizer) -> Pr
             merge_python(&named, &r.python, &mut frames, &mut profile);
         }
         // A stack taken inside the tracer (off-CPU stacks with raw
-        // tracepoints) starts with the tracer's own frames: left out.
+        // tracepoints) starts with the tracer's own frames: left out, up
+        // to the last of them near the leaf. The program's own frame is
+        // often unnamed: it is unloaded before the stacks are named.
         let entries: Vec<u32> = r.kernel.iter().enumerate().map(|(i, &ip)| kernel[&caller_adjusted(ip, i)]).collect();
         let tracer = match r.state {
-            Some(_) => entries.iter().take_while(|&&e| table.is_tracer(e)).count(),
+            Some(_) => entries[..entries.len().min(TRACER_DEPTH)]
+                .iter()
+                .rposition(|&e| table.is_tracer(e))
+                .map_or(0, |i| i + 1),
             None => 0,
         };
         for &e in entries[tracer..].iter().rev() {
@@ -372,8 +377,12 @@ impl Table {
     }
 }
 
-/// Frames of the BPF tracer itself at a tracepoint, leaf first: the
-/// program, and the kernel's code that calls it.
+/// How many leaf frames of an off-CPU kernel stack may be the tracer's:
+/// the program, bpf_trace_runN, __bpf_trace_*, __traceiter_*.
+const TRACER_DEPTH: usize = 4;
+
+/// Frames of the BPF tracer itself at a tracepoint: the program, and the
+/// kernel's code that calls it.
 fn is_tracer_frame(name: &str) -> bool {
     name.starts_with("bpf_prog_")
         || name.starts_with("bpf_trace_run")
