@@ -16,14 +16,25 @@ impl Probe {
     /// walker, then without both.
     pub fn start(opts: &Options) -> Result<Self, CaptureError> {
         let paths = Paths::probe(opts.btf.as_deref())?;
-        // Python code objects are announced through the ring buffer only
-        // (and the walker needs bpf_loop, newer than ring buffers).
+        // Without bpf_loop neither walker loads: not tried. Python code
+        // objects are announced through the ring buffer only.
+        let no_loop = (!paths.bpf_loop).then(|| "the kernel has no bpf_loop helper".to_string());
+        let wanted = (opts.user_stacks && opts.python, opts.user_stacks && opts.max_unwind_rows > 0);
         let opts = &Options {
-            python: opts.python && !paths.perf_buffer.taken(),
+            python: opts.python && !paths.perf_buffer.taken() && paths.bpf_loop,
+            max_unwind_rows: if paths.bpf_loop { opts.max_unwind_rows } else { 0 },
             ..opts.clone()
         };
         let first = match Probe::start_with(opts, &paths) {
-            Ok(probe) => return Ok(probe),
+            Ok(mut probe) => {
+                if wanted.0 {
+                    probe.python_refused = no_loop.clone();
+                }
+                if wanted.1 {
+                    probe.tables_refused = no_loop;
+                }
+                return Ok(probe);
+            }
             Err(e) => e,
         };
         let python = opts.user_stacks && opts.python;

@@ -126,6 +126,12 @@ pub struct Paths {
     pub perf_buffer: Taken,
     /// `--btf`: the BTF CO-RE relocations are made against.
     pub btf_file: Option<PathBuf>,
+    /// The kernel has bpf_loop (5.17), which the .eh_frame and Python
+    /// walkers need.
+    pub bpf_loop: bool,
+    /// The kernel has bpf_get_task_stack (5.9), for off-CPU kernel stacks
+    /// read at switch-in; without it they are taken at switch-out.
+    pub task_stack: bool,
 }
 
 impl Paths {
@@ -156,12 +162,15 @@ impl Paths {
             raw_tp_why,
             perf_buffer: Taken::of(force.perf_buffer, !ringbuf),
             btf_file: btf_file.map(Path::to_path_buf),
+            // The kernel's own list of helpers (enum bpf_func_id).
+            bpf_loop: has_enumerator(&btf, "bpf_func_id", "BPF_FUNC_loop"),
+            task_stack: has_enumerator(&btf, "bpf_func_id", "BPF_FUNC_get_task_stack"),
         })
     }
 
-    /// Whether any fallback is taken.
-    pub fn any(&self) -> bool {
-        self.task_state.taken() || self.raw_tp.taken() || self.perf_buffer.taken() || self.btf_file.is_some()
+    /// Off-CPU kernel stacks taken at switch-out rather than switch-in.
+    fn kstack_at_switch_out(&self) -> bool {
+        self.raw_tp.taken() || !self.task_stack
     }
 
     /// One sentence per fallback taken, for the summary and the report.
@@ -182,6 +191,12 @@ impl Paths {
                 "raw tracepoints instead of BTF tracepoints ({})",
                 self.raw_tp.why(self.raw_tp_why)
             ));
+        }
+        if !self.task_stack && !self.raw_tp.taken() {
+            out.push(
+                "off-CPU kernel stacks taken at switch-out, not read at switch-in (bpf_get_task_stack needs Linux 5.9)"
+                    .to_string(),
+            );
         }
         if self.perf_buffer.taken() {
             out.push(format!(
@@ -229,7 +244,7 @@ impl Paths {
             .expect("fgbpf.bpf.c has read-only config");
         ro.state_from_task = self.task_state.taken();
         ro.events_perf = self.perf_buffer.taken();
-        ro.kstack_at_switch_out = self.raw_tp.taken();
+        ro.kstack_at_switch_out = self.kstack_at_switch_out();
         if self.perf_buffer.taken() {
             let map = &mut open.maps.proc_events;
             // As libbpf-tools' bpf_buffer: 4-byte keys and values (CPU
@@ -248,6 +263,10 @@ impl Paths {
 /// has BTF to work from (`--btf` a readable BTF file, or the kernel's own).
 pub fn preflight(btf_file: Option<&Path>) -> Result<(), String> {
     Force::from_env()?;
+    if btf_file.is_none() && Path::new(KERNEL_BTF).exists() {
+        // The kernel's own: read once, when the probe starts.
+        return Ok(());
+    }
     load_btf(btf_file).map(drop)
 }
 
@@ -333,11 +352,17 @@ mod tests {
             raw_tp_why: "the kernel has no BTF",
             perf_buffer: Taken::No,
             btf_file: None,
+            bpf_loop: true,
+            task_stack: true,
         };
         let lines = paths.lines();
         assert_eq!(lines.len(), 2, "{lines:?}");
         assert!(lines[0].contains("task_struct.__state") && lines[0].contains("forced by FGBPF_FORCE_FALLBACK"));
         assert!(lines[1].contains("raw tracepoints") && lines[1].contains("the kernel has no BTF"));
-        assert!(Paths::default().lines().is_empty());
+        let native = Paths {
+            task_stack: true,
+            ..Default::default()
+        };
+        assert!(native.lines().is_empty());
     }
 }
