@@ -169,10 +169,12 @@ static __always_inline void switch_in(void *ctx, struct fg_stats *st, struct tas
 	key.pid = BPF_CORE_READ(next, tgid);
 	key.tid = tid;
 	BPF_CORE_READ_STR_INTO(&key.comm, next, comm);
-	if (kern_stacks && !kstack_at_switch_out) {
+	if (kern_stacks) {
 		bool lost = false;
 
-		key.kern_stack = store_task_kernel_stack(next, 1, &lost);
+		/* Else taken at switch-out, in key.kern_stack already. */
+		if (!kstack_at_switch_out)
+			key.kern_stack = store_task_kernel_stack(next, 1, &lost);
 		if (lost)
 			st->lost_kern_stack++;
 	}

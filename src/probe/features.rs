@@ -343,6 +343,23 @@ mod tests {
         assert!(err.contains("\"ringbuf\"") && err.contains("task-state, raw-tp, perf-buffer"), "{err}");
     }
 
+    /// On the running kernel's own BTF: the prototype is found and has
+    /// one of the two known shapes, and the task has one of the two state
+    /// fields.
+    #[test]
+    fn the_kernels_btf_answers_each_question() {
+        if !Path::new(KERNEL_BTF).exists() {
+            return;
+        }
+        let btf = Btf::from_path(KERNEL_BTF).unwrap();
+        let params = sched_switch_params(&btf);
+        assert!(matches!(params, Some(4 | 5)), "{params:?}");
+        assert!(has_member(&btf, "task_struct", "__state") || has_member(&btf, "task_struct", "state"));
+        assert!(!has_member(&btf, "task_struct", "no_such_field"));
+        assert!(has_enumerator(&btf, "bpf_func_id", "BPF_FUNC_get_stack"));
+        assert!(!has_enumerator(&btf, "bpf_func_id", "BPF_FUNC_no_such_helper"));
+    }
+
     #[test]
     fn lines_name_each_path_and_why() {
         let paths = Paths {
