@@ -272,15 +272,21 @@ pub fn preflight(btf_file: Option<&Path>) -> Result<(), String> {
 
 /// `--btf` when given, else the kernel's own BTF; each failure one line.
 fn load_btf(btf_file: Option<&Path>) -> Result<Btf<'static>, String> {
+    load_btf_at(btf_file, Path::new(KERNEL_BTF))
+}
+
+/// [`load_btf`] with the kernel's BTF at `kernel`.
+fn load_btf_at(btf_file: Option<&Path>, kernel: &Path) -> Result<Btf<'static>, String> {
     // libbpf's own messages would come before fgbpf's one line.
     super::quiet_libbpf();
     let Some(path) = btf_file else {
-        if !Path::new(KERNEL_BTF).exists() {
+        let shown = kernel.display();
+        if !kernel.exists() {
             return Err(format!(
-                "this kernel exposes no BTF ({KERNEL_BTF} is missing, no CONFIG_DEBUG_INFO_BTF): give fgbpf one with --btf FILE (BTFHub has files for most distribution kernels; see README, 'Supported kernels')"
+                "this kernel exposes no BTF ({shown} is missing, no CONFIG_DEBUG_INFO_BTF): give fgbpf one with --btf FILE (BTFHub has files for most distribution kernels; see README, 'Supported kernels')"
             ));
         }
-        return Btf::from_path(KERNEL_BTF).map_err(|e| format!("reading the kernel's BTF ({KERNEL_BTF}): {e}"));
+        return Btf::from_path(kernel).map_err(|e| format!("reading the kernel's BTF ({shown}): {e}"));
     };
     let shown = path.display();
     let meta = std::fs::metadata(path).map_err(|e| format!("--btf {shown}: {e}: give the path of a vmlinux BTF file"))?;
@@ -358,6 +364,13 @@ mod tests {
         assert!(!has_member(&btf, "task_struct", "no_such_field"));
         assert!(has_enumerator(&btf, "bpf_func_id", "BPF_FUNC_get_stack"));
         assert!(!has_enumerator(&btf, "bpf_func_id", "BPF_FUNC_no_such_helper"));
+    }
+
+    #[test]
+    fn a_kernel_without_btf_is_told_to_use_btf_file() {
+        let err = load_btf_at(None, Path::new("/nonexistent/btf/vmlinux")).err().unwrap();
+        assert!(err.contains("--btf FILE") && err.contains("/nonexistent/btf/vmlinux is missing"), "{err}");
+        assert_eq!(err.lines().count(), 1);
     }
 
     #[test]
