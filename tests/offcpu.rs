@@ -437,7 +437,7 @@ fn bad_fallback_words_and_btf_files_fail_before_the_capture() {
     let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
     let cases: [(Option<&str>, &[&str], &str); 5] = [
         (Some("raw-tp,ringbuf"), &[], "FGBPF_FORCE_FALLBACK: unknown fallback \"ringbuf\""),
-        (Some("everything"), &[], "task-state, raw-tp, perf-buffer or all"),
+        (Some("everything"), &[], "task-state, raw-tp, perf-buffer, no-loop or all"),
         (None, &["--btf", "/nonexistent/vmlinux.btf"], "--btf /nonexistent/vmlinux.btf: No such file"),
         (None, &["--btf", "/tmp"], "--btf /tmp is not a regular file"),
         (None, &["--btf", manifest], "does not parse as BTF"),

@@ -18,7 +18,7 @@ impl Probe {
         let paths = Paths::probe(opts.btf.as_deref())?;
         // Without bpf_loop neither walker loads: not tried. Python code
         // objects are announced through the ring buffer only.
-        let no_loop = (!paths.bpf_loop).then(|| "the kernel has no bpf_loop helper".to_string());
+        let no_loop = (!paths.bpf_loop).then(|| paths.no_loop_why.clone());
         let wanted = (opts.user_stacks && opts.python, opts.user_stacks && opts.max_unwind_rows > 0);
         let opts = &Options {
             python: opts.python && !paths.perf_buffer.taken() && paths.bpf_loop,

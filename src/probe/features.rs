@@ -24,11 +24,12 @@ use super::CaptureError;
 pub const KERNEL_BTF: &str = "/sys/kernel/btf/vmlinux";
 
 /// The environment variable that forces fallbacks: a comma-separated list
-/// of [`FORCE_WORDS`], or `all`.
+/// of [`FORCE_WORDS`], or `all` (the first three: `no-loop` changes what
+/// user stacks show, so it is asked for by name).
 pub const FORCE_ENV: &str = "FGBPF_FORCE_FALLBACK";
 
 /// The words `FGBPF_FORCE_FALLBACK` takes, besides `all`.
-pub const FORCE_WORDS: [&str; 3] = ["task-state", "raw-tp", "perf-buffer"];
+pub const FORCE_WORDS: [&str; 4] = ["task-state", "raw-tp", "perf-buffer", "no-loop"];
 
 /// Fallbacks forced on a kernel that has the features.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -36,6 +37,8 @@ pub struct Force {
     pub task_state: bool,
     pub raw_tp: bool,
     pub perf_buffer: bool,
+    /// As if the kernel had no bpf_loop: neither walker is loaded.
+    pub no_loop: bool,
 }
 
 impl Force {
@@ -60,11 +63,13 @@ impl Force {
                         task_state: true,
                         raw_tp: true,
                         perf_buffer: true,
+                        ..force
                     }
                 }
                 "task-state" => force.task_state = true,
                 "raw-tp" => force.raw_tp = true,
                 "perf-buffer" => force.perf_buffer = true,
+                "no-loop" => force.no_loop = true,
                 other => {
                     return Err(format!(
                         "{FORCE_ENV}: unknown fallback {other:?}: use a comma-separated list of {} or all",
@@ -127,8 +132,10 @@ pub struct Paths {
     /// `--btf`: the BTF CO-RE relocations are made against.
     pub btf_file: Option<PathBuf>,
     /// The kernel has bpf_loop (5.17), which the .eh_frame and Python
-    /// walkers need.
+    /// walkers need (false when `no-loop` is forced).
     pub bpf_loop: bool,
+    /// Why the walkers are not loaded when `bpf_loop` is false.
+    pub no_loop_why: String,
     /// The kernel has bpf_get_task_stack (5.9), for off-CPU kernel stacks
     /// read at switch-in; without it they are taken at switch-out.
     pub task_stack: bool,
@@ -163,7 +170,8 @@ impl Paths {
             perf_buffer: Taken::of(force.perf_buffer, !ringbuf),
             btf_file: btf_file.map(Path::to_path_buf),
             // The kernel's own list of helpers (enum bpf_func_id).
-            bpf_loop: has_enumerator(&btf, "bpf_func_id", "BPF_FUNC_loop"),
+            bpf_loop: !force.no_loop && has_enumerator(&btf, "bpf_func_id", "BPF_FUNC_loop"),
+            no_loop_why: Taken::of(force.no_loop, true).why("the kernel has no bpf_loop helper"),
             task_stack: has_enumerator(&btf, "bpf_func_id", "BPF_FUNC_get_task_stack"),
         })
     }
@@ -343,10 +351,12 @@ mod tests {
         assert_eq!(Force::parse("").unwrap(), Force::default());
         let all = Force::parse("all").unwrap();
         assert!(all.task_state && all.raw_tp && all.perf_buffer);
+        assert!(!all.no_loop, "all leaves the walkers alone");
         let two = Force::parse("raw-tp, perf-buffer").unwrap();
         assert!(!two.task_state && two.raw_tp && two.perf_buffer);
+        assert!(Force::parse("all,no-loop").unwrap().no_loop);
         let err = Force::parse("task-state,ringbuf").unwrap_err();
-        assert!(err.contains("\"ringbuf\"") && err.contains("task-state, raw-tp, perf-buffer"), "{err}");
+        assert!(err.contains("\"ringbuf\"") && err.contains("task-state, raw-tp, perf-buffer, no-loop"), "{err}");
     }
 
     /// On the running kernel's own BTF: the prototype is found and has
@@ -383,6 +393,7 @@ mod tests {
             perf_buffer: Taken::No,
             btf_file: None,
             bpf_loop: true,
+            no_loop_why: String::new(),
             task_stack: true,
         };
         let lines = paths.lines();
