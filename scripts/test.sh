@@ -57,7 +57,7 @@ status=${PIPESTATUS[0]}
 # The kernel fallbacks (src/probe/features.rs: task state from the task,
 # raw tracepoints, perf buffer), forced on this kernel, under the capture
 # tests that exercise them: off-CPU, wakers and on-CPU, built above already
-# (25 tests in 1m11s here, after about 13 minutes for the whole suite).
+# (26 tests in 1m10s here, after about 13 minutes for the whole suite).
 # Skipped when arguments select other tests.
 if [ "$#" -eq 0 ]; then
     echo "test: again with FGBPF_FORCE_FALLBACK=all: offcpu wakers oncpu" >&2
