@@ -69,6 +69,7 @@ impl Recording<'_> {
     fn options(&self, targets: probe::Targets) -> Result<probe::Options, CliError> {
         Ok(probe::Options {
             targets,
+            btf: self.capture.btf.clone(),
             oncpu: self.sampling.map(|s| OncpuOptions {
                 frequency: s.frequency,
                 include_idle: s.include_idle,
@@ -82,7 +83,6 @@ impl Recording<'_> {
             python: !self.capture.no_python,
             py_lines: !self.capture.no_py_lines,
             slice: Duration::from_millis(self.maps.slice.into()),
-            btf: self.capture.btf.clone(),
         })
     }
 }

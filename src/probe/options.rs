@@ -66,6 +66,9 @@ pub const DEFAULT_SLICE: Duration = Duration::from_millis(100);
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Options {
     pub targets: Targets,
+    /// `--btf`: the vmlinux BTF file CO-RE relocates against, for kernels
+    /// without their own.
+    pub btf: Option<std::path::PathBuf>,
     /// The on-CPU sampler, when wanted.
     pub oncpu: Option<OncpuOptions>,
     /// The off-CPU tracer, when wanted.
@@ -82,15 +85,13 @@ pub struct Options {
     pub py_lines: bool,
     /// The width of the time slices counts are kept in (`--slice`).
     pub slice: Duration,
-    /// `--btf`: the vmlinux BTF file CO-RE relocates against, for kernels
-    /// without their own.
-    pub btf: Option<std::path::PathBuf>,
 }
 
 impl Default for Options {
     fn default() -> Self {
         Options {
             targets: Targets::default(),
+            btf: None,
             oncpu: None,
             offcpu: None,
             user_stacks: true,
@@ -101,7 +102,6 @@ impl Default for Options {
             python: true,
             py_lines: true,
             slice: DEFAULT_SLICE,
-            btf: None,
         }
     }
 }
