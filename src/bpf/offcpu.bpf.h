@@ -33,8 +33,10 @@ const volatile bool skip_kthreads = false;
  * the task instead (src/probe/features.rs). */
 const volatile bool state_from_task = false;
 /* Set by the loader with raw tracepoints, whose task arguments are plain
- * numbers that bpf_get_task_stack refuses: the kernel stack is then taken
- * at switch-out, while the thread is current, as offcputime does. */
+ * numbers that bpf_get_task_stack refuses, and before 5.9, which has no
+ * bpf_get_task_stack: the kernel stack is then taken at switch-out, while
+ * the thread is current, as offcputime does (blocks seeded from /proc
+ * before the capture then have none). */
 const volatile bool kstack_at_switch_out = false;
 
 struct {
