@@ -3,7 +3,10 @@
 //! `prev_state` argument (5.18) or the task's own state field; BTF
 //! tracepoints (`tp_btf`, 5.5 and the kernel's own BTF) or raw ones; a ring
 //! buffer (5.8) or a perf buffer for process events; the kernel's BTF or an
-//! external file (`--btf`, BTFHub's convention) for CO-RE. Each decision is
+//! external file (`--btf`, BTFHub's convention) for CO-RE; and, from the
+//! kernel's list of helpers, whether the walkers can load (`bpf_loop`,
+//! 5.17) and where off-CPU kernel stacks are read (`bpf_get_task_stack`,
+//! 5.9). Each decision is
 //! made here, in one place, so that the loader, the summary and the tests
 //! agree on it; `FGBPF_FORCE_FALLBACK` makes the loader take a fallback on
 //! a kernel that has the feature, so that every path runs on any host.
