@@ -355,7 +355,7 @@ run_guest() {
         echo "FGBPF=$fgbpf_bin"
         echo "TEST_TIMEOUT=$TEST_TIMEOUT"
         echo "export HOME=/root PATH=$(printf %q "$PATH")"
-        for v in PYENV_ROOT FGBPF_CONSUMERS CI CARGO_HOME RUSTUP_HOME; do
+        for v in PYENV_ROOT FGBPF_CONSUMERS FGBPF_FORCE_FALLBACK CI CARGO_HOME RUSTUP_HOME; do
             [ -n "${!v:-}" ] && echo "export $v=$(printf %q "${!v}")"
         done
         true

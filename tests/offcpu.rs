@@ -340,3 +340,119 @@ fn a_command_that_waits_once_and_exits_is_named() {
         "sleep's wait is not named in glibc: {stacks:?}"
     );
 }
+
+/// Every kernel fallback forced on this kernel (FGBPF_FORCE_FALLBACK=all):
+/// states read from the task, raw tracepoints (kernel stacks taken at
+/// switch-out), process events through a perf buffer. The summary, the
+/// report and --json name each path, and the capture still measures: a
+/// child that sleeps and exits before the end is named (its announcement
+/// came through the perf buffer), in the right state, with its kernel
+/// stack and without the tracer's own frames.
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+#[test]
+fn forced_fallbacks_are_named_and_still_measure_a_short_sleeper() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let dir = out_dir("offcpu_forced_fallbacks");
+    let script = format!("{} 1; sleep 1", workload("sleeper").display());
+    let out = run(fgbpf()
+        .env("FGBPF_FORCE_FALLBACK", "all")
+        .args(["offcpu", "--json", "-o"])
+        .arg(&dir)
+        .args(["--", "sh", "-c", &script]));
+    assert_ok(&out);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let paths: Vec<&str> = json["kernel_fallbacks"]
+        .as_array()
+        .expect("kernel_fallbacks in --json")
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    let taken = |what: &str| paths.iter().any(|p| p.contains(what) && p.contains("forced by FGBPF_FORCE_FALLBACK"));
+    assert!(taken("off-CPU states read from task_struct."), "{paths:?}");
+    assert!(taken("raw tracepoints instead of BTF tracepoints"), "{paths:?}");
+    assert!(taken("perf buffer instead of a ring buffer"), "{paths:?}");
+    assert_eq!(paths.len(), 3, "{paths:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.matches("fgbpf: kernel fallback: ").count(), 3, "{stderr}");
+    let report = std::fs::read_to_string(dir.join("report.txt")).unwrap();
+    assert!(report.contains("Kernel fallbacks") && report.contains("raw tracepoints"), "{report}");
+    assert!(json["lost"].as_array().unwrap().is_empty(), "{json}");
+
+    let stacks = read_folded(&dir.join("offcpu.folded"));
+    let sleeping = under(&stacks, "sleep_phase", "[sleeping]");
+    // One second of ~96% sleep; the shell's fork and exec come first.
+    assert!(sleeping >= 800_000, "{sleeping} us under sleep_phase, sleeping: {stacks:?}");
+    let in_sleep: Vec<&Vec<String>> = stacks
+        .iter()
+        .filter(|(f, _)| f.iter().any(|x| x == "sleep_phase"))
+        .map(|(f, _)| f)
+        .collect();
+    assert!(
+        in_sleep.iter().any(|f| f.iter().any(|x| x.contains("nanosleep") && x.ends_with("_[k]"))),
+        "no kernel stack taken at switch-out: {in_sleep:?}"
+    );
+    let tracer: Vec<&String> = stacks
+        .iter()
+        .flat_map(|(f, _)| f)
+        .filter(|x| x.starts_with("bpf_prog_") || x.starts_with("bpf_trace_run"))
+        .collect();
+    assert!(tracer.is_empty(), "the tracer's own frames in off-CPU stacks: {tracer:?}");
+}
+
+/// `--btf FILE` relocates against the file and takes raw tracepoints; the
+/// kernel's own BTF is such a file.
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+#[test]
+fn btf_file_is_used_with_raw_tracepoints() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let dir = out_dir("offcpu_btf_file");
+    let out = run(fgbpf()
+        .env_remove("FGBPF_FORCE_FALLBACK")
+        .args(["offcpu", "--btf", "/sys/kernel/btf/vmlinux", "-o"])
+        .arg(&dir)
+        .args(["--", "sleep", "0.5"]));
+    assert_ok(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("kernel fallback: CO-RE relocations made against --btf /sys/kernel/btf/vmlinux"), "{stderr}");
+    assert!(stderr.contains("raw tracepoints instead of BTF tracepoints (--btf given"), "{stderr}");
+    let stacks = read_folded(&dir.join("offcpu.folded"));
+    assert!(total(&stacks) >= 450_000, "{stacks:?}");
+}
+
+/// Unknown FGBPF_FORCE_FALLBACK words and unusable --btf files: one line
+/// each, exit 2, nothing written.
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "checks run after the privilege check: run as root (sudo scripts/test.sh)")]
+#[test]
+fn bad_fallback_words_and_btf_files_fail_before_the_capture() {
+    if !require_root() {
+        return;
+    }
+    let dir = out_dir("offcpu-bad-kernel");
+    let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
+    let cases: [(Option<&str>, &[&str], &str); 5] = [
+        (Some("raw-tp,ringbuf"), &[], "FGBPF_FORCE_FALLBACK: unknown fallback \"ringbuf\""),
+        (Some("everything"), &[], "task-state, raw-tp, perf-buffer, no-loop or all"),
+        (None, &["--btf", "/nonexistent/vmlinux.btf"], "--btf /nonexistent/vmlinux.btf: No such file"),
+        (None, &["--btf", "/tmp"], "--btf /tmp is not a regular file"),
+        (None, &["--btf", manifest], "does not parse as BTF"),
+    ];
+    for (env, args, want) in cases {
+        let mut cmd = fgbpf();
+        match env {
+            Some(v) => cmd.env("FGBPF_FORCE_FALLBACK", v),
+            None => cmd.env_remove("FGBPF_FORCE_FALLBACK"),
+        };
+        let out = cmd.args(["offcpu", "-d", "1"]).args(args).arg("-o").arg(&dir).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{env:?} {args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(want), "{env:?} {args:?}: {err}");
+        assert!(!dir.exists());
+    }
+}

@@ -457,3 +457,36 @@ fn diff_fail_above_catches_a_doubled_function_and_passes_a_rerun() {
         "{err}"
     );
 }
+
+/// FGBPF_FORCE_FALLBACK=no-loop: as on a kernel without bpf_loop (before
+/// 5.17), neither the .eh_frame nor the Python walker is loaded; stacks
+/// are walked by frame pointers, and the summary says why.
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+#[test]
+fn without_bpf_loop_stacks_are_walked_by_frame_pointers_and_the_summary_says_why() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let dir = out_dir("no-loop");
+    let out = run(fgbpf()
+        .env("FGBPF_FORCE_FALLBACK", "no-loop")
+        .args(["oncpu", "-F", "499", "-o"])
+        .arg(&dir)
+        .args(["--"])
+        .arg(workload("split"))
+        .arg("1.5"));
+    assert_ok(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("user stacks unwound by frame pointers only"), "{stderr}");
+    assert!(
+        stderr.contains("the .eh_frame walker did not load (forced by FGBPF_FORCE_FALLBACK)"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("unwind tables:"), "tables were built: {stderr}");
+    // The workload keeps its frame pointers: its functions are all there.
+    let stacks = read_folded(&dir.join("oncpu.folded"));
+    for f in ["work_fifty", "work_thirty", "work_twenty"] {
+        assert!(share(&stacks, f) > 10.0, "{f}: {stacks:?}");
+    }
+}

@@ -201,7 +201,7 @@ pub fn preflight(args: &CaptureArgs, kind: &str, outputs: &[&str]) -> Result<Pre
         None => None,
     };
     check_privileges()?;
-    check_kernel()?;
+    check_kernel(args)?;
     let out_dir = match &args.output {
         Some(dir) => files::prepare_dir(OutDir::Given(dir), outputs),
         None => files::prepare_dir(OutDir::Fresh(&default_dir(kind)), outputs),
@@ -323,13 +323,10 @@ fn check_privileges() -> Result<(), CliError> {
     )))
 }
 
-fn check_kernel() -> Result<(), CliError> {
-    if !Path::new("/sys/kernel/btf/vmlinux").exists() {
-        return Err(CliError::usage(
-            "this kernel exposes no BTF (/sys/kernel/btf/vmlinux is missing): fgbpf needs a kernel built with CONFIG_DEBUG_INFO_BTF=y (see README, 'Requirements')",
-        ));
-    }
-    Ok(())
+/// BTF for CO-RE (the kernel's, or a valid `--btf` file) and the words of
+/// FGBPF_FORCE_FALLBACK (src/probe/features.rs).
+fn check_kernel(args: &CaptureArgs) -> Result<(), CliError> {
+    crate::probe::features::preflight(args.btf.as_deref()).map_err(CliError::usage)
 }
 
 /// The file names a view named `stem` is written to, by format.

@@ -69,6 +69,7 @@ impl Recording<'_> {
     fn options(&self, targets: probe::Targets) -> Result<probe::Options, CliError> {
         Ok(probe::Options {
             targets,
+            btf: self.capture.btf.clone(),
             oncpu: self.sampling.map(|s| OncpuOptions {
                 frequency: s.frequency,
                 include_idle: s.include_idle,
@@ -325,6 +326,7 @@ impl Views {
             frequency,
             losses,
             unwinding: unwinding.clone(),
+            kernel: recorded.kernel.clone(),
             slice: recorded.slice,
         };
         if let Some(s) = rec.sampling {
@@ -446,12 +448,20 @@ fn threads(profile: &Profile) -> u64 {
     seen.len() as u64
 }
 
-/// The report's section on how user stacks were walked.
+/// The report's sections on the kernel fallbacks taken and on how user
+/// stacks were walked.
 fn unwinding_section(profile: &Profile) -> String {
+    let mut text = String::new();
+    if !profile.meta.kernel.is_empty() {
+        text.push_str("\nKernel fallbacks\n");
+        for line in &profile.meta.kernel {
+            text.push_str(&format!("  {line}\n"));
+        }
+    }
     let Some(u) = &profile.meta.unwinding else {
-        return String::new();
+        return text;
     };
-    let mut text = String::from("\nUser stacks\n");
+    text.push_str("\nUser stacks\n");
     for line in u.lines() {
         text.push_str(&format!("  {line}\n"));
     }

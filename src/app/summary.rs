@@ -56,6 +56,9 @@ struct Json<'a> {
     /// What the symbolizer's process registry held at the end: bounded by
     /// the live processes, the binaries and the profile's addresses.
     registry: Held,
+    /// The kernel fallbacks taken (FGBPF_FORCE_FALLBACK, or features the
+    /// kernel lacks), one sentence each; empty when none.
+    kernel_fallbacks: &'a [String],
 }
 
 #[derive(Serialize)]
@@ -133,6 +136,7 @@ fn to_json<'a>(
         own_peak_rss_mb: rss_mb,
         findings: findings(profile, Lens::default(), FINDINGS),
         registry: Held::default(),
+        kernel_fallbacks: &profile.meta.kernel,
     }
 }
 
@@ -158,6 +162,9 @@ fn text(profile: &Profile, written: &[PathBuf]) -> String {
             "fgbpf: lost {} {} ({})\n",
             l.count, l.what, l.remedy
         ));
+    }
+    for line in &profile.meta.kernel {
+        out.push_str(&format!("fgbpf: kernel fallback: {line}\n"));
     }
     if let Some(u) = &profile.meta.unwinding {
         for line in u.lines() {

@@ -106,6 +106,7 @@ struct fg_start {
 	__u32 flags;      /* enum fg_key_flags */
 	__u32 pad;
 	__u64 waker;      /* --wakers: set at the wakeup, see struct fg_key */
+	__u64 kern_stack; /* when taken at switch-out (raw tracepoints, before 5.9) */
 };
 
 /* Per-CPU counters; user space sums them over CPUs. Every sample or

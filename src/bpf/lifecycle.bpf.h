@@ -59,7 +59,7 @@ SEC("tp_btf/sched_process_exec")
 int BPF_PROG(exec_btf, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
 	forget(BPF_CORE_READ(p, tgid));
-	on_exec(p);
+	on_exec(ctx, p);
 	return 0;
 }
 
@@ -67,14 +67,14 @@ SEC("raw_tp/sched_process_exec")
 int BPF_PROG(exec_raw, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
 	forget(BPF_CORE_READ(p, tgid));
-	on_exec(p);
+	on_exec(ctx, p);
 	return 0;
 }
 
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(exit_btf, struct task_struct *p)
 {
-	if (on_exit(p))
+	if (on_exit(ctx, p))
 		forget(BPF_CORE_READ(p, tgid));
 	return 0;
 }
@@ -82,7 +82,7 @@ int BPF_PROG(exit_btf, struct task_struct *p)
 SEC("raw_tp/sched_process_exit")
 int BPF_PROG(exit_raw, struct task_struct *p)
 {
-	if (on_exit(p))
+	if (on_exit(ctx, p))
 		forget(BPF_CORE_READ(p, tgid));
 	return 0;
 }

@@ -28,6 +28,16 @@ const volatile __u32 sample_every = 1;
 /* System-wide by default: kernel threads (kworker, ksoftirqd, ...) idle
  * in their loops and would bury the waits of the system's programs. */
 const volatile bool skip_kthreads = false;
+/* Set by the loader when sched_switch has no prev_state argument (before
+ * Linux 5.18, or FGBPF_FORCE_FALLBACK=task-state): the state is read from
+ * the task instead (src/probe/features.rs). */
+const volatile bool state_from_task = false;
+/* Set by the loader with raw tracepoints, whose task arguments are plain
+ * numbers that bpf_get_task_stack refuses, and before 5.9, which has no
+ * bpf_get_task_stack: the kernel stack is then taken at switch-out, while
+ * the thread is current, as offcputime does (blocks seeded from /proc
+ * before the capture then have none). */
+const volatile bool kstack_at_switch_out = false;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -35,6 +45,31 @@ struct {
 	__type(key, __u32);
 	__type(value, struct fg_start);
 } starts SEC(".maps");
+
+/* task_struct's state before Linux 5.14 renamed it `__state` (and made it
+ * an unsigned int): CO-RE picks whichever field the running kernel has. */
+struct task_struct___pre514 {
+	long state;
+} __attribute__((preserve_access_index));
+
+static __always_inline unsigned int task_state(struct task_struct *task)
+{
+	if (bpf_core_field_exists(task->__state))
+		return BPF_CORE_READ(task, __state);
+	return BPF_CORE_READ((struct task_struct___pre514 *)task, state);
+}
+
+/* prev's state at switch-out: the tracepoint's fourth argument where the
+ * kernel has one (5.18+), else the task's own field, read as the
+ * tracepoint itself read it before 5.18. With state_from_task the
+ * verifier prunes the ctx[3] read: a tp_btf program touching an argument
+ * the tracepoint lacks is refused, and a raw_tp one fails to attach. */
+static __always_inline unsigned int prev_state_of(unsigned long long *ctx, struct task_struct *prev)
+{
+	if (state_from_task)
+		return task_state(prev);
+	return ctx[3];
+}
 
 static __always_inline __u32 classify(bool preempt, unsigned int prev_state)
 {
@@ -83,14 +118,21 @@ static __always_inline void switch_out(void *ctx, struct fg_stats *st, struct ta
 		/* Announced when its stack is taken, not when the wait ends:
 		 * a process may exit right after its only wait. */
 		if (start.user_stack)
-			note_process(pid, prev);
+			note_process(ctx, pid, prev);
+	}
+	if (kern_stacks && kstack_at_switch_out) {
+		bool lost = false;
+
+		start.kern_stack = store_stack(ctx, 1, 0, &lost);
+		if (lost)
+			st->lost_kern_stack++;
 	}
 	start.ts = bpf_ktime_get_ns();
 	if (bpf_map_update_elem(&starts, &tid, &start, BPF_ANY))
 		st->lost_start_full++;
 }
 
-static __always_inline void switch_in(struct fg_stats *st, struct task_struct *next)
+static __always_inline void switch_in(void *ctx, struct fg_stats *st, struct task_struct *next)
 {
 	__u32 tid = BPF_CORE_READ(next, pid);
 	struct fg_start *start = bpf_map_lookup_elem(&starts, &tid);
@@ -108,6 +150,7 @@ static __always_inline void switch_in(struct fg_stats *st, struct task_struct *n
 	key.state = start->state;
 	key.flags = start->flags;
 	key.waker = start->waker;
+	key.kern_stack = start->kern_stack;
 	bpf_map_delete_elem(&starts, &tid);
 	/* Seeded blocks started before the capture: their length so far is
 	 * not their length, so the filters do not apply to them. */
@@ -132,7 +175,9 @@ static __always_inline void switch_in(struct fg_stats *st, struct task_struct *n
 	if (kern_stacks) {
 		bool lost = false;
 
-		key.kern_stack = store_task_kernel_stack(next, 1, &lost);
+		/* Else taken at switch-out, in key.kern_stack already. */
+		if (!kstack_at_switch_out)
+			key.kern_stack = store_task_kernel_stack(next, 1, &lost);
 		if (lost)
 			st->lost_kern_stack++;
 	}
@@ -142,7 +187,7 @@ static __always_inline void switch_in(struct fg_stats *st, struct task_struct *n
 		return;
 	}
 	if (fresh)
-		note_process(key.pid, next);
+		note_process(ctx, key.pid, next);
 	st->recorded++;
 }
 
@@ -154,22 +199,20 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 	if (!st)
 		return 0;
 	switch_out(ctx, st, prev, preempt, prev_state);
-	switch_in(st, next);
+	switch_in(ctx, st, next);
 	return 0;
 }
 
 SEC("tp_btf/sched_switch")
-int BPF_PROG(switch_btf, bool preempt, struct task_struct *prev, struct task_struct *next,
-	     unsigned int prev_state)
+int BPF_PROG(switch_btf, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	return on_switch(ctx, preempt, prev, next, prev_state);
+	return on_switch(ctx, preempt, prev, next, prev_state_of(ctx, prev));
 }
 
 SEC("raw_tp/sched_switch")
-int BPF_PROG(switch_raw, bool preempt, struct task_struct *prev, struct task_struct *next,
-	     unsigned int prev_state)
+int BPF_PROG(switch_raw, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	return on_switch(ctx, preempt, prev, next, prev_state);
+	return on_switch(ctx, preempt, prev, next, prev_state_of(ctx, prev));
 }
 
 #endif

@@ -58,7 +58,7 @@ int do_sample(struct bpf_perf_event_data *ctx)
 	if (add_count(&key, 1, &fresh))
 		st->lost_samples++;
 	else if (fresh && pid)
-		note_process(pid, bpf_get_current_task_btf());
+		note_process(ctx, pid, (struct task_struct *)bpf_get_current_task());
 	return 0;
 }
 

@@ -66,6 +66,12 @@ static __always_inline void py_announce(__u32 pid, __u64 code)
 		return;
 	if (bpf_map_update_elem(&py_seen, &k, &one, BPF_NOEXIST))
 		return;
+	/* The loader turns the Python walker off with perf buffers (it needs
+	 * bpf_loop, 5.17, which every such kernel predates): never here. */
+	if (events_perf) {
+		__sync_fetch_and_add(&proc_events_lost, 1);
+		return;
+	}
 	e = bpf_ringbuf_reserve(&proc_events, sizeof(*e), 0);
 	if (!e) {
 		__sync_fetch_and_add(&proc_events_lost, 1);

@@ -52,6 +52,11 @@ struct {
 	__uint(max_entries, 256 * 1024);
 } proc_events SEC(".maps");
 
+/* Set by the loader on kernels without ring buffers (before Linux 5.8, or
+ * FGBPF_FORCE_FALLBACK=perf-buffer): proc_events is then a perf event
+ * array, written with bpf_perf_event_output (src/probe/features.rs). */
+const volatile bool events_perf = false;
+
 /* Counted when proc_events is full; user space reports it. */
 __u64 proc_events_lost = 0;
 /* Children of followed processes that could not be added to target_pids
@@ -121,10 +126,24 @@ static __always_inline bool is_target(__u32 pid, __u32 tid)
 	return false;
 }
 
-static __always_inline void send_proc_event(__u32 pid, __u32 kind, struct task_struct *task)
+/* `ctx` is the program's own context, which bpf_perf_event_output needs. */
+static __always_inline void send_proc_event(void *ctx, __u32 pid, __u32 kind, struct task_struct *task)
 {
-	struct fg_proc_event *e = bpf_ringbuf_reserve(&proc_events, sizeof(*e), 0);
+	struct fg_proc_event *e;
 
+	if (events_perf) {
+		struct fg_proc_event ev = {};
+
+		ev.pid = pid;
+		ev.kind = kind;
+		BPF_CORE_READ_STR_INTO(&ev.comm, task, group_leader, comm);
+		/* Fails (and the event is counted lost) when this CPU's
+		 * buffer is full. */
+		if (bpf_perf_event_output(ctx, &proc_events, BPF_F_CURRENT_CPU, &ev, sizeof(ev)))
+			__sync_fetch_and_add(&proc_events_lost, 1);
+		return;
+	}
+	e = bpf_ringbuf_reserve(&proc_events, sizeof(*e), 0);
 	if (!e) {
 		__sync_fetch_and_add(&proc_events_lost, 1);
 		return;
@@ -144,7 +163,7 @@ static __always_inline void send_proc_event(__u32 pid, __u32 kind, struct task_s
 
 /* Tells user space about a process the first time one of its stacks is
  * stored, so it can read the process's mappings while the process lives. */
-static __always_inline void note_process(__u32 pid, struct task_struct *task)
+static __always_inline void note_process(void *ctx, __u32 pid, struct task_struct *task)
 {
 	__u8 one = FG_KNOWN;
 	/* A lookup takes no lock; most calls are for processes known already. */
@@ -154,11 +173,11 @@ static __always_inline void note_process(__u32 pid, struct task_struct *task)
 		return;
 	if (v) {
 		*v = FG_KNOWN;
-		send_proc_event(pid, FG_PROC_NEW, task);
+		send_proc_event(ctx, pid, FG_PROC_NEW, task);
 		return;
 	}
 	if (bpf_map_update_elem(&known_procs, &pid, &one, BPF_NOEXIST) == 0)
-		send_proc_event(pid, FG_PROC_NEW, task);
+		send_proc_event(ctx, pid, FG_PROC_NEW, task);
 }
 
 /* True when the child is a new process (not a thread). */
@@ -183,7 +202,7 @@ static __always_inline bool on_fork(struct task_struct *parent, struct task_stru
  * given its PID is announced (and its map read) afresh. An announced one
  * is announced gone, for user space to let go of what it read about it.
  * True when the process ended (not only one of its threads). */
-static __always_inline bool on_exit(struct task_struct *task)
+static __always_inline bool on_exit(void *ctx, struct task_struct *task)
 {
 	__u32 pid;
 
@@ -193,7 +212,7 @@ static __always_inline bool on_exit(struct task_struct *task)
 		return false;
 	pid = BPF_CORE_READ(task, tgid);
 	if (bpf_map_delete_elem(&known_procs, &pid) == 0)
-		send_proc_event(pid, FG_PROC_EXIT, task);
+		send_proc_event(ctx, pid, FG_PROC_EXIT, task);
 	if (follow_children)
 		bpf_map_delete_elem(&target_pids, &pid);
 	return true;
@@ -202,7 +221,7 @@ static __always_inline bool on_exit(struct task_struct *task)
 /* After execve the old mappings are gone: mark the process so that its
  * next sample announces it again, with the new mappings in place. The held
  * `-- COMMAND` child becomes a target here. */
-static __always_inline void on_exec(struct task_struct *task)
+static __always_inline void on_exec(void *ctx, struct task_struct *task)
 {
 	__u32 pid = BPF_CORE_READ(task, tgid);
 	__u8 *v = bpf_map_lookup_elem(&target_pids, &pid);
@@ -218,13 +237,13 @@ static __always_inline void on_exec(struct task_struct *task)
 
 		*v = FG_TARGET;
 		bpf_map_update_elem(&known_procs, &pid, &one, BPF_ANY);
-		send_proc_event(pid, FG_PROC_NEW, task);
+		send_proc_event(ctx, pid, FG_PROC_NEW, task);
 		return;
 	}
 	known = bpf_map_lookup_elem(&known_procs, &pid);
 	if (known && *known == FG_KNOWN) {
 		*known = FG_KNOWN_BEFORE_EXEC;
-		send_proc_event(pid, FG_PROC_EXEC, task);
+		send_proc_event(ctx, pid, FG_PROC_EXEC, task);
 	}
 }
 

@@ -246,8 +246,9 @@ static __always_inline __u64 store_user_stack(void *ctx, __u32 pid, struct fg_st
 	struct walk w = {};
 	__u32 slot = 0, py = FG_PY_NONE;
 
-	/* Kernel threads have no user stack. */
-	if (!BPF_CORE_READ(bpf_get_current_task_btf(), mm))
+	/* Kernel threads have no user stack. Not bpf_get_current_task_btf():
+	 * this path runs on kernels before 5.11, and without BTF (--btf). */
+	if (!BPF_CORE_READ((struct task_struct *)bpf_get_current_task(), mm))
 		return STACK_NONE;
 	w.buf = bpf_map_lookup_elem(&stack_scratch, &slot);
 	if (!w.buf)

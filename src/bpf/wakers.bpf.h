@@ -51,7 +51,6 @@ static __always_inline void on_waking(void *ctx, struct task_struct *p)
 	__u32 tid = BPF_CORE_READ(p, pid);
 	struct fg_start *start;
 	struct fg_stats *st, *walks;
-	struct task_struct *cur;
 	struct fg_waker w = {};
 	__u32 walk = FG_WALK_NONE, one = 1;
 	bool lost = false;
@@ -70,9 +69,10 @@ static __always_inline void on_waking(void *ctx, struct task_struct *p)
 	if (!st || !walks)
 		return;
 	st->wakeups++;
-	cur = bpf_get_current_task_btf();
-	w.pid = BPF_CORE_READ(cur, tgid);
-	w.tid = BPF_CORE_READ(cur, pid);
+	/* Not bpf_get_current_task_btf(): raw tracepoints run on kernels
+	 * without BTF too (--btf). */
+	w.pid = bpf_get_current_pid_tgid() >> 32;
+	w.tid = (__u32)bpf_get_current_pid_tgid();
 	bpf_get_current_comm(&w.comm, sizeof(w.comm));
 	if (kern_stacks) {
 		w.kern_stack = store_stack(ctx, 1, 0, &lost);

@@ -166,6 +166,12 @@ pub struct CaptureArgs {
     #[arg(long = "user", value_name = "NAME")]
     pub user: Option<String>,
 
+    /// For kernels without their own BTF (no /sys/kernel/btf/vmlinux): a
+    /// vmlinux BTF file of the running kernel (e.g. from BTFHub) to
+    /// relocate the BPF programs against; raw tracepoints are then used.
+    #[arg(long = "btf", value_name = "FILE")]
+    pub btf: Option<PathBuf>,
+
     /// When -d ends the capture before the command ends, stop the command
     /// and the processes it started (SIGTERM, then SIGKILL after 2 s)
     /// instead of leaving it running.
@@ -345,6 +351,7 @@ impl Default for CaptureArgs {
             quiet: false,
             json: false,
             user: None,
+            btf: None,
             kill_at_end: false,
             command: Vec::new(),
         }

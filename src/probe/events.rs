@@ -1,12 +1,14 @@
 //! Process announcements from the BPF side (`struct fg_proc_event`): the
 //! first sample of each process and each `execve`, so that user space can
-//! read a process's mappings while it still lives.
+//! read a process's mappings while it still lives. They come through a
+//! ring buffer, or a perf buffer on kernels without ring buffers (before
+//! 5.8, see src/probe/features.rs); the records are the same.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::time::Duration;
 
-use libbpf_rs::{MapCore, RingBuffer, RingBufferBuilder};
+use libbpf_rs::{MapCore, PerfBuffer, PerfBufferBuilder, RingBuffer, RingBufferBuilder};
 
 use super::skel::types;
 use super::{bpf_error, CaptureError};
@@ -30,43 +32,84 @@ pub struct ProcEvent {
     pub comm: String,
 }
 
-/// Polls the object's `proc_events` ring buffer. Drop it before the
-/// skeleton that owns the map.
-pub struct ProcWatcher {
-    ring: RingBuffer<'static>,
-    pending: Rc<RefCell<Vec<ProcEvent>>>,
+/// Where the events come from.
+enum Source {
+    Ring(RingBuffer<'static>),
+    Perf(PerfBuffer<'static>),
 }
 
+/// Polls the object's `proc_events` buffer. Drop it before the skeleton
+/// that owns the map.
+pub struct ProcWatcher {
+    source: Source,
+    pending: Rc<RefCell<Vec<ProcEvent>>>,
+    /// Events the perf buffer reported lost (its records of them).
+    lost: Rc<Cell<u64>>,
+}
+
+/// Pages of each CPU's perf buffer: 64 KB, room for 2,048 events.
+const PERF_PAGES: usize = 16;
+
 impl ProcWatcher {
-    pub(crate) fn new(map: &dyn MapCore) -> Result<Self, CaptureError> {
+    /// `perf`: the map is a perf event array, not a ring buffer.
+    pub(crate) fn new<M: MapCore>(map: &M, perf: bool) -> Result<Self, CaptureError> {
         let pending = Rc::new(RefCell::new(Vec::new()));
+        let lost = Rc::new(Cell::new(0));
         let sink = pending.clone();
-        let mut builder = RingBufferBuilder::new();
-        builder
-            .add(map, move |data: &[u8]| {
-                let mut raw = types::fg_proc_event::default();
-                if plain::copy_from_bytes(&mut raw, data).is_ok() {
-                    let mut e = decode(raw.pid, raw.kind, &raw.comm);
-                    if raw.kind == 3 {
-                        e.kind = ProcEventKind::PyCode(raw.addr);
-                    }
-                    sink.borrow_mut().push(e);
+        let push = move |data: &[u8]| {
+            let mut raw = types::fg_proc_event::default();
+            if plain::copy_from_bytes(&mut raw, data).is_ok() {
+                let mut e = decode(raw.pid, raw.kind, &raw.comm);
+                if raw.kind == 3 {
+                    e.kind = ProcEventKind::PyCode(raw.addr);
                 }
-                0
-            })
-            .map_err(|e| bpf_error("setting up the process event ring buffer", e))?;
-        let ring = builder
-            .build()
-            .map_err(|e| bpf_error("setting up the process event ring buffer", e))?;
-        Ok(ProcWatcher { ring, pending })
+                sink.borrow_mut().push(e);
+            }
+        };
+        let source = if perf {
+            let counter = lost.clone();
+            let perf = PerfBufferBuilder::new(map)
+                .pages(PERF_PAGES)
+                .sample_cb(move |_cpu, data: &[u8]| push(data))
+                .lost_cb(move |_cpu, n| counter.set(counter.get() + n))
+                .build()
+                .map_err(|e| bpf_error("setting up the process event perf buffer", e))?;
+            Source::Perf(perf)
+        } else {
+            let mut builder = RingBufferBuilder::new();
+            builder
+                .add(map, move |data: &[u8]| {
+                    push(data);
+                    0
+                })
+                .map_err(|e| bpf_error("setting up the process event ring buffer", e))?;
+            let ring = builder
+                .build()
+                .map_err(|e| bpf_error("setting up the process event ring buffer", e))?;
+            Source::Ring(ring)
+        };
+        Ok(ProcWatcher {
+            source,
+            pending,
+            lost,
+        })
     }
 
     /// Waits up to `timeout` for events and returns those that arrived.
     pub fn poll(&self, timeout: Duration) -> Vec<ProcEvent> {
         // EINTR (a signal such as Ctrl-C) is expected here; events that
         // did arrive are still returned.
-        let _ = self.ring.poll(timeout);
+        let _ = match &self.source {
+            Source::Ring(ring) => ring.poll(timeout),
+            Source::Perf(perf) => perf.poll(timeout),
+        };
         std::mem::take(&mut *self.pending.borrow_mut())
+    }
+
+    /// Events the perf buffer reported lost (0 with a ring buffer, whose
+    /// losses the BPF side counts alone).
+    pub fn lost(&self) -> u64 {
+        self.lost.get()
     }
 }
 

@@ -3,7 +3,10 @@
 //! spilled index that 6.12 keeps) or the .eh_frame walker (before 5.17:
 //! no bpf_loop, no bpf_task_pt_regs) still lets fgbpf profile, without
 //! that part, and the summary says which part the kernel refused and why.
+//! Features probed before loading (src/probe/features.rs) decide the
+//! other paths first.
 
+use super::features::Paths;
 use super::{CaptureError, Options, Probe};
 
 impl Probe {
@@ -12,8 +15,26 @@ impl Probe {
     /// tries again without the Python walker, then without the table
     /// walker, then without both.
     pub fn start(opts: &Options) -> Result<Self, CaptureError> {
-        let first = match Probe::start_with(opts) {
-            Ok(probe) => return Ok(probe),
+        let paths = Paths::probe(opts.btf.as_deref())?;
+        // Without bpf_loop neither walker loads: not tried. Python code
+        // objects are announced through the ring buffer only.
+        let no_loop = (!paths.bpf_loop).then(|| paths.no_loop_why.clone());
+        let wanted = (opts.user_stacks && opts.python, opts.user_stacks && opts.max_unwind_rows > 0);
+        let opts = &Options {
+            python: opts.python && !paths.perf_buffer.taken() && paths.bpf_loop,
+            max_unwind_rows: if paths.bpf_loop { opts.max_unwind_rows } else { 0 },
+            ..opts.clone()
+        };
+        let first = match Probe::start_with(opts, &paths) {
+            Ok(mut probe) => {
+                if wanted.0 {
+                    probe.python_refused = no_loop.clone();
+                }
+                if wanted.1 {
+                    probe.tables_refused = no_loop;
+                }
+                return Ok(probe);
+            }
             Err(e) => e,
         };
         let python = opts.user_stacks && opts.python;
@@ -39,7 +60,7 @@ impl Probe {
             if !wanted {
                 continue;
             }
-            if let Ok(mut probe) = Probe::start_with(with) {
+            if let Ok(mut probe) = Probe::start_with(with, &paths) {
                 if python_off {
                     probe.python_refused = Some(first.message.clone());
                 }

@@ -9,6 +9,7 @@ mod counts;
 mod fallback;
 pub mod drain;
 pub mod events;
+pub mod features;
 mod offcpu;
 mod options;
 pub mod perf;
@@ -22,14 +23,14 @@ use std::fmt;
 use std::mem::MaybeUninit;
 use std::time::{Duration, Instant};
 
-use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::skel::OpenSkel;
 use libbpf_rs::{Link, OpenObject};
 
 use crate::profile::State;
 use counts::Counts;
 use crate::procs::groups::Groups;
 use events::{ProcEvent, ProcWatcher};
-use skel::{FgbpfSkel, FgbpfSkelBuilder};
+use skel::FgbpfSkel;
 
 pub use options::{OffcpuOptions, OncpuOptions, Options, Recorded, DEFAULT_SLICE};
 pub use targets::Targets;
@@ -66,6 +67,8 @@ pub struct Probe {
     /// Why the kernel refused the Python walker, when it did.
     python_refused: Option<String>,
     python: Option<python::Python>,
+    /// The fallbacks taken on this kernel.
+    paths: features::Paths,
     opts: Options,
     /// From the start of loading to the last program attached.
     pub attach_time: Duration,
@@ -77,14 +80,15 @@ pub struct Probe {
 }
 
 impl Probe {
-    fn start_with(opts: &Options) -> Result<Self, CaptureError> {
+    fn start_with(opts: &Options, paths: &features::Paths) -> Result<Self, CaptureError> {
         let started = Instant::now();
         raise_memlock();
         quiet_libbpf();
-        let mut open = FgbpfSkelBuilder::default()
+        let mut open = paths
             .open(object_storage())
             .map_err(|e| bpf_error("opening the BPF object", e))?;
-        let btf = have_btf_tracepoints();
+        paths.configure(&mut open)?;
+        let btf = !paths.raw_tp.taken();
         let off = opts.offcpu.as_ref();
         {
             let ro = open
@@ -182,7 +186,7 @@ impl Probe {
             false => &skel.progs.exit_raw,
         };
         links.push(attach(exit, "sched_process_exit")?);
-        let watcher = ProcWatcher::new(&skel.maps.proc_events)?;
+        let watcher = ProcWatcher::new(&skel.maps.proc_events, paths.perf_buffer.taken())?;
         if off.is_some() {
             let switch = match btf {
                 true => &skel.progs.switch_btf,
@@ -234,6 +238,7 @@ impl Probe {
             tables_refused: None,
             python_refused: None,
             python,
+            paths: paths.clone(),
             opts: opts.clone(),
             attach_time: started.elapsed(),
             cpus,
@@ -376,6 +381,7 @@ impl Probe {
             tables: self.tables.as_ref().map(unwind::Tables::stats),
             tables_refused: self.tables_refused.clone(),
             python_refused: self.python_refused.clone(),
+            kernel: self.paths.lines(),
             slice: Some(self.counts.slicing().width()),
             ..Default::default()
         };
@@ -412,6 +418,9 @@ impl Probe {
             .bss_data
             .as_deref()
             .map_or((0, 0, 0), |b| (b.proc_events_lost, b.follow_lost, b.inherit_lost));
+        // A full perf buffer fails the BPF side's output (counted there)
+        // and is reported to the reader too: the larger count stands.
+        let announcements = announcements.max(self.watcher.lost());
         let shared = &mut rec.shared_losses;
         shared.add(
             &format!(
@@ -584,9 +593,4 @@ fn raise_memlock() {
     };
     // SAFETY: plain syscall with a valid pointer to a stack value.
     let _ = unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &unlimited) };
-}
-
-/// Whether BTF tracepoints (`tp_btf`) can be used: they need kernel BTF.
-fn have_btf_tracepoints() -> bool {
-    std::path::Path::new("/sys/kernel/btf/vmlinux").exists()
 }

@@ -47,6 +47,7 @@ pub(super) fn seed_blocked_threads<M: MapCore>(
             flags: 1, // FG_PRE_EXISTING
             pad: 0,
             waker: 0,
+            kern_stack: 0,
         };
         // SAFETY: fg_start is a padding-free struct of integers.
         let bytes = unsafe { plain::as_bytes(&start) };

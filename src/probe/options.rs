@@ -66,6 +66,9 @@ pub const DEFAULT_SLICE: Duration = Duration::from_millis(100);
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Options {
     pub targets: Targets,
+    /// `--btf`: the vmlinux BTF file CO-RE relocates against, for kernels
+    /// without their own.
+    pub btf: Option<std::path::PathBuf>,
     /// The on-CPU sampler, when wanted.
     pub oncpu: Option<OncpuOptions>,
     /// The off-CPU tracer, when wanted.
@@ -90,6 +93,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             targets: Targets::default(),
+            btf: None,
             oncpu: None,
             offcpu: None,
             user_stacks: true,
@@ -132,6 +136,9 @@ pub struct Recorded {
     pub tables_refused: Option<String>,
     /// Why the kernel refused the Python walker, when it did.
     pub python_refused: Option<String>,
+    /// The kernel fallbacks taken, one sentence each (see
+    /// [`features::Paths::lines`](super::features::Paths::lines)).
+    pub kernel: Vec<String>,
     /// Python interpreters found: (pid, version, binary), and those fgbpf
     /// cannot read, with why.
     pub interpreters: Vec<(u32, (u32, u32), String)>,

@@ -82,8 +82,20 @@ pub fn from_raw(raw: &[RawStack], unit: Unit, symbolizer: &mut Symbolizer) -> Pr
                 slots.iter().map(|&s| table.frames(user.entries[s as usize])).collect();
             merge_python(&named, &r.python, &mut frames, &mut profile);
         }
-        for (i, &ip) in r.kernel.iter().enumerate().rev() {
-            frames.extend_from_slice(table.frames(kernel[&caller_adjusted(ip, i)]));
+        // A stack taken inside the tracer (off-CPU stacks with raw
+        // tracepoints) starts with the tracer's own frames: left out, up
+        // to the last of them near the leaf. The program's own frame is
+        // often unnamed: it is unloaded before the stacks are named.
+        let entries: Vec<u32> = r.kernel.iter().enumerate().map(|(i, &ip)| kernel[&caller_adjusted(ip, i)]).collect();
+        let tracer = match r.state {
+            Some(_) => entries[..entries.len().min(TRACER_DEPTH)]
+                .iter()
+                .rposition(|&e| table.is_tracer(e))
+                .map_or(0, |i| i + 1),
+            None => 0,
+        };
+        for &e in entries[tracer..].iter().rev() {
+            frames.extend_from_slice(table.frames(e));
         }
         for name in r.kernel_names.iter().rev() {
             frames.push(profile.intern_frame(Frame::new(name.as_str(), FrameKind::Kernel)));
@@ -332,17 +344,20 @@ fn user_entries(
 struct Table {
     frames: Vec<FrameId>,
     entries: Vec<(u32, u32, Option<UnresolvedReason>)>,
+    /// Frames of the tracer itself (see [`is_tracer_frame`]).
+    tracer: std::collections::HashSet<FrameId>,
 }
 
 impl Table {
     fn add(&mut self, profile: &mut Profile, named: Named) -> u32 {
         let start = self.frames.len() as u32;
-        self.frames.extend(
-            named
-                .frames
-                .iter()
-                .map(|(name, kind)| profile.intern_frame(Frame::new(name.as_str(), frame_kind(*kind)))),
-        );
+        for (name, kind) in &named.frames {
+            let id = profile.intern_frame(Frame::new(name.as_str(), frame_kind(*kind)));
+            if *kind == SymKind::Kernel && is_tracer_frame(name) {
+                self.tracer.insert(id);
+            }
+            self.frames.push(id);
+        }
         self.entries
             .push((start, self.frames.len() as u32 - start, named.unresolved));
         (self.entries.len() - 1) as u32
@@ -356,6 +371,25 @@ impl Table {
     fn unresolved(&self, entry: u32) -> Option<&UnresolvedReason> {
         self.entries[entry as usize].2.as_ref()
     }
+
+    /// Whether the entry is a frame of a BPF program or of the code that
+    /// runs it at a tracepoint.
+    fn is_tracer(&self, entry: u32) -> bool {
+        self.frames(entry).first().is_some_and(|&f| self.tracer.contains(&f))
+    }
+}
+
+/// How many leaf frames of an off-CPU kernel stack may be the tracer's:
+/// the program, bpf_trace_runN, __bpf_trace_*, __traceiter_*.
+const TRACER_DEPTH: usize = 4;
+
+/// Frames of the BPF tracer itself at a tracepoint: the program, and the
+/// kernel's code that calls it.
+fn is_tracer_frame(name: &str) -> bool {
+    name.starts_with("bpf_prog_")
+        || name.starts_with("bpf_trace_run")
+        || name.starts_with("__bpf_trace_")
+        || name.starts_with("__traceiter_")
 }
 
 fn frame_kind(kind: SymKind) -> FrameKind {

@@ -21,6 +21,7 @@ pub fn wall(on: &Profile, off: &Profile) -> Profile {
         frequency: Some(hz),
         losses: Default::default(),
         unwinding: on.meta.unwinding.clone(),
+        kernel: on.meta.kernel.clone(),
         slice: on.meta.slice.or(off.meta.slice),
     };
     wall

@@ -272,6 +272,9 @@ pub struct Meta {
     pub losses: Losses,
     /// How user stacks were walked; `None` for profiles read from files.
     pub unwinding: Option<Unwinding>,
+    /// The kernel fallbacks the capture took, one sentence each (none on
+    /// a kernel with every feature, and for profiles read from files).
+    pub kernel: Vec<String>,
     /// The width of the time slices stacks' spans count in; `None` when
     /// the profile has no time.
     pub slice: Option<Duration>,

@@ -172,7 +172,7 @@ impl Unwinding {
         let mut out = self.walk_lines();
         if let Some(why) = &self.python_refused {
             out.push(format!(
-                "the kernel refused the Python frame walker ({why}): Python threads show the interpreter's C frames, not Python functions"
+                "the Python frame walker did not load ({why}): Python threads show the interpreter's C frames, not Python functions"
             ));
         }
         out.extend(super::python::lines(&self.python, &self.python_unreadable));
@@ -192,7 +192,7 @@ impl Unwinding {
             ));
             if let Some(why) = &self.refused {
                 out.push(format!(
-                    "the kernel refused the .eh_frame walker ({why}); it needs Linux 5.17+ (bpf_loop, bpf_task_pt_regs)"
+                    "the .eh_frame walker did not load ({why}); it needs Linux 5.17+ (bpf_loop, bpf_task_pt_regs)"
                 ));
             }
             return out;

@@ -1,0 +1,412 @@
+//! Kernel features fgbpf can do without, probed once before the object is
+//! opened, and the path the loader takes for each: sched_switch's
+//! `prev_state` argument (5.18) or the task's own state field; BTF
+//! tracepoints (`tp_btf`, 5.5 and the kernel's own BTF) or raw ones; a ring
+//! buffer (5.8) or a perf buffer for process events; the kernel's BTF or an
+//! external file (`--btf`, BTFHub's convention) for CO-RE; and, from the
+//! kernel's list of helpers, whether the walkers can load (`bpf_loop`,
+//! 5.17) and where off-CPU kernel stacks are read (`bpf_get_task_stack`,
+//! 5.9). Each decision is
+//! made here, in one place, so that the loader, the summary and the tests
+//! agree on it; `FGBPF_FORCE_FALLBACK` makes the loader take a fallback on
+//! a kernel that has the feature, so that every path runs on any host.
+
+use std::ffi::CString;
+use std::mem::MaybeUninit;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use libbpf_rs::btf::{types, Btf, BtfType};
+use libbpf_rs::skel::SkelBuilder;
+use libbpf_rs::{libbpf_sys, MapType, OpenObject, ReferencesType};
+
+use super::skel::{FgbpfSkelBuilder, OpenFgbpfSkel};
+use super::CaptureError;
+
+/// The kernel's own BTF, where libbpf looks first.
+pub const KERNEL_BTF: &str = "/sys/kernel/btf/vmlinux";
+
+/// The environment variable that forces fallbacks: a comma-separated list
+/// of [`FORCE_WORDS`], or `all` (the first three: `no-loop` changes what
+/// user stacks show, so it is asked for by name).
+pub const FORCE_ENV: &str = "FGBPF_FORCE_FALLBACK";
+
+/// The words `FGBPF_FORCE_FALLBACK` takes, besides `all`.
+pub const FORCE_WORDS: [&str; 4] = ["task-state", "raw-tp", "perf-buffer", "no-loop"];
+
+/// Fallbacks forced on a kernel that has the features.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Force {
+    pub task_state: bool,
+    pub raw_tp: bool,
+    pub perf_buffer: bool,
+    /// As if the kernel had no bpf_loop: neither walker is loaded.
+    pub no_loop: bool,
+}
+
+impl Force {
+    /// Reads [`FORCE_ENV`]: the one place it is read.
+    pub fn from_env() -> Result<Force, String> {
+        match std::env::var(FORCE_ENV) {
+            Ok(text) => Force::parse(&text),
+            Err(std::env::VarError::NotPresent) => Ok(Force::default()),
+            Err(std::env::VarError::NotUnicode(_)) => Err(format!(
+                "{FORCE_ENV} is not valid UTF-8: set it to a comma-separated list of {} or all",
+                FORCE_WORDS.join(", ")
+            )),
+        }
+    }
+
+    fn parse(text: &str) -> Result<Force, String> {
+        let mut force = Force::default();
+        for word in text.split(',').map(str::trim).filter(|w| !w.is_empty()) {
+            match word {
+                "all" => {
+                    force = Force {
+                        task_state: true,
+                        raw_tp: true,
+                        perf_buffer: true,
+                        ..force
+                    }
+                }
+                "task-state" => force.task_state = true,
+                "raw-tp" => force.raw_tp = true,
+                "perf-buffer" => force.perf_buffer = true,
+                "no-loop" => force.no_loop = true,
+                other => {
+                    return Err(format!(
+                        "{FORCE_ENV}: unknown fallback {other:?}: use a comma-separated list of {} or all",
+                        FORCE_WORDS.join(", ")
+                    ))
+                }
+            }
+        }
+        Ok(force)
+    }
+}
+
+/// Whether a fallback was taken, and why.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Taken {
+    /// The kernel has the feature: no fallback.
+    #[default]
+    No,
+    /// The kernel lacks the feature.
+    Detected,
+    /// `FGBPF_FORCE_FALLBACK` asked for it.
+    Forced,
+}
+
+impl Taken {
+    pub fn taken(self) -> bool {
+        self != Taken::No
+    }
+
+    fn of(forced: bool, missing: bool) -> Taken {
+        match (forced, missing) {
+            (true, _) => Taken::Forced,
+            (false, true) => Taken::Detected,
+            (false, false) => Taken::No,
+        }
+    }
+
+    fn why(self, missing: &str) -> String {
+        match self {
+            Taken::Forced => format!("forced by {FORCE_ENV}"),
+            _ => missing.to_string(),
+        }
+    }
+}
+
+/// The paths the loader takes on this kernel.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Paths {
+    /// Off-CPU states read from the task, not from sched_switch's
+    /// `prev_state` argument.
+    pub task_state: Taken,
+    /// The task's state field the kernel has: `__state` (5.14+) or `state`.
+    pub state_field: &'static str,
+    /// Raw tracepoints instead of BTF tracepoints.
+    pub raw_tp: Taken,
+    /// Why BTF tracepoints are missing, when detected.
+    raw_tp_why: &'static str,
+    /// Process events through a perf buffer instead of a ring buffer.
+    pub perf_buffer: Taken,
+    /// `--btf`: the BTF CO-RE relocations are made against.
+    pub btf_file: Option<PathBuf>,
+    /// The kernel has bpf_loop (5.17), which the .eh_frame and Python
+    /// walkers need (false when `no-loop` is forced).
+    pub bpf_loop: bool,
+    /// Why the walkers are not loaded when `bpf_loop` is false.
+    pub no_loop_why: String,
+    /// The kernel has bpf_get_task_stack (5.9), for off-CPU kernel stacks
+    /// read at switch-in; without it they are taken at switch-out.
+    pub task_stack: bool,
+}
+
+impl Paths {
+    /// Probes the kernel (and reads `--btf` or the kernel's BTF) and
+    /// decides each path, forced ones included.
+    pub fn probe(btf_file: Option<&Path>) -> Result<Paths, CaptureError> {
+        let force = Force::from_env().map_err(CaptureError::new)?;
+        let btf = load_btf(btf_file).map_err(CaptureError::new)?;
+        let prev_state = sched_switch_params(&btf).is_some_and(|n| n >= 5);
+        let kernel_btf = Path::new(KERNEL_BTF).exists();
+        let raw_tp_why = if btf_file.is_some() {
+            "--btf given: BTF tracepoints need the kernel's own BTF"
+        } else if !kernel_btf {
+            "the kernel has no BTF"
+        } else if !has_enumerator(&btf, "bpf_attach_type", "BPF_TRACE_RAW_TP") {
+            // The kernel's own enum says what it attaches; libbpf's probe
+            // of the `tracing` type loads an fentry program, which some
+            // kernels refuse (EPERM) while tp_btf works.
+            "BTF tracepoints need Linux 5.5"
+        } else {
+            ""
+        };
+        let ringbuf = probe_map_type(libbpf_sys::BPF_MAP_TYPE_RINGBUF);
+        Ok(Paths {
+            task_state: Taken::of(force.task_state, !prev_state),
+            state_field: if has_member(&btf, "task_struct", "__state") { "__state" } else { "state" },
+            raw_tp: Taken::of(force.raw_tp, !raw_tp_why.is_empty()),
+            raw_tp_why,
+            perf_buffer: Taken::of(force.perf_buffer, !ringbuf),
+            btf_file: btf_file.map(Path::to_path_buf),
+            // The kernel's own list of helpers (enum bpf_func_id).
+            bpf_loop: !force.no_loop && has_enumerator(&btf, "bpf_func_id", "BPF_FUNC_loop"),
+            no_loop_why: Taken::of(force.no_loop, true).why("the kernel has no bpf_loop helper"),
+            task_stack: has_enumerator(&btf, "bpf_func_id", "BPF_FUNC_get_task_stack"),
+        })
+    }
+
+    /// Off-CPU kernel stacks taken at switch-out rather than switch-in.
+    fn kstack_at_switch_out(&self) -> bool {
+        self.raw_tp.taken() || !self.task_stack
+    }
+
+    /// One sentence per fallback taken, for the summary and the report.
+    pub fn lines(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(path) = &self.btf_file {
+            out.push(format!("CO-RE relocations made against --btf {}", path.display()));
+        }
+        if self.task_state.taken() {
+            out.push(format!(
+                "off-CPU states read from task_struct.{} at each switch, not from sched_switch's prev_state ({})",
+                self.state_field,
+                self.task_state.why("the tracepoint has that argument from Linux 5.18")
+            ));
+        }
+        if self.raw_tp.taken() {
+            out.push(format!(
+                "raw tracepoints instead of BTF tracepoints ({})",
+                self.raw_tp.why(self.raw_tp_why)
+            ));
+        }
+        if !self.task_stack && !self.raw_tp.taken() {
+            out.push(
+                "off-CPU kernel stacks taken at switch-out, not read at switch-in (bpf_get_task_stack needs Linux 5.9)"
+                    .to_string(),
+            );
+        }
+        if self.perf_buffer.taken() {
+            out.push(format!(
+                "process events through a perf buffer instead of a ring buffer ({}); Python frames off: the Python walker needs a ring buffer and bpf_loop (Linux 5.17)",
+                self.perf_buffer.why("ring buffers need Linux 5.8")
+            ));
+        }
+        out
+    }
+}
+
+impl Paths {
+    /// Opens the object: with `--btf`, CO-RE relocates against that file
+    /// (libbpf's `btf_custom_path`) instead of the kernel's BTF.
+    pub(super) fn open(
+        &self,
+        storage: &'static mut MaybeUninit<OpenObject>,
+    ) -> libbpf_rs::Result<OpenFgbpfSkel<'static>> {
+        let Some(path) = &self.btf_file else {
+            return FgbpfSkelBuilder::default().open(storage);
+        };
+        let path = CString::new(path.as_os_str().as_bytes()).map_err(|_| {
+            libbpf_rs::Error::from(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "--btf path holds a NUL byte",
+            ))
+        })?;
+        let opts = libbpf_sys::bpf_object_open_opts {
+            sz: std::mem::size_of::<libbpf_sys::bpf_object_open_opts>() as _,
+            // libbpf copies the path while opening.
+            btf_custom_path: path.as_ptr(),
+            ..Default::default()
+        };
+        FgbpfSkelBuilder::default().open_opts(opts, storage)
+    }
+
+    /// Sets the object up for these paths before it loads: the rodata
+    /// flags that select each path in BPF (the verifier prunes the other)
+    /// and, with a perf buffer, `proc_events`' map type.
+    pub(super) fn configure(&self, open: &mut OpenFgbpfSkel<'_>) -> Result<(), CaptureError> {
+        let ro = open
+            .maps
+            .rodata_data
+            .as_deref_mut()
+            .expect("fgbpf.bpf.c has read-only config");
+        ro.state_from_task = self.task_state.taken();
+        ro.events_perf = self.perf_buffer.taken();
+        ro.kstack_at_switch_out = self.kstack_at_switch_out();
+        if self.perf_buffer.taken() {
+            let map = &mut open.maps.proc_events;
+            // As libbpf-tools' bpf_buffer: 4-byte keys and values (CPU
+            // number, perf fd); 0 entries is one per possible CPU.
+            map.set_type(MapType::PerfEventArray)
+                .and_then(|()| map.set_key_size(4))
+                .and_then(|()| map.set_value_size(4))
+                .and_then(|()| map.set_max_entries(0))
+                .map_err(|e| super::bpf_error("making proc_events a perf buffer", e))?;
+        }
+        Ok(())
+    }
+}
+
+/// Checks before the capture: `FGBPF_FORCE_FALLBACK`'s words, and that CO-RE
+/// has BTF to work from (`--btf` a readable BTF file, or the kernel's own).
+pub fn preflight(btf_file: Option<&Path>) -> Result<(), String> {
+    Force::from_env()?;
+    if btf_file.is_none() && Path::new(KERNEL_BTF).exists() {
+        // The kernel's own: read once, when the probe starts.
+        return Ok(());
+    }
+    load_btf(btf_file).map(drop)
+}
+
+/// `--btf` when given, else the kernel's own BTF; each failure one line.
+fn load_btf(btf_file: Option<&Path>) -> Result<Btf<'static>, String> {
+    load_btf_at(btf_file, Path::new(KERNEL_BTF))
+}
+
+/// [`load_btf`] with the kernel's BTF at `kernel`.
+fn load_btf_at(btf_file: Option<&Path>, kernel: &Path) -> Result<Btf<'static>, String> {
+    // libbpf's own messages would come before fgbpf's one line.
+    super::quiet_libbpf();
+    let Some(path) = btf_file else {
+        let shown = kernel.display();
+        if !kernel.exists() {
+            return Err(format!(
+                "this kernel exposes no BTF ({shown} is missing, no CONFIG_DEBUG_INFO_BTF): give fgbpf one with --btf FILE (BTFHub has files for most distribution kernels; see README, 'Supported kernels')"
+            ));
+        }
+        return Btf::from_path(kernel).map_err(|e| format!("reading the kernel's BTF ({shown}): {e}"));
+    };
+    let shown = path.display();
+    let meta = std::fs::metadata(path).map_err(|e| format!("--btf {shown}: {e}: give the path of a vmlinux BTF file"))?;
+    if !meta.is_file() {
+        return Err(format!("--btf {shown} is not a regular file: give the path of a vmlinux BTF file"));
+    }
+    let btf = Btf::from_path(path)
+        .map_err(|e| format!("--btf {shown} does not parse as BTF ({e}): give a vmlinux BTF file, e.g. BTFHub's for this kernel"))?;
+    if btf.type_by_name::<types::Struct<'_>>("task_struct").is_none() {
+        return Err(format!(
+            "--btf {shown} has no struct task_struct: give the BTF of the kernel itself (vmlinux), not of a module"
+        ));
+    }
+    Ok(btf)
+}
+
+/// Parameters of sched_switch's BTF prototype (`btf_trace_sched_switch`,
+/// with the `void *` context first): 4 before Linux 5.18, 5 since it
+/// passes `prev_state`. `None` when the BTF lacks it.
+fn sched_switch_params(btf: &Btf<'_>) -> Option<usize> {
+    let typedef: types::Typedef<'_> = btf.type_by_name("btf_trace_sched_switch")?;
+    let ptr: BtfType<'_> = typedef.referenced_type().skip_mods_and_typedefs();
+    let proto = types::FuncProto::try_from(ptr.next_type()?.skip_mods_and_typedefs()).ok()?;
+    Some(proto.len())
+}
+
+fn has_member(btf: &Btf<'_>, strukt: &str, member: &str) -> bool {
+    let Some(s) = btf.type_by_name::<types::Struct<'_>>(strukt) else {
+        return false;
+    };
+    let found = s.iter().any(|m| m.name.is_some_and(|n| n == member));
+    found
+}
+
+fn probe_map_type(map_type: libbpf_sys::bpf_map_type) -> bool {
+    // SAFETY: libbpf's probe loads a tiny map with no options (NULL allowed).
+    unsafe { libbpf_sys::libbpf_probe_bpf_map_type(map_type, std::ptr::null()) == 1 }
+}
+
+fn has_enumerator(btf: &Btf<'_>, name: &str, value: &str) -> bool {
+    let Some(e) = btf.type_by_name::<types::Enum<'_>>(name) else {
+        return false;
+    };
+    let found = e.iter().any(|m| m.name.is_some_and(|n| n == value));
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn force_words_parse_and_unknown_ones_are_refused() {
+        assert_eq!(Force::parse("").unwrap(), Force::default());
+        let all = Force::parse("all").unwrap();
+        assert!(all.task_state && all.raw_tp && all.perf_buffer);
+        assert!(!all.no_loop, "all leaves the walkers alone");
+        let two = Force::parse("raw-tp, perf-buffer").unwrap();
+        assert!(!two.task_state && two.raw_tp && two.perf_buffer);
+        assert!(Force::parse("all,no-loop").unwrap().no_loop);
+        let err = Force::parse("task-state,ringbuf").unwrap_err();
+        assert!(err.contains("\"ringbuf\"") && err.contains("task-state, raw-tp, perf-buffer, no-loop"), "{err}");
+    }
+
+    /// On the running kernel's own BTF: the prototype is found and has
+    /// one of the two known shapes, and the task has one of the two state
+    /// fields.
+    #[test]
+    fn the_kernels_btf_answers_each_question() {
+        if !Path::new(KERNEL_BTF).exists() {
+            return;
+        }
+        let btf = Btf::from_path(KERNEL_BTF).unwrap();
+        let params = sched_switch_params(&btf);
+        assert!(matches!(params, Some(4 | 5)), "{params:?}");
+        assert!(has_member(&btf, "task_struct", "__state") || has_member(&btf, "task_struct", "state"));
+        assert!(!has_member(&btf, "task_struct", "no_such_field"));
+        assert!(has_enumerator(&btf, "bpf_func_id", "BPF_FUNC_get_stack"));
+        assert!(!has_enumerator(&btf, "bpf_func_id", "BPF_FUNC_no_such_helper"));
+    }
+
+    #[test]
+    fn a_kernel_without_btf_is_told_to_use_btf_file() {
+        let err = load_btf_at(None, Path::new("/nonexistent/btf/vmlinux")).err().unwrap();
+        assert!(err.contains("--btf FILE") && err.contains("/nonexistent/btf/vmlinux is missing"), "{err}");
+        assert_eq!(err.lines().count(), 1);
+    }
+
+    #[test]
+    fn lines_name_each_path_and_why() {
+        let paths = Paths {
+            task_state: Taken::Forced,
+            state_field: "__state",
+            raw_tp: Taken::Detected,
+            raw_tp_why: "the kernel has no BTF",
+            perf_buffer: Taken::No,
+            btf_file: None,
+            bpf_loop: true,
+            no_loop_why: String::new(),
+            task_stack: true,
+        };
+        let lines = paths.lines();
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(lines[0].contains("task_struct.__state") && lines[0].contains("forced by FGBPF_FORCE_FALLBACK"));
+        assert!(lines[1].contains("raw tracepoints") && lines[1].contains("the kernel has no BTF"));
+        let native = Paths {
+            task_stack: true,
+            ..Default::default()
+        };
+        assert!(native.lines().is_empty());
+    }
+}
