@@ -289,7 +289,7 @@ fn load_btf(btf_file: Option<&Path>) -> Result<Btf<'static>, String> {
 /// [`load_btf`] with the kernel's BTF at `kernel`.
 fn load_btf_at(btf_file: Option<&Path>, kernel: &Path) -> Result<Btf<'static>, String> {
     // libbpf's own messages would come before fgbpf's one line.
-    super::quiet_libbpf();
+    super::libbpf::quiet_libbpf();
     let Some(path) = btf_file else {
         let shown = kernel.display();
         if !kernel.exists() {

@@ -7,6 +7,7 @@
 
 mod counts;
 mod fallback;
+mod libbpf;
 pub mod drain;
 pub mod events;
 pub mod features;
@@ -30,6 +31,8 @@ use crate::profile::State;
 use counts::Counts;
 use crate::procs::groups::Groups;
 use events::{ProcEvent, ProcWatcher};
+pub(crate) use libbpf::bpf_error;
+use libbpf::{quiet_libbpf, raise_memlock};
 use skel::FgbpfSkel;
 
 pub use options::{OffcpuOptions, OncpuOptions, Options, Recorded, DEFAULT_SLICE};
@@ -557,40 +560,3 @@ impl fmt::Display for CaptureError {
 
 impl std::error::Error for CaptureError {}
 
-/// Explains a libbpf failure at `step` in terms of what to check.
-pub(crate) fn bpf_error(step: &str, err: libbpf_rs::Error) -> CaptureError {
-    let hint = match err.kind() {
-        libbpf_rs::ErrorKind::PermissionDenied => {
-            " (run as root, or grant CAP_BPF and CAP_PERFMON)"
-        }
-        libbpf_rs::ErrorKind::NotFound => {
-            " (the kernel lacks a needed BPF feature or tracepoint; see README, 'Requirements')"
-        }
-        _ => "",
-    };
-    CaptureError::new(format!("{step}: {err}{hint}"))
-}
-
-/// libbpf's own messages would interleave with fgbpf's one-line errors;
-/// every failure it reports also comes back as an error we explain. With
-/// FGBPF_LIBBPF_LOG=1 they go to stderr, verifier logs included, for
-/// diagnosing a kernel that refuses the object.
-fn quiet_libbpf() {
-    if std::env::var_os("FGBPF_LIBBPF_LOG").is_some_and(|v| v == "1") {
-        let print: libbpf_rs::PrintCallback = |_, msg| eprint!("{msg}");
-        libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Debug, print)));
-    } else {
-        libbpf_rs::set_print(None);
-    }
-}
-
-/// BPF memory is charged to the cgroup on current kernels; older ones need
-/// RLIMIT_MEMLOCK raised. Where that is refused, loading may still work.
-fn raise_memlock() {
-    let unlimited = libc::rlimit {
-        rlim_cur: libc::RLIM_INFINITY,
-        rlim_max: libc::RLIM_INFINITY,
-    };
-    // SAFETY: plain syscall with a valid pointer to a stack value.
-    let _ = unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &unlimited) };
-}
