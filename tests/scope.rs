@@ -62,6 +62,12 @@ impl Drop for TestCgroup {
             let _ = c.kill();
             let _ = c.wait();
         }
+        // Children they forked into the cgroup too.
+        let procs = fs::read_to_string(self.dir.join("cgroup.procs")).unwrap_or_default();
+        for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+            // SAFETY: a plain syscall; the PIDs are this test's cgroup's.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
         // The forked child may take a moment to be reaped by init.
         for _ in 0..50 {
             if fs::remove_dir(&self.dir).is_ok() {
@@ -205,8 +211,10 @@ fn group_by_cgroup_puts_each_container_s_stacks_under_its_own_root() {
     let v2 = v2_mount();
     let id = "0c1d2e3f4a5b0c1d2e3f4a5b0c1d2e3f4a5b0c1d2e3f4a5b0c1d2e3f4a5b6c7d";
     let mut cg = TestCgroup::new(v2.join(format!("docker-{id}.scope")));
-    cg.start_inside("4.5");
-    let mut outside = start_outside("4.5");
+    // Both outlast the capture however long attaching takes (4 s in an
+    // emulated guest); they are killed at the end.
+    cg.start_inside("15");
+    let mut outside = start_outside("15");
     let outside_root = group_frame_of(outside.id());
     std::thread::sleep(Duration::from_millis(200));
     let dir = out_dir("scope_group_by");
