@@ -52,7 +52,8 @@ export FGBPF_CONSUMERS="$PWD/$consumers"
 # (there are none); close with the totals over all of them.
 mkdir -p target
 set +e
-cargo test --locked "$@" 2>&1 | tee target/test-output.log
+# --no-fail-fast: a failing binary must not hide the results of the rest.
+cargo test --locked --no-fail-fast "$@" 2>&1 | tee target/test-output.log
 status=${PIPESTATUS[0]}
 # The kernel fallbacks (src/probe/features.rs: task state from the task,
 # raw tracepoints, perf buffer), forced on this kernel, under the capture

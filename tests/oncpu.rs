@@ -448,7 +448,20 @@ fn diff_fail_above_catches_a_doubled_function_and_passes_a_rerun() {
         run(fgbpf().args(["diff", "--fail-above", "5"]).arg(before).arg(after))
     };
     let same = gate(&first, &again);
-    assert_eq!(same.status.code(), Some(0), "{}", String::from_utf8_lossy(&same.stderr));
+    // On failure, how each capture's stacks were walked and what it holds.
+    let said = |dir: &std::path::Path| {
+        let report = std::fs::read_to_string(dir.join("report.txt")).unwrap_or_default();
+        let walked = report.lines().filter(|l| l.contains("unwound") || l.contains("frame pointers")).collect::<Vec<_>>().join("\n");
+        format!("{}:\n{walked}\n{}", dir.display(), std::fs::read_to_string(dir.join("oncpu.folded")).unwrap_or_default())
+    };
+    assert_eq!(
+        same.status.code(),
+        Some(0),
+        "{}\n{}\n{}",
+        String::from_utf8_lossy(&same.stderr),
+        said(&first),
+        said(&again)
+    );
     let worse = gate(&first, &slower);
     let err = String::from_utf8_lossy(&worse.stderr);
     assert_eq!(worse.status.code(), Some(1), "{err}");
