@@ -86,17 +86,58 @@ fn start_outside(seconds: &str) -> Child {
         .unwrap()
 }
 
+/// Waits until `pid` runs the scoped workload (it has exec'd, and so
+/// handles SIGUSR1).
+fn wait_exec(pid: u32) {
+    for _ in 0..200 {
+        let comm = fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        if comm.starts_with("scoped") {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("pid {pid} never ran the scoped workload");
+}
+
+/// Runs the capture `cmd` and, once it says it is attached, tells the
+/// `scoped inside` process `inside` to fork its late child: the child is
+/// born during the capture however long attaching takes (4 s in an
+/// emulated guest). The workloads outlast the capture; callers kill them.
+fn capture_then_fork(cmd: &mut Command, inside: u32) -> std::process::Output {
+    use std::io::{BufRead, BufReader, Read};
+    wait_exec(inside);
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut stderr = String::new();
+    loop {
+        let mut line = String::new();
+        if err.read_line(&mut line).unwrap_or(0) == 0 {
+            break;
+        }
+        stderr.push_str(&line);
+        if line.contains("attached in") {
+            break;
+        }
+    }
+    // SAFETY: a plain syscall to this test's own workload.
+    unsafe { libc::kill(inside as i32, libc::SIGUSR1) };
+    err.read_to_string(&mut stderr).unwrap();
+    let mut out = child.wait_with_output().unwrap();
+    out.stderr = stderr.into_bytes();
+    out
+}
+
 /// Captures `oncpu` for 3 s with `scope` flags, while `scoped inside` runs
-/// in `cg` and `scoped outside` beside it; checks the profile.
+/// in `cg` (forking its child once the capture is attached) and `scoped
+/// outside` beside it; checks the profile.
 fn capture_scoped(cg: &mut TestCgroup, name: &str, scope: &[&str]) {
-    let inside = cg.start_inside("4.5");
-    let mut outside = start_outside("4.5");
-    std::thread::sleep(Duration::from_millis(200));
+    let inside = cg.start_inside("30");
+    let mut outside = start_outside("30");
     let dir = out_dir(name);
-    let out = run(fgbpf()
-        .args(["oncpu", "-F", "199", "-d", "3", "-o"])
-        .arg(&dir)
-        .args(scope));
+    let out = capture_then_fork(
+        fgbpf().args(["oncpu", "-F", "199", "-d", "3", "-o"]).arg(&dir).args(scope),
+        inside,
+    );
     let _ = outside.kill();
     let _ = outside.wait();
     assert_ok(&out);
@@ -211,18 +252,18 @@ fn group_by_cgroup_puts_each_container_s_stacks_under_its_own_root() {
     let v2 = v2_mount();
     let id = "0c1d2e3f4a5b0c1d2e3f4a5b0c1d2e3f4a5b0c1d2e3f4a5b0c1d2e3f4a5b6c7d";
     let mut cg = TestCgroup::new(v2.join(format!("docker-{id}.scope")));
-    // Both outlast the capture however long attaching takes (4 s in an
-    // emulated guest); they are killed at the end.
-    cg.start_inside("15");
-    let mut outside = start_outside("15");
+    // Both outlast the capture however long attaching takes; they are
+    // killed at the end.
+    let inside = cg.start_inside("30");
+    let mut outside = start_outside("30");
     let outside_root = group_frame_of(outside.id());
-    std::thread::sleep(Duration::from_millis(200));
     let dir = out_dir("scope_group_by");
     // The whole system, on-CPU and off-CPU: both programs key by cgroup,
     // and waits still open at the end are named from /proc.
-    let out = run(fgbpf()
-        .args(["wall", "-F", "199", "-d", "3", "--group-by", "cgroup", "-o"])
-        .arg(&dir));
+    let out = capture_then_fork(
+        fgbpf().args(["wall", "-F", "199", "-d", "3", "--group-by", "cgroup", "-o"]).arg(&dir),
+        inside,
+    );
     let _ = outside.kill();
     let _ = outside.wait();
     assert_ok(&out);

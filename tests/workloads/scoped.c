@@ -1,9 +1,12 @@
 /* Processes for cgroup-scoped captures (gcc -O2, no frame pointers).
  * Usage:
- *   scoped inside SECONDS    burn in burn_inside; after 1 s fork a child
- *                            that burns in burn_in_late_child (it is born
- *                            in the parent's cgroup, during the capture);
+ *   scoped inside SECONDS    burn in burn_inside; on SIGUSR1 (which the
+ *                            test sends once the capture is attached, however
+ *                            long that takes) fork a child that burns in
+ *                            burn_in_late_child: it is born in the parent's
+ *                            cgroup, during the capture;
  *   scoped outside SECONDS   burn in burn_outside. */
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -11,6 +14,13 @@
 #include <unistd.h>
 
 static volatile unsigned long sink;
+static volatile sig_atomic_t fork_now;
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	fork_now = 1;
+}
 
 static double now(void)
 {
@@ -40,7 +50,11 @@ int main(int argc, char **argv)
 		burn_outside(end);
 		return 0;
 	}
-	burn_inside(now() + 1.0);
+	signal(SIGUSR1, on_usr1);
+	while (!fork_now && now() < end)
+		burn_inside(now() + 0.02);
+	if (!fork_now)
+		return 0;
 	pid_t p = fork();
 	if (p == 0) {
 		burn_in_late_child(end);
