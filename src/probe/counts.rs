@@ -200,7 +200,9 @@ impl Counts {
             if !self.totals.contains_key(&k) {
                 let mut key = types::fg_key::default();
                 if plain::copy_from_bytes(&mut key, &k).is_ok() {
-                    cgroups.push(key.cgroup);
+                    if self.groups.is_some() {
+                        cgroups.push(key.cgroup);
+                    }
                     if key.user_stack != 0 {
                         self.fresh.push((key.pid, key.user_stack));
                         self.by_pid.entry(key.pid).or_default().push(key.user_stack);

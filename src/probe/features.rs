@@ -248,11 +248,7 @@ impl Paths {
     /// flags that select each path in BPF (the verifier prunes the other)
     /// and, with a perf buffer, `proc_events`' map type.
     pub(super) fn configure(&self, open: &mut OpenFgbpfSkel<'_>) -> Result<(), CaptureError> {
-        let ro = open
-            .maps
-            .rodata_data
-            .as_deref_mut()
-            .expect("fgbpf.bpf.c has read-only config");
+        let ro = super::skel::rodata(open);
         ro.state_from_task = self.task_state.taken();
         ro.events_perf = self.perf_buffer.taken();
         ro.kstack_at_switch_out = self.kstack_at_switch_out();

@@ -94,11 +94,7 @@ impl Probe {
         let btf = !paths.raw_tp.taken();
         let off = opts.offcpu.as_ref();
         {
-            let ro = open
-                .maps
-                .rodata_data
-                .as_deref_mut()
-                .expect("fgbpf.bpf.c has read-only config");
+            let ro = skel::rodata(&mut open);
             ro.filter_pids = opts.targets.by_pid();
             ro.filter_tids = !opts.targets.tids.is_empty();
             ro.follow_children = opts.targets.follow_children;

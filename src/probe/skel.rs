@@ -13,3 +13,11 @@ unsafe impl plain::Plain for types::fg_stats {}
 unsafe impl plain::Plain for types::fg_proc_event {}
 unsafe impl plain::Plain for types::fg_proc_unwind {}
 unsafe impl plain::Plain for types::fg_py_proc {}
+
+/// The object's read-only configuration, set before it loads.
+pub fn rodata<'a>(open: &'a mut OpenFgbpfSkel<'_>) -> &'a mut types::rodata {
+    open.maps
+        .rodata_data
+        .as_deref_mut()
+        .expect("fgbpf.bpf.c has read-only config")
+}

@@ -52,6 +52,17 @@ pub struct Mount {
     pub options: Vec<String>,
 }
 
+impl Mount {
+    /// Whether a /proc/PID/cgroup line whose controller field is `ctrls`
+    /// (empty for cgroup v2) is this hierarchy's.
+    pub fn holds(&self, ctrls: &str) -> bool {
+        match ctrls {
+            "" => self.v2,
+            c => !self.v2 && c.split(',').any(|c| self.options.iter().any(|o| o == c)),
+        }
+    }
+}
+
 /// The cgroup hierarchies of /proc/mounts.
 pub fn mounts() -> Vec<Mount> {
     parse_mounts(&fs::read_to_string("/proc/mounts").unwrap_or_default())
@@ -273,14 +284,8 @@ pub fn of_container(prefix: &str) -> Result<Scope, String> {
     let mut candidates: Vec<PathBuf> = Vec::new();
     for (_, ctrl, path) in &found {
         let rel = path.trim_start_matches('/');
-        for m in &mounts {
-            let fits = match ctrl.as_str() {
-                "" => m.v2,
-                c => !m.v2 && c.split(',').any(|c| m.options.iter().any(|o| o == c)),
-            };
-            if fits {
-                candidates.push(m.dir.join(rel));
-            }
+        for m in mounts.iter().filter(|m| m.holds(ctrl)) {
+            candidates.push(m.dir.join(rel));
         }
     }
     candidates.sort_by_key(|d| !mounts.iter().any(|m| m.v2 && d.starts_with(&m.dir)));

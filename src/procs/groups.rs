@@ -11,9 +11,9 @@
 use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use super::cgroup::{container_id, mounts, Scope};
+use super::cgroup::{container_id, mounts, Mount, Scope};
 
 /// How deep the walk of a hierarchy goes: deeper than any real layout
 /// (Kubernetes pods sit at depth 4 or 5).
@@ -28,11 +28,8 @@ const UNKNOWN: &str = "cgroup unknown";
 /// Names of cgroup IDs in one hierarchy.
 #[derive(Debug)]
 pub struct Groups {
-    /// Where the hierarchy is mounted.
-    root: PathBuf,
-    /// For a v1 hierarchy, its controllers (as /proc/PID/cgroup lists
-    /// them); `None` for cgroup v2.
-    v1: Option<Vec<String>>,
+    /// The hierarchy.
+    mount: Mount,
     /// Path inside the hierarchy by ID (`/` for its root).
     paths: HashMap<u64, String>,
     /// IDs a walk did not find: removed before they were looked up.
@@ -54,17 +51,8 @@ impl Groups {
         let Some(mount) = mount else {
             return Err("--group-by cgroup needs a cgroup v2 hierarchy, and /proc/mounts has none: give --cgroup a v1 controller's directory (/sys/fs/cgroup/cpu/...) to group by that hierarchy".into());
         };
-        let v1 = (!mount.v2).then(|| {
-            mount
-                .options
-                .iter()
-                .filter(|o| o.starts_with("name=") || is_controller(o))
-                .cloned()
-                .collect()
-        });
         Ok(Groups {
-            root: mount.dir.clone(),
-            v1,
+            mount: mount.clone(),
             paths: HashMap::new(),
             gone: HashSet::new(),
         })
@@ -80,7 +68,7 @@ impl Groups {
         if new.is_empty() {
             return;
         }
-        self.paths.extend(walk(&self.root));
+        self.paths.extend(walk(&self.mount.dir));
         self.gone.extend(new.into_iter().filter(|id| !self.paths.contains_key(id)));
     }
 
@@ -106,12 +94,8 @@ impl Groups {
     fn path_in<'a>(&self, text: &'a str) -> Option<&'a str> {
         text.lines().find_map(|l| {
             let mut f = l.splitn(3, ':');
-            let (id, ctrls, path) = (f.next()?, f.next()?, f.next()?);
-            let ours = match &self.v1 {
-                None => id == "0" && ctrls.is_empty(),
-                Some(mine) => ctrls.split(',').any(|c| mine.iter().any(|m| m == c)),
-            };
-            ours.then_some(path)
+            let (_, ctrls, path) = (f.next()?, f.next()?, f.next()?);
+            self.mount.holds(ctrls).then_some(path)
         })
     }
 }
@@ -123,16 +107,6 @@ fn label_of_path(path: &str) -> String {
         Some(id) => format!("container {}", &id[..id.len().min(12)]),
         None => format!("cgroup {path}"),
     }
-}
-
-/// Whether a v1 mount option is a controller's name (not `rw`, `relatime`
-/// and the like): the ones /proc/cgroups lists.
-fn is_controller(option: &str) -> bool {
-    fs::read_to_string("/proc/cgroups")
-        .unwrap_or_default()
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .any(|l| l.split_whitespace().next() == Some(option))
 }
 
 /// Every cgroup under `root` by ID (its directory's inode number, the
@@ -165,6 +139,7 @@ fn walk(root: &Path) -> HashMap<u64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     #[test]
     fn containers_are_named_by_their_short_id() {
@@ -180,22 +155,25 @@ mod tests {
     #[test]
     fn a_process_s_line_is_its_hierarchy_s() {
         let text = "4:memory:/mem/x\n2:cpu,cpuacct:/cpu/y\n0::/system.slice/z.service\n";
-        let g = |v1: Option<Vec<String>>| Groups {
-            root: PathBuf::from("/"),
-            v1,
+        let g = |v1: Option<&str>| Groups {
+            mount: Mount {
+                dir: PathBuf::from("/"),
+                v2: v1.is_none(),
+                options: ["rw", "nosuid"].into_iter().chain(v1).map(String::from).collect(),
+            },
             paths: HashMap::new(),
             gone: HashSet::new(),
         };
         assert_eq!(g(None).path_in(text), Some("/system.slice/z.service"));
-        assert_eq!(g(Some(vec!["cpu".into()])).path_in(text), Some("/cpu/y"));
-        assert_eq!(g(Some(vec!["memory".into()])).path_in(text), Some("/mem/x"));
-        assert_eq!(g(Some(vec!["pids".into()])).path_in(text), None);
+        assert_eq!(g(Some("cpu")).path_in(text), Some("/cpu/y"));
+        assert_eq!(g(Some("memory")).path_in(text), Some("/mem/x"));
+        assert_eq!(g(Some("pids")).path_in(text), None);
     }
 
     #[test]
     fn the_hierarchy_s_own_cgroups_are_found_and_removed_ones_said() {
         let mut groups = Groups::new(None).expect("the test machines mount cgroup v2");
-        let root = fs::metadata(&groups.root).unwrap().ino();
+        let root = fs::metadata(&groups.mount.dir).unwrap().ino();
         groups.note([root, u64::MAX]);
         assert_eq!(groups.label(root), "cgroup /");
         assert_eq!(groups.label(u64::MAX), format!("cgroup #{}, removed", u64::MAX));

@@ -290,8 +290,8 @@ fn check_line(line: &str) -> Result<(Checked<'_>, bool), String> {
     };
     let (has_thread, grouped) = match group_of_frame(first) {
         Some(_) => {
-            let (p, t) = (frames.next(), frames.next());
-            (ids(p, t), ids(p, t))
+            let after_group = ids(frames.next(), frames.next());
+            (after_group, after_group)
         }
         None => (ids(Some(first), frames.next()), false),
     };
