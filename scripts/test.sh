@@ -56,13 +56,15 @@ set +e
 cargo test --locked --no-fail-fast "$@" 2>&1 | tee target/test-output.log
 status=${PIPESTATUS[0]}
 # The kernel fallbacks (src/probe/features.rs: task state from the task,
-# raw tracepoints, perf buffer), forced on this kernel, under the capture
-# tests that exercise them: off-CPU, wakers and on-CPU, built above already
-# (26 tests in 1m10s here, after about 13 minutes for the whole suite).
+# raw tracepoints, perf buffer, the tail-call table walker with registers
+# read off the kernel stack), forced on this kernel, under the capture
+# tests that exercise them: off-CPU, wakers, on-CPU and the unwinding of
+# plain gcc -O2 builds and distribution binaries, built above already.
 # Skipped when arguments select other tests.
 if [ "$#" -eq 0 ]; then
-    echo "test: again with FGBPF_FORCE_FALLBACK=all: offcpu wakers oncpu" >&2
-    FGBPF_FORCE_FALLBACK=all cargo test --locked --no-fail-fast --test offcpu --test wakers --test oncpu 2>&1 \
+    echo "test: again with FGBPF_FORCE_FALLBACK=all: offcpu wakers oncpu unwind" >&2
+    FGBPF_FORCE_FALLBACK=all cargo test --locked --no-fail-fast --test offcpu --test wakers --test oncpu \
+        --test unwind 2>&1 \
         | tee -a target/test-output.log
     forced=${PIPESTATUS[0]}
     [ "$status" -ne 0 ] || status=$forced

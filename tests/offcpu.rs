@@ -343,11 +343,13 @@ fn a_command_that_waits_once_and_exits_is_named() {
 
 /// Every kernel fallback forced on this kernel (FGBPF_FORCE_FALLBACK=all):
 /// states read from the task, raw tracepoints (kernel stacks taken at
-/// switch-out), process events through a perf buffer. The summary, the
-/// report and --json name each path, and the capture still measures: a
-/// child that sleeps and exits before the end is named (its announcement
-/// came through the perf buffer), in the right state, with its kernel
-/// stack and without the tracer's own frames.
+/// switch-out), process events through a perf buffer, user stacks walked
+/// by tail calls from registers read off the kernel stack. The summary,
+/// the report and --json name each path, and the capture still measures:
+/// a plain gcc -O2 child that sleeps and exits before the end is named
+/// (its announcement came through the perf buffer), in the right state,
+/// walked to main, with its kernel stack and without the tracer's own
+/// frames.
 #[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn forced_fallbacks_are_named_and_still_measure_a_short_sleeper() {
@@ -356,7 +358,7 @@ fn forced_fallbacks_are_named_and_still_measure_a_short_sleeper() {
     }
     let _g = serial();
     let dir = out_dir("offcpu_forced_fallbacks");
-    let script = format!("{} 1; sleep 1", workload("sleeper").display());
+    let script = format!("{} 1; sleep 1", plain_workload("sleeper").display());
     let out = run(fgbpf()
         .env("FGBPF_FORCE_FALLBACK", "all")
         .args(["offcpu", "--json", "-o"])
@@ -374,9 +376,11 @@ fn forced_fallbacks_are_named_and_still_measure_a_short_sleeper() {
     assert!(taken("off-CPU states read from task_struct."), "{paths:?}");
     assert!(taken("raw tracepoints instead of BTF tracepoints"), "{paths:?}");
     assert!(taken("perf buffer instead of a ring buffer"), "{paths:?}");
-    assert_eq!(paths.len(), 3, "{paths:?}");
+    assert!(taken("user stacks walked with .eh_frame tables by tail calls"), "{paths:?}");
+    assert!(taken("user registers read from the top of the task's"), "{paths:?}");
+    assert_eq!(paths.len(), 5, "{paths:?}");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(stderr.matches("fgbpf: kernel fallback: ").count(), 3, "{stderr}");
+    assert_eq!(stderr.matches("fgbpf: kernel fallback: ").count(), 5, "{stderr}");
     let report = std::fs::read_to_string(dir.join("report.txt")).unwrap();
     assert!(report.contains("Kernel fallbacks") && report.contains("raw tracepoints"), "{report}");
     assert!(json["lost"].as_array().unwrap().is_empty(), "{json}");
@@ -385,6 +389,9 @@ fn forced_fallbacks_are_named_and_still_measure_a_short_sleeper() {
     let sleeping = under(&stacks, "sleep_phase", "[sleeping]");
     // One second of ~96% sleep; the shell's fork and exec come first.
     assert!(sleeping >= 800_000, "{sleeping} us under sleep_phase, sleeping: {stacks:?}");
+    // Built without frame pointers: main only through the tables.
+    let walked = weight_in_order(&stacks, &["main", "sleep_phase", "[sleeping]"]);
+    assert!(walked * 100 >= sleeping * 99, "{walked} of {sleeping} us walked to main: {stacks:?}");
     let in_sleep: Vec<&Vec<String>> = stacks
         .iter()
         .filter(|(f, _)| f.iter().any(|x| x == "sleep_phase"))
@@ -437,7 +444,7 @@ fn bad_fallback_words_and_btf_files_fail_before_the_capture() {
     let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
     let cases: [(Option<&str>, &[&str], &str); 5] = [
         (Some("raw-tp,ringbuf"), &[], "FGBPF_FORCE_FALLBACK: unknown fallback \"ringbuf\""),
-        (Some("everything"), &[], "task-state, raw-tp, perf-buffer, no-loop or all"),
+        (Some("everything"), &[], "task-state, raw-tp, perf-buffer, no-loop, no-task-regs or all"),
         (None, &["--btf", "/nonexistent/vmlinux.btf"], "--btf /nonexistent/vmlinux.btf: No such file"),
         (None, &["--btf", "/tmp"], "--btf /tmp is not a regular file"),
         (None, &["--btf", manifest], "does not parse as BTF"),

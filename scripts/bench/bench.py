@@ -577,12 +577,7 @@ def main():
     if args.only_unwinding:
         with tempfile.TemporaryDirectory(prefix="fgbpf-bench-") as t:
             section = "\n".join(unwinding.report(unwinding.measure(3, Path(t)))) + "\n"
-        path = ROOT / "BENCHMARKS.md"
-        text = path.read_text()
-        start = text.index("## 9. Whole stacks")
-        end = text.index("## Against the targets") if "## Against the targets" in text else len(text)
-        path.write_text(text[:start] + section + text[end:])
-        log(f"rewrote section 9 of {path}")
+        replace_section("## 9. Whole stacks", section)
         return
     args.rounds = 2 if args.quick else 5
     args.footprint = 10 if args.quick else 30

@@ -5,7 +5,10 @@
  * the wakeup tracer for --wakers (wakers.bpf.h) and the process trackers
  * (targets.bpf.h). They share one stack store
  * (stacks.bpf.h), one target filter and process-event ring buffer
- * (targets.bpf.h), and one double-buffered counts map (counts.bpf.h). */
+ * (targets.bpf.h), and one double-buffered counts map (counts.bpf.h).
+ * On kernels without bpf_loop the sampler, switch and wakeup programs load
+ * as their _compat variants, which walk user stacks by tail calls
+ * (tailwalk.bpf.h). */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
@@ -16,6 +19,7 @@
 #include "stacks.bpf.h"
 #include "counts.bpf.h"
 #include "unwind.bpf.h"
+#include "tailwalk.bpf.h"
 #include "oncpu.bpf.h"
 #include "offcpu.bpf.h"
 #include "wakers.bpf.h"

@@ -3,7 +3,9 @@
  * stack; at switch-in it adds the elapsed time to the thread's
  * (stacks, state) bucket. The kernel stack is read at switch-in, from the
  * stack the thread saved when it blocked, and only for intervals the
- * filters keep. Nothing per switch crosses to user space. */
+ * filters keep. Nothing per switch crosses to user space. switch_btf or
+ * switch_raw on kernels with bpf_loop; their _compat variants and walkers
+ * walk_switch_* otherwise (tailwalk.bpf.h). */
 #ifndef FGBPF_OFFCPU_BPF_H
 #define FGBPF_OFFCPU_BPF_H
 
@@ -11,6 +13,7 @@
 #include "counts.bpf.h"
 #include "stacks.bpf.h"
 #include "unwind.bpf.h"
+#include "tailwalk.bpf.h"
 #include "targets.bpf.h"
 
 #define TASK_INTERRUPTIBLE 0x1
@@ -80,11 +83,46 @@ static __always_inline __u32 classify(bool preempt, unsigned int prev_state)
 	return FG_SLEEPING;
 }
 
+/* tailwalk.bpf.h: the switch tracer's table walker, tail-called by the
+ * compat switch programs and by itself. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} switch_walks SEC(".maps");
+
+/* A switch-out, once its user stack is in start. */
+static __always_inline void switch_out_rest(void *ctx, struct fg_stats *st, struct task_struct *prev,
+					    __u32 tid, struct fg_start *start, bool user_lost)
+{
+	if (user_lost)
+		st->lost_user_stack++;
+	/* Announced when its stack is taken, not when the wait ends: a
+	 * process may exit right after its only wait. */
+	if (start->user_stack)
+		note_process(ctx, start->pid, prev);
+	if (kern_stacks && kstack_at_switch_out) {
+		bool lost = false;
+
+		start->kern_stack = store_stack(ctx, 1, 0, &lost);
+		if (lost)
+			st->lost_kern_stack++;
+	}
+	start->ts = bpf_ktime_get_ns();
+	if (bpf_map_update_elem(&starts, &tid, start, BPF_ANY))
+		st->lost_start_full++;
+}
+
+/* compat: the variant for kernels without bpf_loop (tailwalk.bpf.h),
+ * which may tail-call the walker and not return: the caller has done
+ * everything else. */
 static __always_inline void switch_out(void *ctx, struct fg_stats *st, struct task_struct *prev,
-				       bool preempt, unsigned int prev_state)
+				       bool preempt, unsigned int prev_state, const bool compat)
 {
 	__u32 pid = BPF_CORE_READ(prev, tgid), tid = BPF_CORE_READ(prev, pid);
 	struct fg_start start = {};
+	bool lost = false;
 
 	if (tid == 0 || pid == self_pid || !is_target(pid, tid) || !in_scope(prev))
 		return;
@@ -107,29 +145,21 @@ static __always_inline void switch_out(void *ctx, struct fg_stats *st, struct ta
 	/* prev is still current here: its user stack is readable now, and
 	 * only now. */
 	if (user_stacks) {
-		bool lost = false;
-
 		__u32 walk = FG_WALK_NONE;
 
-		start.user_stack = store_user_stack(ctx, pid, st, &lost, &walk);
-		start.flags |= walk << FG_WALK_SHIFT;
-		if (lost)
-			st->lost_user_stack++;
-		/* Announced when its stack is taken, not when the wait ends:
-		 * a process may exit right after its only wait. */
-		if (start.user_stack)
-			note_process(ctx, pid, prev);
-	}
-	if (kern_stacks && kstack_at_switch_out) {
-		bool lost = false;
+		if (compat) {
+			struct walk_cont *c = tail_walk_begin(pid);
 
-		start.kern_stack = store_stack(ctx, 1, 0, &lost);
-		if (lost)
-			st->lost_kern_stack++;
+			if (c) {
+				c->start = start;
+				c->tid = tid;
+				bpf_tail_call(ctx, &switch_walks, 0);
+			}
+		}
+		start.user_stack = store_user_stack(ctx, pid, st, &lost, &walk, compat);
+		start.flags |= walk << FG_WALK_SHIFT;
 	}
-	start.ts = bpf_ktime_get_ns();
-	if (bpf_map_update_elem(&starts, &tid, &start, BPF_ANY))
-		st->lost_start_full++;
+	switch_out_rest(ctx, st, prev, tid, &start, lost);
 }
 
 static __always_inline void switch_in(void *ctx, struct fg_stats *st, struct task_struct *next)
@@ -191,28 +221,72 @@ static __always_inline void switch_in(void *ctx, struct fg_stats *st, struct tas
 	st->recorded++;
 }
 
+/* Switch-in first: switch-out may end in a tail call (compat). */
 static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct *prev,
-				     struct task_struct *next, unsigned int prev_state)
+				     struct task_struct *next, unsigned int prev_state, const bool compat)
 {
 	struct fg_stats *st = get_stats();
 
 	if (!st)
 		return 0;
-	switch_out(ctx, st, prev, preempt, prev_state);
 	switch_in(ctx, st, next);
+	switch_out(ctx, st, prev, preempt, prev_state, compat);
+	return 0;
+}
+
+/* The walker's stage: prev is still current, as at the switch-out. */
+static __always_inline int walk_switch(void *ctx, struct task_struct *prev)
+{
+	struct walk_cont *c = walk_cont();
+	struct fg_stats *st = get_stats();
+	struct fg_start start;
+	__u32 walk = FG_WALK_NONE;
+	bool lost = false;
+
+	if (!c || !st)
+		return 0;
+	WALK_ON(ctx, switch_walks, c);
+	start = c->start;
+	start.user_stack = tail_walk_end(c, st, &lost, &walk);
+	start.flags |= walk << FG_WALK_SHIFT;
+	switch_out_rest(ctx, st, prev, c->tid, &start, lost);
 	return 0;
 }
 
 SEC("tp_btf/sched_switch")
 int BPF_PROG(switch_btf, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	return on_switch(ctx, preempt, prev, next, prev_state_of(ctx, prev));
+	return on_switch(ctx, preempt, prev, next, prev_state_of(ctx, prev), false);
 }
 
 SEC("raw_tp/sched_switch")
 int BPF_PROG(switch_raw, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	return on_switch(ctx, preempt, prev, next, prev_state_of(ctx, prev));
+	return on_switch(ctx, preempt, prev, next, prev_state_of(ctx, prev), false);
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(switch_btf_compat, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	return on_switch(ctx, preempt, prev, next, prev_state_of(ctx, prev), true);
+}
+
+SEC("raw_tp/sched_switch")
+int BPF_PROG(switch_raw_compat, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	return on_switch(ctx, preempt, prev, next, prev_state_of(ctx, prev), true);
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(walk_switch_btf, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	return walk_switch(ctx, prev);
+}
+
+SEC("raw_tp/sched_switch")
+int BPF_PROG(walk_switch_raw, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	return walk_switch(ctx, prev);
 }
 
 #endif

@@ -45,6 +45,7 @@ enum walk_end {
 
 struct walk {
 	__u64 ip, sp, bp;
+	__u32 pid;
 	struct fg_proc_unwind *proc;
 	struct stack_buf *buf;
 	__u32 n;
@@ -58,7 +59,7 @@ struct walk {
  * exceed its instruction budget. */
 
 /* Index of the mapping holding pc, or FG_MAX_MAPPINGS for none. */
-__noinline __u32 find_mapping(struct fg_proc_unwind *proc, __u64 pc)
+static __always_inline __u32 mapping_in(struct fg_proc_unwind *proc, __u64 pc)
 {
 	__u32 lo = 0, hi, idx;
 
@@ -84,6 +85,19 @@ __noinline __u32 find_mapping(struct fg_proc_unwind *proc, __u64 pc)
 	if (idx >= FG_MAX_MAPPINGS)
 		return FG_MAX_MAPPINGS;
 	return pc < proc->maps[idx].end ? idx : FG_MAX_MAPPINGS;
+}
+
+__noinline __u32 find_mapping(struct fg_proc_unwind *proc, __u64 pc)
+{
+	return mapping_in(proc, pc);
+}
+
+/* The same for the process pid: for kernels before 5.12, whose global
+ * functions take no pointer but the context (the tail-call walker,
+ * tailwalk.bpf.h). One more hash lookup per frame. */
+__noinline __u32 find_mapping_of(__u32 pid, __u64 pc)
+{
+	return mapping_in(bpf_map_lookup_elem(&proc_unwind, &pid), pc);
 }
 
 /* Index in unwind_rows of the row for rel in rows [first, first + count),
@@ -127,18 +141,16 @@ static __always_inline bool fp_step(struct walk *w)
 	return true;
 }
 
-static long walk_step(__u32 i, void *ctx)
+/* Records frame n and steps to its caller: 1 when the walk is over
+ * (w->end says why; WALK_GOING: cut at MAX_STACK_DEPTH), 0 to go on.
+ * by_pid: look the mapping up by w->pid (find_mapping_of). */
+static __always_inline long walk_frame(__u32 n, struct walk *w, const bool by_pid)
 {
-	struct walk *w = ctx;
 	struct fg_mapping *m;
 	struct fg_unwind_row *r;
 	__u64 pc, cfa, ra;
 	__u64 mi;
 	bool have_table = false;
-	/* The loop index is the frame number: every iteration records one
-	 * frame. The verifier sees it as any value below the loop bound, so it
-	 * checks this body once instead of once per frame number. */
-	__u32 n = i;
 
 	if (n >= MAX_STACK_DEPTH)
 		return 1;
@@ -149,7 +161,7 @@ static long walk_step(__u32 i, void *ctx)
 	/* A caller's return address points after its call: look up the call. */
 	pc = n == 0 ? w->ip : w->ip - 1;
 	r = NULL;
-	mi = find_mapping(w->proc, pc);
+	mi = by_pid ? find_mapping_of(w->pid, pc) : find_mapping(w->proc, pc);
 	/* Keep the bound check: the compiler can see it holds, the verifier
 	 * cannot see into a global function. */
 	asm volatile("" : "+r"(mi));
@@ -216,6 +228,45 @@ next:
 	return 0;
 }
 
+static long walk_step(__u32 i, void *ctx)
+{
+	/* The loop index is the frame number: every iteration records one
+	 * frame. The verifier sees it as any value below the loop bound, so it
+	 * checks this body once instead of once per frame number. */
+	return walk_frame(i, ctx, false);
+}
+
+/* Counts how a walk ended and says it in *walk (enum fg_walk). */
+static __always_inline void walk_outcome(__u32 end, bool used_fp, struct fg_stats *st, __u32 *walk)
+{
+	switch (end) {
+	case WALK_GOING:
+		st->unw_depth++;
+		*walk = FG_WALK_DEPTH;
+		break;
+	case WALK_FAULT:
+		st->unw_fault++;
+		*walk = FG_WALK_FAULT;
+		break;
+	case WALK_UNSUPPORTED:
+		st->unw_unsupported++;
+		*walk = FG_WALK_UNSUPPORTED;
+		break;
+	case WALK_LOST_FP:
+		st->unw_lost_fp++;
+		*walk = FG_WALK_LOST;
+		break;
+	default:
+		if (used_fp) {
+			st->unw_mixed++;
+			*walk = FG_WALK_MIXED;
+		} else {
+			st->unw_tables++;
+			*walk = FG_WALK_TABLES;
+		}
+	}
+}
+
 /* The user registers of the current task, as saved at its entry to the
  * kernel: by the timer interrupt when a sample lands in user code, by the
  * syscall or interrupt entry otherwise (and at a context switch). */
@@ -239,9 +290,13 @@ static __always_inline bool user_regs(struct walk *w)
  * its process has them, else by the kernel's frame-pointer walk, then its
  * Python frames when it is a known interpreter (python.bpf.h). Returns its
  * key (see store_stack), counts how the walks went, and says it in *walk:
- * enum fg_walk in bits 0-3, enum fg_py_walk in bits 4-7. */
+ * enum fg_walk in bits 0-3, enum fg_py_walk in bits 4-7.
+ * compat: the programs for kernels without bpf_loop, which walk tables by
+ * tail calls before they come here (tailwalk.bpf.h): here only the frame
+ * pointer walk, and no Python frames, so that neither bpf_loop nor a
+ * global function taking pointers is in those programs. */
 static __always_inline __u64 store_user_stack(void *ctx, __u32 pid, struct fg_stats *st, bool *lost,
-					       __u32 *walk)
+					       __u32 *walk, const bool compat)
 {
 	struct walk w = {};
 	__u32 slot = 0, py = FG_PY_NONE;
@@ -253,7 +308,7 @@ static __always_inline __u64 store_user_stack(void *ctx, __u32 pid, struct fg_st
 	w.buf = bpf_map_lookup_elem(&stack_scratch, &slot);
 	if (!w.buf)
 		return STACK_NONE;
-	if (use_tables)
+	if (use_tables && !compat)
 		w.proc = bpf_map_lookup_elem(&proc_unwind, &pid);
 	if (!w.proc) {
 		long bytes;
@@ -265,37 +320,14 @@ static __always_inline __u64 store_user_stack(void *ctx, __u32 pid, struct fg_st
 		if (bytes <= 0)
 			return STACK_NONE;
 		w.n = bytes / sizeof(__u64);
+		if (compat)
+			return keep_stack(w.buf, w.n * sizeof(__u64), lost);
 		goto python;
 	}
 	if (!user_regs(&w))
 		return STACK_NONE;
 	bpf_loop(MAX_STACK_DEPTH, walk_step, &w, 0);
-	switch (w.end) {
-	case WALK_GOING:
-		st->unw_depth++;
-		*walk = FG_WALK_DEPTH;
-		break;
-	case WALK_FAULT:
-		st->unw_fault++;
-		*walk = FG_WALK_FAULT;
-		break;
-	case WALK_UNSUPPORTED:
-		st->unw_unsupported++;
-		*walk = FG_WALK_UNSUPPORTED;
-		break;
-	case WALK_LOST_FP:
-		st->unw_lost_fp++;
-		*walk = FG_WALK_LOST;
-		break;
-	default:
-		if (w.used_fp) {
-			st->unw_mixed++;
-			*walk = FG_WALK_MIXED;
-		} else {
-			st->unw_tables++;
-			*walk = FG_WALK_TABLES;
-		}
-	}
+	walk_outcome(w.end, w.used_fp, st, walk);
 python:
 	w.n = add_python(w.buf, w.n, pid, st, &py);
 	*walk |= py << 4;

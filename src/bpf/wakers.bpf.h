@@ -12,6 +12,7 @@
 #include "counts.bpf.h"
 #include "stacks.bpf.h"
 #include "unwind.bpf.h"
+#include "tailwalk.bpf.h"
 
 const volatile bool record_wakers = false;
 
@@ -45,27 +46,52 @@ static __always_inline __u64 keep_waker(struct fg_waker *w, struct fg_stats *st)
 	return h;
 }
 
-/* `starts` is the off-CPU tracer's map of blocked threads. */
-static __always_inline void on_waking(void *ctx, struct task_struct *p)
+/* tailwalk.bpf.h: the wakeup tracer's table walker. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} waking_walks SEC(".maps");
+
+/* The waker's walk is not a sample: its walk counters go to a second
+ * slot of `stats` that the per-sample accounting does not read. */
+static __always_inline struct fg_stats *waker_walks(void)
+{
+	__u32 one = 1;
+
+	return bpf_map_lookup_elem(&stats, &one);
+}
+
+/* Attaches the waker, its user stack now in w, to tid's pending wait. */
+static __always_inline void waking_rest(struct fg_stats *st, __u32 tid, struct fg_waker *w, bool user_lost)
+{
+	struct fg_start *start = bpf_map_lookup_elem(&starts, &tid);
+
+	if (user_lost)
+		st->lost_user_stack++;
+	if (start)
+		start->waker = keep_waker(w, st);
+}
+
+/* `starts` is the off-CPU tracer's map of blocked threads. compat: the
+ * variant for kernels without bpf_loop (tailwalk.bpf.h). */
+static __always_inline void on_waking(void *ctx, struct task_struct *p, const bool compat)
 {
 	__u32 tid = BPF_CORE_READ(p, pid);
-	struct fg_start *start;
 	struct fg_stats *st, *walks;
 	struct fg_waker w = {};
-	__u32 walk = FG_WALK_NONE, one = 1;
+	__u32 walk = FG_WALK_NONE;
 	bool lost = false;
 
 	if (!record_wakers)
 		return;
 	/* Only threads the tracer holds as blocked: targets that passed the
 	 * filters at their switch-out. */
-	start = bpf_map_lookup_elem(&starts, &tid);
-	if (!start)
+	if (!bpf_map_lookup_elem(&starts, &tid))
 		return;
 	st = get_stats();
-	/* The waker's walk is not a sample: its walk counters go to a second
-	 * slot that the per-sample accounting does not read. */
-	walks = bpf_map_lookup_elem(&stats, &one);
+	walks = waker_walks();
 	if (!st || !walks)
 		return;
 	st->wakeups++;
@@ -81,25 +107,75 @@ static __always_inline void on_waking(void *ctx, struct task_struct *p)
 	}
 	lost = false;
 	if (user_stacks && w.tid) {
-		w.user_stack = store_user_stack(ctx, w.pid, walks, &lost, &walk);
-		if (lost)
-			st->lost_user_stack++;
+		if (compat) {
+			struct walk_cont *c = tail_walk_begin(w.pid);
+
+			if (c) {
+				c->waker = w;
+				c->tid = tid;
+				bpf_tail_call(ctx, &waking_walks, 0);
+			}
+		}
+		w.user_stack = store_user_stack(ctx, w.pid, walks, &lost, &walk, compat);
 	}
-	start->waker = keep_waker(&w, st);
+	waking_rest(st, tid, &w, lost);
+}
+
+static __always_inline int walk_waking(void *ctx)
+{
+	struct walk_cont *c = walk_cont();
+	struct fg_stats *st = get_stats(), *walks = waker_walks();
+	struct fg_waker w;
+	__u32 walk = FG_WALK_NONE;
+	bool lost = false;
+
+	if (!c || !st || !walks)
+		return 0;
+	WALK_ON(ctx, waking_walks, c);
+	w = c->waker;
+	w.user_stack = tail_walk_end(c, walks, &lost, &walk);
+	waking_rest(st, c->tid, &w, lost);
+	return 0;
 }
 
 SEC("tp_btf/sched_waking")
 int BPF_PROG(waking_btf, struct task_struct *p)
 {
-	on_waking(ctx, p);
+	on_waking(ctx, p, false);
 	return 0;
 }
 
 SEC("raw_tp/sched_waking")
 int BPF_PROG(waking_raw, struct task_struct *p)
 {
-	on_waking(ctx, p);
+	on_waking(ctx, p, false);
 	return 0;
+}
+
+SEC("tp_btf/sched_waking")
+int BPF_PROG(waking_btf_compat, struct task_struct *p)
+{
+	on_waking(ctx, p, true);
+	return 0;
+}
+
+SEC("raw_tp/sched_waking")
+int BPF_PROG(waking_raw_compat, struct task_struct *p)
+{
+	on_waking(ctx, p, true);
+	return 0;
+}
+
+SEC("tp_btf/sched_waking")
+int BPF_PROG(walk_waking_btf, struct task_struct *p)
+{
+	return walk_waking(ctx);
+}
+
+SEC("raw_tp/sched_waking")
+int BPF_PROG(walk_waking_raw, struct task_struct *p)
+{
+	return walk_waking(ctx);
 }
 
 #endif

@@ -1,8 +1,9 @@
 //! Starting on kernels that refuse part of the object: a verifier that
 //! cannot follow the Python walker (Debian 12's 6.1 loses the bound of a
-//! spilled index that 6.12 keeps) or the .eh_frame walker (before 5.17:
-//! no bpf_loop, no bpf_task_pt_regs) still lets fgbpf profile, without
-//! that part, and the summary says which part the kernel refused and why.
+//! spilled index that 6.12 keeps) or the .eh_frame walker (the tail-call
+//! walker of kernels without bpf_loop needs 5.10) still lets fgbpf
+//! profile, without that part, and the summary says which part the kernel
+//! refused and why.
 //! Features probed before loading (src/probe/features.rs) decide the
 //! other paths first.
 
@@ -16,22 +17,19 @@ impl Probe {
     /// walker, then without both.
     pub fn start(opts: &Options) -> Result<Self, CaptureError> {
         let paths = Paths::probe(opts.btf.as_deref())?;
-        // Without bpf_loop neither walker loads: not tried. Python code
-        // objects are announced through the ring buffer only.
-        let no_loop = (!paths.bpf_loop).then(|| paths.no_loop_why.clone());
-        let wanted = (opts.user_stacks && opts.python, opts.user_stacks && opts.max_unwind_rows > 0);
+        // Without bpf_loop the Python walker is not tried (the table
+        // walker runs by tail calls). Python code objects are announced
+        // through the ring buffer only.
+        let no_loop = paths.compat.taken().then(|| paths.no_loop_why());
+        let wanted_python = opts.user_stacks && opts.python;
         let opts = &Options {
-            python: opts.python && !paths.perf_buffer.taken() && paths.bpf_loop,
-            max_unwind_rows: if paths.bpf_loop { opts.max_unwind_rows } else { 0 },
+            python: opts.python && !paths.perf_buffer.taken() && !paths.compat.taken(),
             ..opts.clone()
         };
         let first = match Probe::start_with(opts, &paths) {
             Ok(mut probe) => {
-                if wanted.0 {
+                if wanted_python {
                     probe.python_refused = no_loop.clone();
-                }
-                if wanted.1 {
-                    probe.tables_refused = no_loop;
                 }
                 return Ok(probe);
             }
@@ -66,6 +64,9 @@ impl Probe {
                 }
                 if tables_off {
                     probe.tables_refused = Some(first.message.clone());
+                }
+                if wanted_python && probe.python_refused.is_none() {
+                    probe.python_refused = no_loop;
                 }
                 return Ok(probe);
             }

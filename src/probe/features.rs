@@ -4,9 +4,11 @@
 //! tracepoints (`tp_btf`, 5.5 and the kernel's own BTF) or raw ones; a ring
 //! buffer (5.8) or a perf buffer for process events; the kernel's BTF or an
 //! external file (`--btf`, BTFHub's convention) for CO-RE; and, from the
-//! kernel's list of helpers, whether the walkers can load (`bpf_loop`,
-//! 5.17) and where off-CPU kernel stacks are read (`bpf_get_task_stack`,
-//! 5.9). Each decision is
+//! kernel's list of helpers, how user stacks are walked (in a `bpf_loop`,
+//! 5.17, or by tail calls, src/bpf/tailwalk.bpf.h), how user registers
+//! are found (`bpf_task_pt_regs`, 5.15, or on the task's kernel stack) and
+//! where off-CPU kernel stacks are read (`bpf_get_task_stack`, 5.9). Each
+//! decision is
 //! made here, in one place, so that the loader, the summary and the tests
 //! agree on it; `FGBPF_FORCE_FALLBACK` makes the loader take a fallback on
 //! a kernel that has the feature, so that every path runs on any host.
@@ -27,12 +29,11 @@ use super::CaptureError;
 pub const KERNEL_BTF: &str = "/sys/kernel/btf/vmlinux";
 
 /// The environment variable that forces fallbacks: a comma-separated list
-/// of [`FORCE_WORDS`], or `all` (the first three: `no-loop` changes what
-/// user stacks show, so it is asked for by name).
+/// of [`FORCE_WORDS`], or `all` (every one).
 pub const FORCE_ENV: &str = "FGBPF_FORCE_FALLBACK";
 
 /// The words `FGBPF_FORCE_FALLBACK` takes, besides `all`.
-pub const FORCE_WORDS: [&str; 4] = ["task-state", "raw-tp", "perf-buffer", "no-loop"];
+pub const FORCE_WORDS: [&str; 5] = ["task-state", "raw-tp", "perf-buffer", "no-loop", "no-task-regs"];
 
 /// Fallbacks forced on a kernel that has the features.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -40,8 +41,13 @@ pub struct Force {
     pub task_state: bool,
     pub raw_tp: bool,
     pub perf_buffer: bool,
-    /// As if the kernel had no bpf_loop: neither walker is loaded.
+    /// As if the kernel had no bpf_loop: the compat programs, which walk
+    /// tables by tail calls, and no Python walker.
     pub no_loop: bool,
+    /// As if the kernel had no bpf_task_pt_regs: the compat walker reads
+    /// user registers from the task's kernel stack (implies `no-loop`,
+    /// the only walker that reads them so).
+    pub no_task_regs: bool,
 }
 
 impl Force {
@@ -66,13 +72,18 @@ impl Force {
                         task_state: true,
                         raw_tp: true,
                         perf_buffer: true,
-                        ..force
+                        no_loop: true,
+                        no_task_regs: true,
                     }
                 }
                 "task-state" => force.task_state = true,
                 "raw-tp" => force.raw_tp = true,
                 "perf-buffer" => force.perf_buffer = true,
                 "no-loop" => force.no_loop = true,
+                "no-task-regs" => {
+                    force.no_loop = true;
+                    force.no_task_regs = true;
+                }
                 other => {
                     return Err(format!(
                         "{FORCE_ENV}: unknown fallback {other:?}: use a comma-separated list of {} or all",
@@ -134,11 +145,16 @@ pub struct Paths {
     pub perf_buffer: Taken,
     /// `--btf`: the BTF CO-RE relocations are made against.
     pub btf_file: Option<PathBuf>,
-    /// The kernel has bpf_loop (5.17), which the .eh_frame and Python
-    /// walkers need (false when `no-loop` is forced).
-    pub bpf_loop: bool,
-    /// Why the walkers are not loaded when `bpf_loop` is false.
-    pub no_loop_why: String,
+    /// The compat programs (src/bpf/tailwalk.bpf.h): no bpf_loop (5.17),
+    /// so the .eh_frame walker runs by tail calls and the Python walker,
+    /// which needs the loop, is off.
+    pub compat: Taken,
+    /// User registers read from the task's kernel stack: no
+    /// bpf_task_pt_regs (5.15). Only the compat walker needs it.
+    pub task_regs: Taken,
+    /// THREAD_SIZE, where the task's user registers are saved: 16 KiB on
+    /// x86-64, twice that with KASAN.
+    pub kernel_stack_size: u32,
     /// The kernel has bpf_get_task_stack (5.9), for off-CPU kernel stacks
     /// read at switch-in; without it they are taken at switch-out.
     pub task_stack: bool,
@@ -173,8 +189,12 @@ impl Paths {
             perf_buffer: Taken::of(force.perf_buffer, !ringbuf),
             btf_file: btf_file.map(Path::to_path_buf),
             // The kernel's own list of helpers (enum bpf_func_id).
-            bpf_loop: !force.no_loop && has_enumerator(&btf, "bpf_func_id", "BPF_FUNC_loop"),
-            no_loop_why: Taken::of(force.no_loop, true).why("the kernel has no bpf_loop helper"),
+            compat: Taken::of(force.no_loop, !has_enumerator(&btf, "bpf_func_id", "BPF_FUNC_loop")),
+            task_regs: Taken::of(
+                force.no_task_regs,
+                !has_enumerator(&btf, "bpf_func_id", "BPF_FUNC_task_pt_regs"),
+            ),
+            kernel_stack_size: if btf.type_by_name::<types::Func<'_>>("kasan_report").is_some() { 32768 } else { 16384 },
             task_stack: has_enumerator(&btf, "bpf_func_id", "BPF_FUNC_get_task_stack"),
         })
     }
@@ -182,6 +202,11 @@ impl Paths {
     /// Off-CPU kernel stacks taken at switch-out rather than switch-in.
     fn kstack_at_switch_out(&self) -> bool {
         self.raw_tp.taken() || !self.task_stack
+    }
+
+    /// Why the Python walker is off on the compat path.
+    pub fn no_loop_why(&self) -> String {
+        self.compat.why("the kernel has no bpf_loop helper (Linux 5.17)")
     }
 
     /// One sentence per fallback taken, for the summary and the report.
@@ -214,6 +239,19 @@ impl Paths {
                 "process events through a perf buffer instead of a ring buffer ({}); Python frames off: the Python walker needs a ring buffer and bpf_loop (Linux 5.17)",
                 self.perf_buffer.why("ring buffers need Linux 5.8")
             ));
+        }
+        if self.compat.taken() {
+            out.push(format!(
+                "user stacks walked with .eh_frame tables by tail calls, 8 frames a call, not in a bpf_loop ({}; needs Linux 5.10)",
+                self.no_loop_why()
+            ));
+            if self.task_regs.taken() {
+                out.push(format!(
+                    "user registers read from the top of the task's {} KiB kernel stack ({})",
+                    self.kernel_stack_size / 1024,
+                    self.task_regs.why("bpf_task_pt_regs needs Linux 5.15")
+                ));
+            }
         }
         out
     }
@@ -252,6 +290,8 @@ impl Paths {
         ro.state_from_task = self.task_state.taken();
         ro.events_perf = self.perf_buffer.taken();
         ro.kstack_at_switch_out = self.kstack_at_switch_out();
+        ro.regs_by_hand = self.task_regs.taken();
+        ro.kernel_stack_size = self.kernel_stack_size;
         if self.perf_buffer.taken() {
             let map = &mut open.maps.proc_events;
             // As libbpf-tools' bpf_buffer: 4-byte keys and values (CPU
@@ -349,13 +389,16 @@ mod tests {
     fn force_words_parse_and_unknown_ones_are_refused() {
         assert_eq!(Force::parse("").unwrap(), Force::default());
         let all = Force::parse("all").unwrap();
-        assert!(all.task_state && all.raw_tp && all.perf_buffer);
-        assert!(!all.no_loop, "all leaves the walkers alone");
+        assert!(all.task_state && all.raw_tp && all.perf_buffer && all.no_loop && all.no_task_regs);
         let two = Force::parse("raw-tp, perf-buffer").unwrap();
-        assert!(!two.task_state && two.raw_tp && two.perf_buffer);
-        assert!(Force::parse("all,no-loop").unwrap().no_loop);
+        assert!(!two.task_state && two.raw_tp && two.perf_buffer && !two.no_loop);
+        let regs = Force::parse("no-task-regs").unwrap();
+        assert!(regs.no_loop && regs.no_task_regs, "only the compat walker reads registers by hand");
         let err = Force::parse("task-state,ringbuf").unwrap_err();
-        assert!(err.contains("\"ringbuf\"") && err.contains("task-state, raw-tp, perf-buffer, no-loop"), "{err}");
+        assert!(
+            err.contains("\"ringbuf\"") && err.contains("task-state, raw-tp, perf-buffer, no-loop, no-task-regs"),
+            "{err}"
+        );
     }
 
     /// On the running kernel's own BTF: the prototype is found and has
@@ -391,14 +434,17 @@ mod tests {
             raw_tp_why: "the kernel has no BTF",
             perf_buffer: Taken::No,
             btf_file: None,
-            bpf_loop: true,
-            no_loop_why: String::new(),
+            compat: Taken::Detected,
+            task_regs: Taken::Forced,
+            kernel_stack_size: 16384,
             task_stack: true,
         };
         let lines = paths.lines();
-        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert_eq!(lines.len(), 4, "{lines:?}");
         assert!(lines[0].contains("task_struct.__state") && lines[0].contains("forced by FGBPF_FORCE_FALLBACK"));
         assert!(lines[1].contains("raw tracepoints") && lines[1].contains("the kernel has no BTF"));
+        assert!(lines[2].contains("tail calls") && lines[2].contains("no bpf_loop helper (Linux 5.17)"));
+        assert!(lines[3].contains("16 KiB kernel stack") && lines[3].contains("forced by FGBPF_FORCE_FALLBACK"));
         let native = Paths {
             task_stack: true,
             ..Default::default()

@@ -14,6 +14,7 @@ pub mod features;
 mod offcpu;
 mod options;
 pub mod perf;
+mod programs;
 mod python;
 mod skel;
 pub mod targets;
@@ -131,22 +132,20 @@ impl Probe {
         let wakers = off.is_some_and(|o| o.wakers);
         // Distinct wakers (thread and stacks) are about as many as stacks.
         size(&mut open.maps.wakers, if wakers { opts.max_stacks } else { 1 }, "wakers")?;
-        let progs = &mut open.progs;
-        progs.fork_btf.set_autoload(btf);
-        progs.exec_btf.set_autoload(btf);
-        progs.fork_raw.set_autoload(!btf);
-        progs.exec_raw.set_autoload(!btf);
-        progs.exit_btf.set_autoload(btf);
-        progs.exit_raw.set_autoload(!btf);
-        progs.do_sample.set_autoload(opts.oncpu.is_some());
-        progs.switch_btf.set_autoload(off.is_some() && btf);
-        progs.switch_raw.set_autoload(off.is_some() && !btf);
-        progs.waking_btf.set_autoload(wakers && btf);
-        progs.waking_raw.set_autoload(wakers && !btf);
+        let programs = programs::Programs {
+            btf,
+            compat: paths.compat.taken(),
+            walkers: paths.compat.taken() && opts.user_stacks && opts.max_unwind_rows > 0,
+            oncpu: opts.oncpu.is_some(),
+            offcpu: off.is_some(),
+            wakers,
+        };
+        programs.autoload(&mut open.progs);
 
         let mut skel = open
             .load()
             .map_err(|e| bpf_error("loading the BPF object", e))?;
+        programs.fill_walkers(&skel)?;
         opts.targets
             .fill(&skel.maps.target_pids, &skel.maps.target_tids)?;
         let mut tables = None;
@@ -168,37 +167,13 @@ impl Probe {
         if let Some(bss) = skel.maps.bss_data.as_deref_mut() {
             bss.slice_origin = origin;
         }
-        let attach = |prog: &libbpf_rs::ProgramMut, what: &str| {
-            prog.attach()
-                .map_err(|e| bpf_error(&format!("attaching to {what}"), e))
-        };
-        let (fork, exec) = match btf {
-            true => (&skel.progs.fork_btf, &skel.progs.exec_btf),
-            false => (&skel.progs.fork_raw, &skel.progs.exec_raw),
-        };
-        let mut links = vec![
-            attach(fork, "sched_process_fork")?,
-            attach(exec, "sched_process_exec")?,
-        ];
-        let exit = match btf {
-            true => &skel.progs.exit_btf,
-            false => &skel.progs.exit_raw,
-        };
-        links.push(attach(exit, "sched_process_exit")?);
+        // Before any program runs: a perf buffer drops what is sent
+        // before it is read.
         let watcher = ProcWatcher::new(&skel.maps.proc_events, paths.perf_buffer.taken())?;
-        if off.is_some() {
-            let switch = match btf {
-                true => &skel.progs.switch_btf,
-                false => &skel.progs.switch_raw,
-            };
-            links.push(attach(switch, "sched_switch")?);
-            if wakers {
-                let waking = match btf {
-                    true => &skel.progs.waking_btf,
-                    false => &skel.progs.waking_raw,
-                };
-                links.push(attach(waking, "sched_waking")?);
-            }
+        let mut links = Vec::new();
+        for (prog, what) in programs.tracepoints(&skel) {
+            let link = prog.attach().map_err(|e| bpf_error(&format!("attaching to {what}"), e))?;
+            links.push(link);
         }
         let mut cpus = 0;
         if let Some(on) = &opts.oncpu {
@@ -207,7 +182,7 @@ impl Probe {
                     continue;
                 };
                 // libbpf owns the perf fd from here and closes it with the link.
-                let link = skel.progs.do_sample.attach_perf_event(fd).map_err(|e| {
+                let link = programs.sampler(&skel).attach_perf_event(fd).map_err(|e| {
                     // SAFETY: fd was opened above and not handed over.
                     unsafe { libc::close(fd) };
                     bpf_error(&format!("attaching the sampler to CPU {cpu}"), e)

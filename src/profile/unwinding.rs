@@ -192,7 +192,7 @@ impl Unwinding {
             ));
             if let Some(why) = &self.refused {
                 out.push(format!(
-                    "the .eh_frame walker did not load ({why}); it needs Linux 5.17+ (bpf_loop, bpf_task_pt_regs)"
+                    "the .eh_frame walker did not load ({why}); it needs Linux 5.10+ (tail calls from programs with function calls; 5.17+ walks in a bpf_loop)"
                 ));
             }
             return out;

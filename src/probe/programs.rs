@@ -1,0 +1,117 @@
+//! Which of the object's programs a capture loads and attaches. Each hook
+//! has a BTF and a raw tracepoint program (src/probe/features.rs decides
+//! which), each of those a variant for kernels with bpf_loop and a compat
+//! one for kernels without (src/bpf/tailwalk.bpf.h), and each compat
+//! program a walker that it and the walker itself tail-call through a
+//! one-entry program array. The choice is made here once, for loading,
+//! for filling those arrays after the load, and for attaching.
+
+use std::os::fd::{AsFd, AsRawFd};
+
+use libbpf_rs::{MapCore, MapFlags, ProgramMut};
+
+use super::skel::{FgbpfSkel, OpenFgbpfProgs};
+use super::{bpf_error, CaptureError};
+
+/// The programs a capture uses.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Programs {
+    /// BTF tracepoints (else raw ones).
+    pub btf: bool,
+    /// The compat variants (no bpf_loop).
+    pub compat: bool,
+    /// With their table walkers (compat, and tables asked for).
+    pub walkers: bool,
+    pub oncpu: bool,
+    pub offcpu: bool,
+    pub wakers: bool,
+}
+
+impl Programs {
+    /// Turns autoload off for every program the capture does not use.
+    pub fn autoload(&self, p: &mut OpenFgbpfProgs<'_>) {
+        let (btf, raw) = (self.btf, !self.btf);
+        let (modern, compat, walk) = (!self.compat, self.compat, self.walkers);
+        p.fork_btf.set_autoload(btf);
+        p.exec_btf.set_autoload(btf);
+        p.exit_btf.set_autoload(btf);
+        p.fork_raw.set_autoload(raw);
+        p.exec_raw.set_autoload(raw);
+        p.exit_raw.set_autoload(raw);
+        let on = self.oncpu;
+        p.do_sample.set_autoload(on && modern);
+        p.do_sample_compat.set_autoload(on && compat);
+        p.walk_sample.set_autoload(on && walk);
+        let off = self.offcpu;
+        p.switch_btf.set_autoload(off && btf && modern);
+        p.switch_raw.set_autoload(off && raw && modern);
+        p.switch_btf_compat.set_autoload(off && btf && compat);
+        p.switch_raw_compat.set_autoload(off && raw && compat);
+        p.walk_switch_btf.set_autoload(off && btf && walk);
+        p.walk_switch_raw.set_autoload(off && raw && walk);
+        let wk = self.offcpu && self.wakers;
+        p.waking_btf.set_autoload(wk && btf && modern);
+        p.waking_raw.set_autoload(wk && raw && modern);
+        p.waking_btf_compat.set_autoload(wk && btf && compat);
+        p.waking_raw_compat.set_autoload(wk && raw && compat);
+        p.walk_waking_btf.set_autoload(wk && btf && walk);
+        p.walk_waking_raw.set_autoload(wk && raw && walk);
+    }
+
+    /// After the load: puts each walker in its program array.
+    pub fn fill_walkers(&self, skel: &FgbpfSkel<'_>) -> Result<(), CaptureError> {
+        if !self.walkers {
+            return Ok(());
+        }
+        let (m, p) = (&skel.maps, &skel.progs);
+        let mut slots = Vec::new();
+        if self.oncpu {
+            slots.push((&m.sample_walks, &p.walk_sample));
+        }
+        if self.offcpu {
+            slots.push((&m.switch_walks, if self.btf { &p.walk_switch_btf } else { &p.walk_switch_raw }));
+        }
+        if self.offcpu && self.wakers {
+            slots.push((&m.waking_walks, if self.btf { &p.walk_waking_btf } else { &p.walk_waking_raw }));
+        }
+        for (map, prog) in slots {
+            let fd = prog.as_fd().as_raw_fd();
+            map.update(&0u32.to_ne_bytes(), &fd.to_ne_bytes(), MapFlags::ANY)
+                .map_err(|e| bpf_error("installing the stack walker", e))?;
+        }
+        Ok(())
+    }
+
+    /// The sampler to attach to each CPU's perf event.
+    pub fn sampler<'a>(&self, skel: &'a FgbpfSkel<'_>) -> &'a ProgramMut<'a> {
+        match self.compat {
+            false => &skel.progs.do_sample,
+            true => &skel.progs.do_sample_compat,
+        }
+    }
+
+    /// The programs to attach, with the tracepoint each one is for.
+    pub fn tracepoints<'a>(&self, skel: &'a FgbpfSkel<'_>) -> Vec<(&'a ProgramMut<'a>, &'static str)> {
+        let p = &skel.progs;
+        let pick = |btf, raw, btf_compat, raw_compat| match (self.btf, self.compat) {
+            (true, false) => btf,
+            (false, false) => raw,
+            (true, true) => btf_compat,
+            (false, true) => raw_compat,
+        };
+        let mut out = vec![
+            (if self.btf { &p.fork_btf } else { &p.fork_raw }, "sched_process_fork"),
+            (if self.btf { &p.exec_btf } else { &p.exec_raw }, "sched_process_exec"),
+            (if self.btf { &p.exit_btf } else { &p.exit_raw }, "sched_process_exit"),
+        ];
+        if self.offcpu {
+            let switch = pick(&p.switch_btf, &p.switch_raw, &p.switch_btf_compat, &p.switch_raw_compat);
+            out.push((switch, "sched_switch"));
+        }
+        if self.offcpu && self.wakers {
+            let waking = pick(&p.waking_btf, &p.waking_raw, &p.waking_btf_compat, &p.waking_raw_compat);
+            out.push((waking, "sched_waking"));
+        }
+        out
+    }
+}
