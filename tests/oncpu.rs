@@ -2,6 +2,7 @@
 
 mod common;
 
+use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -194,20 +195,19 @@ fn ctrl_c_ends_the_capture_and_writes_everything() {
         return;
     }
     let _serial = serial();
-    let mut target = Command::new(workload("split")).arg("20").spawn().unwrap();
+    // It outlasts the capture however long attaching takes.
+    let target = KillOnDrop(Command::new(workload("split")).arg("60").spawn().unwrap());
     let dir = out_dir("ctrlc");
-    let child = fgbpf()
-        .args(["oncpu", "-F", "499", "-p", &target.id().to_string(), "-o"])
-        .arg(&dir)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let out = child.wait_with_output().unwrap();
-    target.kill().ok();
-    target.wait().ok();
+    let capture = spawn_attached(
+        fgbpf()
+            .args(["oncpu", "-F", "499", "-p", &target.id().to_string(), "-o"])
+            .arg(&dir),
+    );
+    // Ctrl-C a second into the capture, counted from the attach.
+    std::thread::sleep(Duration::from_millis(1000));
+    capture.signal(libc::SIGINT);
+    let out = capture.finish();
+    drop(target);
     assert_ok(&out);
     let stacks = read_folded(&dir.join("oncpu.folded"));
     assert!(total(&stacks) > 200, "{} samples", total(&stacks));
@@ -221,17 +221,30 @@ fn capture_ends_when_the_last_target_exits() {
         return;
     }
     let _serial = serial();
-    // Until it is reaped the exited target is a zombie, which counts as
-    // gone.
-    let mut target = Command::new(workload("split")).arg("1").spawn().unwrap();
+    // The target burns until the capture is attached, however long that
+    // takes, then one second more, and exits. Until it is reaped the
+    // exited target is a zombie, which counts as gone.
+    let mut target = Command::new(workload("split"))
+        .args(["1", "after-usr1"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut ready = String::new();
+    BufReader::new(target.stdout.take().unwrap()).read_line(&mut ready).unwrap();
+    assert_eq!(ready.trim(), "ready");
+    let target = KillOnDrop(target);
     let dir = out_dir("target-exit");
-    let started = Instant::now();
-    let out = run(fgbpf()
-        .args(["oncpu", "-F", "499", "-p", &target.id().to_string(), "-o"])
-        .arg(&dir));
-    target.wait().unwrap();
+    let capture = spawn_attached(
+        fgbpf()
+            .args(["oncpu", "-F", "499", "-p", &target.id().to_string(), "-o"])
+            .arg(&dir),
+    );
+    target.signal(libc::SIGUSR1);
+    // One second of the target, then at most four to notice its exit and
+    // write the outputs.
+    let out = capture.finish_by(Instant::now(), Duration::from_secs(5));
+    drop(target);
     assert_ok(&out);
-    assert!(started.elapsed() < Duration::from_secs(6));
     assert!(total(&read_folded(&dir.join("oncpu.folded"))) > 200);
 }
 

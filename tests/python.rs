@@ -6,9 +6,9 @@
 
 mod common;
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::Duration;
 
 use common::*;
 
@@ -58,15 +58,22 @@ fn interpreters() -> Vec<(String, PathBuf)> {
     found
 }
 
+/// Starts the script `name` for `seconds` and returns once it says that it
+/// is past the interpreter's start-up and imports, in the loop the tests
+/// measure (its "ready" line): start-up takes tens of milliseconds here,
+/// and far longer in an emulated guest.
 fn start(python: &Path, name: &str, seconds: u32) -> Child {
-    let child = Command::new(python)
+    let mut child = Command::new(python)
         .arg(script(name))
         .arg(seconds.to_string())
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    // Past the interpreter's start-up and imports.
-    std::thread::sleep(Duration::from_millis(700));
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready", "{name} under {} did not start", python.display());
+    child.stdout = Some(out.into_inner());
     child
 }
 
@@ -138,16 +145,28 @@ fn every_installed_cpython_names_its_functions_in_order() {
 
 type Folded = Vec<(Vec<String>, u64)>;
 
-/// fgbpf and py-spy on the same process at the same time.
+/// fgbpf and py-spy on the same process at the same time: py-spy starts
+/// once fgbpf is attached, and fgbpf is stopped (Ctrl-C) once py-spy has
+/// ended, so py-spy's window lies inside fgbpf's, and both inside the
+/// script's loop, however long either takes to start (seconds in an
+/// emulated guest).
 fn side_by_side(python: &Path, name: &str, test: &str) -> (Folded, Folded) {
-    let child = start(python, name, 8);
+    // It outlasts both captures; killed at the end.
+    let child = KillOnDrop(start(python, name, 120));
     let spy_dir = out_dir(&format!("{test}_py_spy"));
     std::fs::create_dir_all(&spy_dir).unwrap();
     let spy_out = spy_dir.join("py-spy.folded");
-    let spy = py_spy_record(child.id(), 4, &spy_out);
-    let (dir, _) = capture("oncpu", child.id(), "4", test, &["-F", "499"]);
-    let spy_status = spy.wait_with_output().unwrap().status;
-    stop(child);
+    let dir = out_dir(test);
+    let capture = spawn_attached(
+        fgbpf()
+            .args(["oncpu", "-F", "499", "-p", &child.id().to_string(), "-o"])
+            .arg(&dir),
+    );
+    let spy_status = py_spy_record(child.id(), 4, &spy_out).wait_with_output().unwrap().status;
+    capture.signal(libc::SIGINT);
+    let out = capture.finish();
+    drop(child);
+    assert_ok(&out);
     assert!(spy_status.success(), "py-spy record failed: {spy_status}");
     (read_folded(&dir.join("oncpu.folded")), read_folded(&spy_out))
 }
@@ -395,7 +414,35 @@ fn a_script_of_half_a_second_keeps_its_names() {
     assert_ok(&out);
     let stacks = read_folded(&dir.join("oncpu.folded"));
     let unnamed = weight_with(&stacks, "[python: process gone before its code was read]_[p]");
-    let inner = weight_in_order_prefixed(&stacks, &["<module> (busy.py:", "outer (busy.py:", "inner (busy.py:"]);
     assert_eq!(unnamed, 0, "unnamed Python frames in {} samples", total(&stacks));
-    assert!(pct(inner, total(&stacks)) >= 60.0, "inner in {:.1}% of {} samples", pct(inner, total(&stacks)), total(&stacks));
+    // The command is profiled from its first instruction, so the
+    // interpreter's own start-up, its parsing and compiling of the script,
+    // and its shutdown come with the script's half second: 4% of the
+    // samples here, about 40% in an emulated guest, where they run tens of
+    // times slower while the script's loop still lasts half a second. The
+    // script's code runs under `PyEval_EvalCode` (an exported, named
+    // function), whether or not its Python frames were read: its first
+    // few tens of milliseconds here are walked before fgbpf has found the
+    // new process's interpreter, and show only the evaluator's frames.
+    let script: Vec<_> = stacks
+        .iter()
+        .filter(|(f, _)| f.iter().any(|x| x == "PyEval_EvalCode"))
+        .cloned()
+        .collect();
+    let (all, ran) = (total(&stacks), total(&script));
+    let inner = weight_in_order_prefixed(&script, &["<module> (busy.py:", "outer (busy.py:", "inner (busy.py:"]);
+    eprintln!("inner in {inner} of the {ran} samples running the script, {all} in all");
+    let others = || {
+        let mut o: Vec<_> = script.iter().filter(|(f, _)| !f.iter().any(|x| x.starts_with("inner (busy.py:"))).collect();
+        o.sort_by_key(|(_, w)| std::cmp::Reverse(*w));
+        o.iter().take(5).map(|(f, w)| format!("{} {w}", f.join(";"))).collect::<Vec<_>>().join("\n")
+    };
+    // At 499 Hz its half second is about 250 samples.
+    assert!(ran >= 100, "{ran} of {all} samples running the script");
+    assert!(
+        pct(inner, ran) >= 60.0,
+        "inner in {:.1}% of the {ran} samples running the script ({all} in all); others:\n{}",
+        pct(inner, ran),
+        others()
+    );
 }

@@ -104,27 +104,11 @@ fn wait_exec(pid: u32) {
 /// born during the capture however long attaching takes (4 s in an
 /// emulated guest). The workloads outlast the capture; callers kill them.
 fn capture_then_fork(cmd: &mut Command, inside: u32) -> std::process::Output {
-    use std::io::{BufRead, BufReader, Read};
     wait_exec(inside);
-    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut stderr = String::new();
-    loop {
-        let mut line = String::new();
-        if err.read_line(&mut line).unwrap_or(0) == 0 {
-            break;
-        }
-        stderr.push_str(&line);
-        if line.contains("attached in") {
-            break;
-        }
-    }
+    let capture = spawn_attached(cmd);
     // SAFETY: a plain syscall to this test's own workload.
     unsafe { libc::kill(inside as i32, libc::SIGUSR1) };
-    err.read_to_string(&mut stderr).unwrap();
-    let mut out = child.wait_with_output().unwrap();
-    out.stderr = stderr.into_bytes();
-    out
+    capture.finish()
 }
 
 /// Captures `oncpu` for 3 s with `scope` flags, while `scoped inside` runs

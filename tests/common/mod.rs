@@ -3,9 +3,12 @@
 #![allow(dead_code)]
 
 use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::Mutex;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 /// True when the test may load BPF programs. Under CI a non-root run is a
 /// failure, never a silent skip.
@@ -97,6 +100,117 @@ pub fn run(cmd: &mut Command) -> Output {
         String::from_utf8_lossy(&out.stderr)
     );
     out
+}
+
+/// A capture started by [`spawn_attached`], past its "attached in" line.
+pub struct Attached {
+    child: Child,
+    /// fgbpf's stderr up to and including the attached line.
+    head: String,
+    rest: JoinHandle<String>,
+    stdout: JoinHandle<Vec<u8>>,
+}
+
+/// Starts the capture `cmd` and returns once fgbpf says that it is
+/// attached, however long attaching takes (0.2-0.6 s here, up to 4 s in an
+/// emulated guest): what a test does from here on happens inside the
+/// capture. Workloads started before it should outlast any attach and
+/// begin what is measured when the test tells them, from here. If fgbpf
+/// ends without attaching, this returns at its end; [`Attached::finish`]
+/// gives the output to check.
+pub fn spawn_attached(cmd: &mut Command) -> Attached {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("running fgbpf");
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut head = String::new();
+    loop {
+        let mut line = String::new();
+        if err.read_line(&mut line).unwrap_or(0) == 0 {
+            break;
+        }
+        head.push_str(&line);
+        if line.contains("attached in") {
+            break;
+        }
+    }
+    let rest = std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = err.read_to_string(&mut rest);
+        rest
+    });
+    let mut out = child.stdout.take().unwrap();
+    let stdout = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = out.read_to_end(&mut bytes);
+        bytes
+    });
+    Attached { child, head, rest, stdout }
+}
+
+impl Attached {
+    /// Sends `sig` to fgbpf (not yet reaped, so the PID is still its).
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: a plain syscall to this test's own child.
+        unsafe { libc::kill(self.child.id() as i32, sig) };
+    }
+
+    /// Waits for fgbpf to end and returns its output, stderr whole.
+    pub fn finish(mut self) -> Output {
+        let status = self.child.wait().expect("waiting for fgbpf");
+        self.output(status)
+    }
+
+    /// As [`Attached::finish`], failing the test (and killing fgbpf) if
+    /// fgbpf has not ended `limit` after `since`.
+    pub fn finish_by(mut self, since: Instant, limit: Duration) -> Output {
+        loop {
+            if let Some(status) = self.child.try_wait().expect("waiting for fgbpf") {
+                return self.output(status);
+            }
+            if since.elapsed() > limit {
+                let _ = self.child.kill();
+                let status = self.child.wait().expect("waiting for fgbpf");
+                let out = self.output(status);
+                panic!(
+                    "fgbpf was still running {limit:?} later: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn output(self, status: std::process::ExitStatus) -> Output {
+        let stderr = self.head + &self.rest.join().unwrap();
+        eprintln!("--- stderr of fgbpf:\n{stderr}");
+        Output { status, stdout: self.stdout.join().unwrap(), stderr: stderr.into_bytes() }
+    }
+}
+
+/// A workload killed (and reaped) when the test ends, however it ends:
+/// long-running workloads outlast any attach and the test's own checks.
+pub struct KillOnDrop(pub Child);
+
+impl KillOnDrop {
+    pub fn id(&self) -> u32 {
+        self.0.id()
+    }
+
+    /// Sends `sig` to the workload (not yet reaped, so the PID is still its).
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: a plain syscall to this test's own child.
+        unsafe { libc::kill(self.0.id() as i32, sig) };
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 pub fn assert_ok(out: &Output) {

@@ -1,10 +1,24 @@
 /* CPU time split 50/30/20 between three functions, by equal-cost loop
- * iterations. Usage: split SECONDS */
+ * iterations. Usage: split SECONDS [after-usr1]
+ * With after-usr1 the SECONDS count from SIGUSR1, which a test sends once
+ * the capture is attached, however long attaching takes: until then it
+ * burns the same way (for at most ten minutes). It prints "ready" once it
+ * handles the signal. */
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include "clock.h"
 
 static volatile unsigned long sink;
+static volatile sig_atomic_t signalled;
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	signalled = 1;
+}
 
 #define BURN(iters)                                                  \
 	do {                                                         \
@@ -20,8 +34,20 @@ __attribute__((noinline)) void work_twenty(void) { BURN(200000); }
 
 int main(int argc, char **argv)
 {
-	double until = now() + (argc > 1 ? atof(argv[1]) : 5);
+	double seconds = argc > 1 ? atof(argv[1]) : 5;
+	double until = now() + seconds;
+	int after_usr1 = argc > 2 && !strcmp(argv[2], "after-usr1");
+	if (after_usr1) {
+		signal(SIGUSR1, on_usr1);
+		until = now() + 600;
+		puts("ready");
+		fflush(stdout);
+	}
 	while (now() < until) {
+		if (after_usr1 && signalled) {
+			after_usr1 = 0;
+			until = now() + seconds;
+		}
 		work_fifty();
 		work_thirty();
 		work_twenty();

@@ -15,4 +15,6 @@ def outer(deadline):
         inner()
 
 
-outer(time.time() + float(sys.argv[1]))
+deadline = time.time() + float(sys.argv[1])
+print("ready", flush=True)
+outer(deadline)

@@ -12,5 +12,6 @@ def squeeze():
 
 
 deadline = time.time() + float(sys.argv[1])
+print("ready", flush=True)
 while time.time() < deadline:
     squeeze()

@@ -13,5 +13,6 @@ def nap(deadline):
 
 t = threading.Thread(target=nap, args=(time.time() + float(sys.argv[1]),))
 t.start()
+print("ready", flush=True)
 while t.is_alive():
     t.join(0.1)

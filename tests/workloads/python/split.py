@@ -23,6 +23,7 @@ def twenty():
 
 
 deadline = time.time() + float(sys.argv[1])
+print("ready", flush=True)
 while time.time() < deadline:
     fifty()
     thirty()
