@@ -402,9 +402,12 @@ fn forced_fallbacks_are_named_and_still_measure_a_short_sleeper() {
     let sleeping = under(&stacks, "sleep_phase", "[sleeping]");
     // One second of ~96% sleep; the shell's fork and exec come first.
     assert!(sleeping >= 800_000, "{sleeping} us under sleep_phase, sleeping: {stacks:?}");
-    // Built without frame pointers: main only through the tables.
+    // Built without frame pointers: main only through the tables. The
+    // child is born during the capture, so its first waits may come before
+    // its tables are built (a few ms here; one 50 ms sleep was seen in an
+    // emulated guest): all but three sleeps.
     let walked = weight_in_order(&stacks, &["main", "sleep_phase", "[sleeping]"]);
-    assert!(walked * 100 >= sleeping * 99, "{walked} of {sleeping} us walked to main: {stacks:?}");
+    assert!(walked + 150_000 >= sleeping, "{walked} of {sleeping} us walked to main: {stacks:?}");
     let in_sleep: Vec<&Vec<String>> = stacks
         .iter()
         .filter(|(f, _)| f.iter().any(|x| x == "sleep_phase"))

@@ -498,13 +498,15 @@ fn without_bpf_loop_tables_are_walked_by_tail_calls_and_the_summary_says_so() {
     }
     let _serial = serial();
     let dir = out_dir("no-loop");
+    // Named with -p, so that its tables are built before the capture
+    // attaches: a process born during a capture is walked by frame
+    // pointers until they are (counted, and longer under emulation).
+    let target = KillOnDrop(Command::new(plain_workload("plain")).args(["deep", "60"]).spawn().unwrap());
     let out = run(fgbpf()
         .env("FGBPF_FORCE_FALLBACK", "no-task-regs")
-        .args(["oncpu", "-F", "499", "-o"])
-        .arg(&dir)
-        .args(["--"])
-        .arg(plain_workload("plain"))
-        .args(["deep", "1.5"]));
+        .args(["oncpu", "-F", "499", "-d", "1.5", "-p", &target.id().to_string(), "-o"])
+        .arg(&dir));
+    drop(target);
     assert_ok(&out);
     let stderr = String::from_utf8_lossy(&out.stderr);
     for line in [
