@@ -20,7 +20,7 @@ SECONDS = 5
 
 
 def busy():
-    procs = [subprocess.Popen([PYTHON, str(BUSY), "600"]) for _ in range(2)]
+    procs = [subprocess.Popen([PYTHON, str(BUSY), "600"], stdout=subprocess.DEVNULL) for _ in range(2)]
     time.sleep(0.7)
     return procs
 
