@@ -380,7 +380,7 @@ run_guest() {
         -chardev socket,id=root,path="$dir/root.sock" -device vhost-user-fs-pci,chardev=root,tag=rootfs \
         -chardev socket,id=out,path="$dir/out.sock" -device vhost-user-fs-pci,chardev=out,tag=results \
         -kernel "$image" -initrd "$dir/initramfs.gz" \
-        -append "console=ttyS0 panic=-1 rdinit=/init quiet loglevel=4" \
+        -append "console=ttyS0 panic=-1 rdinit=/init quiet loglevel=${KM_LOGLEVEL:-4}" \
         -nographic -no-reboot -serial "file:$dir/console.log" -monitor none \
         </dev/null >"$dir/qemu.log" 2>&1 || status=$?
     kill "${pids[@]}" 2>/dev/null || true

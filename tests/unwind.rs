@@ -6,21 +6,19 @@
 
 mod common;
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::*;
 
 /// Starts `bin args` and gives it a moment to reach its steady state.
-fn start(bin: &std::path::Path, args: &[&str]) -> Child {
-    let child = Command::new(bin).args(args).spawn().unwrap();
+/// Its run is a minute, so that it outlasts the test's captures however
+/// long attaching takes (3.7 s in an emulated guest); killed when the test
+/// ends, however it ends.
+fn start(bin: &std::path::Path, args: &[&str]) -> KillOnDrop {
+    let child = KillOnDrop(Command::new(bin).args(args).spawn().unwrap());
     std::thread::sleep(Duration::from_millis(300));
     child
-}
-
-fn stop(mut child: Child) {
-    child.kill().ok();
-    child.wait().ok();
 }
 
 fn capture(cmd: &str, pid: u32, seconds: &str, test: &str) -> (std::path::PathBuf, String) {
@@ -42,9 +40,9 @@ fn plain_gcc_split_reaches_main_with_the_right_shares() {
         return;
     }
     let _serial = serial();
-    let child = start(&plain_workload("plain"), &["split", "6"]);
+    let child = start(&plain_workload("plain"), &["split", "60"]);
     let (dir, stderr) = capture("oncpu", child.id(), "4", "plain_split");
-    stop(child);
+    drop(child);
     let stacks = read_folded(&dir.join("oncpu.folded"));
     let all = total(&stacks);
     assert!(all > 2000, "too few samples: {all}");
@@ -67,9 +65,9 @@ fn plain_gcc_ten_deep_chain_is_whole() {
         return;
     }
     let _serial = serial();
-    let child = start(&plain_workload("plain"), &["deep", "5"]);
+    let child = start(&plain_workload("plain"), &["deep", "60"]);
     let (dir, _) = capture("oncpu", child.id(), "3", "plain_deep");
-    stop(child);
+    drop(child);
     let stacks = read_folded(&dir.join("oncpu.folded"));
     let chain = [
         "main", "level1", "level2", "level3", "level4", "level5", "level6", "level7", "level8",
@@ -86,9 +84,9 @@ fn plain_gcc_waits_in_glibc_keep_their_callers() {
         return;
     }
     let _serial = serial();
-    let child = start(&plain_workload("plain"), &["waits", "5"]);
+    let child = start(&plain_workload("plain"), &["waits", "60"]);
     let (dir, _) = capture("offcpu", child.id(), "3", "plain_waits");
-    stop(child);
+    drop(child);
     let stacks = read_folded(&dir.join("offcpu.folded"));
     let of_thread = |name: &str| -> Vec<(Vec<String>, u64)> {
         stacks
@@ -124,7 +122,7 @@ fn debian_python_reaches_main() {
         .unwrap();
     std::thread::sleep(Duration::from_millis(500));
     let (dir, _) = capture("oncpu", child.id(), "3", "python_main");
-    stop(child);
+    drop(child);
     let stacks = read_folded(&dir.join("oncpu.folded"));
     let all = total(&stacks);
     let main = stacks
@@ -170,7 +168,7 @@ fn plain_gcc_split_agrees_with_perf_dwarf_on_the_same_process() {
         return;
     }
     let _serial = serial();
-    let child = start(&plain_workload("plain"), &["split", "8"]);
+    let child = start(&plain_workload("plain"), &["split", "60"]);
     let pid = child.id().to_string();
     let perf_data = out_dir("perf_anchor").with_extension("data");
     let perf = Command::new("perf")
@@ -178,13 +176,18 @@ fn plain_gcc_split_agrees_with_perf_dwarf_on_the_same_process() {
         .arg(&perf_data)
         .args(["--", "sleep", "4"])
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("perf is installed (scripts/test.sh installs linux-perf)");
     let (dir, _) = capture("oncpu", child.id(), "4", "perf_anchor_fgbpf");
-    let perf_ok = perf.wait_with_output().unwrap().status.success();
-    stop(child);
-    assert!(perf_ok, "perf record failed");
+    let perf_out = perf.wait_with_output().unwrap();
+    drop(child);
+    assert!(
+        perf_out.status.success(),
+        "perf record failed ({}): {}",
+        perf_out.status,
+        String::from_utf8_lossy(&perf_out.stderr)
+    );
     let script = Command::new("perf")
         .args(["script", "-F", "ip,sym", "-i"])
         .arg(&perf_data)
@@ -225,22 +228,22 @@ fn debian_redis_under_load_is_walked_to_its_roots() {
     assert!(server.exists(), "Debian's redis-server is installed (scripts/test.sh installs it)");
     let port = 20000 + (std::process::id() % 20000);
     let port = port.to_string();
-    let redis = Command::new(server)
+    let redis = KillOnDrop(Command::new(server)
         .args(["--port", &port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
         .stdout(Stdio::null())
         .spawn()
-        .unwrap();
+        .unwrap());
     std::thread::sleep(Duration::from_millis(500));
-    let load = Command::new("redis-benchmark")
+    let load = KillOnDrop(Command::new("redis-benchmark")
         .args(["-h", "127.0.0.1", "-p", &port, "-n", "2000000", "-c", "8", "-q", "-t", "set,get,lpush"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .expect("redis-benchmark comes with redis-tools");
+        .expect("redis-benchmark comes with redis-tools"));
     std::thread::sleep(Duration::from_millis(300));
     let (dir, _) = capture("oncpu", redis.id(), "3", "redis_roots");
-    stop(load);
-    stop(redis);
+    drop(load);
+    drop(redis);
     let stacks = read_folded(&dir.join("oncpu.folded"));
     let all = total(&stacks);
     assert!(all > 500, "redis-server got only {all} samples");
