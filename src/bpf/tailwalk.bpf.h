@@ -14,7 +14,7 @@
  * kernels the walker programs are refused and the loader falls back to
  * frame pointers (src/probe/fallback.rs). Before 5.15 there is no
  * bpf_task_pt_regs: the user registers are read where the kernel saves
- * them, at the top of the task's kernel stack. */
+ * them, at the top of the task's kernel stack (user_regs, unwind.bpf.h). */
 #ifndef FGBPF_TAILWALK_BPF_H
 #define FGBPF_TAILWALK_BPF_H
 
@@ -24,22 +24,12 @@
 
 #define WALK_FRAMES_PER_CALL 8
 
-/* Set by the loader before 5.15 (or FGBPF_FORCE_FALLBACK=no-task-regs). */
-const volatile bool regs_by_hand = false;
-/* THREAD_SIZE: 16 KiB on x86-64, 32 KiB with KASAN (set by the loader). */
-const volatile __u32 kernel_stack_size = 16384;
-
-/* A walk between tail calls, and what its entry program had built. */
+/* A walk between tail calls (its proc and buf pointers cleared: each
+ * stage looks them up again), and what its entry program had built. */
 struct walk_cont {
-	__u64 ip, sp, bp;
-	__u32 pid;
-	__u32 n;
-	__u32 end;
-	__u8 used_fp;
-	__u8 used_rows;
-	__u16 pad;
+	struct walk w;
 	__u32 tid;      /* off-CPU: the thread switched out; wakers: the wakee */
-	__u32 pad2;
+	__u32 pad;
 	struct fg_key key;       /* on-CPU: the sample's key so far */
 	struct fg_start start;   /* off-CPU: the switch-out so far */
 	struct fg_waker waker;   /* --wakers: the waker so far */
@@ -59,51 +49,25 @@ static __always_inline struct walk_cont *walk_cont(void)
 	return bpf_map_lookup_elem(&walk_conts, &zero);
 }
 
-/* The current task's user registers, as user_regs() reads them, on
- * kernels before 5.15 too. x86-64 keeps them in a struct pt_regs at the
- * top of the task's kernel stack (no padding above it before FRED, 6.9). */
-static __always_inline bool compat_user_regs(struct walk_cont *c)
-{
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
-	struct pt_regs *regs;
-
-	if (!BPF_CORE_READ(task, mm))
-		return false;
-	if (regs_by_hand) {
-		void *stack = BPF_CORE_READ(task, stack);
-
-		if (!stack)
-			return false;
-		regs = (struct pt_regs *)(stack + kernel_stack_size) - 1;
-	} else {
-		regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
-	}
-	if (!regs)
-		return false;
-	c->ip = BPF_CORE_READ(regs, ip);
-	c->sp = BPF_CORE_READ(regs, sp);
-	c->bp = BPF_CORE_READ(regs, bp);
-	return c->ip != 0;
-}
-
 /* The continuation of a walk of the current task's user stack when its
  * process has tables, NULL otherwise (the caller then takes the frame
  * pointer walk of store_user_stack). The caller saves its own state in it
  * and tail-calls its walker. */
 static __always_inline struct walk_cont *tail_walk_begin(__u32 pid)
 {
+	struct walk w = {};
 	struct walk_cont *c;
 
-	if (!use_tables || !bpf_map_lookup_elem(&proc_unwind, &pid))
+	/* Kernel threads have no user registers. */
+	if (!use_tables || !BPF_CORE_READ((struct task_struct *)bpf_get_current_task(), mm) ||
+	    !bpf_map_lookup_elem(&proc_unwind, &pid))
 		return NULL;
 	c = walk_cont();
-	if (!c || !compat_user_regs(c))
+	if (!c || !user_regs(&w, regs_by_hand))
 		return NULL;
-	c->pid = pid;
-	c->n = 0;
-	c->end = WALK_GOING;
-	c->used_fp = 0;
-	c->used_rows = 0;
+	w.pid = pid;
+	w.end = WALK_GOING;
+	c->w = w;
 	return c;
 }
 
@@ -111,23 +75,15 @@ static __always_inline struct walk_cont *tail_walk_begin(__u32 pid)
  * when the walk is over. */
 static __always_inline bool walk_some(struct walk_cont *c)
 {
-	struct walk w = {};
+	struct walk w = c->w;
 	__u32 slot = 0;
 	bool over = false;
 
-	w.ip = c->ip;
-	w.sp = c->sp;
-	w.bp = c->bp;
-	w.pid = c->pid;
-	w.n = c->n;
-	w.end = c->end;
-	w.used_fp = c->used_fp;
-	w.used_rows = c->used_rows;
 	w.proc = bpf_map_lookup_elem(&proc_unwind, &w.pid);
 	w.buf = bpf_map_lookup_elem(&stack_scratch, &slot);
 	/* The process's tables went away mid-walk (it exited): cut here. */
 	if (!w.proc || !w.buf) {
-		c->end = WALK_FAULT;
+		c->w.end = WALK_FAULT;
 		return true;
 	}
 	for (int k = 0; k < WALK_FRAMES_PER_CALL; k++) {
@@ -136,13 +92,9 @@ static __always_inline bool walk_some(struct walk_cont *c)
 			break;
 		}
 	}
-	c->ip = w.ip;
-	c->sp = w.sp;
-	c->bp = w.bp;
-	c->n = w.n;
-	c->end = w.end;
-	c->used_fp = w.used_fp;
-	c->used_rows = w.used_rows;
+	w.proc = NULL;
+	w.buf = NULL;
+	c->w = w;
 	return over || w.n >= MAX_STACK_DEPTH;
 }
 
@@ -152,9 +104,9 @@ static __always_inline __u64 tail_walk_end(struct walk_cont *c, struct fg_stats 
 					   __u32 *walk)
 {
 	struct stack_buf *buf;
-	__u32 slot = 0, n = c->n;
+	__u32 slot = 0, n = c->w.n;
 
-	walk_outcome(c->end, c->used_fp, st, walk);
+	walk_outcome(c->w.end, c->w.used_fp, st, walk);
 	buf = bpf_map_lookup_elem(&stack_scratch, &slot);
 	if (!buf || n == 0)
 		return STACK_NONE;
@@ -171,7 +123,7 @@ static __always_inline __u64 tail_walk_end(struct walk_cont *c, struct fg_stats 
 	do {                                                                                       \
 		if (!walk_some(c)) {                                                               \
 			bpf_tail_call(ctx, &progs, 0);                                             \
-			c->end = WALK_GOING;                                                       \
+			c->w.end = WALK_GOING;                                                     \
 		}                                                                                  \
 	} while (0)
 

@@ -267,17 +267,34 @@ static __always_inline void walk_outcome(__u32 end, bool used_fp, struct fg_stat
 	}
 }
 
-/* The user registers of the current task, as saved at its entry to the
- * kernel: by the timer interrupt when a sample lands in user code, by the
- * syscall or interrupt entry otherwise (and at a context switch). */
-static __always_inline bool user_regs(struct walk *w)
+/* Set by the loader before 5.15 (or FGBPF_FORCE_FALLBACK=no-task-regs),
+ * for the tail-call walker (tailwalk.bpf.h), the only one that runs there. */
+const volatile bool regs_by_hand = false;
+/* THREAD_SIZE: 16 KiB on x86-64, 32 KiB with KASAN (set by the loader). */
+const volatile __u32 kernel_stack_size = 16384;
+
+/* The user registers of the current task (a user task: the caller has
+ * checked its mm), as saved at its entry to the kernel: by the timer
+ * interrupt when a sample lands in user code, by the syscall or interrupt
+ * entry otherwise (and at a context switch). by_hand: where x86-64 keeps
+ * them, a struct pt_regs at the top of the task's kernel stack (no padding
+ * above it before FRED, 6.9, which always has bpf_task_pt_regs), for
+ * kernels before 5.15; the bpf_loop walker passes false, and its kernels
+ * have the helper. */
+static __always_inline bool user_regs(struct walk *w, const bool by_hand)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
 	struct pt_regs *regs;
 
-	if (!BPF_CORE_READ(task, mm))
-		return false;
-	regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	if (by_hand) {
+		struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+		void *stack = BPF_CORE_READ(task, stack);
+
+		if (!stack)
+			return false;
+		regs = (struct pt_regs *)(stack + kernel_stack_size) - 1;
+	} else {
+		regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	}
 	if (!regs)
 		return false;
 	w->ip = BPF_CORE_READ(regs, ip);
@@ -324,7 +341,7 @@ static __always_inline __u64 store_user_stack(void *ctx, __u32 pid, struct fg_st
 			return keep_stack(w.buf, w.n * sizeof(__u64), lost);
 		goto python;
 	}
-	if (!user_regs(&w))
+	if (!user_regs(&w, false))
 		return STACK_NONE;
 	bpf_loop(MAX_STACK_DEPTH, walk_step, &w, 0);
 	walk_outcome(w.end, w.used_fp, st, walk);

@@ -63,11 +63,11 @@ static __always_inline struct fg_stats *waker_walks(void)
 	return bpf_map_lookup_elem(&stats, &one);
 }
 
-/* Attaches the waker, its user stack now in w, to tid's pending wait. */
-static __always_inline void waking_rest(struct fg_stats *st, __u32 tid, struct fg_waker *w, bool user_lost)
+/* Attaches the waker, its user stack now in w, to the pending wait start
+ * (NULL: the wait ended meanwhile, or the walker's lookup found none). */
+static __always_inline void waking_rest(struct fg_stats *st, struct fg_start *start, struct fg_waker *w,
+					bool user_lost)
 {
-	struct fg_start *start = bpf_map_lookup_elem(&starts, &tid);
-
 	if (user_lost)
 		st->lost_user_stack++;
 	if (start)
@@ -79,6 +79,7 @@ static __always_inline void waking_rest(struct fg_stats *st, __u32 tid, struct f
 static __always_inline void on_waking(void *ctx, struct task_struct *p, const bool compat)
 {
 	__u32 tid = BPF_CORE_READ(p, pid);
+	struct fg_start *start;
 	struct fg_stats *st, *walks;
 	struct fg_waker w = {};
 	__u32 walk = FG_WALK_NONE;
@@ -88,7 +89,8 @@ static __always_inline void on_waking(void *ctx, struct task_struct *p, const bo
 		return;
 	/* Only threads the tracer holds as blocked: targets that passed the
 	 * filters at their switch-out. */
-	if (!bpf_map_lookup_elem(&starts, &tid))
+	start = bpf_map_lookup_elem(&starts, &tid);
+	if (!start)
 		return;
 	st = get_stats();
 	walks = waker_walks();
@@ -118,7 +120,7 @@ static __always_inline void on_waking(void *ctx, struct task_struct *p, const bo
 		}
 		w.user_stack = store_user_stack(ctx, w.pid, walks, &lost, &walk, compat);
 	}
-	waking_rest(st, tid, &w, lost);
+	waking_rest(st, start, &w, lost);
 }
 
 static __always_inline int walk_waking(void *ctx)
@@ -134,7 +136,8 @@ static __always_inline int walk_waking(void *ctx)
 	WALK_ON(ctx, waking_walks, c);
 	w = c->waker;
 	w.user_stack = tail_walk_end(c, walks, &lost, &walk);
-	waking_rest(st, c->tid, &w, lost);
+	/* The pointer does not cross the tail calls: looked up again. */
+	waking_rest(st, bpf_map_lookup_elem(&starts, &c->tid), &w, lost);
 	return 0;
 }
 
