@@ -38,8 +38,10 @@ fn thread_named(m: &HashMap<String, u64>, name: &str) -> u64 {
 /// `fgbpf wall -d 4` on the mixed workload with one thread per entry of
 /// `busy`; returns the output directory and the wall stacks.
 fn capture_mixed(test: &str, busy: &[&str]) -> (std::path::PathBuf, Vec<(Vec<String>, u64)>) {
+    // It outlasts the capture however long attaching takes, so that every
+    // thread lives through the whole window; killed at the end.
     let mut child = Command::new(workload("mixed"))
-        .arg("8")
+        .arg("60")
         .args(busy)
         .spawn()
         .unwrap();
@@ -154,16 +156,22 @@ fn several_mixes_each_sum_to_the_window() {
     let (dir, stacks) = capture_mixed("wall-mixes", &["30", "60", "10"]);
     let window = window_us(&dir);
     let totals = by_thread(&stacks);
+    // Every thread lived through the window: on-CPU time measured at the
+    // scheduler's switches, like off-CPU time, makes each add up to it
+    // (report.txt's duration is to the millisecond; the tolerance is 0.5%,
+    // timer samples alone drifted 6% low on this VM).
+    for (thread, &sum) in &totals {
+        assert!(
+            (sum as f64 - window).abs() <= 0.005 * window,
+            "{thread}: {sum} us in a {window} us window"
+        );
+    }
     let computing = per_thread(&stacks, "compute_phase", None);
     let waiting_for_cpu = per_thread(&stacks, "compute_phase", Some("[runqueue]"));
     let sleep = per_thread(&stacks, "sleep_phase", Some("[sleeping]"));
     for busy in [30u64, 60, 10] {
         let name = format!("mix{busy}");
         let sum = thread_named(&totals, &name) as f64;
-        assert!(
-            (sum - window).abs() <= 0.05 * window,
-            "{name}: {sum} us in a {window} us window"
-        );
         let on = thread_named(&computing, &name) as f64 * 100.0 / sum;
         let rq = thread_named(&waiting_for_cpu, &name) as f64 * 100.0 / sum;
         let off = thread_named(&sleep, &name) as f64 * 100.0 / sum;

@@ -24,6 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import unwinding  # noqa: E402
 import python as python_cost  # noqa: E402
 import slices as slices_cost  # noqa: E402
+import side_by_side  # noqa: E402
+import wall_sums  # noqa: E402
+from sections import replace_section, wakers_section  # noqa: E402
 from measures import bpf_progs, log, proc_cpu, timed  # noqa: E402
 FGBPF = ROOT / "target" / "release" / "fgbpf"
 CFLAGS = ["-O1", "-g", "-fno-omit-frame-pointer", "-mno-omit-leaf-frame-pointer", "-pthread"]
@@ -504,37 +507,6 @@ def write_report(path, args, results):
     path.write_text("\n".join(L) + "\n")
 
 
-def wakers_section(times, switches):
-    L = ["## 10. Wakers: cost per context switch\n",
-         f"`fgbpf offcpu --wakers` against `fgbpf offcpu` and libbpf-tools `offcputime`, one run of "
-         f"`scripts/bench.sh --only-wakers`: the ping-pong of section 2 ({switches:.0f} switches, every one a "
-         "wakeup of the other thread), whole system, 5 rounds, median run time. bcc's `offwaketime`, the peer "
-         "the issue names, cannot run on this kernel: it attaches a kprobe to `finish_task_switch`, and "
-         "kprobes are compiled out here; libbpf-tools has no offwaketime.\n",
-         "| tracer | run time | added per switch |\n|---|---|---|"]
-    alone = statistics.median(times["alone"])
-    for name, ts in times.items():
-        added = (statistics.median(ts) - alone) / max(switches, 1) * 1e9
-        L.append(f"| {name} | {fmt_spread(ts)} | {'' if name == 'alone' else f'{added:.0f} ns'} |")
-    L.append("")
-    return "\n".join(L) + "\n"
-
-
-def replace_section(heading, section):
-    """Puts `section` in BENCHMARKS.md in place of the one under `heading`,
-    or before "## Against the targets" when there is none."""
-    path = ROOT / "BENCHMARKS.md"
-    text = path.read_text()
-    if heading in text:
-        start = text.index(heading)
-        nxt = text.find("\n## ", start + 1)
-        end = len(text) if nxt < 0 else nxt + 1
-    else:
-        start = end = text.index("## Against the targets") if "## Against the targets" in text else len(text)
-    path.write_text(text[:start] + section + "\n" + text[end:])
-    log(f"rewrote {heading} in {path}")
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tools", required=True)
@@ -545,6 +517,10 @@ def main():
                     help="measure section 11 (Python frames per sample) alone and replace it in BENCHMARKS.md")
     ap.add_argument("--only-wakers", action="store_true",
                     help="measure section 10 (--wakers per switch) alone and replace it in BENCHMARKS.md")
+    ap.add_argument("--only-wall-sums", action="store_true",
+                    help="measure section 13 (wall time adds up, 10 runs) alone and replace it")
+    ap.add_argument("--only-side-by-side", action="store_true",
+                    help="measure section 0 (fgbpf and its peers attached at once) alone and replace it")
     ap.add_argument("--only-slices", metavar="BEFORE_COMMIT",
                     help="measure section 12 (time slices) against fgbpf built from BEFORE_COMMIT and replace it")
     args = ap.parse_args()
@@ -561,6 +537,16 @@ def main():
                 subprocess.run(["git", "worktree", "remove", "--force", str(old)], cwd=ROOT)
             rows = slices_cost.measure(w, ROOT / "target/bench-before/release/fgbpf", FGBPF, 3, tmp)
         replace_section("## 12. Time slices", "\n".join(slices_cost.report(rows, args.only_slices)) + "\n")
+        return
+    if args.only_wall_sums:
+        with tempfile.TemporaryDirectory(prefix="fgbpf-bench-") as t:
+            rows = wall_sums.measure(10, Path(t))
+        replace_section("## 13. Wall time", "\n".join(wall_sums.report(rows)) + "\n")
+        return
+    if args.only_side_by_side:
+        with tempfile.TemporaryDirectory(prefix="fgbpf-bench-") as t:
+            rows = side_by_side.measure(5, Path(t))
+        replace_section("## 0. Side by side", "\n".join(side_by_side.report(rows)) + "\n")
         return
     if args.only_wakers:
         with tempfile.TemporaryDirectory(prefix="fgbpf-bench-") as t:
@@ -603,6 +589,10 @@ def main():
         if not args.quick:
             rows = python_cost.measure(max(2, args.rounds - 2), tmp)
             replace_section("## 11. Python", "\n".join(python_cost.report(rows)) + "\n")
+            rows = side_by_side.measure(args.rounds, tmp)
+            replace_section("## 0. Side by side", "\n".join(side_by_side.report(rows)) + "\n")
+            rows = wall_sums.measure(10, tmp)
+            replace_section("## 13. Wall time", "\n".join(wall_sums.report(rows)) + "\n")
 
 
 if __name__ == "__main__":

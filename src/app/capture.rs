@@ -75,6 +75,9 @@ pub fn capture(
     });
     if let Some(h) = held.as_mut() {
         recorder.prepare_command(&h.program);
+        // Nothing of the held command runs before this: its window starts
+        // here, not when the programs were attached.
+        recorder.restart_window();
         h.release().map_err(CliError::usage)?;
         stop.forward_to(h.pid);
     }
@@ -95,8 +98,12 @@ pub fn capture(
         watched: [&args.pids[..], &args.tids[..]].concat(),
         prepare: args.pids.clone(),
     };
-    let (elapsed, end) = window.run(&mut recorder, &mut symbolizer);
+    let (_, end) = window.run(&mut recorder, &mut symbolizer);
     recorder.stop();
+    // The window the programs recorded, from the capture's time 0 (just
+    // before they were attached) to their stop: what every weight and
+    // wall-clock sum is measured against.
+    let elapsed = recorder.recorded_window();
     let command_status = held
         .as_mut()
         .and_then(|h| command_fate(h, end, args.kill_at_end, elapsed));

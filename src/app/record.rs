@@ -18,7 +18,7 @@ use crate::format::{
     report, svg, timeline, unresolved, wakers,
 };
 use crate::probe::{self, OffcpuOptions, OncpuOptions, Probe, Recorded};
-use crate::profile::python;
+use crate::profile::{python, END_UNTRACED, START_UNTRACED};
 use crate::profile::unwinding::by_process;
 use crate::profile::{build, merge, thousands, Kind, Losses, Meta, Profile, RawStack, State, Unit, Unwinding};
 use crate::symbolize::Symbolizer;
@@ -168,7 +168,7 @@ pub fn run(rec: &Recording<'_>) -> Result<Outcome, CliError> {
             written.extend(write_view(dir, "oncpu", on, formats, &oncpu_svg(on, &started_at, thread_roots), None)?);
             written.extend(write_view(dir, "offcpu", off, formats, &offcpu_svg(off, &started_at, thread_roots), None)?);
             let leading = wall_roots;
-            let mut wall = merge::wall(on, off);
+            let mut wall = merge::wall(on, off, &views.runs);
             wall.meta.losses = views.losses(true, true);
             let frequency = on.meta.frequency.unwrap_or(1);
             let mut text = report::render(&wall, &report::Options { kind: "wall-clock".into(), ..Default::default() });
@@ -180,9 +180,9 @@ pub fn run(rec: &Recording<'_>) -> Result<Outcome, CliError> {
             let svg_opts = svg::Options {
                 title: format!("Wall-clock flame graph: {}", prepared.target),
                 subtitle: Some(format!(
-                    "{:.1} s from {started_at}, in us (1 sample = {} us); each box warm if mostly on CPU (red user, orange kernel), blue if mostly waiting",
+                    "{:.1} s from {started_at}, in us: each thread's on-CPU time as the scheduler measured it, shared among its stacks by {} Hz samples; each box warm if mostly on CPU (red user, orange kernel), blue if mostly waiting",
                     elapsed.as_secs_f64(),
-                    1_000_000 / frequency.max(1)
+                    frequency
                 )),
                 leading,
                 scheme: Scheme::Majority,
@@ -263,6 +263,8 @@ struct Views {
     oncpu_losses: Losses,
     offcpu_losses: Losses,
     shared_losses: Losses,
+    /// Wall-clock captures: each thread's run time, measured.
+    runs: Vec<merge::Ran>,
 }
 
 impl Views {
@@ -283,10 +285,22 @@ impl Views {
                 open_blocks: recorded.open_blocks,
                 idle: recorded.idle,
                 kthread_switches: recorded.kthread_switches,
+                untraced: (recorded.stats.untraced_ins, recorded.stats.untraced_outs),
             },
             oncpu_losses: recorded.oncpu_losses,
             offcpu_losses: recorded.offcpu_losses,
             shared_losses: recorded.shared_losses,
+            runs: recorded
+                .runs
+                .iter()
+                .map(|r| merge::Ran {
+                    pid: r.pid,
+                    tid: r.tid,
+                    comm: r.comm.clone(),
+                    us: r.weight,
+                    spans: r.spans.clone(),
+                })
+                .collect(),
         };
         let mut unwinding = unwinding(&recorded.stats, recorded.tables.as_ref());
         if let Some(u) = unwinding.as_mut() {
@@ -475,6 +489,8 @@ struct Edges {
     /// Threads blocked for the whole capture, not drawn, and their us.
     idle: (u64, u64),
     kthread_switches: u64,
+    /// Switch-ins and switch-outs sched_switch did not report.
+    untraced: (u64, u64),
 }
 
 impl Edges {
@@ -499,6 +515,19 @@ impl Edges {
             out.push(format!(
                 "kernel threads are left out of a whole-system capture ({} of their context switches); --kernel-threads keeps them.",
                 thousands(self.kthread_switches)
+            ));
+        }
+        let (ins, outs) = self.untraced;
+        if ins > 0 {
+            out.push(format!(
+                "the kernel did not report {} switch-ins through sched_switch: those waits end where the scheduler says the thread ran again, their kernel frames drawn as {END_UNTRACED}.",
+                thousands(ins)
+            ));
+        }
+        if outs > 0 {
+            out.push(format!(
+                "the kernel did not report {} switch-outs through sched_switch: those runs end where the scheduler's account of the thread's run time says, and the waits after them are drawn without user stacks, under {START_UNTRACED}.",
+                thousands(outs)
             ));
         }
         out

@@ -16,12 +16,24 @@ enum fg_state {
 	FG_SLEEPING = 1,        /* interruptible: sleeps, sockets, futexes */
 	FG_UNINTERRUPTIBLE = 2, /* D state: usually disk I/O */
 	FG_RUNQUEUE = 3,        /* preempted while runnable: waiting for a CPU */
+	/* Nanoseconds a thread ran, measured from its switch-in to its
+	 * switch-out (wall-clock captures): no stacks, the total the on-CPU
+	 * samples of the thread divide among its stacks. */
+	FG_RAN = 4,
 };
 
 enum fg_key_flags {
 	/* The block began before the capture: user space seeded its start
 	 * from /proc, so it has no user stack. */
 	FG_PRE_EXISTING = 1,
+	/* The wait's end was not reported by sched_switch: ended at the
+	 * thread's next run as the scheduler recorded it, without its kernel
+	 * stack (gone by then). */
+	FG_END_UNTRACED = 2,
+	/* The wait's start was not reported by sched_switch: it began when the
+	 * scheduler's account of the thread's run time ran out, without its
+	 * user stack (the thread ran then, unseen). */
+	FG_START_UNTRACED = 4,
 };
 
 /* How a key's user stack was walked, in bits 4-7 of its flags, so that
@@ -96,17 +108,27 @@ struct fg_waker {
 	char comm[TASK_COMM_LEN];
 };
 
-/* A thread that is off-CPU now, keyed by thread id in a global map: a
- * per-CPU map would lose or inflate intervals of threads that migrate. */
+/* Where a traced thread is between two switches (struct fg_start). */
+enum fg_phase {
+	FG_WAITING = 0, /* off-CPU since ts, in a wait that is recorded */
+	FG_RUNNING = 1, /* on-CPU since ts */
+	FG_SKIPPED = 2, /* off-CPU since ts, in a wait the filters leave out */
+};
+
+/* A traced thread, keyed by thread id in a global map (a per-CPU map
+ * would lose or inflate intervals of threads that migrate): one entry per
+ * thread for its life, rewritten in place at each switch, deleted at its
+ * last switch-out. */
 struct fg_start {
-	__u64 ts;         /* bpf_ktime_get_ns() at switch-out */
+	__u64 ts;         /* bpf_ktime_get_ns() at the switch that began the phase */
 	__u64 user_stack; /* taken at switch-out, while the thread was current */
 	__u32 pid;
 	__u32 state;      /* enum fg_state */
 	__u32 flags;      /* enum fg_key_flags */
-	__u32 pad;
+	__u32 phase;      /* enum fg_phase */
 	__u64 waker;      /* --wakers: set at the wakeup, see struct fg_key */
 	__u64 kern_stack; /* when taken at switch-out (raw tracepoints, before 5.9) */
+	__u64 sum_exec;   /* FG_RUNNING: the thread's se.sum_exec_runtime then */
 };
 
 /* Per-CPU counters; user space sums them over CPUs. Every sample or
@@ -126,6 +148,15 @@ struct fg_stats {
 	__u64 lost_intervals;   /* counts map full: interval not stored */
 	__u64 lost_ns;          /* time of the intervals lost above */
 	__u64 kthread_switches; /* kernel threads' switch-outs, left out by choice */
+	__u64 lost_runs;        /* wall: counts map full, a run's time not stored */
+	__u64 lost_run_ns;      /* the time of the runs lost above */
+	/* Switches sched_switch did not report, met at the thread's next
+	 * switch: a switch-in (its wait ended from the scheduler's record of
+	 * when it ran again, FG_END_UNTRACED), one whose time could not be
+	 * recovered, and a switch-out (the run then counts to the next). */
+	__u64 untraced_ins;
+	__u64 untraced_ins_lost;
+	__u64 untraced_outs;
 	/* both */
 	__u64 lost_user_stack;  /* user stack not stored: stacks map full */
 	__u64 lost_kern_stack;  /* kernel stack not stored: stacks map full */
@@ -145,6 +176,11 @@ struct fg_stats {
 	__u64 py_no_thread;     /* the thread had no Python thread state */
 	__u64 py_cut;           /* cut: no room left in the stack */
 	__u64 py_fault;         /* cut by a failed read */
+	/* HotSpot frames (java.bpf.h), per frame walked */
+	__u64 java_frames;      /* Java frames walked */
+	__u64 java_lost;        /* code with no blob, or an implausible caller */
+	__u64 java_prologue;    /* a leaf in a prologue the walker cannot read */
+	__u64 java_fault;       /* a failed read of the JVM's memory */
 };
 
 /* Unwind tables (src/procs/unwind/ compiles them from .eh_frame; the BPF
@@ -175,16 +211,29 @@ struct fg_unwind_row {
 	__u8 rbp_type; /* enum fg_rbp_type */
 };
 
+/* Rows are found in two steps: the table's page index says which rows can
+ * hold an address of each FG_PAGE_BYTES-byte page of the table (entry p is
+ * the number of rows whose pc is at or below p * FG_PAGE_BYTES), and a
+ * binary search among those few finds the row. A page holds at most one
+ * row per byte, so FG_PAGE_STEPS halvings always end the search. */
+#define FG_PAGE_SHIFT 8
+#define FG_PAGE_BYTES (1U << FG_PAGE_SHIFT)
+#define FG_PAGE_STEPS 9
+
 /* One executable mapping of a process, as the walker sees it: code in
  * [start, end) uses rows [first, first + count) of `unwind_rows`, looked up
- * with pc - load (load = the mapping's bias plus its table's base). count 0:
- * no table for this code (JIT, no .eh_frame, no room): frame pointers. */
+ * with pc - load (load = the mapping's bias plus its table's base), and
+ * their page index, entries [pages, pages + npages] of `unwind_pages`.
+ * count 0: no table for this code (JIT, no .eh_frame, no room): frame
+ * pointers. */
 struct fg_mapping {
 	__u64 start;
 	__u64 end;
 	__u64 load;
 	__u32 first;
 	__u32 count;
+	__u32 pages;
+	__u32 npages;
 };
 
 #define FG_MAX_MAPPINGS 96
@@ -192,8 +241,21 @@ struct fg_mapping {
 /* A process's executable mappings, sorted by start, in `proc_unwind`. */
 struct fg_proc_unwind {
 	__u32 count;
-	__u32 pad;
+	__u32 flags; /* enum fg_proc_flags */
+	/* Unique to this list of mappings (user space counts them up; a
+	 * forked child shares its parent's until it is read): the walker's
+	 * row cache is keyed by it. */
+	__u64 gen;
+	/* Written by the walker: py_gen + 1 when the process was found not
+	 * to be a known interpreter (0: not looked at), see python.bpf.h. */
+	__u64 py_checked;
 	struct fg_mapping maps[FG_MAX_MAPPINGS];
+};
+
+enum fg_proc_flags {
+	/* User space wrote the entry: it was announced and read (a forked
+	 * child's inherited copy has it cleared). */
+	FG_PROC_READ = 1,
 };
 
 /* Python interpreter frames follow a user stack's native frames after this
@@ -237,6 +299,78 @@ struct fg_py_proc {
 	__u8 pad;
 };
 
+/* Frames of managed runtimes whose code has no unwind tables (HotSpot's
+ * JIT and interpreter; V8 later) are written in place of the native pc of
+ * the frame they are, as one tagged word that user space names
+ * (src/procs/<runtime>/): bits 63-62 FG_RT_TAG (never a user address,
+ * below 2^57, nor a kernel one, whose top bits are 0b11), bits 61-60 the
+ * runtime, 59-58 the kind of frame, 57-0 the runtime's payload. The
+ * objects a word refers to are announced once (FG_PROC_JAVA_*), so that
+ * user space reads them while they live. */
+#define FG_RT_TAG (2ULL << 62)
+#define FG_RT_IS(w) (((w) >> 62) == 2)
+#define FG_RT_SHIFT 60
+#define FG_RT_KIND_SHIFT 58
+
+enum fg_runtime {
+	FG_RT_HOTSPOT = 0,
+};
+
+/* HotSpot frame words (kind, payload):
+ * COMPILED: bits 0-21 the segment index of the nmethod's heap block
+ *   ((block - code_lo) >> log2_seg), 22-38 the pc's offset from the
+ *   CodeBlob (FG_JAVA_OFF_MAX: at or beyond), 39-57 compile_id & 0x7ffff.
+ * INTERPRETED: bits 0-43 the Method* >> 3, 44-57 the bci (FG_JAVA_BCI_NONE:
+ *   unknown, or a native method).
+ * STUB: any other code blob, as COMPILED without the compile id. */
+enum fg_java_kind {
+	FG_JAVA_COMPILED = 0,
+	FG_JAVA_INTERPRETED = 1,
+	FG_JAVA_STUB = 2,
+};
+#define FG_JAVA_SEG_BITS 22
+#define FG_JAVA_OFF_BITS 17
+#define FG_JAVA_OFF_MAX ((1U << FG_JAVA_OFF_BITS) - 1)
+#define FG_JAVA_ID_BITS 19
+#define FG_JAVA_BCI_NONE 0x3fff
+
+enum fg_java_flags {
+	/* JDK 23+: CodeBlob's code range is int offsets from the blob, and
+	 * nmethod entries are u16 offsets (else pointers). */
+	FG_JAVA_CODE_OFFSETS = 1,
+	/* JDK 25: CodeBlob::_kind says what a blob is (else its name). */
+	FG_JAVA_HAS_KIND = 2,
+	/* CodeBlob::_frame_complete_offset is an int16 (JDK 25), else int. */
+	FG_JAVA_FC_INT16 = 4,
+};
+
+#define FG_JAVA_MAX_HEAPS 4
+#define FG_JAVA_NONE_OFF 0xffff
+
+/* A HotSpot JVM, as user space read it from the JVM's own vmStructs
+ * (src/procs/java/): where its code is and the offsets of its version,
+ * for the walker (java.bpf.h). */
+struct fg_java_proc {
+	__u64 code_lo, code_hi;           /* CodeCache::_low_bound, _high_bound */
+	__u64 heap_lo[FG_JAVA_MAX_HEAPS]; /* each CodeHeap's reserved bounds */
+	__u64 heap_hi[FG_JAVA_MAX_HEAPS];
+	__u64 segmap[FG_JAVA_MAX_HEAPS];  /* its segment map: one byte per segment */
+	__u64 interp_lo, interp_hi;       /* the Interpreter's code */
+	__u64 call_stub_ra;               /* StubRoutines::_call_stub_return_address */
+	__u64 name_nmethod;               /* CodeBlob::_name of nmethods */
+	__u32 nheaps;
+	__u8 log2_seg;
+	__u8 heap_block_size;             /* sizeof(HeapBlock) */
+	__u8 major;                       /* the JDK's feature version */
+	__u8 flags;                       /* enum fg_java_flags */
+	__u16 cb_name, cb_kind, cb_frame_size, cb_frame_complete;
+	__u16 cb_code_begin, cb_code_end;
+	__u16 nm_compile_id, nm_entry, nm_verified_entry, nm_osr_entry;
+	__u16 nm_deopt_handler, nm_orig_pc_offset;
+	__u16 m_const_method, cm_size, cm_code_size;
+	__u16 pad;
+};
+
 enum fg_proc_event_kind {
 	/* First stack of a process: user space snapshots its mappings for
 	 * symbolization while it still lives. */
@@ -250,6 +384,13 @@ enum fg_proc_event_kind {
 	 * drained, user space keeps where their addresses were and lets go of
 	 * the rest of what it read about the process. */
 	FG_PROC_EXIT = 4,
+	/* HotSpot objects a frame word refers to, seen for the first time in
+	 * a process: an nmethod (addr: the CodeBlob, addr2: its compile id;
+	 * again when the same address holds another), a Method*, a stub
+	 * (addr: the CodeBlob). User space reads them at once. */
+	FG_PROC_JAVA_NMETHOD = 5,
+	FG_PROC_JAVA_METHOD = 6,
+	FG_PROC_JAVA_STUB = 7,
 };
 
 /* Sent through a ring buffer once per process (not per sample). */
@@ -258,6 +399,7 @@ struct fg_proc_event {
 	__u32 kind;
 	char comm[TASK_COMM_LEN]; /* the process's (thread group leader's) name */
 	__u64 addr;               /* FG_PROC_PY_CODE: the code object */
+	__u64 addr2;              /* FG_PROC_JAVA_NMETHOD: the compile id */
 };
 
 #endif

@@ -26,8 +26,16 @@ static __always_inline void inherit(struct task_struct *parent, struct task_stru
 	struct fg_proc_unwind *u = bpf_map_lookup_elem(&proc_unwind, &ppid);
 	struct fg_py_proc *py = bpf_map_lookup_elem(&py_procs, &ppid);
 
-	if (u && bpf_map_update_elem(&proc_unwind, &cpid, u, BPF_NOEXIST))
-		__sync_fetch_and_add(&inherit_lost, 1);
+	if (u) {
+		if (bpf_map_update_elem(&proc_unwind, &cpid, u, BPF_NOEXIST)) {
+			__sync_fetch_and_add(&inherit_lost, 1);
+		} else {
+			/* Not read by user space yet: announce its first stacks. */
+			u = bpf_map_lookup_elem(&proc_unwind, &cpid);
+			if (u)
+				u->flags &= ~FG_PROC_READ;
+		}
+	}
 	if (py)
 		bpf_map_update_elem(&py_procs, &cpid, py, BPF_NOEXIST);
 }

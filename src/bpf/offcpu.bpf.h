@@ -1,11 +1,14 @@
-/* Off-CPU tracer on sched_switch alone (no kprobe or fentry needed): at
- * switch-out of a target thread it notes the time, its state and its user
+/* Off-CPU tracer on sched_switch alone (no kprobe or fentry needed). Each
+ * traced thread has one entry in `starts` for its life, rewritten in place
+ * at its switches: at switch-out it notes the time, its state and its user
  * stack; at switch-in it adds the elapsed time to the thread's
  * (stacks, state) bucket. The kernel stack is read at switch-in, from the
  * stack the thread saved when it blocked, and only for intervals the
- * filters keep. Nothing per switch crosses to user space. switch_btf or
- * switch_raw on kernels with bpf_loop; their _compat variants and walkers
- * walk_switch_* otherwise (tailwalk.bpf.h). */
+ * filters keep. With measure_runs (wall-clock captures) every switch-out
+ * also adds the time the thread ran since its switch-in, so that each
+ * thread's time adds up to the window exactly. Nothing per switch crosses
+ * to user space. switch_btf or switch_raw on kernels with bpf_loop; their
+ * _compat variants and walkers walk_switch_* otherwise (tailwalk.bpf.h). */
 #ifndef FGBPF_OFFCPU_BPF_H
 #define FGBPF_OFFCPU_BPF_H
 
@@ -41,6 +44,12 @@ const volatile bool state_from_task = false;
  * the thread is current, as offcputime does (blocks seeded from /proc
  * before the capture then have none). */
 const volatile bool kstack_at_switch_out = false;
+/* Wall-clock captures: measure the time traced threads run (FG_RAN). */
+const volatile bool measure_runs = false;
+
+/* A field of a task: read directly through its BTF pointer where the hook
+ * passes one (tp_btf: a load), else with a helper (raw tracepoints). */
+#define TASK_FIELD(btf, task, field) ((btf) ? (task)->field : BPF_CORE_READ(task, field))
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -92,15 +101,71 @@ struct {
 	__type(value, __u32);
 } switch_walks SEC(".maps");
 
-/* A switch-out, once its user stack is in start. */
+/* The name of `task` into comm. */
+static __always_inline void task_comm(struct task_struct *task, char *comm, const bool btf)
+{
+	if (btf) {
+		*(__u64 *)&comm[0] = *(__u64 *)&task->comm[0];
+		*(__u64 *)&comm[8] = *(__u64 *)&task->comm[8];
+	} else {
+		BPF_CORE_READ_STR_INTO((char (*)[TASK_COMM_LEN])comm, task, comm);
+	}
+}
+
+/* The time a traced thread ran, from `from` to `to`: counted under
+ * (thread, FG_RAN), its comm the current task's (the thread switching
+ * out). */
+static __always_inline void add_ran(struct fg_stats *st, struct task_struct *task, __u32 pid, __u32 tid,
+				    __u64 from, __u64 to, const bool btf)
+{
+	struct fg_key key = {};
+	bool fresh = false;
+
+	key.pid = pid;
+	key.tid = tid;
+	key.state = FG_RAN;
+	key.slice_first = slice_of(from);
+	key.slice_last = slice_of(to);
+	task_comm(task, key.comm, btf);
+	if (add_count(&key, to - from, &fresh)) {
+		st->lost_runs++;
+		st->lost_run_ns += to - from;
+	}
+}
+
+/* Writes a switch-out's entry: in place when the thread has one (cur, or
+ * looked up again after a tail call), the phase last, so that a waker on
+ * another CPU sees the wait only once it is whole. */
+static __always_inline void keep_start(struct fg_stats *st, __u32 tid, struct fg_start *start,
+				       struct fg_start *cur)
+{
+	if (!cur)
+		cur = bpf_map_lookup_elem(&starts, &tid);
+	if (cur) {
+		__u32 phase = start->phase;
+
+		start->phase = FG_SKIPPED;
+		*cur = *start;
+		asm volatile("" ::: "memory");
+		cur->phase = phase;
+		return;
+	}
+	if (bpf_map_update_elem(&starts, &tid, start, BPF_ANY))
+		st->lost_start_full++;
+}
+
+/* A switch-out, once its user stack is in start. cur: the thread's entry,
+ * NULL when it has none or after a tail call. */
 static __always_inline void switch_out_rest(void *ctx, struct fg_stats *st, struct task_struct *prev,
-					    __u32 tid, struct fg_start *start, bool user_lost)
+					    __u32 tid, struct fg_start *start, struct fg_start *cur,
+					    bool user_lost, bool known)
 {
 	if (user_lost)
 		st->lost_user_stack++;
 	/* Announced when its stack is taken, not when the wait ends: a
-	 * process may exit right after its only wait. */
-	if (start->user_stack)
+	 * process may exit right after its only wait. known: user space has
+	 * read it already. */
+	if (start->user_stack && !known)
 		note_process(ctx, start->pid, prev);
 	if (kern_stacks && kstack_at_switch_out) {
 		bool lost = false;
@@ -109,71 +174,19 @@ static __always_inline void switch_out_rest(void *ctx, struct fg_stats *st, stru
 		if (lost)
 			st->lost_kern_stack++;
 	}
-	start->ts = bpf_ktime_get_ns();
-	if (bpf_map_update_elem(&starts, &tid, start, BPF_ANY))
-		st->lost_start_full++;
+	start->phase = FG_WAITING;
+	keep_start(st, tid, start, cur);
 }
 
-/* compat: the variant for kernels without bpf_loop (tailwalk.bpf.h),
- * which may tail-call the walker and not return: the caller has done
- * everything else. */
-static __always_inline void switch_out(void *ctx, struct fg_stats *st, struct task_struct *prev,
-				       bool preempt, unsigned int prev_state, const bool compat)
+/* Adds the wait in `start` (pid and user stack from its switch-out, or a
+ * wait noted without one) that ends now, at next's switch-in. */
+static __always_inline void record_wait(void *ctx, struct fg_stats *st, struct task_struct *next, __u32 tid,
+					struct fg_start *start, __u64 now, const bool btf, const bool untraced)
 {
-	__u32 pid = BPF_CORE_READ(prev, tgid), tid = BPF_CORE_READ(prev, pid);
-	struct fg_start start = {};
-	bool lost = false;
-
-	if (tid == 0 || pid == self_pid || !is_target(pid, tid) || !in_scope(prev))
-		return;
-	if (skip_kthreads && (BPF_CORE_READ(prev, flags) & PF_KTHREAD)) {
-		st->kthread_switches++;
-		return;
-	}
-	/* A thread's last switch-out, at its exit, has no switch-in: its
-	 * entry would stay in `starts` for ever, and short threads would fill
-	 * it. */
-	if (BPF_CORE_READ(prev, exit_state) || (prev_state & TASK_DEAD))
-		return;
-	start.pid = pid;
-	start.state = classify(preempt, prev_state);
-	if (!(state_mask & (1 << start.state)))
-		return;
-	st->switches++;
-	if (sample_every > 1 && bpf_get_prandom_u32() % sample_every)
-		return;
-	/* prev is still current here: its user stack is readable now, and
-	 * only now. */
-	if (user_stacks) {
-		__u32 walk = FG_WALK_NONE;
-
-		if (compat) {
-			struct walk_cont *c = tail_walk_begin(pid);
-
-			if (c) {
-				c->start = start;
-				c->tid = tid;
-				bpf_tail_call(ctx, &switch_walks, 0);
-			}
-		}
-		start.user_stack = store_user_stack(ctx, pid, st, &lost, &walk, compat);
-		start.flags |= walk << FG_WALK_SHIFT;
-	}
-	switch_out_rest(ctx, st, prev, tid, &start, lost);
-}
-
-static __always_inline void switch_in(void *ctx, struct fg_stats *st, struct task_struct *next)
-{
-	__u32 tid = BPF_CORE_READ(next, pid);
-	struct fg_start *start = bpf_map_lookup_elem(&starts, &tid);
 	struct fg_key key = {};
 	bool fresh = false;
-	__u64 now, delta;
+	__u64 delta = now - start->ts;
 
-	if (!start)
-		return;
-	now = bpf_ktime_get_ns();
-	delta = now - start->ts;
 	key.slice_first = slice_of(start->ts);
 	key.slice_last = slice_of(now);
 	key.user_stack = start->user_stack;
@@ -181,7 +194,6 @@ static __always_inline void switch_in(void *ctx, struct fg_stats *st, struct tas
 	key.flags = start->flags;
 	key.waker = start->waker;
 	key.kern_stack = start->kern_stack;
-	bpf_map_delete_elem(&starts, &tid);
 	/* Seeded blocks started before the capture: their length so far is
 	 * not their length, so the filters do not apply to them. */
 	if (!(key.flags & FG_PRE_EXISTING)) {
@@ -198,11 +210,15 @@ static __always_inline void switch_in(void *ctx, struct fg_stats *st, struct tas
 	 * block was not sampled, it is the one thread's own wait. */
 	if (!(key.flags & FG_PRE_EXISTING))
 		delta *= sample_every;
-	key.pid = BPF_CORE_READ(next, tgid);
+	key.pid = TASK_FIELD(btf, next, tgid);
 	key.tid = tid;
 	key.cgroup = group_of(next);
-	BPF_CORE_READ_STR_INTO(&key.comm, next, comm);
-	if (kern_stacks) {
+	task_comm(next, key.comm, btf);
+	if (untraced) {
+		/* `next` runs now: the wait's kernel stack is gone. */
+		key.flags |= FG_END_UNTRACED;
+		key.kern_stack = 0;
+	} else if (kern_stacks) {
 		bool lost = false;
 
 		/* Else taken at switch-out, in key.kern_stack already. */
@@ -221,16 +237,266 @@ static __always_inline void switch_in(void *ctx, struct fg_stats *st, struct tas
 	st->recorded++;
 }
 
+/* The rq-clock time `at` of `task` (sched_info, on its run-queue's clock,
+ * which its switch updated) on the clock of bpf_ktime_get_ns; 0 when
+ * unknown. */
+static __always_inline __u64 rq_time(struct task_struct *task, __u64 at, __u64 now, const bool btf)
+{
+	__u64 clock;
+
+	if (!at || !bpf_core_field_exists(task->se.cfs_rq->rq))
+		return 0;
+	clock = btf ? task->se.cfs_rq->rq->clock : BPF_CORE_READ(task, se.cfs_rq, rq, clock);
+	if (at > clock || clock - at > now)
+		return 0;
+	return now - (clock - at);
+}
+
+/* When `task`, running on this CPU, last began to run, on the clock of
+ * bpf_ktime_get_ns: the scheduler's own record (sched_info.last_arrival,
+ * kept on the run-queue clock, which it updated at this switch), for the
+ * switch-ins sched_switch does not report. A 6.18 guest here was seen to
+ * run threads again without a sched_switch naming them (/proc/TID/schedstat
+ * counted more runs than sched_switch reported switch-ins; switch-outs
+ * were all reported). 0 when unknown. */
+static __always_inline __u64 arrived_at(struct task_struct *task, __u64 now, const bool btf)
+{
+	if (!bpf_core_field_exists(task->sched_info.last_arrival))
+		return 0;
+	return rq_time(task, TASK_FIELD(btf, task, sched_info.last_arrival), now, btf);
+}
+
+/* At switch-out, a wait still open in cur: the switch-in that ended it was
+ * not reported. It ended when the thread began to run, as the scheduler
+ * recorded it: added as ended then, and the entry turned into that run. */
+static __always_inline void end_untraced_wait(void *ctx, struct fg_stats *st, struct task_struct *prev,
+					      __u32 tid, struct fg_start *cur, __u64 now, const bool btf)
+{
+	__u64 arrived = arrived_at(prev, now, btf);
+
+	if (arrived && arrived <= cur->ts && (cur->flags & FG_PRE_EXISTING)) {
+		/* Seeded as blocked from /proc while it was still running
+		 * (about to block): it has run since the capture began. */
+		cur->phase = FG_RUNNING;
+		return;
+	}
+	if (arrived <= cur->ts || arrived > now) {
+		/* Unknown: the wait and the run are one span, left out. */
+		st->untraced_ins_lost++;
+		cur->phase = FG_SKIPPED;
+		return;
+	}
+	st->untraced_ins++;
+	record_wait(ctx, st, prev, tid, cur, arrived, btf, true);
+	cur->ts = arrived;
+	cur->phase = FG_RUNNING;
+}
+
+/* compat: the variant for kernels without bpf_loop (tailwalk.bpf.h),
+ * which may tail-call the walker and not return: the caller has done
+ * everything else. btf: prev is a BTF pointer (tp_btf). */
+static __always_inline void switch_out(void *ctx, struct fg_stats *st, struct task_struct *prev,
+				       bool preempt, unsigned int prev_state, const bool compat,
+				       const bool btf)
+{
+	__u32 pid = TASK_FIELD(btf, prev, tgid), tid = TASK_FIELD(btf, prev, pid);
+	struct fg_start start = {}, *cur;
+	bool lost = false, known = false;
+	__u64 now;
+
+	if (tid == 0 || pid == self_pid || !is_target(pid, tid) || !in_scope(prev))
+		return;
+	if (skip_kthreads && (TASK_FIELD(btf, prev, flags) & PF_KTHREAD)) {
+		st->kthread_switches++;
+		return;
+	}
+	/* One time for the run's end and the wait's start: they meet. */
+	now = bpf_ktime_get_ns();
+	cur = bpf_map_lookup_elem(&starts, &tid);
+	if (cur && cur->phase == FG_WAITING)
+		end_untraced_wait(ctx, st, prev, tid, cur, now, btf);
+	if (measure_runs) {
+		/* No entry: it has run since before the capture (or since it
+		 * was first traced). */
+		__u64 since = !cur ? slice_origin : cur->phase == FG_RUNNING ? cur->ts : 0;
+
+		if (since && since < now)
+			add_ran(st, prev, pid, tid, since, now, btf);
+	}
+	/* A thread's last switch-out, at its exit: no switch-in follows. */
+	if (TASK_FIELD(btf, prev, exit_state) || (prev_state & TASK_DEAD)) {
+		if (cur)
+			bpf_map_delete_elem(&starts, &tid);
+		return;
+	}
+	start.pid = pid;
+	start.ts = now;
+	start.state = classify(preempt, prev_state);
+	if (state_mask & (1 << start.state))
+		st->switches++;
+	if (!(state_mask & (1 << start.state)) ||
+	    (sample_every > 1 && bpf_get_prandom_u32() % sample_every)) {
+		/* A wait the filters leave out: its switch-in records nothing
+		 * but the start of a run. */
+		if (cur) {
+			cur->phase = FG_SKIPPED;
+		} else if (measure_runs) {
+			start.phase = FG_SKIPPED;
+			keep_start(st, tid, &start, NULL);
+		}
+		return;
+	}
+	/* prev is still current here: its user stack is readable now, and
+	 * only now. */
+	if (user_stacks) {
+		__u32 walk = FG_WALK_NONE;
+
+		if (compat) {
+			struct walk_cont *c = tail_walk_begin(pid);
+
+			if (c) {
+				c->start = start;
+				c->tid = tid;
+				bpf_tail_call(ctx, &switch_walks, 0);
+			}
+		}
+		start.user_stack = store_user_stack(ctx, pid, st, &lost, &walk, &known, compat);
+		start.flags |= walk << FG_WALK_SHIFT;
+	}
+	switch_out_rest(ctx, st, prev, tid, &start, cur, lost, known);
+}
+
+/* At switch-in, an entry still held running: the switch-out that ended
+ * its run was not reported. The scheduler's own account says how long it
+ * ran since its switch-in (se.sum_exec_runtime) and when it was last queued
+ * to run (sched_info.last_queued): the run ended there and it waited from
+ * then on, blocked until it was queued (if it was) and for a CPU after
+ * (sleeping throughout when the scheduler kept no queueing time),
+ * drawn without its user stack (the thread was current then, unseen), its
+ * kernel stack the one it saved. */
+static __always_inline void untraced_switch_out(void *ctx, struct fg_stats *st, struct task_struct *next,
+						__u32 tid, struct fg_start *start, __u64 now, const bool btf)
+{
+	__u64 sum = TASK_FIELD(btf, next, se.sum_exec_runtime), stopped, queued;
+	struct fg_start wait = {};
+
+	st->untraced_outs++;
+	if (!start->sum_exec) {
+		/* No account of its run to go by (an entry from before). */
+		st->untraced_ins_lost++;
+		return;
+	}
+	stopped = start->ts + (sum > start->sum_exec ? sum - start->sum_exec : 0);
+	if (stopped > now)
+		stopped = now;
+	if (measure_runs && stopped > start->ts)
+		add_ran(st, next, start->pid, tid, start->ts, stopped, btf);
+	queued = 0;
+	if (bpf_core_field_exists(next->sched_info.last_queued))
+		queued = rq_time(next, TASK_FIELD(btf, next, sched_info.last_queued), now, btf);
+	wait.pid = start->pid;
+	wait.flags = FG_START_UNTRACED;
+	wait.ts = stopped;
+	if (!queued) {
+		/* When it was queued is not known either: most runs end by
+		 * blocking, so the span is drawn as sleeping, under the
+		 * pseudo-frame that says it was not traced. */
+		wait.state = FG_SLEEPING;
+		if (state_mask & (1 << FG_SLEEPING))
+			record_wait(ctx, st, next, tid, &wait, now, btf, false);
+		return;
+	}
+	if (queued > stopped && queued < now) {
+		wait.state = FG_SLEEPING;
+		if (state_mask & (1 << FG_SLEEPING))
+			record_wait(ctx, st, next, tid, &wait, queued, btf, false);
+		wait.ts = queued;
+	}
+	wait.state = FG_RUNQUEUE;
+	if (wait.ts < now && (state_mask & (1 << FG_RUNQUEUE)))
+		record_wait(ctx, st, next, tid, &wait, now, btf, false);
+}
+
+/* A wall-clock capture's first switch-in of a target thread it holds no
+ * entry for: a thread born during the capture, which waited for a CPU
+ * from its birth (no user stack yet), or one the seeding from /proc missed,
+ * off-CPU since before the capture. Either way it runs from now on. */
+static __always_inline void first_switch_in(void *ctx, struct fg_stats *st, struct task_struct *next,
+					    __u32 tid, __u64 now, const bool btf)
+{
+	__u32 pid = TASK_FIELD(btf, next, tgid);
+	__u64 born = TASK_FIELD(btf, next, start_time);
+	struct fg_start start = {};
+
+	if (tid == 0 || pid == self_pid || !is_target(pid, tid) || !in_scope(next))
+		return;
+	if (skip_kthreads && (TASK_FIELD(btf, next, flags) & PF_KTHREAD))
+		return;
+	start.pid = pid;
+	if (born > slice_origin) {
+		start.ts = born;
+		start.state = FG_RUNQUEUE;
+	} else {
+		start.ts = slice_origin;
+		start.state = FG_SLEEPING;
+		start.flags = FG_PRE_EXISTING;
+	}
+	if (start.ts < now && (state_mask & (1 << start.state)))
+		record_wait(ctx, st, next, tid, &start, now, btf, false);
+	start.ts = now;
+	start.phase = FG_RUNNING;
+	start.state = 0;
+	start.flags = 0;
+	start.sum_exec = TASK_FIELD(btf, next, se.sum_exec_runtime);
+	if (bpf_map_update_elem(&starts, &tid, &start, BPF_NOEXIST))
+		st->lost_start_full++;
+}
+
+static __always_inline void switch_in(void *ctx, struct fg_stats *st, struct task_struct *next, const bool btf)
+{
+	__u32 tid = TASK_FIELD(btf, next, pid);
+	struct fg_start *start = bpf_map_lookup_elem(&starts, &tid);
+	__u64 now = bpf_ktime_get_ns();
+
+	if (!start) {
+		if (measure_runs)
+			first_switch_in(ctx, st, next, tid, now, btf);
+		return;
+	}
+	if (start->phase == FG_WAITING) {
+		record_wait(ctx, st, next, tid, start, now, btf, false);
+	} else if (start->phase == FG_RUNNING && !(start->flags & FG_PRE_EXISTING)) {
+		untraced_switch_out(ctx, st, next, tid, start, now, btf);
+	} else if (start->phase == FG_RUNNING && measure_runs) {
+		/* Switched in while held running: seeded as running from
+		 * /proc, it was waiting for a CPU since the capture began. */
+		struct fg_start wait = *start;
+
+		wait.state = FG_RUNQUEUE;
+		wait.flags = FG_PRE_EXISTING;
+		wait.user_stack = 0;
+		wait.kern_stack = 0;
+		wait.waker = 0;
+		if (state_mask & (1 << FG_RUNQUEUE))
+			record_wait(ctx, st, next, tid, &wait, now, btf, false);
+	}
+	start->ts = now;
+	start->phase = FG_RUNNING;
+	start->flags = 0;
+	start->sum_exec = TASK_FIELD(btf, next, se.sum_exec_runtime);
+}
+
 /* Switch-in first: switch-out may end in a tail call (compat). */
 static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct *prev,
-				     struct task_struct *next, unsigned int prev_state, const bool compat)
+				     struct task_struct *next, unsigned int prev_state, const bool compat,
+				     const bool btf)
 {
 	struct fg_stats *st = get_stats();
 
 	if (!st)
 		return 0;
-	switch_in(ctx, st, next);
-	switch_out(ctx, st, prev, preempt, prev_state, compat);
+	switch_in(ctx, st, next, btf);
+	switch_out(ctx, st, prev, preempt, prev_state, compat, btf);
 	return 0;
 }
 
@@ -249,32 +515,32 @@ static __always_inline int walk_switch(void *ctx, struct task_struct *prev)
 	start = c->start;
 	start.user_stack = tail_walk_end(c, st, &lost, &walk);
 	start.flags |= walk << FG_WALK_SHIFT;
-	switch_out_rest(ctx, st, prev, c->tid, &start, lost);
+	switch_out_rest(ctx, st, prev, c->tid, &start, NULL, lost, false);
 	return 0;
 }
 
 SEC("tp_btf/sched_switch")
 int BPF_PROG(switch_btf, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	return on_switch(ctx, preempt, prev, next, prev_state_of(ctx, prev), false);
+	return on_switch(ctx, preempt, prev, next, prev_state_of(ctx, prev), false, true);
 }
 
 SEC("raw_tp/sched_switch")
 int BPF_PROG(switch_raw, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	return on_switch(ctx, preempt, prev, next, prev_state_of(ctx, prev), false);
+	return on_switch(ctx, preempt, prev, next, prev_state_of(ctx, prev), false, false);
 }
 
 SEC("tp_btf/sched_switch")
 int BPF_PROG(switch_btf_compat, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	return on_switch(ctx, preempt, prev, next, prev_state_of(ctx, prev), true);
+	return on_switch(ctx, preempt, prev, next, prev_state_of(ctx, prev), true, true);
 }
 
 SEC("raw_tp/sched_switch")
 int BPF_PROG(switch_raw_compat, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	return on_switch(ctx, preempt, prev, next, prev_state_of(ctx, prev), true);
+	return on_switch(ctx, preempt, prev, next, prev_state_of(ctx, prev), true, false);
 }
 
 SEC("tp_btf/sched_switch")

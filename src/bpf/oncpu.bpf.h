@@ -23,15 +23,29 @@ struct {
 	__type(value, __u32);
 } sample_walks SEC(".maps");
 
+/* Whether the sample interrupted user code: the privilege level in the
+ * low bits of cs. The context's registers are the UAPI struct pt_regs
+ * (bpf_user_pt_regs_t), read in 8-byte words: cs is word 17. */
+static __always_inline bool in_user_mode(struct bpf_perf_event_data *ctx)
+{
+#if defined(__TARGET_ARCH_x86)
+	return (((__u64 *)&ctx->regs)[17] & 3) == 3;
+#else
+	return false;
+#endif
+}
+
 /* A sample's kernel stack and count, once its user stack is in key. */
-static __always_inline int sample_rest(void *ctx, struct fg_stats *st, struct fg_key *key,
+static __always_inline int sample_rest(struct bpf_perf_event_data *ctx, struct fg_stats *st, struct fg_key *key,
 				       bool user_lost)
 {
 	bool fresh = false;
 
 	if (user_lost)
 		st->lost_user_stack++;
-	if (kern_stacks) {
+	/* A sample in user mode has no kernel stack: the timer interrupted
+	 * user code (the helper would find none, at some cost). */
+	if (kern_stacks && !in_user_mode(ctx)) {
 		bool lost = false;
 
 		key->kern_stack = store_stack(ctx, 1, 0, &lost);
@@ -64,7 +78,6 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, const bool co
 	    !in_scope((struct task_struct *)bpf_get_current_task()))
 		return 0;
 	st->samples++;
-
 	key.pid = pid;
 	key.tid = tid;
 	key.state = FG_ONCPU;
@@ -84,7 +97,7 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, const bool co
 				 * frame pointers then. */
 			}
 		}
-		key.user_stack = store_user_stack(ctx, pid, st, &lost, &walk, compat);
+		key.user_stack = store_user_stack(ctx, pid, st, &lost, &walk, NULL, compat);
 		key.flags |= walk << FG_WALK_SHIFT;
 	}
 	return sample_rest(ctx, st, &key, lost);

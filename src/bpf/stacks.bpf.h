@@ -44,29 +44,64 @@ static __always_inline __u64 mix64(__u64 h, __u64 v)
 	return h * 0xC2B2AE3D27D4EB4FULL;
 }
 
-/* Keys the `bytes` of frames in `buf` and stores them; see store_stack. */
-static __always_inline __u64 keep_stack(struct stack_buf *buf, long bytes, bool *lost)
-{
-	__u64 h = 0x2545F4914F6CDD1DULL ^ stack_seed;
-	long n;
+/* Keys of stacks this CPU stored lately (in a direct-mapped table): a
+ * stack stored once is in the map or, once drained, in user space for the
+ * rest of the capture, so storing it again is needless. */
+#define FG_STORED_CACHE 256
 
-	if (bytes <= 0)
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, FG_STORED_CACHE);
+	__type(key, __u32);
+	__type(value, __u64);
+} stored_stacks SEC(".maps");
+
+/* The key of the first n frames in scratch slot `slot`: a global
+ * function taking scalars only, so that the verifier walks its loop once,
+ * not once per caller (and it loads before 5.12, which allows no other
+ * pointer argument than the context). */
+__noinline __u64 hash_scratch(__u32 slot, __u32 n)
+{
+	struct stack_buf *buf = bpf_map_lookup_elem(&stack_scratch, &slot);
+	__u64 h = 0x2545F4914F6CDD1DULL ^ stack_seed;
+
+	if (!buf)
 		return STACK_NONE;
-	n = bytes / sizeof(__u64);
 	for (int i = 0; i < MAX_STACK_DEPTH; i++) {
 		if (i >= n)
 			break;
 		h = mix64(h, buf->ips[i]);
 	}
 	h = mix64(h, n);
+	return h == STACK_NONE ? 1 : h;
+}
+
+/* Keys the `bytes` of frames in `buf`, scratch slot `slot`, and stores
+ * them; see store_stack. */
+static __always_inline __u64 keep_stack(struct stack_buf *buf, __u32 slot, long bytes, bool *lost)
+{
+	__u64 h, *seen;
+	__u32 at;
+
+	if (bytes <= 0)
+		return STACK_NONE;
+	h = hash_scratch(slot, bytes / sizeof(__u64));
 	if (h == STACK_NONE)
-		h = 1;
+		return STACK_NONE;
+	at = (__u32)h & (FG_STORED_CACHE - 1);
+	seen = bpf_map_lookup_elem(&stored_stacks, &at);
+	if (seen && *seen == h)
+		return h;
 	if (!bpf_map_lookup_elem(&stacks, &h)) {
 		long err = bpf_map_update_elem(&stacks, &h, buf, BPF_NOEXIST);
 
-		if (err && err != -EEXIST)
+		if (err && err != -EEXIST) {
 			*lost = true;
+			return h;
+		}
 	}
+	if (seen)
+		*seen = h;
 	return h;
 }
 
@@ -80,7 +115,7 @@ static __always_inline __u64 store_stack(void *ctx, __u32 slot, __u64 flags, boo
 	if (!buf)
 		return STACK_NONE;
 	/* The helper zero-fills the buffer past the frames it wrote. */
-	return keep_stack(buf, bpf_get_stack(ctx, buf->ips, sizeof(buf->ips), flags), lost);
+	return keep_stack(buf, slot, bpf_get_stack(ctx, buf->ips, sizeof(buf->ips), flags), lost);
 }
 
 /* The saved kernel stack of a task that is not running. */
@@ -90,7 +125,7 @@ static __always_inline __u64 store_task_kernel_stack(struct task_struct *task, _
 
 	if (!buf)
 		return STACK_NONE;
-	return keep_stack(buf, bpf_get_task_stack(task, buf->ips, sizeof(buf->ips), 0), lost);
+	return keep_stack(buf, slot, bpf_get_task_stack(task, buf->ips, sizeof(buf->ips), 0), lost);
 }
 
 #endif

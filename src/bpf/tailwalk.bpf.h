@@ -24,38 +24,12 @@
 
 #define WALK_FRAMES_PER_CALL 8
 
-/* A walk between tail calls (its proc and buf pointers cleared: each
- * stage looks them up again), and what its entry program had built. */
-struct walk_cont {
-	struct walk w;
-	__u32 tid;      /* off-CPU: the thread switched out; wakers: the wakee */
-	__u32 pad;
-	struct fg_key key;       /* on-CPU: the sample's key so far */
-	struct fg_start start;   /* off-CPU: the switch-out so far */
-	struct fg_waker waker;   /* --wakers: the waker so far */
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct walk_cont);
-} walk_conts SEC(".maps");
-
-static __always_inline struct walk_cont *walk_cont(void)
-{
-	__u32 zero = 0;
-
-	return bpf_map_lookup_elem(&walk_conts, &zero);
-}
-
 /* The continuation of a walk of the current task's user stack when its
  * process has tables, NULL otherwise (the caller then takes the frame
  * pointer walk of store_user_stack). The caller saves its own state in it
  * and tail-calls its walker. */
 static __always_inline struct walk_cont *tail_walk_begin(__u32 pid)
 {
-	struct walk w = {};
 	struct walk_cont *c;
 
 	/* Kernel threads have no user registers. */
@@ -63,11 +37,9 @@ static __always_inline struct walk_cont *tail_walk_begin(__u32 pid)
 	    !bpf_map_lookup_elem(&proc_unwind, &pid))
 		return NULL;
 	c = walk_cont();
-	if (!c || !user_regs(&w, regs_by_hand))
+	if (!c || !user_regs(&c->w, regs_by_hand))
 		return NULL;
-	w.pid = pid;
-	w.end = WALK_GOING;
-	c->w = w;
+	walk_begin(&c->w, pid, true);
 	return c;
 }
 
@@ -75,27 +47,21 @@ static __always_inline struct walk_cont *tail_walk_begin(__u32 pid)
  * when the walk is over. */
 static __always_inline bool walk_some(struct walk_cont *c)
 {
-	struct walk w = c->w;
+	struct walk_ref ref = { .w = &c->w };
 	__u32 slot = 0;
-	bool over = false;
 
-	w.proc = bpf_map_lookup_elem(&proc_unwind, &w.pid);
-	w.buf = bpf_map_lookup_elem(&stack_scratch, &slot);
+	ref.proc = bpf_map_lookup_elem(&proc_unwind, &c->w.pid);
+	ref.buf = bpf_map_lookup_elem(&stack_scratch, &slot);
 	/* The process's tables went away mid-walk (it exited): cut here. */
-	if (!w.proc || !w.buf) {
+	if (!ref.proc || !ref.buf) {
 		c->w.end = WALK_FAULT;
 		return true;
 	}
 	for (int k = 0; k < WALK_FRAMES_PER_CALL; k++) {
-		if (walk_frame(w.n, &w, true)) {
-			over = true;
-			break;
-		}
+		if (walk_frame(&ref, true))
+			return true;
 	}
-	w.proc = NULL;
-	w.buf = NULL;
-	c->w = w;
-	return over || w.n >= MAX_STACK_DEPTH;
+	return c->w.n >= MAX_STACK_DEPTH;
 }
 
 /* Stores the walked stack as store_user_stack does and returns its key;
@@ -112,7 +78,7 @@ static __always_inline __u64 tail_walk_end(struct walk_cont *c, struct fg_stats 
 		return STACK_NONE;
 	if (n < MAX_STACK_DEPTH)
 		buf->ips[n] = 0;
-	return keep_stack(buf, n * sizeof(__u64), lost);
+	return keep_stack(buf, slot, n * sizeof(__u64), lost);
 }
 
 /* One stage of a walker program: walks on, and tail-calls the next stage

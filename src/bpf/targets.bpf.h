@@ -7,7 +7,7 @@
 #include "fgbpf.h"
 
 #define MAX_TARGETS 8192
-#define MAX_KNOWN_PROCS 65536
+#define MAX_KNOWN_PROCS 16384
 
 const volatile bool filter_pids = false;
 const volatile bool filter_tids = false;

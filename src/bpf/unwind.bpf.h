@@ -1,180 +1,115 @@
 /* User-stack walker with unwind tables compiled from .eh_frame in user
  * space (src/procs/unwind/), so that code without frame pointers (most
  * distribution packages, glibc, default -O2 builds) unwinds whole. Per
- * frame: find the mapping holding the pc (binary search over the process's
- * sorted mappings), find its row (binary search over the table), compute
- * the CFA, read the return address at CFA-8 and the caller's rbp where the
- * row says it was saved. Code without rows (JIT, tables not yet built)
- * falls back to the frame pointer for that frame. The walk runs in a
- * bpf_loop, one frame per iteration, up to MAX_STACK_DEPTH frames. */
+ * frame: find the mapping holding the pc (the previous frame's, most of
+ * the time; else a binary search over the process's sorted mappings), find
+ * its row (the table's page index narrows it to a few rows, searched
+ * binary), compute the CFA, read the return address at CFA-8 and the
+ * caller's rbp where the row says it was saved. Code without rows (JIT,
+ * tables not yet built, processes without tables) falls back to the frame
+ * pointer for that frame. The walk runs in a bpf_loop, one frame per
+ * iteration, up to MAX_STACK_DEPTH frames.
+ *
+ * The tables and their searches are tables.bpf.h; the walk's state and
+ * the window the stack is read through are walk.bpf.h; HotSpot's frames,
+ * which have no tables, are java.bpf.h. */
 #ifndef FGBPF_UNWIND_BPF_H
 #define FGBPF_UNWIND_BPF_H
 
 #include "fgbpf.h"
 #include "stacks.bpf.h"
 #include "python.bpf.h"
-
-/* Sized by the loader; user space fills it through a memory mapping. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__type(key, __u32);
-	__type(value, struct fg_unwind_row);
-} unwind_rows SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, __u32);
-	__type(value, struct fg_proc_unwind);
-} proc_unwind SEC(".maps");
-
-/* Off when the user asked for frame pointers only (or no process has
- * tables): stacks then come from bpf_get_stack, as before. */
-const volatile bool use_tables = false;
-
-enum walk_end {
-	WALK_GOING = 0,
-	WALK_DONE,        /* reached the outermost frame */
-	WALK_FAULT,       /* a read of the stack failed */
-	WALK_UNSUPPORTED, /* a rule the walker cannot follow */
-	WALK_LOST_FP,     /* no row and no usable frame pointer */
-};
-
-struct walk {
-	__u64 ip, sp, bp;
-	__u32 pid;
-	struct fg_proc_unwind *proc;
-	struct stack_buf *buf;
-	__u32 n;
-	__u32 end;
-	bool used_fp;
-	bool used_rows;
-};
-
-/* The binary searches are global functions: the verifier checks each once
- * on its own, instead of once per path through the walk, which would
- * exceed its instruction budget. */
-
-/* Index of the mapping holding pc, or FG_MAX_MAPPINGS for none. */
-static __always_inline __u32 mapping_in(struct fg_proc_unwind *proc, __u64 pc)
-{
-	__u32 lo = 0, hi, idx;
-
-	if (!proc)
-		return FG_MAX_MAPPINGS;
-	hi = proc->count;
-	if (hi > FG_MAX_MAPPINGS)
-		hi = FG_MAX_MAPPINGS;
-	/* last mapping with start <= pc */
-	for (int i = 0; i < 8 && lo < hi; i++) {
-		__u32 mid = (lo + hi) / 2;
-
-		if (mid >= FG_MAX_MAPPINGS)
-			return FG_MAX_MAPPINGS;
-		if (proc->maps[mid].start <= pc)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (lo == 0)
-		return FG_MAX_MAPPINGS;
-	idx = lo - 1;
-	if (idx >= FG_MAX_MAPPINGS)
-		return FG_MAX_MAPPINGS;
-	return pc < proc->maps[idx].end ? idx : FG_MAX_MAPPINGS;
-}
-
-__noinline __u32 find_mapping(struct fg_proc_unwind *proc, __u64 pc)
-{
-	return mapping_in(proc, pc);
-}
-
-/* The same for the process pid: for kernels before 5.12, whose global
- * functions take no pointer but the context (the tail-call walker,
- * tailwalk.bpf.h). One more hash lookup per frame. */
-__noinline __u32 find_mapping_of(__u32 pid, __u64 pc)
-{
-	return mapping_in(bpf_map_lookup_elem(&proc_unwind, &pid), pc);
-}
-
-/* Index in unwind_rows of the row for rel in rows [first, first + count),
- * or ~0 (no such element) for none. */
-__noinline __u32 find_row(__u32 first, __u32 count, __u32 rel)
-{
-	__u32 lo = 0, hi = count;
-
-	/* last row with pc <= rel; 2^24 rows per table at most */
-	for (int i = 0; i < 24 && lo < hi; i++) {
-		__u32 mid = (lo + hi) / 2;
-		__u32 key = first + mid;
-		struct fg_unwind_row *r = bpf_map_lookup_elem(&unwind_rows, &key);
-
-		if (!r)
-			return ~0U;
-		if (r->pc <= rel)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (lo == 0)
-		return ~0U;
-	return first + lo - 1;
-}
+#include "tables.bpf.h"
+#include "walk.bpf.h"
+#include "java.bpf.h"
 
 /* One step with the frame pointer: rbp points at the saved rbp, with the
  * return address above it. */
-static __always_inline bool fp_step(struct walk *w)
+static __always_inline bool fp_step(struct walk *w, const bool cont)
 {
-	__u64 frame[2];
+	__u64 bp, ra;
 
 	if (w->bp == 0 || w->bp < w->sp)
 		return false;
-	if (bpf_probe_read_user(frame, sizeof(frame), (void *)w->bp))
+	if (stack_read(w, w->bp, &bp, cont) || stack_read(w, w->bp + 8, &ra, cont))
 		return false;
 	w->sp = w->bp + 16;
-	w->bp = frame[0];
-	w->ip = frame[1];
-	w->used_fp = true;
+	w->bp = bp;
+	w->ip = ra;
+	w->used_fp = 1;
 	return true;
 }
 
-/* Records frame n and steps to its caller: 1 when the walk is over
- * (w->end says why; WALK_GOING: cut at MAX_STACK_DEPTH), 0 to go on.
- * by_pid: look the mapping up by w->pid (find_mapping_of). */
-static __always_inline long walk_frame(__u32 n, struct walk *w, const bool by_pid)
+/* The mapping holding pc, NULL for none: the last frame's when it does,
+ * else found by a search. by_pid: search by w->pid (find_mapping_of). */
+static __always_inline struct fg_mapping *mapping_of(struct walk *w, struct fg_proc_unwind *proc,
+						     __u64 pc, const bool by_pid)
 {
-	struct fg_mapping *m;
-	struct fg_unwind_row *r;
+	struct fg_mapping *m = mapping_at(proc, w->last);
+	__u32 mi;
+
+	if (m && pc >= m->start && pc < m->end)
+		return m;
+	mi = by_pid ? find_mapping_of(w->pid, pc) : find_mapping(proc, pc);
+	w->last = mi;
+	return mapping_at(proc, mi);
+}
+
+/* Records the next frame and steps to its caller: 1 when the walk is over
+ * (w->end says why; WALK_GOING: cut at MAX_STACK_DEPTH), 0 to go on. */
+static __always_inline long walk_frame(struct walk_ref *ref, const bool by_pid)
+{
+	struct walk *w = ref->w;
+	struct fg_unwind_row *r = NULL;
 	__u64 pc, cfa, ra;
-	__u64 mi;
+	__u32 n = w->n;
 	bool have_table = false;
 
 	if (n >= MAX_STACK_DEPTH)
 		return 1;
-	w->buf->ips[n] = w->ip;
+	ref->buf->ips[n] = w->ip;
 	w->n = n + 1;
 	if (n + 1 >= MAX_STACK_DEPTH)
 		return 1;
 	/* A caller's return address points after its call: look up the call. */
 	pc = n == 0 ? w->ip : w->ip - 1;
-	r = NULL;
-	mi = by_pid ? find_mapping_of(w->pid, pc) : find_mapping(w->proc, pc);
-	/* Keep the bound check: the compiler can see it holds, the verifier
-	 * cannot see into a global function. */
-	asm volatile("" : "+r"(mi));
-	if (mi < FG_MAX_MAPPINGS && w->proc) {
-		m = &w->proc->maps[mi];
-		have_table = m->count != 0;
-		if (m->count && pc - m->load <= 0xffffffffULL) {
-			__u32 ri = find_row(m->first, m->count, (__u32)(pc - m->load));
+	if (ref->proc) {
+		__u64 gen = ref->proc->gen;
+		struct row_cached *c = row_slot(pc, gen);
 
-			r = bpf_map_lookup_elem(&unwind_rows, &ri);
+		if (c && c->pc == pc && c->gen == gen) {
+			have_table = c->have_table;
+			if (c->found)
+				r = &c->row;
+		} else {
+			struct fg_mapping *m = mapping_of(w, ref->proc, pc, by_pid);
+
+			if (m) {
+				have_table = m->count != 0;
+				r = row_of(m, pc);
+			}
+			if (c) {
+				c->pc = pc;
+				c->gen = gen;
+				c->have_table = have_table;
+				c->found = r != NULL;
+				if (r)
+					c->row = *r;
+			}
 		}
 	}
 	if (!r || r->cfa_type == FG_CFA_NONE) {
+		/* Code without rows: a JVM's Java code is walked by what the JVM
+		 * says of it (java.bpf.h). Not on the tail-call path: the Java
+		 * walker needs bpf_loop's kernels. */
+		if (!by_pid && !have_table && ref->proc) {
+			long j = java_step(w, ref->buf, w->pid);
+
+			if (j == JAVA_STEPPED)
+				goto next;
+			if (j == JAVA_OVER)
+				return 1;
+		}
 		/* Code of a binary with tables but no row for it, and rbp zero:
 		 * the ABI's mark of the outermost frame (`_start` without CFI,
 		 * often below the first row). */
@@ -182,13 +117,13 @@ static __always_inline long walk_frame(__u32 n, struct walk *w, const bool by_pi
 			w->end = WALK_DONE;
 			return 1;
 		}
-		if (!fp_step(w)) {
+		if (!fp_step(w, by_pid)) {
 			w->end = WALK_LOST_FP;
 			return 1;
 		}
 		goto next;
 	}
-	w->used_rows = true;
+	w->used_rows = 1;
 	switch (r->cfa_type) {
 	case FG_CFA_RSP:
 		cfa = w->sp + r->cfa_off;
@@ -206,15 +141,18 @@ static __always_inline long walk_frame(__u32 n, struct walk *w, const bool by_pi
 		w->end = WALK_UNSUPPORTED;
 		return 1;
 	}
-	if (bpf_probe_read_user(&ra, sizeof(ra), (void *)(cfa - 8))) {
+	if (stack_read(w, cfa - 8, &ra, by_pid)) {
 		w->end = WALK_FAULT;
 		return 1;
 	}
 	if (r->rbp_type == FG_RBP_AT_CFA) {
-		if (bpf_probe_read_user(&w->bp, sizeof(w->bp), (void *)(cfa + r->rbp_off))) {
+		__u64 bp;
+
+		if (stack_read(w, cfa + r->rbp_off, &bp, by_pid)) {
 			w->end = WALK_FAULT;
 			return 1;
 		}
+		w->bp = bp;
 	} else if (r->rbp_type != FG_RBP_SAME) {
 		w->bp = 0;
 	}
@@ -230,10 +168,26 @@ next:
 
 static long walk_step(__u32 i, void *ctx)
 {
-	/* The loop index is the frame number: every iteration records one
-	 * frame. The verifier sees it as any value below the loop bound, so it
-	 * checks this body once instead of once per frame number. */
-	return walk_frame(i, ctx, false);
+	return walk_frame(ctx, false);
+}
+
+/* Starts a walk at the registers in w: no frames yet, the window empty,
+ * and where the stack lies. */
+static __always_inline void walk_begin(struct walk *w, __u32 pid, const bool compat)
+{
+	w->floor = w->sp;
+	if (compat)
+		w->top = BPF_CORE_READ((struct task_struct *)bpf_get_current_task(), mm, env_end);
+	else
+		w->top = bpf_get_current_task_btf()->mm->env_end;
+	w->win_base = 0;
+	w->win_len = 0;
+	w->pid = pid;
+	w->last = FG_MAX_MAPPINGS;
+	w->n = 0;
+	w->end = WALK_GOING;
+	w->used_fp = 0;
+	w->used_rows = 0;
 }
 
 /* Counts how a walk ended and says it in *walk (enum fg_walk). */
@@ -292,14 +246,21 @@ static __always_inline bool user_regs(struct walk *w, const bool by_hand)
 		if (!stack)
 			return false;
 		regs = (struct pt_regs *)(stack + kernel_stack_size) - 1;
+		w->ip = BPF_CORE_READ(regs, ip);
+		w->sp = BPF_CORE_READ(regs, sp);
+		w->bp = BPF_CORE_READ(regs, bp);
 	} else {
+		/* BTF pointers, read directly: a helper call per field costs
+		 * more than the rest of the walk's start. */
 		regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+		if (!regs)
+			return false;
+		w->ip = regs->ip;
+		w->sp = regs->sp;
+		w->bp = regs->bp;
+		/* HotSpot's interpreter keeps the bytecode pointer there. */
+		w->r13 = regs->r13;
 	}
-	if (!regs)
-		return false;
-	w->ip = BPF_CORE_READ(regs, ip);
-	w->sp = BPF_CORE_READ(regs, sp);
-	w->bp = BPF_CORE_READ(regs, bp);
 	return w->ip != 0;
 }
 
@@ -307,50 +268,71 @@ static __always_inline bool user_regs(struct walk *w, const bool by_hand)
  * its process has them, else by the kernel's frame-pointer walk, then its
  * Python frames when it is a known interpreter (python.bpf.h). Returns its
  * key (see store_stack), counts how the walks went, and says it in *walk:
- * enum fg_walk in bits 0-3, enum fg_py_walk in bits 4-7.
+ * enum fg_walk in bits 0-3, enum fg_py_walk in bits 4-7. *known (when
+ * given): user space has read the process (no need to announce it).
  * compat: the programs for kernels without bpf_loop, which walk tables by
  * tail calls before they come here (tailwalk.bpf.h): here only the frame
  * pointer walk, and no Python frames, so that neither bpf_loop nor a
  * global function taking pointers is in those programs. */
 static __always_inline __u64 store_user_stack(void *ctx, __u32 pid, struct fg_stats *st, bool *lost,
-					       __u32 *walk, const bool compat)
+					       __u32 *walk, bool *known, const bool compat)
 {
-	struct walk w = {};
-	__u32 slot = 0, py = FG_PY_NONE;
+	struct walk_ref ref = {};
+	__u32 zero = 0, py = FG_PY_NONE, n;
 
-	/* Kernel threads have no user stack. Not bpf_get_current_task_btf():
-	 * this path runs on kernels before 5.11, and without BTF (--btf). */
-	if (!BPF_CORE_READ((struct task_struct *)bpf_get_current_task(), mm))
+	ref.buf = bpf_map_lookup_elem(&stack_scratch, &zero);
+	if (!ref.buf)
 		return STACK_NONE;
-	w.buf = bpf_map_lookup_elem(&stack_scratch, &slot);
-	if (!w.buf)
-		return STACK_NONE;
-	if (use_tables && !compat)
-		w.proc = bpf_map_lookup_elem(&proc_unwind, &pid);
-	if (!w.proc) {
+	if (compat) {
+		/* Kernel threads have no user stack. Not
+		 * bpf_get_current_task_btf(): this path runs on kernels before
+		 * 5.11, and without BTF (--btf). */
+		if (!BPF_CORE_READ((struct task_struct *)bpf_get_current_task(), mm))
+			return STACK_NONE;
 		long bytes;
 
+		/* The tail-call walker has walked processes with tables. */
 		st->unw_fp_only++;
 		*walk = FG_WALK_FP;
 		/* The helper zero-fills the buffer past the frames it wrote. */
-		bytes = bpf_get_stack(ctx, w.buf->ips, sizeof(w.buf->ips), BPF_F_USER_STACK);
+		bytes = bpf_get_stack(ctx, ref.buf->ips, sizeof(ref.buf->ips), BPF_F_USER_STACK);
 		if (bytes <= 0)
 			return STACK_NONE;
-		w.n = bytes / sizeof(__u64);
-		if (compat)
-			return keep_stack(w.buf, w.n * sizeof(__u64), lost);
-		goto python;
+		return keep_stack(ref.buf, zero, bytes, lost);
 	}
-	if (!user_regs(&w, false))
+	/* Kernel threads have no user stack. */
+	if (!bpf_get_current_task_btf()->mm)
 		return STACK_NONE;
-	bpf_loop(MAX_STACK_DEPTH, walk_step, &w, 0);
-	walk_outcome(w.end, w.used_fp, st, walk);
-python:
-	w.n = add_python(w.buf, w.n, pid, st, &py);
+	ref.w = bpf_map_lookup_elem(&walks, &zero);
+	if (!ref.w || !user_regs(ref.w, false))
+		return STACK_NONE;
+	if (use_tables)
+		ref.proc = bpf_map_lookup_elem(&proc_unwind, &pid);
+	walk_begin(ref.w, pid, false);
+	bpf_loop(MAX_STACK_DEPTH, walk_step, &ref, 0);
+	if (ref.proc) {
+		walk_outcome(ref.w->end, ref.w->used_fp, st, walk);
+	} else {
+		/* No tables for the process (yet): frame pointers all the way. */
+		st->unw_fp_only++;
+		*walk = FG_WALK_FP;
+	}
+	n = ref.w->n;
+	if (!ref.proc || ref.proc->py_checked != py_gen + 1) {
+		/* Read before the lookup: an interpreter added meanwhile bumps
+		 * it past the value written. */
+		__u64 gen = py_gen;
+
+		n = add_python(ref.buf, n, pid, st, &py);
+		if (ref.proc && py == FG_PY_NONE)
+			ref.proc->py_checked = gen + 1;
+	}
 	*walk |= py << 4;
-	if (w.n < MAX_STACK_DEPTH)
-		w.buf->ips[w.n] = 0;
-	return keep_stack(w.buf, w.n * sizeof(__u64), lost);
+	if (known)
+		*known = ref.proc && (ref.proc->flags & FG_PROC_READ);
+	if (n < MAX_STACK_DEPTH)
+		ref.buf->ips[n] = 0;
+	return keep_stack(ref.buf, zero, n * sizeof(__u64), lost);
 }
 
 #endif

@@ -90,7 +90,7 @@ static __always_inline void on_waking(void *ctx, struct task_struct *p, const bo
 	/* Only threads the tracer holds as blocked: targets that passed the
 	 * filters at their switch-out. */
 	start = bpf_map_lookup_elem(&starts, &tid);
-	if (!start)
+	if (!start || start->phase != FG_WAITING)
 		return;
 	st = get_stats();
 	walks = waker_walks();
@@ -118,7 +118,7 @@ static __always_inline void on_waking(void *ctx, struct task_struct *p, const bo
 				bpf_tail_call(ctx, &waking_walks, 0);
 			}
 		}
-		w.user_stack = store_user_stack(ctx, w.pid, walks, &lost, &walk, compat);
+		w.user_stack = store_user_stack(ctx, w.pid, walks, &lost, &walk, NULL, compat);
 	}
 	waking_rest(st, start, &w, lost);
 }

@@ -190,8 +190,10 @@ pub struct CaptureArgs {
 pub struct MapArgs {
     /// Entries of the kernel's stack map: distinct new user and kernel
     /// stacks per second (stacks move to fgbpf's memory every second).
-    #[arg(long, value_name = "N", default_value_t = crate::probe::DEFAULT_MAX_STACKS, value_parser = clap::value_parser!(u32).range(64..=4_194_304))]
-    pub max_stacks: u32,
+    /// Default: 16384, or for on-CPU samples alone 8 per sample a second
+    /// takes (at least 2048).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(64..=4_194_304))]
+    pub max_stacks: Option<u32>,
 
     /// Rows of the kernel's unwind-table array (16 bytes each): every
     /// binary's .eh_frame rules, shared by the processes that map it. 0:
@@ -200,9 +202,11 @@ pub struct MapArgs {
     pub max_unwind_rows: u32,
 
     /// Entries of the counts map: distinct (thread, stacks, state) keys kept
-    /// between two drains (it is drained every second).
-    #[arg(long, value_name = "N", default_value_t = crate::probe::DEFAULT_MAX_ENTRIES, value_parser = clap::value_parser!(u32).range(64..=16_777_216))]
-    pub max_entries: u32,
+    /// between two drains (it is drained every second). Default: 65536, or
+    /// for on-CPU samples alone 4 per sample a second takes (at least
+    /// 1024).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(64..=16_777_216))]
+    pub max_entries: Option<u32>,
 
     /// Width of the time slices counts are kept in, in milliseconds
     /// (1 to 60000): timeline.html's cells, and the steps of --from/--to.
@@ -214,8 +218,8 @@ impl Default for MapArgs {
     fn default() -> Self {
         MapArgs {
             slice: 100,
-            max_stacks: crate::probe::DEFAULT_MAX_STACKS,
-            max_entries: crate::probe::DEFAULT_MAX_ENTRIES,
+            max_stacks: None,
+            max_entries: None,
             max_unwind_rows: crate::probe::DEFAULT_MAX_UNWIND_ROWS,
         }
     }

@@ -129,7 +129,7 @@ pub fn render(profile: &Profile, opts: &Options) -> String {
             opts.kind,
             sanitize(&m.target)
         );
-        let mut line = format!("duration: {:.2} s", m.duration.as_secs_f64());
+        let mut line = format!("duration: {:.3} s", m.duration.as_secs_f64());
         if let Some(hz) = m.frequency {
             let _ = write!(line, ", frequency: {hz} Hz");
         }

@@ -15,7 +15,7 @@ use super::skel::{types, FgbpfSkel};
 use super::{state_of_raw, DRAIN_EVERY};
 use crate::procs::groups::Groups;
 use crate::profile::time::{self, Span};
-use crate::profile::{PyWalk, RawStack, Walk, BEFORE_CAPTURE, LOST_STACK};
+use crate::profile::{PyWalk, RawStack, Walk, BEFORE_CAPTURE, END_UNTRACED, LOST_STACK, START_UNTRACED};
 
 /// Where the flags of struct fg_key and struct fg_start keep the walk
 /// (FG_WALK_SHIFT).
@@ -134,6 +134,11 @@ impl Counts {
     }
 
     /// The slices spans count in now.
+    /// Moves the slices' origin to `origin` (nothing counted yet).
+    pub fn restart(&mut self, origin: u64) {
+        self.slicing.origin = origin;
+    }
+
     pub fn slicing(&self) -> Slicing {
         self.slicing
     }
@@ -293,18 +298,33 @@ impl Counts {
             .collect()
     }
 
-    /// The totals as raw stacks, their stacks read from the stack store.
-    /// Off-CPU nanoseconds become microseconds.
+    /// The totals as raw stacks, their stacks read from the stack store,
+    /// and the time threads ran (wall-clock captures: no stacks, state
+    /// `None`). Nanoseconds become microseconds.
     pub fn raw_stacks<M: MapCore, W: MapCore>(
         &self,
         reader: &mut StackReader<'_, M>,
         wakers: &mut WakerReader<'_, W>,
-    ) -> Vec<RawStack> {
+    ) -> (Vec<RawStack>, Vec<RawStack>) {
         let mut out = Vec::with_capacity(self.totals.len());
+        let mut runs = Vec::new();
         for (k, spans) in &self.totals {
             let value: u64 = spans.iter().map(|s| s.weight).sum();
             let mut key = types::fg_key::default();
             if plain::copy_from_bytes(&mut key, k).is_err() {
+                continue;
+            }
+            if key.state == RAN {
+                let mut spans = spans.clone();
+                time::normalize(&mut spans);
+                runs.push(RawStack {
+                    pid: key.pid,
+                    tid: key.tid,
+                    comm: c_name(&key.comm),
+                    spans: in_microseconds(&spans),
+                    weight: (value + 500) / 1000,
+                    ..Default::default()
+                });
                 continue;
             }
             let user = reader.get(key.user_stack);
@@ -313,6 +333,7 @@ impl Counts {
             let pre_existing = key.flags & 1 != 0;
             let root_note = match () {
                 _ if pre_existing => Some(BEFORE_CAPTURE),
+                _ if key.flags & 4 != 0 => Some(START_UNTRACED),
                 _ if user.is_none() || kernel.is_none() => Some(LOST_STACK),
                 _ => None,
             };
@@ -337,6 +358,7 @@ impl Counts {
                     Some(_) => (value + 500) / 1000,
                 },
                 root_note,
+                kernel_note: (key.flags & 2 != 0).then_some(END_UNTRACED),
                 state,
                 walk: walk_of(key.flags),
                 waker: wakers.get(key.waker, reader),
@@ -344,9 +366,12 @@ impl Counts {
                 python: Vec::new(),
             });
         }
-        out
+        (out, runs)
     }
 }
+
+/// `FG_RAN` of `enum fg_state`: a thread's measured run time.
+const RAN: u32 = 4;
 
 /// Spans of nanoseconds in microseconds, rounded so that they add up to
 /// their total rounded: each span gets the rounded running sum's step.

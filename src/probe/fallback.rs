@@ -7,7 +7,9 @@
 //! Features probed before loading (src/probe/features.rs) decide the
 //! other paths first.
 
-use super::features::Paths;
+use std::path::Path;
+
+use super::features::{Force, Paths, KERNEL_BTF};
 use super::{CaptureError, Options, Probe};
 
 impl Probe {
@@ -16,7 +18,55 @@ impl Probe {
     /// tries again without the Python walker, then without the table
     /// walker, then without both.
     pub fn start(opts: &Options) -> Result<Self, CaptureError> {
+        if let Some(started) = Probe::start_modern(opts) {
+            return started;
+        }
         let paths = Paths::probe(opts.btf.as_deref())?;
+        Probe::start_on(opts, paths)
+    }
+
+    /// On a kernel with its own BTF and no fallback forced, most likely
+    /// one with every feature: reading the kernel's BTF for the features
+    /// (about 15 ms, and libbpf reads it again while loading) need not
+    /// delay the load. The object loads for the modern paths while
+    /// another thread reads the features; the programs are attached only
+    /// if both agree. `None`: not tried, or they disagreed (the features
+    /// read are then used as usual).
+    fn start_modern(opts: &Options) -> Option<Result<Self, CaptureError>> {
+        let forced = Force::from_env().map_or(true, |f| f != Force::default());
+        if opts.btf.is_some() || forced || !Path::new(KERNEL_BTF).exists() {
+            return None;
+        }
+        let reading = std::thread::spawn(|| Paths::probe(None));
+        let assumed = Paths::modern();
+        let mut read = None;
+        let mut reading = Some(reading);
+        let mut agree = || {
+            if let Some(r) = reading.take() {
+                read = Some(r.join().unwrap_or_else(|_| Err(CaptureError::new("reading the kernel's BTF failed"))));
+            }
+            matches!(&read, Some(Ok(p)) if p.loads_as(&assumed))
+        };
+        let started = Probe::start_with(opts, &assumed, &mut agree);
+        // Joined in any case (a load that fails before agreeing leaves it).
+        agree();
+        let paths = match read? {
+            Ok(paths) => paths,
+            Err(e) => return Some(Err(e)),
+        };
+        match started {
+            Ok(Some(mut probe)) => {
+                probe.paths = paths;
+                Some(Ok(probe))
+            }
+            // They disagreed, or the kernel refused the object: the
+            // usual way, with what was read.
+            _ => Some(Probe::start_on(opts, paths)),
+        }
+    }
+
+    /// [`Probe::start`] on the paths read from the kernel.
+    fn start_on(opts: &Options, paths: Paths) -> Result<Self, CaptureError> {
         // Without bpf_loop the Python walker is not tried (the table
         // walker runs by tail calls). Python code objects are announced
         // through the ring buffer only.
@@ -26,7 +76,7 @@ impl Probe {
             python: opts.python && !paths.perf_buffer.taken() && !paths.compat.taken(),
             ..opts.clone()
         };
-        let first = match Probe::start_with(opts, &paths) {
+        let first = match Probe::start_with(opts, &paths, &mut || true).map(Option::unwrap) {
             Ok(mut probe) => {
                 if wanted_python {
                     probe.python_refused = no_loop.clone();
@@ -58,7 +108,7 @@ impl Probe {
             if !wanted {
                 continue;
             }
-            if let Ok(mut probe) = Probe::start_with(with, &paths) {
+            if let Ok(Some(mut probe)) = Probe::start_with(with, &paths, &mut || true) {
                 if python_off {
                     probe.python_refused = Some(first.message.clone());
                 }

@@ -199,6 +199,36 @@ impl Paths {
         })
     }
 
+    /// The paths of a kernel with every feature (5.18 or newer, with its
+    /// own BTF): no fallback taken.
+    pub fn modern() -> Paths {
+        Paths {
+            state_field: "__state",
+            kernel_stack_size: 16384,
+            task_stack: true,
+            ..Default::default()
+        }
+    }
+
+    /// Whether an object loaded for `self` is the one `other` would load:
+    /// the same programs, rodata and map types.
+    pub fn loads_as(&self, other: &Paths) -> bool {
+        let key = |p: &Paths| {
+            (
+                p.task_state.taken(),
+                p.raw_tp.taken(),
+                p.perf_buffer.taken(),
+                p.compat.taken(),
+                p.task_regs.taken(),
+                p.kstack_at_switch_out(),
+                p.btf_file.clone(),
+                // Read only by the registers-by-hand walker.
+                p.task_regs.taken().then_some(p.kernel_stack_size),
+            )
+        };
+        key(self) == key(other)
+    }
+
     /// Off-CPU kernel stacks taken at switch-out rather than switch-in.
     fn kstack_at_switch_out(&self) -> bool {
         self.raw_tp.taken() || !self.task_stack

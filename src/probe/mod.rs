@@ -6,6 +6,7 @@
 //! [`RawStack`](crate::profile::RawStack)s. Nothing here names a frame or builds a profile.
 
 mod counts;
+mod losses;
 mod fallback;
 mod libbpf;
 pub mod drain;
@@ -84,7 +85,13 @@ pub struct Probe {
 }
 
 impl Probe {
-    fn start_with(opts: &Options, paths: &features::Paths) -> Result<Self, CaptureError> {
+    /// Loads the object for `paths`, then attaches it if `agree()` says
+    /// so (`None` otherwise, before anything runs).
+    fn start_with(
+        opts: &Options,
+        paths: &features::Paths,
+        agree: &mut dyn FnMut() -> bool,
+    ) -> Result<Option<Self>, CaptureError> {
         let started = Instant::now();
         raise_memlock();
         quiet_libbpf();
@@ -119,19 +126,26 @@ impl Probe {
                 ro.sample_every = off.sample_every.max(1);
                 ro.record_wakers = off.wakers;
                 ro.skip_kthreads = off.skips_kernel_threads(&opts.targets);
+                ro.measure_runs = opts.measures_runs();
             }
         }
         let size = |map: &mut libbpf_rs::OpenMapMut, n: u32, what: &str| {
             map.set_max_entries(n)
                 .map_err(|e| bpf_error(&format!("sizing the {what} map"), e))
         };
-        size(&mut open.maps.stacks, opts.max_stacks, "stack")?;
-        size(&mut open.maps.counts0, opts.max_entries, "counts")?;
-        size(&mut open.maps.counts1, opts.max_entries, "counts")?;
+        let (max_stacks, max_entries) = opts.map_sizes(perf::online_cpus()?.len());
+        size(&mut open.maps.stacks, max_stacks, "stack")?;
+        size(&mut open.maps.counts0, max_entries, "counts")?;
+        size(&mut open.maps.counts1, max_entries, "counts")?;
+        // The blocked threads: off-CPU only.
+        size(&mut open.maps.starts, if off.is_some() { 65536 } else { 1 }, "blocked-thread")?;
         size(&mut open.maps.unwind_rows, opts.max_unwind_rows.max(1), "unwind rows")?;
+        // A table's page index has a fifth to a third as many entries as
+        // it has rows (src/procs/unwind/tests.rs prints them).
+        size(&mut open.maps.unwind_pages, (opts.max_unwind_rows / 2).max(1), "unwind page index")?;
         let wakers = off.is_some_and(|o| o.wakers);
         // Distinct wakers (thread and stacks) are about as many as stacks.
-        size(&mut open.maps.wakers, if wakers { opts.max_stacks } else { 1 }, "wakers")?;
+        size(&mut open.maps.wakers, if wakers { max_stacks } else { 1 }, "wakers")?;
         let programs = programs::Programs {
             btf,
             compat: paths.compat.taken(),
@@ -145,18 +159,24 @@ impl Probe {
         let mut skel = open
             .load()
             .map_err(|e| bpf_error("loading the BPF object", e))?;
+        if !agree() {
+            return Ok(None);
+        }
         programs.fill_walkers(&skel)?;
         opts.targets
             .fill(&skel.maps.target_pids, &skel.maps.target_tids)?;
         let mut tables = None;
         if opts.user_stacks && opts.max_unwind_rows > 0 {
-            tables = Some(unwind::Tables::new(&skel.maps.unwind_rows).map_err(CaptureError::new)?);
+            tables = Some(
+                unwind::Tables::new(&skel.maps.unwind_rows, &skel.maps.unwind_pages)
+                    .map_err(CaptureError::new)?,
+            );
         }
         let mut python = (opts.user_stacks && opts.python).then(|| python::Python::new(!opts.py_lines));
         // The named targets' tables and interpreters are there before their
         // first sample.
         for &pid in &opts.targets.pids {
-            track(&skel, tables.as_mut(), python.as_mut(), pid);
+            track(&mut skel, tables.as_mut(), python.as_mut(), pid);
         }
         let groups = match opts.group_cgroup {
             true => Some(Groups::new(opts.targets.scope.as_ref()).map_err(CaptureError::new)?),
@@ -220,9 +240,9 @@ impl Probe {
         };
         // A command started by fgbpf has no history before the capture.
         if off.is_some() && !opts.targets.follow_children {
-            probe.seed_blocked_threads();
+            probe.seed_threads(origin);
         }
-        Ok(probe)
+        Ok(Some(probe))
     }
 
     /// Process announcements since the last call, waiting up to `timeout`.
@@ -273,7 +293,7 @@ impl Probe {
 
     pub fn track_processes(&mut self, events: &[ProcEvent]) {
         for e in events {
-            track(&self.skel, self.tables.as_mut(), self.python.as_mut(), e.pid);
+            track(&mut self.skel, self.tables.as_mut(), self.python.as_mut(), e.pid);
         }
     }
 
@@ -309,13 +329,37 @@ impl Probe {
         if let Some(py) = self.python.as_mut() {
             // A program maps libpython after the exec that announced it.
             for (pid, text) in &reread {
-                py.track(*pid, text, &self.skel.maps.py_procs);
+                if py.track(*pid, text, &self.skel.maps.py_procs) {
+                    python_added(&mut self.skel);
+                }
             }
             for (pid, user) in self.counts.take_fresh() {
                 py.read(pid, user);
             }
         }
         reread.into_iter().map(|(pid, _)| pid).collect()
+    }
+
+    /// Moves the capture's time 0 to now: for a `-- COMMAND` capture, whose
+    /// targets do not run before the command is released (its held child
+    /// is no target until its `execve`), so no weight is counted before.
+    pub fn restart_window(&mut self) {
+        let origin = offcpu::monotonic_ns();
+        if let Some(bss) = self.skel.maps.bss_data.as_deref_mut() {
+            let p: *mut u64 = &mut bss.slice_origin;
+            // SAFETY: `slice_origin` lives in the .bss map that libbpf
+            // mapped into this process, aligned; BPF programs read it
+            // concurrently, so it is written with a volatile store.
+            unsafe { std::ptr::write_volatile(p, origin) };
+        }
+        self.counts.restart(origin);
+    }
+
+    /// From the capture's time 0, just before the programs were attached,
+    /// to [`Self::stop`] (or now, before it): the window they recorded.
+    pub fn recorded_window(&self) -> Duration {
+        let end = self.stopped_at.unwrap_or_else(offcpu::monotonic_ns);
+        Duration::from_nanos(end.saturating_sub(self.counts.slicing().origin))
     }
 
     /// Stops recording; what was gathered stays readable for
@@ -333,7 +377,7 @@ impl Probe {
         let mut reader = drain::StackReader::new(&self.skel.maps.stacks, self.counts.take_stacks());
         let wakers_on = self.opts.offcpu.as_ref().is_some_and(|o| o.wakers);
         let mut wakers = wakers::WakerReader::new(wakers_on.then_some(&self.skel.maps.wakers));
-        let mut stacks = self.counts.raw_stacks(&mut reader, &mut wakers);
+        let (mut stacks, mut runs) = self.counts.raw_stacks(&mut reader, &mut wakers);
         let wakers_missing = wakers.missing;
         let open = offcpu::open_blocks(
             &self.skel.maps.starts,
@@ -350,6 +394,10 @@ impl Probe {
             stacks,
             stats,
             open_blocks: open.drawn,
+            runs: {
+                runs.extend(open.running);
+                runs
+            },
             idle: (open.idle_threads, open.idle_us),
             kthread_switches: stats.kthread_switches,
             tables: self.tables.as_ref().map(unwind::Tables::stats),
@@ -366,83 +414,42 @@ impl Probe {
                 .collect();
             rec.py_unsupported = py.unsupported.iter().map(|(&p, u)| (p, u.clone())).collect();
         }
-        rec.oncpu_losses.add(
-            "samples (counts map full)",
-            stats.lost_samples,
-            "raise --max-entries",
-        );
-        rec.offcpu_losses.add(
-            "off-CPU intervals (counts map full)",
-            stats.lost_intervals,
-            "raise --max-entries",
-        );
-        rec.offcpu_losses.add(
-            "off-CPU intervals (blocked-thread map full)",
-            stats.lost_start_full,
-            "profile fewer threads with -p or -t",
-        );
-        rec.offcpu_losses.add(
-            "wakers (waker map full: those waits show no waker)",
-            stats.lost_wakers + wakers_missing,
-            "raise --max-stacks",
-        );
         let (announcements, follow_lost, inherit_lost) = self
             .skel
             .maps
             .bss_data
             .as_deref()
             .map_or((0, 0, 0), |b| (b.proc_events_lost, b.follow_lost, b.inherit_lost));
-        // A full perf buffer fails the BPF side's output (counted there)
-        // and is reported to the reader too: the larger count stands.
-        let announcements = announcements.max(self.watcher.lost());
-        let shared = &mut rec.shared_losses;
-        shared.add(
-            &format!(
-                "time spans merged into wider slices to bound memory (slices now {} ms; no weight lost)",
-                self.counts.slicing().width().as_millis()
-            ),
-            self.counts.merged_spans(),
-            "a wider --slice, or a shorter capture",
-        );
-        shared.add(
-            "user stacks (stack map full)",
-            stats.lost_user_stack,
-            "raise --max-stacks",
-        );
-        shared.add(
-            "kernel stacks (stack map full)",
-            stats.lost_kern_stack,
-            "raise --max-stacks",
-        );
-        shared.add(
-            "process announcements (their frames may stay unnamed)",
-            announcements,
-            "profile fewer processes with -p",
-        );
-        shared.add(
-            "forked processes walked by frame pointers until read (unwind map full)",
-            inherit_lost,
-            "profile fewer processes with -p",
-        );
-        shared.add(
-            "child processes of the command not followed (target map full)",
-            follow_lost,
-            "at most 8192 of its processes are followed at once",
+        losses::count(
+            &mut rec,
+            &losses::Lost {
+                stats,
+                wakers_missing,
+                // A full perf buffer fails the BPF side's output (counted
+                // there) and is reported to the reader too: the larger
+                // count stands.
+                announcements: announcements.max(self.watcher.lost()),
+                follow_lost,
+                inherit_lost,
+                merged_spans: self.counts.merged_spans(),
+                slice: self.counts.slicing().width(),
+            },
         );
         rec
     }
 
     /// Threads already blocked when tracing starts would otherwise go
-    /// unseen until they wake: start their clocks now, from /proc.
-    fn seed_blocked_threads(&self) {
+    /// unseen until they wake (and, in a wall-clock capture, running ones
+    /// until they switch out): start their clocks at `origin`, from /proc.
+    fn seed_threads(&self, origin: u64) {
         let Some(off) = &self.opts.offcpu else {
             return;
         };
-        offcpu::seed_blocked_threads(
+        offcpu::seed_threads(
             &self.skel.maps.starts,
             &self.opts.targets,
-            &off.states,
-            off.skips_kernel_threads(&self.opts.targets),
+            (&off.states, off.skips_kernel_threads(&self.opts.targets), self.opts.measures_runs()),
+            origin,
         );
     }
 }
@@ -451,7 +458,7 @@ impl Probe {
 /// it: the unwind tables of its code, and its interpreter if it runs
 /// CPython.
 fn track(
-    skel: &FgbpfSkel<'_>,
+    skel: &mut FgbpfSkel<'_>,
     tables: Option<&mut unwind::Tables>,
     python: Option<&mut python::Python>,
     pid: u32,
@@ -464,7 +471,22 @@ fn track(
         t.track(pid, &text, &skel.maps.proc_unwind);
     }
     if let Some(py) = python {
-        py.track(pid, &text, &skel.maps.py_procs);
+        if py.track(pid, &text, &skel.maps.py_procs) {
+            python_added(skel);
+        }
+    }
+}
+
+/// Tells the walker an interpreter was added to `py_procs` (python.bpf.h:
+/// `py_gen`), after the map holds it: processes it found to be none are
+/// looked up again.
+fn python_added(skel: &mut FgbpfSkel<'_>) {
+    if let Some(bss) = skel.maps.bss_data.as_deref_mut() {
+        let p: *mut u64 = &mut bss.py_gen;
+        // SAFETY: `py_gen` lives in the .bss map that libbpf mapped into
+        // this process, aligned; BPF programs read it concurrently, so it
+        // is written with a volatile access the compiler cannot elide.
+        unsafe { std::ptr::write_volatile(p, std::ptr::read_volatile(p).wrapping_add(1)) };
     }
 }
 

@@ -26,38 +26,52 @@ pub(super) fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// Starts the clocks of the targets' threads that are blocked now.
-/// With `skip_kthreads`, kernel threads are left out, as the tracer does.
-pub(super) fn seed_blocked_threads<M: MapCore>(
+/// Gives the targets' threads their entries as they are now, from /proc:
+/// blocked ones a wait begun before the capture (counted from `origin`,
+/// the capture's time 0); with `runs` (wall-clock captures), running ones
+/// a run since `origin`, so that their time adds up from the start. With
+/// `skip_kthreads`, kernel threads are left out, as the tracer does.
+pub(super) fn seed_threads<M: MapCore>(
     starts: &M,
     targets: &Targets,
-    states: &[State],
-    skip_kthreads: bool,
+    (states, skip_kthreads, runs): (&[State], bool, bool),
+    origin: u64,
 ) {
-    let now = monotonic_ns();
-    for (pid, tid, state) in blocked_threads(targets, skip_kthreads) {
-        if pid == std::process::id() || !states.contains(&state) {
+    for (pid, tid, state) in thread_states(targets, skip_kthreads) {
+        if pid == std::process::id() {
             continue;
         }
+        let (phase, state) = match state {
+            Some(s) if states.contains(&s) => (FG_WAITING, raw_state(s)),
+            Some(_) if runs => (FG_SKIPPED, 0),
+            None if runs => (FG_RUNNING, 0),
+            _ => continue,
+        };
         let start = types::fg_start {
-            ts: now,
+            ts: origin,
             user_stack: 0,
             pid,
-            state: raw_state(state),
+            state,
             flags: 1, // FG_PRE_EXISTING
-            pad: 0,
+            phase,
             waker: 0,
             kern_stack: 0,
+            sum_exec: 0,
         };
         // SAFETY: fg_start is a padding-free struct of integers.
         let bytes = unsafe { plain::as_bytes(&start) };
-        // NOEXIST: a switch-out seen since attaching is more precise.
+        // NOEXIST: a switch seen since attaching is more precise.
         let _ = starts.update(&tid.to_ne_bytes(), bytes, MapFlags::NO_EXIST);
     }
 }
 
+/// `enum fg_phase` of src/bpf/fgbpf.h.
+const FG_WAITING: u32 = 0;
+const FG_RUNNING: u32 = 1;
+const FG_SKIPPED: u32 = 2;
+
 /// What [`open_blocks`] found.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(super) struct OpenBlocks {
     /// Blocks drawn, counted up to the end.
     pub drawn: u64,
@@ -65,6 +79,10 @@ pub(super) struct OpenBlocks {
     /// the capture to its end, left out, and their microseconds.
     pub idle_threads: u64,
     pub idle_us: u64,
+    /// Wall-clock captures: threads running at the end, with their run
+    /// since their last switch-in (from `(pid, tid, comm)`), in
+    /// microseconds with its span.
+    pub running: Vec<RawStack>,
 }
 
 /// Blocks still open at `now` count up to it. Their kernel stacks were
@@ -93,6 +111,24 @@ pub(super) fn open_blocks<M: MapCore, S: MapCore>(
         let tid = u32::from_ne_bytes(k[..4].try_into().expect("4 bytes"));
         let ns = now.saturating_sub(start.ts);
         let pre = start.flags & 1 != 0;
+        if start.phase == FG_RUNNING {
+            if probe.oncpu.is_some() {
+                let comm = fs::read_to_string(format!("/proc/{}/task/{tid}/comm", start.pid)).unwrap_or_default();
+                let weight = (ns + 500) / 1000;
+                found.running.push(RawStack {
+                    pid: start.pid,
+                    tid,
+                    comm: comm.trim_end_matches('\n').to_string(),
+                    weight,
+                    spans: vec![slicing.span(start.ts, now, weight)],
+                    ..Default::default()
+                });
+            }
+            continue;
+        }
+        if start.phase != FG_WAITING {
+            continue;
+        }
         if !pre
             && (ns < opts.min_block.as_nanos() as u64
                 || opts.max_block.is_some_and(|m| ns > m.as_nanos() as u64))
@@ -124,6 +160,7 @@ pub(super) fn open_blocks<M: MapCore, S: MapCore>(
             },
             user: user.unwrap_or_default(),
             kernel: Vec::new(),
+            kernel_note: None,
             kernel_names: if kernel_stacks {
                 proc_kernel_stack(start.pid, tid)
             } else {
@@ -151,10 +188,10 @@ fn proc_kernel_stack(pid: u32, tid: u32) -> Vec<String> {
         .collect()
 }
 
-/// Threads of the targets (every thread when there are none) that are
-/// blocked now, with their state; kernel threads left out with
-/// `skip_kthreads`.
-fn blocked_threads(targets: &Targets, skip_kthreads: bool) -> Vec<(u32, u32, State)> {
+/// Threads of the targets (every thread when there are none), with their
+/// state now: `None` for running (or runnable); kernel threads left out
+/// with `skip_kthreads`.
+fn thread_states(targets: &Targets, skip_kthreads: bool) -> Vec<(u32, u32, Option<State>)> {
     let mut pids: Vec<u32> = if targets.whole_system() {
         fs::read_dir("/proc")
             .into_iter()
@@ -185,8 +222,9 @@ fn blocked_threads(targets: &Targets, skip_kthreads: bool) -> Vec<(u32, u32, Sta
             return;
         }
         let state = match fields.first().copied() {
-            Some("S") | Some("I") => State::Sleeping,
-            Some("D") => State::Uninterruptible,
+            Some("S") | Some("I") => Some(State::Sleeping),
+            Some("D") => Some(State::Uninterruptible),
+            Some("R") => None,
             _ => return,
         };
         out.push((pid, tid, state));

@@ -75,8 +75,10 @@ pub struct Options {
     pub offcpu: Option<OffcpuOptions>,
     pub user_stacks: bool,
     pub kernel_stacks: bool,
-    pub max_stacks: u32,
-    pub max_entries: u32,
+    /// `--max-stacks`, `--max-entries`; `None`: sized for the capture
+    /// ([`Options::map_sizes`]).
+    pub max_stacks: Option<u32>,
+    pub max_entries: Option<u32>,
     /// Rows of the unwind-table array; 0: frame pointers only.
     pub max_unwind_rows: u32,
     /// Read the Python frames of CPython threads (`--no-python` not given).
@@ -98,14 +100,45 @@ impl Default for Options {
             offcpu: None,
             user_stacks: true,
             kernel_stacks: true,
-            max_stacks: DEFAULT_MAX_STACKS,
-            max_entries: DEFAULT_MAX_ENTRIES,
+            max_stacks: None,
+            max_entries: None,
             max_unwind_rows: DEFAULT_MAX_UNWIND_ROWS,
             python: true,
             py_lines: true,
             slice: DEFAULT_SLICE,
             group_cgroup: false,
         }
+    }
+}
+
+impl Options {
+    /// Wall-clock captures measure the time threads run at their
+    /// switches, the total their on-CPU samples divide among stacks.
+    pub fn measures_runs(&self) -> bool {
+        self.oncpu.is_some() && self.offcpu.is_some()
+    }
+
+    /// Entries of the stack map and of each counts map: as asked, else
+    /// the defaults, or for on-CPU samples alone what `cpus` CPUs at the
+    /// sampling frequency can fill between two drains, four times over (a
+    /// drain is late when naming or table building holds the loop up).
+    /// Smaller maps are made faster at start-up, and their buckets stay in
+    /// the CPU's caches between samples.
+    pub fn map_sizes(&self, cpus: usize) -> (u32, u32) {
+        let per_second = match (&self.oncpu, &self.offcpu) {
+            (Some(on), None) => Some(u64::from(on.frequency) * cpus.max(1) as u64),
+            _ => None,
+        };
+        let sized = |asked: Option<u32>, per_sample: u64, least: u32, default: u32| {
+            asked.unwrap_or_else(|| match per_second {
+                Some(n) => (n * per_sample).clamp(u64::from(least), u64::from(default)) as u32,
+                None => default,
+            })
+        };
+        (
+            sized(self.max_stacks, 8, 2048, DEFAULT_MAX_STACKS),
+            sized(self.max_entries, 4, 1024, DEFAULT_MAX_ENTRIES),
+        )
     }
 }
 
@@ -125,6 +158,11 @@ pub struct Recorded {
     /// Off-CPU blocks still open when the capture ended (their time so far
     /// is in `stacks`).
     pub open_blocks: u64,
+    /// Wall-clock captures: the time each thread ran, measured at its
+    /// switches (weight and spans in microseconds; no stacks), up to the
+    /// end for those still running. Their on-CPU samples divide it among
+    /// their stacks.
+    pub runs: Vec<RawStack>,
     /// System-wide: threads blocked from before the capture to its end,
     /// not drawn unless `--idle-threads`: (threads, microseconds).
     pub idle: (u64, u64),

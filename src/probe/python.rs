@@ -46,7 +46,8 @@ impl Python {
 
     /// Looks for an interpreter in `pid`'s executable mappings (`text`,
     /// its /proc/PID/maps) and gives the walker its offsets.
-    pub fn track<M: MapCore>(&mut self, pid: u32, text: &str, procs: &M) {
+    /// True when it added an interpreter to `procs`.
+    pub fn track<M: MapCore>(&mut self, pid: u32, text: &str, procs: &M) -> bool {
         let mut named = None;
         for m in text.lines().filter_map(maps::parse_line) {
             if !m.exec || m.inode == 0 || !py::may_be_interpreter(m.path) {
@@ -54,7 +55,7 @@ impl Python {
             }
             named = named.or_else(|| py::version_in_name(m.path).map(|v| (v, m.path.to_string())));
             if self.found_at.get(&pid) == Some(&(m.start, m.inode)) {
-                return;
+                return false;
             }
             let path = format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end);
             let Ok(file) = File::open(&path) else { continue };
@@ -62,19 +63,19 @@ impl Python {
                 Ok(Some(interp)) => {
                     self.found_at.insert(pid, (m.start, m.inode));
                     self.unsupported.remove(&pid);
-                    if procs
+                    let added = procs
                         .update(&pid.to_ne_bytes(), as_bytes(&value_of(&interp)), MapFlags::ANY)
-                        .is_ok()
-                    {
+                        .is_ok();
+                    if added {
                         self.readers.insert(pid, CodeReader::new(pid, interp));
                     }
-                    return;
+                    return added;
                 }
                 Ok(None) => {}
                 Err(why) => {
                     self.found_at.insert(pid, (m.start, m.inode));
                     self.unsupported.insert(pid, why);
-                    return;
+                    return false;
                 }
             }
         }
@@ -87,6 +88,7 @@ impl Python {
                 self.unsupported.insert(pid, Unsupported { binary, why });
             }
         }
+        false
     }
 
     /// Reads the code objects a stack of `pid` names, while it lives.

@@ -3,8 +3,10 @@
 //! into `unwind_rows` (src/bpf/unwind.bpf.h), which the BPF walker reads.
 //! Rows are compiled once per binary (by device and inode) by
 //! [`crate::procs::unwind`] and shared by every process that maps it: one
-//! libc table for the whole system. The rows array is written through a
-//! shared memory mapping, not one syscall per row.
+//! libc table for the whole system. Each table comes with its page index
+//! (`unwind_pages`, see [`compile::Table::pages`]), which narrows the
+//! walker's search to a few rows. Both arrays are written through shared
+//! memory mappings, not one syscall per entry.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -19,8 +21,9 @@ use crate::procs::maps;
 use crate::procs::unwind::{self as compile, Row};
 
 /// Bytes the kernel gives each element of an array map: the value size
-/// rounded up to 8 (struct fg_unwind_row is 12 bytes).
+/// rounded up to 8 (struct fg_unwind_row is 12 bytes, a page entry 4).
 const ROW_STRIDE: usize = 16;
+const PAGE_STRIDE: usize = 8;
 /// How often tracked processes are checked for new code (dlopen).
 const REFRESH_EVERY: Duration = Duration::from_secs(2);
 /// When a newly tracked process is read again, after its first reading.
@@ -30,11 +33,14 @@ const YOUNG_STEPS: [Duration; 3] = [
     Duration::from_millis(500),
 ];
 
-/// Where a binary's rows are in `unwind_rows`.
+/// Where a binary's rows are in `unwind_rows`, and its page index in
+/// `unwind_pages` (`npages` + 1 entries from `pages`).
 #[derive(Clone, Copy, Debug)]
 struct Placed {
     first: u32,
     count: u32,
+    pages: u32,
+    npages: u32,
     base: u64,
 }
 
@@ -61,12 +67,12 @@ pub struct TableStats {
 }
 
 pub(super) struct Tables {
-    rows: *mut u8,
-    len_bytes: usize,
-    capacity: u32,
-    used: u32,
+    rows: Shared,
+    pages: Shared,
     by_binary: HashMap<(u64, u64), Result<Placed, NoTable>>,
     tracked: HashMap<u32, u64>,
+    /// The last `gen` given to a process's mapping list.
+    generations: u64,
     /// Processes tracked lately, re-read on [`YOUNG_STEPS`]: a program
     /// maps its libraries (and dlopens its modules) as it starts, after
     /// the exec that announced it.
@@ -75,20 +81,29 @@ pub(super) struct Tables {
     stats: TableStats,
 }
 
-impl Drop for Tables {
+/// A BPF array map (BPF_F_MMAPABLE) mapped for writing, filled from the
+/// start.
+struct Shared {
+    ptr: *mut u8,
+    len_bytes: usize,
+    stride: usize,
+    capacity: u32,
+    used: u32,
+}
+
+impl Drop for Shared {
     fn drop(&mut self) {
-        // SAFETY: unmaps exactly the mapping made in `new`.
-        unsafe { libc::munmap(self.rows.cast(), self.len_bytes) };
+        // SAFETY: unmaps exactly the mapping made in `map`.
+        unsafe { libc::munmap(self.ptr.cast(), self.len_bytes) };
     }
 }
 
-impl Tables {
-    /// Maps the loaded `unwind_rows` array (BPF_F_MMAPABLE) for writing.
-    pub fn new<M: MapCore>(rows: &M) -> Result<Self, String> {
+impl Shared {
+    fn map<M: MapCore>(map: &M, stride: usize, what: &str) -> Result<Shared, String> {
         use std::os::fd::AsRawFd;
-        let capacity = rows.max_entries();
+        let capacity = map.max_entries();
         let page = 4096;
-        let len_bytes = (capacity as usize * ROW_STRIDE).div_ceil(page) * page;
+        let len_bytes = (capacity as usize * stride).div_ceil(page) * page;
         // SAFETY: maps the array map's memory, shared with the kernel; the
         // length covers its entries, rounded to pages as the kernel does.
         let ptr = unsafe {
@@ -97,23 +112,57 @@ impl Tables {
                 len_bytes,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_SHARED,
-                rows.as_fd().as_raw_fd(),
+                map.as_fd().as_raw_fd(),
                 0,
             )
         };
         if ptr == libc::MAP_FAILED {
-            return Err(format!(
-                "mapping the unwind rows: {}",
-                std::io::Error::last_os_error()
-            ));
+            return Err(format!("mapping the {what}: {}", std::io::Error::last_os_error()));
         }
-        Ok(Tables {
-            rows: ptr.cast(),
+        Ok(Shared {
+            ptr: ptr.cast(),
             len_bytes,
+            stride,
             capacity,
             used: 0,
+        })
+    }
+
+    fn room(&self, n: usize) -> bool {
+        n as u64 <= u64::from(self.capacity - self.used)
+    }
+
+    /// Appends `items` (each at most `stride` bytes) and returns the index
+    /// of the first. The caller has checked [`Self::room`].
+    fn append<T: plain::Plain>(&mut self, items: &[T]) -> u32 {
+        let size = std::mem::size_of::<T>();
+        assert!(size <= self.stride && self.room(items.len()));
+        let first = self.used;
+        for (i, item) in items.iter().enumerate() {
+            // SAFETY: first + i < capacity (asserted above), and the
+            // mapping holds capacity elements of `stride` bytes; T is
+            // plain data of `size` bytes.
+            unsafe {
+                let dst = self.ptr.add((first as usize + i) * self.stride);
+                std::ptr::copy_nonoverlapping((item as *const T).cast::<u8>(), dst, size);
+            }
+        }
+        self.used += items.len() as u32;
+        first
+    }
+}
+
+impl Tables {
+    /// Maps the loaded `unwind_rows` and `unwind_pages` arrays for writing.
+    pub fn new<M: MapCore>(rows: &M, pages: &M) -> Result<Self, String> {
+        let rows = Shared::map(rows, ROW_STRIDE, "unwind rows")?;
+        let capacity = rows.capacity;
+        Ok(Tables {
+            rows,
+            pages: Shared::map(pages, PAGE_STRIDE, "unwind page index")?,
             by_binary: HashMap::new(),
             tracked: HashMap::new(),
+            generations: 0,
             young: Vec::new(),
             last_refresh: Instant::now(),
             stats: TableStats {
@@ -160,11 +209,17 @@ impl Tables {
             if let Some((p, load)) = table.zip(load) {
                 entry.first = p.first;
                 entry.count = p.count;
+                entry.pages = p.pages;
+                entry.npages = p.npages;
                 entry.load = load;
             }
             n += 1;
         }
         value.count = n as u32;
+        value.flags = 1; // FG_PROC_READ
+        // Never 0, never the same twice: the walker's row cache is keyed by it.
+        self.generations += 1;
+        value.gen = self.generations;
         // SAFETY: fg_proc_unwind is a plain struct of integers.
         let bytes = unsafe { plain::as_bytes(&value) };
         if procs
@@ -290,29 +345,20 @@ impl Tables {
         let table = compile::compile(data).map_err(|e| NoTable::NoUnwindInfo(e.to_string()));
         self.stats.build_time += started.elapsed();
         let table = table?;
-        let count = table.rows.len() as u32;
-        if count as u64 > (self.capacity - self.used) as u64 {
+        let index = table.pages();
+        if !self.rows.room(table.rows.len()) || !self.pages.room(index.len()) {
             return Err(NoTable::NoRoom);
         }
-        let first = self.used;
-        for (i, row) in table.rows.iter().enumerate() {
-            // SAFETY: first + i < capacity (checked above), and the mapping
-            // holds capacity elements of ROW_STRIDE bytes.
-            unsafe {
-                let dst = self.rows.add((first as usize + i) * ROW_STRIDE);
-                std::ptr::copy_nonoverlapping(
-                    (row as *const Row).cast::<u8>(),
-                    dst,
-                    std::mem::size_of::<Row>(),
-                );
-            }
-        }
-        self.used += count;
+        let count = table.rows.len() as u32;
+        let first = self.rows.append::<Row>(&table.rows);
+        let pages = self.pages.append::<u32>(&index);
         self.stats.binaries += 1;
         self.stats.rows += count as u64;
         Ok(Placed {
             first,
             count,
+            pages,
+            npages: index.len() as u32 - 1,
             base: table.base,
         })
     }

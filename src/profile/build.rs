@@ -100,6 +100,9 @@ pub fn from_raw(raw: &[RawStack], unit: Unit, symbolizer: &mut Symbolizer) -> Pr
         for name in r.kernel_names.iter().rev() {
             frames.push(profile.intern_frame(Frame::new(name.as_str(), FrameKind::Kernel)));
         }
+        if let Some(note) = r.kernel_note {
+            frames.push(profile.intern_frame(Frame::new(note, FrameKind::Pseudo)));
+        }
         if let Some(note) = r.state.map(State::frame) {
             frames.push(profile.intern_frame(Frame::new(note, FrameKind::Pseudo)));
         }

@@ -10,7 +10,7 @@ pub mod python;
 pub mod time;
 pub mod unwinding;
 
-pub use raw::{PyFrame, PyWalk, RawStack, State, BEFORE_CAPTURE, LOST_STACK};
+pub use raw::{PyFrame, PyWalk, RawStack, State, BEFORE_CAPTURE, END_UNTRACED, LOST_STACK, START_UNTRACED};
 pub use time::Span;
 pub use unwinding::{Walk, Unwinding};
 
@@ -425,6 +425,35 @@ impl Profile {
                 true => scale(s.weight),
                 false => spans.iter().map(|p| p.weight).sum(),
             };
+            self.push(Stack {
+                thread: s.thread.map(|t| threads[t as usize]),
+                frames: s.frames.iter().map(|&f| frames[f as usize]).collect(),
+                weight,
+                spans,
+            });
+        }
+    }
+
+    /// Adds every stack of `other` as [`Profile::absorb`] does, stack `i`
+    /// weighing `weights[i]`: its spans rescaled in proportion, rounded so
+    /// that they still add up to it.
+    pub fn absorb_reweighted(&mut self, other: &Profile, weights: &[u64]) {
+        let frames: Vec<FrameId> = other.frames.iter().map(|f| self.intern_frame(f.clone())).collect();
+        let threads: Vec<ThreadId> = other.threads.iter().map(|t| self.intern_thread(t.clone())).collect();
+        for (s, &weight) in other.stacks.iter().zip(weights) {
+            let total = u128::from(s.spans.iter().map(|p| p.weight).sum::<u64>().max(1));
+            let (mut before, mut given) = (0u128, 0u64);
+            let spans = s
+                .spans
+                .iter()
+                .filter_map(|p| {
+                    before += u128::from(p.weight);
+                    let upto = (before * u128::from(weight) + total / 2) / total;
+                    let w = upto as u64 - given;
+                    given += w;
+                    (w > 0).then_some(Span { weight: w, ..*p })
+                })
+                .collect();
             self.push(Stack {
                 thread: s.thread.map(|t| threads[t as usize]),
                 frames: s.frames.iter().map(|&f| frames[f as usize]).collect(),

@@ -9,6 +9,16 @@ pub const LOST_STACK: &str = "[lost stack]";
 /// stack could not be taken.
 pub const BEFORE_CAPTURE: &str = "[blocked before capture]";
 
+/// The pseudo-frame in place of the kernel frames of a wait whose end
+/// sched_switch did not report: its time ends where the scheduler's own
+/// record says the thread ran again, its kernel stack was gone by then.
+pub const END_UNTRACED: &str = "[switch-in not traced]";
+
+/// The pseudo-frame at the root of a wait whose start sched_switch did not
+/// report: it began where the scheduler's account of the thread's run
+/// time ran out, and its user stack was not taken.
+pub const START_UNTRACED: &str = "[switch-out not traced]";
+
 /// Why a thread was off the CPU, read from its state when it switched out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum State {
@@ -76,6 +86,9 @@ pub struct RawStack {
     /// A pseudo-frame standing in for missing frames at the root, e.g. for
     /// a stack that could not be stored.
     pub root_note: Option<&'static str>,
+    /// A pseudo-frame standing in for the kernel frames, e.g.
+    /// [`END_UNTRACED`].
+    pub kernel_note: Option<&'static str>,
     /// `None` for on-CPU samples; the off-CPU state otherwise, which also
     /// ends the stack as a pseudo-frame.
     pub state: Option<State>,

@@ -217,6 +217,35 @@ pub struct Table {
     pub stats: Stats,
 }
 
+/// log2 of the bytes of code per entry of a table's page index
+/// (`FG_PAGE_SHIFT` in `src/bpf/fgbpf.h`).
+pub const PAGE_SHIFT: u32 = 8;
+
+impl Table {
+    /// The page index the BPF walker narrows its row search with: entry
+    /// `p` is the number of rows whose pc is at or below `p << PAGE_SHIFT`,
+    /// for every page up to the last row's, plus one closing entry (the
+    /// row count). The rows that can hold an address of page `p` are then
+    /// those from entry `p` - 1 to entry `p + 1` - 1: at most one row per
+    /// byte of the page.
+    pub fn pages(&self) -> Vec<u32> {
+        let Some(last) = self.rows.last() else {
+            return vec![0];
+        };
+        let npages = (last.pc >> PAGE_SHIFT) as usize + 1;
+        let mut out = Vec::with_capacity(npages + 1);
+        let mut upto = 0usize;
+        for p in 0..=npages {
+            let at = (p as u64) << PAGE_SHIFT;
+            while upto < self.rows.len() && u64::from(self.rows[upto].pc) <= at {
+                upto += 1;
+            }
+            out.push(upto as u32);
+        }
+        out
+    }
+}
+
 #[derive(Debug)]
 pub enum Error {
     /// The bytes are not an ELF file `object` can read.
@@ -312,4 +341,33 @@ pub fn lookup(table: &Table, elf_vaddr: u64) -> Option<&Row> {
     let off = u32::try_from(off).ok()?;
     let i = table.rows.partition_point(|r| r.pc <= off);
     i.checked_sub(1).map(|i| &table.rows[i])
+}
+
+/// [`lookup`] as the BPF walker does it (`row_of` in
+/// `src/bpf/unwind.bpf.h`): through the page index `pages` (from
+/// [`Table::pages`]), then a search of at most `FG_PAGE_STEPS` (9)
+/// halvings among the page's rows. For tests: both must agree everywhere.
+pub fn lookup_paged<'a>(table: &'a Table, pages: &[u32], elf_vaddr: u64) -> Option<&'a Row> {
+    let rel = u32::try_from(elf_vaddr.checked_sub(table.base)?).ok()?;
+    let npages = pages.len() as u64 - 1;
+    let page = u64::from(rel >> PAGE_SHIFT);
+    let upto = if page < npages {
+        let (mut lo, mut hi) = (pages[page as usize], pages[page as usize + 1]);
+        for _ in 0..9 {
+            if lo >= hi {
+                break;
+            }
+            let mid = lo + (hi - lo) / 2;
+            if table.rows[mid as usize].pc <= rel {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        assert!(lo >= hi, "a page's rows outlast the walker's search");
+        lo
+    } else {
+        table.rows.len() as u32
+    };
+    upto.checked_sub(1).map(|i| &table.rows[i as usize])
 }

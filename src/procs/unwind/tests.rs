@@ -407,3 +407,33 @@ fn errors_read_well() {
     assert!(matches!(e, Error::NoUnwindInfo), "{e}");
     eprintln!("errors: {e}");
 }
+
+/// The BPF walker's lookup through the page index finds the same row as
+/// the plain binary search, at each row's first byte, the byte before it
+/// and the byte after it, at every page boundary, and past the end; and no
+/// page holds more rows than the walker's search covers.
+#[test]
+fn paged_lookup_agrees_with_lookup() {
+    let exe = std::env::current_exe().unwrap();
+    for path in [LIBC, PYTHON, BASH, exe.to_str().unwrap()] {
+        let data = std::fs::read(path).unwrap();
+        let t = compile(&data).unwrap();
+        let pages = t.pages();
+        assert_eq!(*pages.last().unwrap() as usize, t.rows.len(), "{path}");
+        assert!(pages.windows(2).all(|w| w[0] <= w[1] && w[1] - w[0] <= 256), "{path}");
+        let end = u64::from(t.rows.last().unwrap().pc) + 4096;
+        let mut addrs: Vec<u64> = t
+            .rows
+            .iter()
+            .flat_map(|r| [u64::from(r.pc).saturating_sub(1), u64::from(r.pc), u64::from(r.pc) + 1])
+            .collect();
+        addrs.extend((0..=end >> PAGE_SHIFT).flat_map(|p| [(p << PAGE_SHIFT).saturating_sub(1), p << PAGE_SHIFT]));
+        addrs.push(end);
+        for rel in addrs {
+            let at = t.base + rel;
+            assert_eq!(lookup(&t, at), lookup_paged(&t, &pages, at), "{path} at {at:#x}");
+        }
+        let dense = pages.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
+        eprintln!("{path}: {} rows, {} page entries, at most {dense} rows in a page", t.rows.len(), pages.len());
+    }
+}
