@@ -154,9 +154,6 @@ pub fn run(rec: &Recording<'_>) -> Result<Outcome, CliError> {
         false => Leading::ProcessAndThread,
     };
     let edges = views.edges.lines();
-    for line in &edges {
-        crate::app::summary::say(format_args!("{line}"));
-    }
     let edges_note: String = edges.iter().map(|l| format!("\n{l}\n")).collect();
     let mut written = Vec::new();
     let waker_text = views.wake.as_ref().map(wakers::render).unwrap_or_default();
@@ -222,7 +219,7 @@ pub fn run(rec: &Recording<'_>) -> Result<Outcome, CliError> {
             .map_err(|e| CliError::failed(format!("writing {}: {e}", path.display())))?;
         written.push(path);
     }
-    Ok(finish(&main, written, symbolizer, end, command_status, rec.capture.json))
+    Ok(finish(&main, &edges, written, symbolizer, end, command_status, rec.capture.json))
 }
 
 /// Writes `timeline.html` of `main` and says what its cap left out.

@@ -72,8 +72,11 @@ struct Lost<'a> {
 /// the exit. Freeing its caches (every symbol table and debug information
 /// it read) takes longer than writing the outputs; the process is about to
 /// exit, which frees them at once.
+/// `notes`: what the capture cut at its edges or left out (one sentence
+/// each), said after the findings and the losses.
 pub fn finish(
     profile: &Profile,
+    notes: &[String],
     written: Vec<PathBuf>,
     symbolizer: Symbolizer,
     end: EndReason,
@@ -86,7 +89,7 @@ pub fn finish(
         println!("{}", serde_json::to_string(&j).expect("plain data serializes"));
     }
     if !quiet() {
-        eprint!("{}", text(profile, &written));
+        eprint!("{}", text(profile, notes, &written));
     }
     symbolizer.leave_to_exit();
     Outcome {
@@ -141,7 +144,7 @@ fn to_json<'a>(
 }
 
 /// The end-of-capture summary lines: the answer first.
-fn text(profile: &Profile, written: &[PathBuf]) -> String {
+fn text(profile: &Profile, notes: &[String], written: &[PathBuf]) -> String {
     let total = profile.total();
     let mut out: String = findings(profile, Lens::default(), FINDINGS)
         .iter()
@@ -162,6 +165,9 @@ fn text(profile: &Profile, written: &[PathBuf]) -> String {
             "fgbpf: lost {} {} ({})\n",
             l.count, l.what, l.remedy
         ));
+    }
+    for line in notes {
+        out.push_str(&format!("fgbpf: {line}\n"));
     }
     for line in &profile.meta.kernel {
         out.push_str(&format!("fgbpf: kernel fallback: {line}\n"));
