@@ -67,7 +67,6 @@ enum java_step_result {
 static __always_inline void java_announce(__u32 pid, __u32 kind, __u64 addr, __u32 id)
 {
 	struct java_object k = { .pid = pid, .addr = addr };
-	struct fg_proc_event *e;
 	__u32 *seen = bpf_map_lookup_elem(&java_seen, &k), tag = id + 1;
 
 	if (seen && *seen == tag)
@@ -76,18 +75,7 @@ static __always_inline void java_announce(__u32 pid, __u32 kind, __u64 addr, __u
 		*seen = tag;
 	else if (bpf_map_update_elem(&java_seen, &k, &tag, BPF_ANY))
 		return;
-	/* The Java walker runs with bpf_loop, 5.17+: always a ring buffer. */
-	e = bpf_ringbuf_reserve(&proc_events, sizeof(*e), 0);
-	if (!e) {
-		__sync_fetch_and_add(&proc_events_lost, 1);
-		return;
-	}
-	e->pid = pid;
-	e->kind = kind;
-	e->comm[0] = 0;
-	e->addr = addr;
-	e->addr2 = id;
-	bpf_ringbuf_submit(e, 0);
+	announce_object(pid, kind, addr, id);
 }
 
 /* Writes frame n's word: the bound checked next to the store, on the

@@ -59,29 +59,13 @@ struct {
 static __always_inline void py_announce(__u32 pid, __u64 code)
 {
 	struct py_code k = { .pid = pid, .code = code };
-	struct fg_proc_event *e;
 	__u8 one = 1;
 
 	if (bpf_map_lookup_elem(&py_seen, &k))
 		return;
 	if (bpf_map_update_elem(&py_seen, &k, &one, BPF_NOEXIST))
 		return;
-	/* The loader turns the Python walker off with perf buffers (it needs
-	 * bpf_loop, 5.17, which every such kernel predates): never here. */
-	if (events_perf) {
-		__sync_fetch_and_add(&proc_events_lost, 1);
-		return;
-	}
-	e = bpf_ringbuf_reserve(&proc_events, sizeof(*e), 0);
-	if (!e) {
-		__sync_fetch_and_add(&proc_events_lost, 1);
-		return;
-	}
-	e->pid = pid;
-	e->kind = FG_PROC_PY_CODE;
-	e->comm[0] = 0;
-	e->addr = code;
-	bpf_ringbuf_submit(e, 0);
+	announce_object(pid, FG_PROC_PY_CODE, code, 0);
 }
 
 /* Off with --no-python. */

@@ -126,6 +126,31 @@ static __always_inline bool is_target(__u32 pid, __u32 tid)
 	return false;
 }
 
+/* A runtime's object a frame word names, seen for the first time
+ * (FG_PROC_PY_CODE, FG_PROC_JAVA_*): announced so that user space reads it
+ * while it lives. The runtime walkers need bpf_loop (5.17), which every
+ * kernel with perf buffers only predates: never sent there, counted lost. */
+static __always_inline void announce_object(__u32 pid, __u32 kind, __u64 addr, __u64 addr2)
+{
+	struct fg_proc_event *e;
+
+	if (events_perf) {
+		__sync_fetch_and_add(&proc_events_lost, 1);
+		return;
+	}
+	e = bpf_ringbuf_reserve(&proc_events, sizeof(*e), 0);
+	if (!e) {
+		__sync_fetch_and_add(&proc_events_lost, 1);
+		return;
+	}
+	e->pid = pid;
+	e->kind = kind;
+	e->comm[0] = 0;
+	e->addr = addr;
+	e->addr2 = addr2;
+	bpf_ringbuf_submit(e, 0);
+}
+
 /* `ctx` is the program's own context, which bpf_perf_event_output needs. */
 static __always_inline void send_proc_event(void *ctx, __u32 pid, __u32 kind, struct task_struct *task)
 {
@@ -151,6 +176,7 @@ static __always_inline void send_proc_event(void *ctx, __u32 pid, __u32 kind, st
 	e->pid = pid;
 	e->kind = kind;
 	e->addr = 0;
+	e->addr2 = 0;
 	BPF_CORE_READ_STR_INTO(&e->comm, task, group_leader, comm);
 	bpf_ringbuf_submit(e, 0);
 }
