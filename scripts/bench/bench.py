@@ -26,7 +26,7 @@ import python as python_cost  # noqa: E402
 import slices as slices_cost  # noqa: E402
 import side_by_side  # noqa: E402
 import wall_sums  # noqa: E402
-from sections import replace_section, wakers_section  # noqa: E402
+from sections import keep_sections, replace_section, wakers_section  # noqa: E402
 from measures import bpf_progs, log, proc_cpu, timed  # noqa: E402
 FGBPF = ROOT / "target" / "release" / "fgbpf"
 CFLAGS = ["-O1", "-g", "-fno-omit-frame-pointer", "-mno-omit-leaf-frame-pointer", "-pthread"]
@@ -380,6 +380,15 @@ def fidelity(w, rounds, tmp, tools):
 
 # --- 7. own footprint --------------------------------------------------------
 
+def footprint_section(fp_fg, fp_perf, seconds):
+    L = ["## 7. Own footprint\n", f"A {seconds}-second system-wide capture at 99 Hz.\n",
+         "| tool | CPU time | peak memory |\n|---|---|---|",
+         f"| fgbpf oncpu (capture, symbolization and all outputs) | {fp_fg[0]:.2f} s | {fp_fg[1]:.0f} MB |"]
+    if fp_perf:
+        L.append(f"| perf record -a -g (capture only, no flamegraph yet) | {fp_perf[2]:.2f} s | {fp_perf[1]:.0f} MB |")
+    return "\n".join(L) + "\n"
+
+
 def footprint(tmp, seconds):
     d = tmp / "footprint"
     subprocess.run(["rm", "-rf", str(d)])
@@ -489,13 +498,7 @@ def write_report(path, args, results):
     L.append(f"| perf record -g + inferno-collapse-perf | {fmt_spread(fid_perf, 'points', 2)} |")
     L.append("")
 
-    L.append("## 7. Own footprint\n")
-    L.append(f"A {args.footprint}-second system-wide capture at 99 Hz.\n")
-    L.append("| tool | CPU time | peak memory |\n|---|---|---|")
-    L.append(f"| fgbpf oncpu (capture, symbolization and all outputs) | {fp_fg[0]:.2f} s | {fp_fg[1]:.0f} MB |")
-    if fp_perf:
-        L.append(f"| perf record -a -g (capture only, no flamegraph yet) | {fp_perf[2]:.2f} s | {fp_perf[1]:.0f} MB |")
-    L.append("")
+    L.append(footprint_section(fp_fg, fp_perf, args.footprint))
     L.append("## 8. Symbolization at scale\n")
     L.append("`examples/symbolize_speed.rs`: 100 000 distinct stacks of 20 frames over 50 processes of one "
              "large Rust binary, symbolized after the processes exited.\n")
@@ -504,66 +507,56 @@ def write_report(path, args, results):
     analysis = ROOT / "scripts/bench/analysis.md"
     if analysis.exists():
         L.append(analysis.read_text())
-    path.write_text("\n".join(L) + "\n")
+    old = path.read_text() if path.exists() else ""
+    path.write_text(keep_sections(old, "\n".join(L) + "\n"))
+
+
+def only_footprint(tmp):
+    fg, perf = footprint(tmp, 30)
+    return footprint_section(fg, perf, 30)
+
+
+def only_wakers(tmp):
+    w = build(tmp)
+    only = ["alone", "fgbpf offcpu", "fgbpf offcpu --wakers", "offcputime (libbpf-tools)"]
+    return wakers_section(*offcpu_overhead(w, 5, tmp, only))
+
+
+# `--only NAME`: one section measured on its own and put in place of the
+# one under its heading; (heading, what measures and writes it, help).
+ONLY = {
+    "side-by-side": ("## 0. Side by side", lambda t: side_by_side.report(side_by_side.measure(5, t)),
+                     "fgbpf and its peers attached at once"),
+    "footprint": ("## 7. Own footprint", only_footprint, "a 30 s system-wide capture's CPU and memory"),
+    "unwinding": ("## 9. Whole stacks", lambda t: unwinding.report(unwinding.measure(3, t)),
+                  "whole stacks: unwinding cost (its rows are one run)"),
+    "wakers": ("## 10. Wakers", only_wakers, "--wakers per switch"),
+    "python": ("## 11. Python", lambda t: python_cost.report(python_cost.measure(3, t)),
+               "Python frames per sample"),
+    "wall-sums": ("## 13. Wall time", lambda t: wall_sums.report(wall_sums.measure(10, t)),
+                  "wall time adds up, 10 runs"),
+}
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tools", required=True)
     ap.add_argument("--quick", action="store_true", help="fewer rounds and smaller inputs, for a smoke test")
-    ap.add_argument("--only-unwinding", action="store_true",
-                    help="measure section 9 alone and replace it in BENCHMARKS.md (its rows are one run)")
-    ap.add_argument("--only-python", action="store_true",
-                    help="measure section 11 (Python frames per sample) alone and replace it in BENCHMARKS.md")
-    ap.add_argument("--only-wakers", action="store_true",
-                    help="measure section 10 (--wakers per switch) alone and replace it in BENCHMARKS.md")
-    ap.add_argument("--only-wall-sums", action="store_true",
-                    help="measure section 13 (wall time adds up, 10 runs) alone and replace it")
-    ap.add_argument("--only-side-by-side", action="store_true",
-                    help="measure section 0 (fgbpf and its peers attached at once) alone and replace it")
+    ap.add_argument("--only", choices=sorted(ONLY), action="append", default=[],
+                    help="measure this section alone and replace it in BENCHMARKS.md (repeatable): "
+                    + "; ".join(f"{k}: {v[2]}" for k, v in sorted(ONLY.items())))
     ap.add_argument("--only-slices", metavar="BEFORE_COMMIT",
                     help="measure section 12 (time slices) against fgbpf built from BEFORE_COMMIT and replace it")
     args = ap.parse_args()
     if args.only_slices:
-        with tempfile.TemporaryDirectory(prefix="fgbpf-bench-") as t:
-            tmp = Path(t)
-            w = build(tmp)
-            old = tmp / "before"
-            subprocess.run(["git", "worktree", "add", "--detach", str(old), args.only_slices], cwd=ROOT, check=True)
-            try:
-                subprocess.run(["cargo", "build", "--release", "--locked", "--target-dir", str(ROOT / "target/bench-before")],
-                               cwd=old, check=True)
-            finally:
-                subprocess.run(["git", "worktree", "remove", "--force", str(old)], cwd=ROOT)
-            rows = slices_cost.measure(w, ROOT / "target/bench-before/release/fgbpf", FGBPF, 3, tmp)
-        replace_section("## 12. Time slices", "\n".join(slices_cost.report(rows, args.only_slices)) + "\n")
+        slices_cost.only(args.only_slices, build, FGBPF)
         return
-    if args.only_wall_sums:
+    for name in args.only:
+        heading, measure, _ = ONLY[name]
         with tempfile.TemporaryDirectory(prefix="fgbpf-bench-") as t:
-            rows = wall_sums.measure(10, Path(t))
-        replace_section("## 13. Wall time", "\n".join(wall_sums.report(rows)) + "\n")
-        return
-    if args.only_side_by_side:
-        with tempfile.TemporaryDirectory(prefix="fgbpf-bench-") as t:
-            rows = side_by_side.measure(5, Path(t))
-        replace_section("## 0. Side by side", "\n".join(side_by_side.report(rows)) + "\n")
-        return
-    if args.only_wakers:
-        with tempfile.TemporaryDirectory(prefix="fgbpf-bench-") as t:
-            w = build(Path(t))
-            only = ["alone", "fgbpf offcpu", "fgbpf offcpu --wakers", "offcputime (libbpf-tools)"]
-            times, switches = offcpu_overhead(w, 5, Path(t), only)
-        replace_section("## 10. Wakers", wakers_section(times, switches))
-        return
-    if args.only_python:
-        with tempfile.TemporaryDirectory(prefix="fgbpf-bench-") as t:
-            rows = python_cost.measure(3, Path(t))
-        replace_section("## 11. Python", "\n".join(python_cost.report(rows)) + "\n")
-        return
-    if args.only_unwinding:
-        with tempfile.TemporaryDirectory(prefix="fgbpf-bench-") as t:
-            section = "\n".join(unwinding.report(unwinding.measure(3, Path(t)))) + "\n"
-        replace_section("## 9. Whole stacks", section)
+            section = measure(Path(t))
+        replace_section(heading, section if isinstance(section, str) else "\n".join(section) + "\n")
+    if args.only:
         return
     args.rounds = 2 if args.quick else 5
     args.footprint = 10 if args.quick else 30
@@ -587,12 +580,9 @@ def main():
         write_report(out, args, results)
         log(f"wrote {out}")
         if not args.quick:
-            rows = python_cost.measure(max(2, args.rounds - 2), tmp)
-            replace_section("## 11. Python", "\n".join(python_cost.report(rows)) + "\n")
-            rows = side_by_side.measure(args.rounds, tmp)
-            replace_section("## 0. Side by side", "\n".join(side_by_side.report(rows)) + "\n")
-            rows = wall_sums.measure(10, tmp)
-            replace_section("## 13. Wall time", "\n".join(wall_sums.report(rows)) + "\n")
+            for name in ("python", "side-by-side", "wall-sums"):
+                heading, measure, _ = ONLY[name]
+                replace_section(heading, "\n".join(measure(tmp)) + "\n")
 
 
 if __name__ == "__main__":

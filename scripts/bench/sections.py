@@ -1,5 +1,6 @@
 """Sections of BENCHMARKS.md measured on their own (`scripts/bench.sh
---only-...`): replacing one in place, and the wakers' table."""
+--only ...`): replacing one in place, keeping those a full run does not
+measure (soaks, the --only ones), and the wakers' table."""
 
 import statistics
 
@@ -12,6 +13,39 @@ ROOT = Path(__file__).resolve().parents[2]
 def fmt_spread(values, unit="s", digits=3):
     med = statistics.median(values)
     return f"{med:.{digits}f} {unit} ({min(values):.{digits}f}–{max(values):.{digits}f})"
+
+
+def sections(text):
+    """The `## ` sections of a BENCHMARKS.md text, in order: (heading, text)."""
+    out = []
+    starts = [i for i in range(len(text)) if text.startswith("## ", i) and (i == 0 or text[i - 1] == "\n")]
+    for a, b in zip(starts, starts[1:] + [len(text)]):
+        out.append((text[a:text.index("\n", a)] if "\n" in text[a:] else text[a:], text[a:b]))
+    return out
+
+
+def keep_sections(old, new):
+    """`new` with the sections of `old` it lacks (by heading number or
+    title) put back before "## Against the targets": a full run does not
+    measure the soaks nor the sections measured by --only alone."""
+    def key(h):
+        head = h[3:].split(" ", 1)[0]
+        return head if head.rstrip(".").isdigit() else h
+    note = "*Kept from an earlier run: a full `scripts/bench.sh` does not measure this section.*\n"
+    have = {key(h) for h, _ in sections(new)}
+    kept = ""
+    for h, t in sections(old):
+        if key(h) in have or h.startswith("## Against the targets"):
+            continue
+        t = t if t.endswith("\n") else t + "\n"
+        if note not in t:
+            t = t.replace("\n", "\n\n" + note, 1)
+        kept += t
+    if not kept:
+        return new
+    at = new.find("## Against the targets")
+    at = len(new) if at < 0 else at
+    return new[:at] + kept + "\n" + new[at:]
 
 
 def wakers_section(times, switches):

@@ -6,10 +6,13 @@ the off-CPU tracer over a ping-pong, and seconds from the end of a
 5-second capture to its outputs."""
 
 import subprocess
+import tempfile
 import time
+from pathlib import Path
 from statistics import median
 
 from measures import log, sampler_run, timed
+from sections import ROOT, replace_section
 
 
 def _per_run(cmd, prog_type, seconds):
@@ -72,3 +75,20 @@ def report(rows, before_commit):
         L.append(f"| {name} | {_cell(r['sample_ns'], 'ns')} | {_cell(r['switch_ns'], 'ns')} | "
                  f"{_cell(r['answer_s'], 's', digits=3)} |")
     return L
+
+
+def only(before, build, fgbpf):
+    """`scripts/bench.sh --only-slices BEFORE`: section 12, this build
+    against fgbpf built from commit `before`, replaced in BENCHMARKS.md."""
+    with tempfile.TemporaryDirectory(prefix="fgbpf-bench-") as t:
+        tmp = Path(t)
+        w = build(tmp)
+        old = tmp / "before"
+        subprocess.run(["git", "worktree", "add", "--detach", str(old), before], cwd=ROOT, check=True)
+        try:
+            subprocess.run(["cargo", "build", "--release", "--locked", "--target-dir", str(ROOT / "target/bench-before")],
+                           cwd=old, check=True)
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(old)], cwd=ROOT)
+        rows = measure(w, ROOT / "target/bench-before/release/fgbpf", fgbpf, 3, tmp)
+    replace_section("## 12. Time slices", "\n".join(report(rows, before)) + "\n")
