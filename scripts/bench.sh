@@ -9,8 +9,8 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 scripts/setup.sh
-# The peers, from the distribution; inferno's CLI from crates.io.
-peers=(linux-perf bpftrace libbpf-tools time)
+# The peers and the JVM of section 14, from the distribution; inferno's CLI from crates.io.
+peers=(linux-perf bpftrace libbpf-tools time openjdk-17-jdk-headless)
 missing=()
 for p in "${peers[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

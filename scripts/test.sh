@@ -28,6 +28,8 @@ command -v gdb >/dev/null || missing+=(gdb)
 [ -x /usr/bin/python3.11 ] || missing+=(python3.11)
 command -v redis-server >/dev/null || missing+=(redis-server)
 command -v chromium >/dev/null || missing+=(chromium)
+# A live HotSpot JVM whose layout and frames src/procs/java reads (tests/java_layout.rs).
+{ command -v java && command -v javac && command -v jcmd && command -v jfr; } >/dev/null || missing+=(openjdk-17-jdk-headless)
 if [ "${#missing[@]}" -gt 0 ]; then
     echo "test: installing ${missing[*]}" >&2
     apt-get update -qq
@@ -46,6 +48,7 @@ if [ ! -x "$consumers/node_modules/.bin/ajv" ]; then
     npm install --silent --no-audit --no-fund --prefix "$consumers" ajv-cli@5.0.0 >/dev/null
 fi
 scripts/fetch-py-spy.sh
+scripts/fetch-jdks.sh
 export FGBPF_CONSUMERS="$PWD/$consumers"
 
 # cargo prints one result line per test binary, the last one for doc tests

@@ -2,7 +2,6 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -107,11 +106,7 @@ fn pipe_reader_waits_in_its_read_call() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let reader_tid = line.trim().to_string();
+    let reader_tid = first_line(&mut child).trim().to_string();
     std::thread::sleep(Duration::from_millis(200));
     let stacks = offcpu("piper", &["-t", &reader_tid], "3", &[]);
     child.kill().ok();

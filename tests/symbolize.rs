@@ -436,10 +436,7 @@ fn spawn_with_address(bin: &Path, seconds: &str) -> (Child, u64) {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let line = first_line(&mut child);
     let addr = u64::from_str_radix(line.trim().trim_start_matches("0x"), 16)
         .unwrap_or_else(|_| panic!("bad address line {line:?}"));
     (child, addr)

@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import unwinding  # noqa: E402
 import python as python_cost  # noqa: E402
+import java_cost  # noqa: E402
 import slices as slices_cost  # noqa: E402
 import side_by_side  # noqa: E402
 import wall_sums  # noqa: E402
@@ -533,6 +534,8 @@ ONLY = {
     "wakers": ("## 10. Wakers", only_wakers, "--wakers per switch"),
     "python": ("## 11. Python", lambda t: python_cost.report(python_cost.measure(3, t)),
                "Python frames per sample"),
+    "java": ("## 14. Java frames", lambda t: java_cost.report(java_cost.measure(3, t)),
+             "Java frames per sample against a native program of similar depth"),
     "wall-sums": ("## 13. Wall time", lambda t: wall_sums.report(wall_sums.measure(10, t)),
                   "wall time adds up, 10 runs"),
 }
@@ -580,7 +583,7 @@ def main():
         write_report(out, args, results)
         log(f"wrote {out}")
         if not args.quick:
-            for name in ("python", "side-by-side", "wall-sums"):
+            for name in ("python", "side-by-side", "wall-sums", "java"):
                 heading, measure, _ = ONLY[name]
                 replace_section(heading, "\n".join(measure(tmp)) + "\n")
 

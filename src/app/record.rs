@@ -19,6 +19,7 @@ use crate::format::{
 };
 use crate::probe::{self, OffcpuOptions, OncpuOptions, Probe, Recorded};
 use crate::profile::{python, END_UNTRACED, START_UNTRACED};
+use crate::profile::java::JavaWalks;
 use crate::profile::unwinding::by_process;
 use crate::profile::{build, merge, thousands, Kind, Losses, Meta, Profile, RawStack, State, Unit, Unwinding};
 use crate::symbolize::Symbolizer;
@@ -81,6 +82,7 @@ impl Recording<'_> {
             max_entries: self.maps.max_entries,
             max_unwind_rows: self.maps.max_unwind_rows,
             python: !self.capture.no_python,
+            java: !self.capture.no_java,
             py_lines: !self.capture.no_py_lines,
             slice: Duration::from_millis(self.maps.slice.into()),
             group_cgroup: self.capture.group_by == Some(GroupBy::Cgroup),
@@ -329,7 +331,13 @@ impl Views {
                 .iter()
                 .map(|(pid, why)| (*pid, symbolizer.process_name(*pid, ""), why.why.clone()))
                 .collect();
+            u.java = java_walks(
+                (&recorded.stats, &recorded.jvms, &recorded.java_unsupported, &recorded.java_unnamed),
+                |pid| symbolizer.process_name(pid, ""),
+            );
+            u.java.refused = recorded.java_refused.clone();
         }
+        symbolizer.add_runtime_names(recorded.runtime_names);
         let meta = |kind, frequency, losses| Meta {
             kind,
             target: target.to_string(),
@@ -371,6 +379,33 @@ impl Views {
             all.entries.extend(l.entries.iter().cloned());
         }
         all
+    }
+}
+
+/// The JVMs found, and how their Java frames were walked and named.
+type JavaRecorded<'a> = (
+    &'a probe::Stats,
+    &'a [(u32, u32, bool)],
+    &'a [(u32, crate::procs::java::Unsupported)],
+    &'a probe::JavaUnnamed,
+);
+
+fn java_walks((st, jvms, unsupported, unnamed): JavaRecorded<'_>, name_of: impl Fn(u32) -> String) -> JavaWalks {
+    JavaWalks {
+        refused: None,
+        jvms: jvms.iter().map(|&(pid, major, inlining)| (pid, name_of(pid), major, inlining)).collect(),
+        unreadable: unsupported
+            .iter()
+            .map(|(pid, why)| (*pid, name_of(*pid), why.reason.clone()))
+            .collect(),
+        frames: st.java_frames,
+        lost: st.java_lost,
+        prologue: st.java_prologue,
+        fault: st.java_fault,
+        unnamed: unnamed
+            .iter()
+            .map(|(&(pid, why, remedy), &(samples, us))| (pid, name_of(pid), why, remedy, samples, us))
+            .collect(),
     }
 }
 

@@ -386,8 +386,9 @@ enum fg_proc_event_kind {
 	FG_PROC_EXIT = 4,
 	/* HotSpot objects a frame word refers to, seen for the first time in
 	 * a process: an nmethod (addr: the CodeBlob, addr2: its compile id;
-	 * again when the same address holds another), a Method*, a stub
-	 * (addr: the CodeBlob). User space reads them at once. */
+	 * again when the same address holds another), a Method* (addr2: the
+	 * second, about, it was seen in; again each second), a stub (addr:
+	 * the CodeBlob). User space reads them at once. */
 	FG_PROC_JAVA_NMETHOD = 5,
 	FG_PROC_JAVA_METHOD = 6,
 	FG_PROC_JAVA_STUB = 7,

@@ -37,8 +37,9 @@ struct {
 } java_procs SEC(".maps");
 
 /* Objects announced to user space, per process: the value is the compile
- * id + 1 an nmethod was announced with (1 for others), so that a reused
- * address is announced again. */
+ * id + 1 an nmethod was announced with (for a Method*, the second it was
+ * seen in + 1; 1 for stubs), so that a reused address is announced
+ * again. */
 struct java_object {
 	__u32 pid;
 	__u32 pad;
@@ -326,7 +327,10 @@ __noinline long java_step(struct walk *w, struct stack_buf *buf, __u32 pid)
 		       ((__u64)FG_JAVA_INTERPRETED << FG_RT_KIND_SHIFT) | (bci << 44) |
 		       ((method >> 3) & ((1ULL << 44) - 1));
 		put_word(buf, n, word);
-		java_announce(pid, FG_PROC_JAVA_METHOD, method, 0);
+		/* Again each second or so: a class unloaded frees its methods,
+		 * and another's may take the address; user space names none
+		 * whose address held two methods (src/procs/java/). */
+		java_announce(pid, FG_PROC_JAVA_METHOD, method, (__u32)(bpf_ktime_get_ns() >> 30));
 		/* The caller's sp is the sender sp the frame saved. */
 		{
 			__u64 bp, ra, sender;

@@ -126,6 +126,21 @@ static __always_inline bool is_target(__u32 pid, __u32 tid)
 	return false;
 }
 
+/* A ring buffer event for pid, of kind; NULL (counted lost) when the
+ * buffer is full. The caller fills the rest and submits it. */
+static __always_inline struct fg_proc_event *reserve_proc_event(__u32 pid, __u32 kind)
+{
+	struct fg_proc_event *e = bpf_ringbuf_reserve(&proc_events, sizeof(*e), 0);
+
+	if (!e) {
+		__sync_fetch_and_add(&proc_events_lost, 1);
+		return NULL;
+	}
+	e->pid = pid;
+	e->kind = kind;
+	return e;
+}
+
 /* A runtime's object a frame word names, seen for the first time
  * (FG_PROC_PY_CODE, FG_PROC_JAVA_*): announced so that user space reads it
  * while it lives. The runtime walkers need bpf_loop (5.17), which every
@@ -138,13 +153,9 @@ static __always_inline void announce_object(__u32 pid, __u32 kind, __u64 addr, _
 		__sync_fetch_and_add(&proc_events_lost, 1);
 		return;
 	}
-	e = bpf_ringbuf_reserve(&proc_events, sizeof(*e), 0);
-	if (!e) {
-		__sync_fetch_and_add(&proc_events_lost, 1);
+	e = reserve_proc_event(pid, kind);
+	if (!e)
 		return;
-	}
-	e->pid = pid;
-	e->kind = kind;
 	e->comm[0] = 0;
 	e->addr = addr;
 	e->addr2 = addr2;
@@ -168,13 +179,9 @@ static __always_inline void send_proc_event(void *ctx, __u32 pid, __u32 kind, st
 			__sync_fetch_and_add(&proc_events_lost, 1);
 		return;
 	}
-	e = bpf_ringbuf_reserve(&proc_events, sizeof(*e), 0);
-	if (!e) {
-		__sync_fetch_and_add(&proc_events_lost, 1);
+	e = reserve_proc_event(pid, kind);
+	if (!e)
 		return;
-	}
-	e->pid = pid;
-	e->kind = kind;
 	e->addr = 0;
 	e->addr2 = 0;
 	BPF_CORE_READ_STR_INTO(&e->comm, task, group_leader, comm);

@@ -132,6 +132,11 @@ pub struct CaptureArgs {
     #[arg(long)]
     pub no_python: bool,
 
+    /// Leave HotSpot JVMs' Java frames unwalked: their threads then end at
+    /// the first Java frame, `[unknown]` without a perf map.
+    #[arg(long)]
+    pub no_java: bool,
+
     /// Python frames without their line, `handler (app.py)` rather than
     /// `handler (app.py:42)`, so that each function is one frame.
     #[arg(long)]
@@ -349,6 +354,7 @@ impl Default for CaptureArgs {
             user_only: false,
             kernel_only: false,
             no_python: false,
+            no_java: false,
             no_py_lines: false,
             formats: vec![Format::Svg, Format::Folded],
             symbols: SymbolArgs::default(),

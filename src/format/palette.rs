@@ -55,6 +55,10 @@ pub fn color(frame: &Frame, heat: Heat) -> Color {
         (Heat::OnCpu, FrameKind::Kernel) => mix((190, 90, 0), (255, 155, 0), t),
         (Heat::OnCpu, FrameKind::Inlined) => mix((50, 180, 170), (110, 220, 210), t),
         (Heat::OnCpu, FrameKind::Jit) => mix((60, 170, 50), (120, 220, 90), t),
+        // Java by tier, async-profiler's families: interpreted code a
+        // yellower green, C1 a paler one than C2's.
+        (Heat::OnCpu, FrameKind::Interpreted) => mix((130, 180, 40), (180, 220, 80), t),
+        (Heat::OnCpu, FrameKind::C1) => mix((100, 190, 110), (160, 230, 160), t),
         (Heat::OnCpu, FrameKind::Python) => mix((200, 170, 30), (240, 215, 90), t),
         (Heat::OffCpu, FrameKind::Kernel) => mix((60, 110, 200), (100, 150, 230), t),
         (Heat::OffCpu, _) => mix((0, 150, 200), (90, 200, 255), t),

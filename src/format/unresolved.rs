@@ -57,6 +57,7 @@ pub fn explain(reason: &UnresolvedReason) -> (String, &'static str) {
             "kernel address missing from kallsyms".into(),
             "run as root, with kernel.kptr_restrict below 2",
         ),
+        UnresolvedReason::Runtime { why, remedy } => (why.to_string(), remedy),
     }
 }
 

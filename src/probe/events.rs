@@ -1,6 +1,7 @@
 //! Process announcements from the BPF side (`struct fg_proc_event`): the
 //! first sample of each process and each `execve`, so that user space can
-//! read a process's mappings while it still lives. They come through a
+//! read a process's mappings while it still lives, and the runtime objects
+//! (Python code, Java methods) its stacks name, to be read at once. They come through a
 //! ring buffer, or a perf buffer on kernels without ring buffers (before
 //! 5.8, see src/probe/features.rs); the records are the same.
 
@@ -22,6 +23,8 @@ pub enum ProcEventKind {
     PyCode(u64),
     /// The last thread of an announced process exited.
     Exit,
+    /// A Java object first seen in the process's stacks.
+    Java(super::java::JavaObject),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -60,8 +63,13 @@ impl ProcWatcher {
             let mut raw = types::fg_proc_event::default();
             if plain::copy_from_bytes(&mut raw, data).is_ok() {
                 let mut e = decode(raw.pid, raw.kind, &raw.comm);
-                if raw.kind == 3 {
-                    e.kind = ProcEventKind::PyCode(raw.addr);
+                use super::java::JavaObject;
+                match raw.kind {
+                    3 => e.kind = ProcEventKind::PyCode(raw.addr),
+                    5 => e.kind = ProcEventKind::Java(JavaObject::Nmethod(raw.addr, raw.addr2 as u32)),
+                    6 => e.kind = ProcEventKind::Java(JavaObject::Method(raw.addr)),
+                    7 => e.kind = ProcEventKind::Java(JavaObject::Stub(raw.addr)),
+                    _ => {}
                 }
                 sink.borrow_mut().push(e);
             }

@@ -72,8 +72,11 @@ impl Probe {
         // through the ring buffer only.
         let no_loop = paths.compat.taken().then(|| paths.no_loop_why());
         let wanted_python = opts.user_stacks && opts.python;
+        // The same for the Java walker.
+        let java_refused = (opts.user_stacks && opts.java).then(|| no_loop.clone()).flatten();
         let opts = &Options {
             python: opts.python && !paths.perf_buffer.taken() && !paths.compat.taken(),
+            java: opts.java && !paths.perf_buffer.taken() && !paths.compat.taken(),
             ..opts.clone()
         };
         let first = match Probe::start_with(opts, &paths, &mut || true).map(Option::unwrap) {
@@ -81,6 +84,7 @@ impl Probe {
                 if wanted_python {
                     probe.python_refused = no_loop.clone();
                 }
+                probe.java_refused = java_refused;
                 return Ok(probe);
             }
             Err(e) => e,
@@ -118,6 +122,7 @@ impl Probe {
                 if wanted_python && probe.python_refused.is_none() {
                     probe.python_refused = no_loop;
                 }
+                probe.java_refused = java_refused;
                 return Ok(probe);
             }
         }

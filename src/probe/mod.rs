@@ -16,7 +16,9 @@ mod offcpu;
 mod options;
 pub mod perf;
 mod programs;
+mod java;
 mod python;
+mod runtimes;
 mod skel;
 pub mod targets;
 mod unwind;
@@ -37,6 +39,7 @@ pub(crate) use libbpf::bpf_error;
 use libbpf::{quiet_libbpf, raise_memlock};
 use skel::FgbpfSkel;
 
+pub use java::Unnamed as JavaUnnamed;
 pub use options::{OffcpuOptions, OncpuOptions, Options, Recorded, DEFAULT_SLICE};
 pub use targets::Targets;
 pub use unwind::{NoTable, TableStats};
@@ -71,7 +74,8 @@ pub struct Probe {
     tables_refused: Option<String>,
     /// Why the kernel refused the Python walker, when it did.
     python_refused: Option<String>,
-    python: Option<python::Python>,
+    java_refused: Option<String>,
+    runtimes: runtimes::Runtimes,
     /// The fallbacks taken on this kernel.
     paths: features::Paths,
     opts: Options,
@@ -119,6 +123,7 @@ impl Probe {
             ro.include_idle = opts.oncpu.as_ref().is_some_and(|o| o.include_idle);
             ro.use_tables = opts.user_stacks && opts.max_unwind_rows > 0;
             ro.python_frames = opts.user_stacks && opts.python;
+            ro.java_frames = opts.user_stacks && opts.java;
             if let Some(off) = off {
                 ro.min_block_ns = off.min_block.as_nanos() as u64;
                 ro.max_block_ns = off.max_block.map_or(u64::MAX, |d| d.as_nanos() as u64);
@@ -172,11 +177,11 @@ impl Probe {
                     .map_err(CaptureError::new)?,
             );
         }
-        let mut python = (opts.user_stacks && opts.python).then(|| python::Python::new(!opts.py_lines));
+        let mut runtimes = runtimes::Runtimes::new(opts);
         // The named targets' tables and interpreters are there before their
         // first sample.
         for &pid in &opts.targets.pids {
-            track(&mut skel, tables.as_mut(), python.as_mut(), pid);
+            runtimes::track(&mut skel, tables.as_mut(), &mut runtimes, pid);
         }
         let groups = match opts.group_cgroup {
             true => Some(Groups::new(opts.targets.scope.as_ref()).map_err(CaptureError::new)?),
@@ -231,7 +236,8 @@ impl Probe {
             tables,
             tables_refused: None,
             python_refused: None,
-            python,
+            java_refused: None,
+            runtimes,
             paths: paths.clone(),
             opts: opts.clone(),
             attach_time: started.elapsed(),
@@ -250,17 +256,14 @@ impl Probe {
         let mut events = self.watcher.poll(timeout);
         // Python code objects are named here, at once, while the process
         // lives; the rest is for the caller.
-        events.retain(|e| match (&e.kind, self.python.as_mut()) {
-            (events::ProcEventKind::PyCode(addr), Some(py)) => {
-                py.read_code(e.pid, *addr);
+        let runtimes = &mut self.runtimes;
+        let counts = &mut self.counts;
+        events.retain(|e| match &e.kind {
+            events::ProcEventKind::Exit => {
+                counts.exited(e.pid);
                 false
             }
-            (events::ProcEventKind::PyCode(_), None) => false,
-            (events::ProcEventKind::Exit, _) => {
-                self.counts.exited(e.pid);
-                false
-            }
-            _ => true,
+            _ => runtimes.take_event(e),
         });
         events
     }
@@ -293,7 +296,7 @@ impl Probe {
 
     pub fn track_processes(&mut self, events: &[ProcEvent]) {
         for e in events {
-            track(&mut self.skel, self.tables.as_mut(), self.python.as_mut(), e.pid);
+            runtimes::track(&mut self.skel, self.tables.as_mut(), &mut self.runtimes, e.pid);
         }
     }
 
@@ -326,16 +329,15 @@ impl Probe {
             Some(t) => t.refresh(&self.skel.maps.proc_unwind),
             None => Vec::new(),
         };
-        if let Some(py) = self.python.as_mut() {
-            // A program maps libpython after the exec that announced it.
-            for (pid, text) in &reread {
-                if py.track(*pid, text, &self.skel.maps.py_procs) {
-                    python_added(&mut self.skel);
-                }
-            }
-            for (pid, user) in self.counts.take_fresh() {
-                py.read(pid, user);
-            }
+        // A program maps libpython or libjvm after the exec that announced
+        // it.
+        for (pid, text) in &reread {
+            self.runtimes.track(&mut self.skel, *pid, text);
+        }
+        self.runtimes.refresh(&self.skel);
+        if self.runtimes.python.is_some() {
+            let fresh = self.counts.take_fresh();
+            self.runtimes.fresh(fresh);
         }
         reread.into_iter().map(|(pid, _)| pid).collect()
     }
@@ -386,9 +388,6 @@ impl Probe {
             &mut reader,
             &mut stacks,
         );
-        if let Some(py) = self.python.as_mut() {
-            py.name(&mut stacks);
-        }
         let stats = self.stats();
         let mut rec = Recorded {
             stacks,
@@ -403,17 +402,12 @@ impl Probe {
             tables: self.tables.as_ref().map(unwind::Tables::stats),
             tables_refused: self.tables_refused.clone(),
             python_refused: self.python_refused.clone(),
+            java_refused: self.java_refused.clone(),
             kernel: self.paths.lines(),
             slice: Some(self.counts.slicing().width()),
             ..Default::default()
         };
-        if let Some(py) = &self.python {
-            rec.interpreters = py
-                .interpreters()
-                .map(|(pid, i)| (pid, i.version, i.binary.clone()))
-                .collect();
-            rec.py_unsupported = py.unsupported.iter().map(|(&p, u)| (p, u.clone())).collect();
-        }
+        self.runtimes.finish(&mut rec);
         let (announcements, follow_lost, inherit_lost) = self
             .skel
             .maps
@@ -451,42 +445,6 @@ impl Probe {
             (&off.states, off.skips_kernel_threads(&self.opts.targets), self.opts.measures_runs()),
             origin,
         );
-    }
-}
-
-/// Reads a process's maps once and gives the walkers what they need of
-/// it: the unwind tables of its code, and its interpreter if it runs
-/// CPython.
-fn track(
-    skel: &mut FgbpfSkel<'_>,
-    tables: Option<&mut unwind::Tables>,
-    python: Option<&mut python::Python>,
-    pid: u32,
-) {
-    if tables.is_none() && python.is_none() {
-        return;
-    }
-    let Some(text) = crate::procs::maps::read(pid) else { return };
-    if let Some(t) = tables {
-        t.track(pid, &text, &skel.maps.proc_unwind);
-    }
-    if let Some(py) = python {
-        if py.track(pid, &text, &skel.maps.py_procs) {
-            python_added(skel);
-        }
-    }
-}
-
-/// Tells the walker an interpreter was added to `py_procs` (python.bpf.h:
-/// `py_gen`), after the map holds it: processes it found to be none are
-/// looked up again.
-fn python_added(skel: &mut FgbpfSkel<'_>) {
-    if let Some(bss) = skel.maps.bss_data.as_deref_mut() {
-        let p: *mut u64 = &mut bss.py_gen;
-        // SAFETY: `py_gen` lives in the .bss map that libbpf mapped into
-        // this process, aligned; BPF programs read it concurrently, so it
-        // is written with a volatile access the compiler cannot elide.
-        unsafe { std::ptr::write_volatile(p, std::ptr::read_volatile(p).wrapping_add(1)) };
     }
 }
 

@@ -83,6 +83,8 @@ pub struct Options {
     pub max_unwind_rows: u32,
     /// Read the Python frames of CPython threads (`--no-python` not given).
     pub python: bool,
+    /// Read the Java frames of HotSpot JVMs (`--no-java` not given).
+    pub java: bool,
     /// Python frames carry their line: `f (app.py:42)`, else `f (app.py)`.
     pub py_lines: bool,
     /// The width of the time slices counts are kept in (`--slice`).
@@ -104,6 +106,7 @@ impl Default for Options {
             max_entries: None,
             max_unwind_rows: DEFAULT_MAX_UNWIND_ROWS,
             python: true,
+            java: true,
             py_lines: true,
             slice: DEFAULT_SLICE,
             group_cgroup: false,
@@ -126,7 +129,7 @@ impl Options {
     /// the CPU's caches between samples.
     pub fn map_sizes(&self, cpus: usize) -> (u32, u32) {
         let per_second = match (&self.oncpu, &self.offcpu) {
-            (Some(on), None) => Some(u64::from(on.frequency) * cpus.max(1) as u64),
+            (Some(on), None) => Some(on.frequency * cpus.max(1) as u64),
             _ => None,
         };
         let sized = |asked: Option<u32>, per_sample: u64, least: u32, default: u32| {
@@ -174,6 +177,8 @@ pub struct Recorded {
     pub tables_refused: Option<String>,
     /// Why the kernel refused the Python walker, when it did.
     pub python_refused: Option<String>,
+    /// Why the Java walker was not loaded, when the user wanted it.
+    pub java_refused: Option<String>,
     /// The kernel fallbacks taken, one sentence each (see
     /// [`features::Paths::lines`](super::features::Paths::lines)).
     pub kernel: Vec<String>,
@@ -181,6 +186,14 @@ pub struct Recorded {
     /// cannot read, with why.
     pub interpreters: Vec<(u32, (u32, u32), String)>,
     pub py_unsupported: Vec<(u32, crate::procs::python::Unsupported)>,
+    /// HotSpot JVMs whose frames were walked: (pid, JDK feature version),
+    /// and those fgbpf cannot read, with why.
+    pub jvms: Vec<(u32, u32, bool)>,
+    pub java_unsupported: Vec<(u32, crate::procs::java::Unsupported)>,
+    /// Java frames that could not be named: weight per (pid, reason).
+    pub java_unnamed: super::java::Unnamed,
+    /// Java frame words named, for the symbolizer.
+    pub runtime_names: crate::symbolize::RuntimeNames,
     /// The width of the time slices the stacks' spans count in, widened
     /// from the one asked for when their number outgrew its bound.
     pub slice: Option<Duration>,

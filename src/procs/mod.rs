@@ -2,7 +2,8 @@
 //! from /proc while processes live ([`registry`], [`maps`]), ELF facts for
 //! symbolization ([`elf`]) and their separate debug files ([`debug_file`]),
 //! JIT perf maps ([`perf_map`]), unwind tables compiled from `.eh_frame`
-//! ([`unwind`]), CPython interpreters ([`python`]) and the cgroups a capture
+//! ([`unwind`]), CPython interpreters ([`python`]), HotSpot JVMs ([`java`]),
+//! bounded reads of their memory ([`mem`]) and the cgroups a capture
 //! can be scoped to ([`cgroup`]) and grouped by ([`groups`]). Used by the
 //! symbolizer, the probe and the capture's checks alike; it knows nothing
 //! of any of them.
@@ -11,7 +12,9 @@ pub mod cgroup;
 pub mod debug_file;
 pub mod elf;
 pub mod groups;
+pub mod java;
 pub mod maps;
+pub mod mem;
 pub mod perf_map;
 pub mod python;
 pub mod registry;

@@ -401,6 +401,8 @@ fn frame_kind(kind: SymKind) -> FrameKind {
         SymKind::Kernel => FrameKind::Kernel,
         SymKind::Inlined => FrameKind::Inlined,
         SymKind::Jit => FrameKind::Jit,
+        SymKind::Interpreted => FrameKind::Interpreted,
+        SymKind::C1 => FrameKind::C1,
     }
 }
 
@@ -426,8 +428,10 @@ fn unresolved_list(
 
 /// Return addresses point after the call; step back into the call
 /// instruction so callers resolve to the calling function and line.
+/// A runtime's frame word (see [`crate::symbolize::RuntimeNames`]) is kept
+/// whole: its walker already looked its call up.
 fn caller_adjusted(ip: u64, index_from_leaf: usize) -> u64 {
-    if index_from_leaf == 0 {
+    if index_from_leaf == 0 || crate::symbolize::is_runtime_word(ip) {
         ip
     } else {
         ip.saturating_sub(1)

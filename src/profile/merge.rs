@@ -91,7 +91,8 @@ pub fn wall(on: &Profile, off: &Profile, runs: &[Ran]) -> Profile {
             .or_else(|| threads().find(|t| t.pid == pid))
             .cloned()
     };
-    let mut unsampled: Vec<(&(u32, u32), &(u64, Vec<Span>))> =
+    type Measured<'a> = (&'a (u32, u32), &'a (u64, Vec<Span>));
+    let mut unsampled: Vec<Measured<'_>> =
         measured.iter().filter(|(k, m)| m.0 > 0 && !samples.contains_key(k)).collect();
     unsampled.sort_by_key(|(k, _)| **k);
     for (&(pid, tid), (us, spans)) in unsampled {

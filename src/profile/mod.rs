@@ -6,6 +6,7 @@ pub mod build;
 pub mod merge;
 pub mod names;
 pub mod raw;
+pub mod java;
 pub mod python;
 pub mod time;
 pub mod unwinding;
@@ -87,8 +88,13 @@ pub enum FrameKind {
     Kernel,
     /// A function inlined into its caller (from DWARF).
     Inlined,
-    /// JIT-compiled code named from a perf map.
+    /// JIT-compiled code named from a perf map, or a Java method compiled
+    /// by HotSpot's C2 (or of an unknown tier).
     Jit,
+    /// A Java method run by HotSpot's interpreter (async-profiler's `_[0]`).
+    Interpreted,
+    /// A Java method compiled by HotSpot's C1 (async-profiler's `_[1]`).
+    C1,
     /// A Python function run by the CPython interpreter, in place of the
     /// evaluator's native frame: `name (file.py:line)`.
     Python,
@@ -105,7 +111,12 @@ impl FrameKind {
     pub fn is_user_space(self) -> bool {
         matches!(
             self,
-            FrameKind::User | FrameKind::Inlined | FrameKind::Jit | FrameKind::Python
+            FrameKind::User
+                | FrameKind::Inlined
+                | FrameKind::Jit
+                | FrameKind::Interpreted
+                | FrameKind::C1
+                | FrameKind::Python
         )
     }
 
@@ -115,6 +126,8 @@ impl FrameKind {
             FrameKind::Kernel => "_[k]",
             FrameKind::Inlined => "_[i]",
             FrameKind::Jit => "_[j]",
+            FrameKind::Interpreted => "_[0]",
+            FrameKind::C1 => "_[1]",
             FrameKind::Python => "_[p]",
             FrameKind::Waker => "_[w]",
             FrameKind::User | FrameKind::Pseudo => "",
@@ -136,8 +149,8 @@ impl Frame {
         }
     }
 
-    /// A frame from its folded text. Suffixes `_[k]`, `_[i]`, `_[j]`, `_[p]`
-    /// and `_[w]` give the kind; bracketed names are pseudo-frames only in fgbpf's own
+    /// A frame from its folded text. Suffixes `_[k]`, `_[i]`, `_[j]`, `_[0]`,
+    /// `_[1]`, `_[p]` and `_[w]` give the kind; bracketed names are pseudo-frames only in fgbpf's own
     /// files (`ours`), since other tools bracket the module names of
     /// unsymbolized code (`[libc.so.6]`).
     pub fn from_folded(text: &str, ours: bool) -> Frame {
@@ -145,6 +158,8 @@ impl Frame {
             FrameKind::Kernel,
             FrameKind::Inlined,
             FrameKind::Jit,
+            FrameKind::Interpreted,
+            FrameKind::C1,
             FrameKind::Python,
             FrameKind::Waker,
         ] {

@@ -99,6 +99,8 @@ pub struct Unwinding {
     pub python: Vec<super::python::PythonWalks>,
     /// Interpreter processes whose Python frames could not be read.
     pub python_unreadable: Vec<super::python::Unreadable>,
+    /// HotSpot JVMs, how their Java frames were walked and named.
+    pub java: super::java::JavaWalks,
 }
 
 /// Binaries without a table listed by [`Unwinding::lines`].
@@ -176,6 +178,7 @@ impl Unwinding {
             ));
         }
         out.extend(super::python::lines(&self.python, &self.python_unreadable));
+        out.extend(self.java.lines());
         out
     }
 

@@ -41,8 +41,13 @@ pub enum SymKind {
     Kernel,
     /// A function inlined into its caller (from DWARF).
     Inlined,
-    /// JIT-compiled code named from a perf map.
+    /// JIT-compiled code named from a perf map, or Java code compiled by
+    /// C2 (or of an unknown tier).
     Jit,
+    /// A Java method run by HotSpot's interpreter.
+    Interpreted,
+    /// A Java method compiled by HotSpot's C1.
+    C1,
 }
 
 /// Why an address could not be named.
@@ -64,6 +69,9 @@ pub enum UnresolvedReason {
     Unmapped,
     /// A kernel address with no kallsyms entry.
     Kernel,
+    /// A frame of a managed runtime (a Java method) that its runtime's
+    /// memory could not name: why, and the remedy.
+    Runtime { why: &'static str, remedy: &'static str },
 }
 
 /// One address, named: its frames root first (the function, then those
@@ -76,14 +84,14 @@ pub struct Named {
 }
 
 impl Named {
-    fn known(frames: Vec<(String, SymKind)>) -> Self {
+    pub fn known(frames: Vec<(String, SymKind)>) -> Self {
         Named {
             frames,
             unresolved: None,
         }
     }
 
-    fn unknown(name: String, kind: SymKind, why: UnresolvedReason) -> Self {
+    pub fn unknown(name: String, kind: SymKind, why: UnresolvedReason) -> Self {
         Named {
             frames: vec![(name, kind)],
             unresolved: Some(why),
@@ -91,11 +99,25 @@ impl Named {
     }
 }
 
+/// Frames of managed runtimes, per (process, frame word): the walkers of
+/// runtimes without unwind tables (Java) write a tagged word in place of a
+/// frame's address (src/bpf/fgbpf.h, FG_RT_TAG), which the probe names from
+/// the runtime's own memory while it lives.
+pub type RuntimeNames = HashMap<(u32, u64), Named>;
+
+/// Whether a stack word is a managed runtime's frame word rather than an
+/// address (bits 63-62 0b10: neither a user address nor a kernel one).
+pub fn is_runtime_word(w: u64) -> bool {
+    w >> 62 == 2
+}
+
 /// A symbolizer that lives through a capture: processes are remembered
 /// while they run, so they can be named after they exit.
 pub struct Symbolizer {
     blazesym: Blazesym,
     registry: Registry,
+    /// Runtime frame words named by the probe ([`Self::add_runtime_names`]).
+    runtime: RuntimeNames,
     /// This process's vDSO: every process of a kernel maps the same one.
     own_vdso: Option<Range<u64>>,
 }
@@ -113,6 +135,7 @@ impl Symbolizer {
         Symbolizer {
             blazesym,
             registry: Registry::new(debug_dirs),
+            runtime: RuntimeNames::new(),
             own_vdso: own_vdso(),
         }
     }
@@ -149,6 +172,12 @@ impl Symbolizer {
             // naming this one offset does not matter.
             let _ = self.name_binary(self.registry.binary(b), &[offset]);
         }
+    }
+
+    /// Names for runtime frame words (see [`RuntimeNames`]), kept for the
+    /// rest of the capture.
+    pub fn add_runtime_names(&mut self, names: RuntimeNames) {
+        self.runtime.extend(names);
     }
 
     /// See [`Registry::remember`].
@@ -210,7 +239,10 @@ impl Symbolizer {
     pub fn user(&self, keys: &[(u32, u64)]) -> (Vec<Named>, Vec<u32>) {
         let targets: Vec<Target> = keys
             .iter()
-            .map(|&(pid, addr)| self.registry.locate(pid, addr))
+            .map(|&(pid, addr)| match is_runtime_word(addr) {
+                true => Target::Unmapped,
+                false => self.registry.locate(pid, addr),
+            })
             .collect();
         let mut wanted: HashMap<usize, Vec<u64>> = HashMap::new();
         let mut vdso_offsets = Vec::new();
@@ -242,10 +274,28 @@ impl Symbolizer {
         let mut unknown: HashMap<UnresolvedReason, u32> = HashMap::new();
         let mut jit: HashMap<String, u32> = HashMap::new();
         let mut perf_maps: HashMap<u32, Option<PerfMap>> = HashMap::new();
+        let mut runtime: HashMap<&Named, u32> = HashMap::new();
+        let no_name = Named::unknown(
+            UNKNOWN.into(),
+            SymKind::User,
+            UnresolvedReason::Runtime {
+                why: "a runtime's frame fgbpf did not read",
+                remedy: "none: report it, it is a bug",
+            },
+        );
         let index = keys
             .iter()
             .zip(targets)
             .map(|(&(pid, addr), target)| {
+                if is_runtime_word(addr) {
+                    let named = self.runtime.get(&(pid, addr)).unwrap_or(&no_name);
+                    if let Some(&i) = runtime.get(named) {
+                        return i;
+                    }
+                    let i = push(named.clone());
+                    runtime.insert(named, i);
+                    return i;
+                }
                 let why = match target {
                     Target::Binary(b, off) => return by_offset[&(b, off)],
                     Target::Vdso(off) => return vdso[&off],

@@ -258,13 +258,25 @@ pub fn weight_in_order(stacks: &[(Vec<String>, u64)], frames: &[&str]) -> u64 {
     weight_in_order_by(stacks, frames, |frame, want| frame == want)
 }
 
+/// The first line a child spawned with its stdout piped writes (its
+/// stdout is left taken).
+pub fn first_line(child: &mut std::process::Child) -> String {
+    use std::io::BufRead;
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("stdout piped"))
+        .read_line(&mut line)
+        .unwrap();
+    line
+}
+
 /// As [`weight_in_order`], each frame matched by the start of its name
 /// (`"inner (busy.py:"` for any line of `inner`).
 pub fn weight_in_order_prefixed(stacks: &[(Vec<String>, u64)], prefixes: &[&str]) -> u64 {
     weight_in_order_by(stacks, prefixes, |frame, want| frame.starts_with(want))
 }
 
-fn weight_in_order_by(stacks: &[(Vec<String>, u64)], wanted: &[&str], matches: impl Fn(&str, &str) -> bool) -> u64 {
+/// As [`weight_in_order`], each frame matched by `matches(frame, wanted)`.
+pub fn weight_in_order_by(stacks: &[(Vec<String>, u64)], wanted: &[&str], matches: impl Fn(&str, &str) -> bool) -> u64 {
     stacks
         .iter()
         .filter(|(frames, _)| {
