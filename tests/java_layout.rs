@@ -191,9 +191,14 @@ fn a_live_jvm_reads_and_names_its_frames() {
                 Err(e) => panic!("{blob:#x}+{:#x}: {e}", pc - blob),
             }
         }
-        // A word of the same blob with another compile id: a freed nmethod.
+        // A word of the same blob with another compile id: never announced
+        // it is unnamed as such; announced, the read finds another nmethod
+        // there and it is counted as freed.
         let stale = word::blob_word(&l, word::Kind::Compiled, blob, begin, id + 1);
+        assert_eq!(jvm.name(stale), Err(Unnamed::NotAnnounced));
+        jvm.read_nmethod(blob, id + 1);
         assert_eq!(jvm.name(stale), Err(Unnamed::Freed));
+        assert!(jvm.name(word::blob_word(&l, word::Kind::Compiled, blob, begin, id)).is_ok());
         methods.extend(jvm.nmethod_method(blob));
     }
     eprintln!("{named} compiled words named; chains:");

@@ -102,6 +102,11 @@ const PLUMBING_EXACT: &[&str] = &[
     "pymain_main",
     "thread_run",
     "pythread_wrapper",
+    // HotSpot's thread start and its calls into Java
+    "JavaMain",
+    "ThreadJavaMain",
+    "thread_native_entry",
+    "jni_CallStaticVoidMethod",
     // The kernel's way in
     "entry_SYSCALL_64",
     "entry_SYSCALL_64_after_hwframe",
@@ -131,6 +136,15 @@ const PLUMBING_PREFIXES: &[&str] = &[
     "cfunction_vectorcall",
     "method_vectorcall",
     "_PyEval_EvalFrame",
+    // HotSpot: the C++ that calls Java (names with their signatures), and
+    // the call stub's code blob, `StubRoutines (1)`
+    "JavaCalls::call",
+    "jni_invoke_",
+    "Thread::call_run",
+    "JavaThread::thread_main_inner",
+    "JavaThread::run",
+    "thread_entry(",
+    "StubRoutines (",
     // the kernel's interrupt entry
     "asm_sysvec_",
     "asm_common_interrupt",
@@ -161,6 +175,9 @@ pub fn is_library(name: &str) -> bool {
         "pthread_", "sem_", "epoll_", "g_main_", "runtime.", "syscall.", "internal/",
         // CPython's C API and internals, between Python frames
         "Py", "_Py",
+        // Java's class library, and HotSpot's C++ between it and the kernel
+        "java.", "javax.", "jdk.", "sun.", "com.sun.", "JVM_", "Java_", "Unsafe_", "JavaThread::",
+        "os::", "Parker::", "ObjectMonitor::", "ObjectSynchronizer::", "Monitor::", "Mutex::",
     ];
     const WRAPPERS: &[&str] = &[
         "read", "write", "pread64", "pwrite64", "readv", "writev", "recv", "recvfrom",
@@ -228,6 +245,14 @@ mod tests {
         assert!(is_library("std::thread::functions::sleep"));
         assert!(is_library("read"));
         assert!(!is_library("handle_request"));
+        // A JVM's thread: its start and calls into Java are plumbing, the
+        // class library and the JVM's waits library code.
+        assert!(is_plumbing("JavaCalls::call_helper(JavaValue*, methodHandle const&, JavaCallArguments*, JavaThread*)"));
+        assert!(is_plumbing("StubRoutines (1)"));
+        assert!(is_library("java.lang.Thread.sleep"));
+        assert!(is_library("os::PlatformEvent::park(long)"));
+        assert!(!is_library("Waits.sleeper"));
+        assert!(!is_library("com.example.Handler.handle"));
         assert_eq!(plain_name("__GI___clock_nanosleep"), "clock_nanosleep");
         assert_eq!(plain_name("__libc_read"), "read");
         assert_eq!(plain_name("fgbpf::demo::run::{{closure}}::{{closure}}"), "fgbpf::demo::run");
