@@ -19,6 +19,8 @@ consumers=target/consumers
 missing=()
 command -v go >/dev/null || missing+=(golang-go)
 command -v npm >/dev/null || missing+=(npm)
+# Node.js whose JavaScript frames tests/node.rs names.
+command -v node >/dev/null || missing+=(nodejs)
 # Real software to unwind, and the anchor it is checked against
 # (tests/unwind.rs): Debian's own python3.11 and gcc, perf's DWARF unwinder.
 command -v perf >/dev/null || missing+=(linux-perf)

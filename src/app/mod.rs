@@ -18,6 +18,7 @@ pub mod session;
 pub mod report;
 pub mod summary;
 pub mod wall;
+mod walks;
 
 use std::fmt;
 

@@ -8,6 +8,7 @@ use std::time::Duration;
 use super::capture::{capture, output_names, write_view, Finished, Outcome, TIMELINE};
 use super::summary::finish;
 use super::CliError;
+use super::walks;
 use crate::cli::{BlockArgs, CaptureArgs, Format, GroupBy, MapArgs, SamplingArgs};
 use crate::format::breakdown::Columns;
 use crate::format::sidecar::{self, Sidecar};
@@ -19,7 +20,6 @@ use crate::format::{
 };
 use crate::probe::{self, OffcpuOptions, OncpuOptions, Probe, Recorded};
 use crate::profile::{python, END_UNTRACED, START_UNTRACED};
-use crate::profile::java::JavaWalks;
 use crate::profile::unwinding::by_process;
 use crate::profile::{build, merge, thousands, Kind, Losses, Meta, Profile, RawStack, State, Unit, Unwinding};
 use crate::symbolize::Symbolizer;
@@ -83,6 +83,7 @@ impl Recording<'_> {
             max_unwind_rows: self.maps.max_unwind_rows,
             python: !self.capture.no_python,
             java: !self.capture.no_java,
+            node: !self.capture.no_node,
             py_lines: !self.capture.no_py_lines,
             slice: Duration::from_millis(self.maps.slice.into()),
             group_cgroup: self.capture.group_by == Some(GroupBy::Cgroup),
@@ -274,6 +275,8 @@ impl Views {
         target: &str,
         elapsed: Duration,
     ) -> Views {
+        let java = walks::java(&recorded, |pid| symbolizer.process_name(pid, ""));
+        let node = walks::node(&recorded, |pid| symbolizer.process_name(pid, ""));
         let (mut off_raw, on_raw): (Vec<RawStack>, Vec<RawStack>) =
             recorded.stacks.into_iter().partition(|s| s.state.is_some());
         let mut views = Views {
@@ -331,11 +334,8 @@ impl Views {
                 .iter()
                 .map(|(pid, why)| (*pid, symbolizer.process_name(*pid, ""), why.why.clone()))
                 .collect();
-            u.java = java_walks(
-                (&recorded.stats, &recorded.jvms, &recorded.java_unsupported, &recorded.java_unnamed),
-                |pid| symbolizer.process_name(pid, ""),
-            );
-            u.java.refused = recorded.java_refused.clone();
+            u.java = java;
+            u.node = node;
         }
         symbolizer.add_runtime_names(recorded.runtime_names);
         let meta = |kind, frequency, losses| Meta {
@@ -379,33 +379,6 @@ impl Views {
             all.entries.extend(l.entries.iter().cloned());
         }
         all
-    }
-}
-
-/// The JVMs found, and how their Java frames were walked and named.
-type JavaRecorded<'a> = (
-    &'a probe::Stats,
-    &'a [(u32, u32, bool)],
-    &'a [(u32, crate::procs::java::Unsupported)],
-    &'a probe::JavaUnnamed,
-);
-
-fn java_walks((st, jvms, unsupported, unnamed): JavaRecorded<'_>, name_of: impl Fn(u32) -> String) -> JavaWalks {
-    JavaWalks {
-        refused: None,
-        jvms: jvms.iter().map(|&(pid, major, inlining)| (pid, name_of(pid), major, inlining)).collect(),
-        unreadable: unsupported
-            .iter()
-            .map(|(pid, why)| (*pid, name_of(*pid), why.reason.clone()))
-            .collect(),
-        frames: st.java_frames,
-        lost: st.java_lost,
-        prologue: st.java_prologue,
-        fault: st.java_fault,
-        unnamed: unnamed
-            .iter()
-            .map(|(&(pid, why, remedy), &(samples, us))| (pid, name_of(pid), why, remedy, samples, us))
-            .collect(),
     }
 }
 

@@ -181,6 +181,9 @@ struct fg_stats {
 	__u64 java_lost;        /* code with no blob, or an implausible caller */
 	__u64 java_prologue;    /* a leaf in a prologue the walker cannot read */
 	__u64 java_fault;       /* a failed read of the JVM's memory */
+	/* V8 frames (v8.bpf.h), per frame of a known V8 process */
+	__u64 v8_frames;        /* JavaScript frames named by their function */
+	__u64 v8_fault;         /* a failed read of a function in V8's heap */
 };
 
 /* Unwind tables (src/procs/unwind/ compiles them from .eh_frame; the BPF
@@ -314,6 +317,7 @@ struct fg_py_proc {
 
 enum fg_runtime {
 	FG_RT_HOTSPOT = 0,
+	FG_RT_V8 = 1,
 };
 
 /* HotSpot frame words (kind, payload):
@@ -342,6 +346,29 @@ enum fg_java_flags {
 	FG_JAVA_HAS_KIND = 2,
 	/* CodeBlob::_frame_complete_offset is an int16 (JDK 25), else int. */
 	FG_JAVA_FC_INT16 = 4,
+};
+
+/* V8 frame words (kind, payload): bits 0-43 the SharedFunctionInfo's
+ * address >> 3, 44-57 FG_V8_ID_BITS of the hash of two of its fields
+ * (v8_identity) that tell apart two functions one address held in turn.
+ * INTERPRETED: code in a binary (V8's interpreter and builtins); JIT: code
+ * V8 compiled (Sparkplug, Maglev, TurboFan). */
+enum fg_v8_kind {
+	FG_V8_INTERPRETED = 0,
+	FG_V8_JIT = 1,
+};
+#define FG_V8_ID_BITS 14
+
+/* A process running V8, as user space read its layout from the binary's
+ * own post-mortem metadata (v8dbg_*, src/procs/v8/): offsets from a
+ * frame's rbp and into heap objects, for the walker (v8.bpf.h). */
+struct fg_v8_proc {
+	__s16 fp_marker;   /* the context, or a typed frame's Smi marker */
+	__s16 fp_function; /* a JavaScript frame's JSFunction */
+	__u16 fn_shared;   /* JSFunction: its SharedFunctionInfo */
+	__u16 sfi_name;    /* SharedFunctionInfo: name_or_scope_info */
+	__u16 sfi_script;  /* SharedFunctionInfo: script_or_debug_info */
+	__u16 pad[3];
 };
 
 #define FG_JAVA_MAX_HEAPS 4
@@ -392,6 +419,9 @@ enum fg_proc_event_kind {
 	FG_PROC_JAVA_NMETHOD = 5,
 	FG_PROC_JAVA_METHOD = 6,
 	FG_PROC_JAVA_STUB = 7,
+	/* A V8 SharedFunctionInfo a frame word names, seen for the first time
+	 * in a process with this identity (addr2, the word's). */
+	FG_PROC_V8_FUNCTION = 8,
 };
 
 /* Sent through a ring buffer once per process (not per sample). */

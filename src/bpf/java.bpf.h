@@ -79,16 +79,6 @@ static __always_inline void java_announce(__u32 pid, __u32 kind, __u64 addr, __u
 	announce_object(pid, kind, addr, id);
 }
 
-/* Writes frame n's word: the bound checked next to the store, on the
- * register the store uses (hidden from the compiler, which knows it holds
- * and would drop the check the verifier needs). */
-static __always_inline void put_word(struct stack_buf *buf, __u64 n, __u64 word)
-{
-	asm volatile("" : "+r"(n));
-	if (n < MAX_STACK_DEPTH)
-		buf->ips[n] = word;
-}
-
 /* A field of the blob's head read into w->blob, at an offset the JVM's
  * layout gave (0 outside the head). */
 static __always_inline __u64 head_u64(struct walk *w, __u32 off)

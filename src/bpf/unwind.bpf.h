@@ -12,7 +12,8 @@
  *
  * The tables and their searches are tables.bpf.h; the walk's state and
  * the window the stack is read through are walk.bpf.h; HotSpot's frames,
- * which have no tables, are java.bpf.h. */
+ * which have no tables, are java.bpf.h; V8's JavaScript frames, walked by
+ * rbp, are named by v8.bpf.h. */
 #ifndef FGBPF_UNWIND_BPF_H
 #define FGBPF_UNWIND_BPF_H
 
@@ -22,6 +23,7 @@
 #include "tables.bpf.h"
 #include "walk.bpf.h"
 #include "java.bpf.h"
+#include "v8.bpf.h"
 
 /* One step with the frame pointer: rbp points at the saved rbp, with the
  * return address above it. */
@@ -110,6 +112,10 @@ static __always_inline long walk_frame(struct walk_ref *ref, const bool by_pid)
 			if (j == JAVA_OVER)
 				return 1;
 		}
+		/* V8's JavaScript frames: named by their function, then
+		 * walked by rbp (v8.bpf.h). */
+		if (!by_pid && ref->proc)
+			v8_frame(w, ref->buf, w->pid, have_table);
 		/* Code of a binary with tables but no row for it, and rbp zero:
 		 * the ABI's mark of the outermost frame (`_start` without CFI,
 		 * often below the first row). */

@@ -53,7 +53,8 @@ struct walk {
 	__s32 java_rbp_at;
 	__u32 java_pad;
 	__u8 win[FG_WINDOW];
-	/* java.bpf.h: the head of the code blob of a frame, and code bytes */
+	/* java.bpf.h: the head of the code blob of a frame, and code bytes;
+	 * v8.bpf.h: the head of a SharedFunctionInfo, in `code` */
 	__u8 blob[FG_JAVA_HEAD];
 	__u8 code[FG_JAVA_CODE];
 };
@@ -99,6 +100,16 @@ static __always_inline struct walk_cont *walk_cont(void)
 	__u32 zero = 0;
 
 	return bpf_map_lookup_elem(&walk_conts, &zero);
+}
+
+/* Writes frame n's word: the bound checked next to the store, on the
+ * register the store uses (hidden from the compiler, which knows it holds
+ * and would drop the check the verifier needs). */
+static __always_inline void put_word(struct stack_buf *buf, __u64 n, __u64 word)
+{
+	asm volatile("" : "+r"(n));
+	if (n < MAX_STACK_DEPTH)
+		buf->ips[n] = word;
 }
 
 /* Moves the window of the current walk (w, in `walks`, or in the

@@ -137,6 +137,11 @@ pub struct CaptureArgs {
     #[arg(long)]
     pub no_java: bool,
 
+    /// Leave V8's JavaScript frames unnamed: Node.js threads then show
+    /// V8's builtins, and JIT code `[unknown]` without a perf map.
+    #[arg(long)]
+    pub no_node: bool,
+
     /// Python frames without their line, `handler (app.py)` rather than
     /// `handler (app.py:42)`, so that each function is one frame.
     #[arg(long)]
@@ -355,6 +360,7 @@ impl Default for CaptureArgs {
             kernel_only: false,
             no_python: false,
             no_java: false,
+            no_node: false,
             no_py_lines: false,
             formats: vec![Format::Svg, Format::Folded],
             symbols: SymbolArgs::default(),

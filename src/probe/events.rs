@@ -25,6 +25,9 @@ pub enum ProcEventKind {
     Exit,
     /// A Java object first seen in the process's stacks.
     Java(super::java::JavaObject),
+    /// A V8 function (SharedFunctionInfo, identity) first seen in the
+    /// process's stacks.
+    V8Function(u64, u32),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -69,6 +72,7 @@ impl ProcWatcher {
                     5 => e.kind = ProcEventKind::Java(JavaObject::Nmethod(raw.addr, raw.addr2 as u32)),
                     6 => e.kind = ProcEventKind::Java(JavaObject::Method(raw.addr)),
                     7 => e.kind = ProcEventKind::Java(JavaObject::Stub(raw.addr)),
+                    8 => e.kind = ProcEventKind::V8Function(raw.addr, raw.addr2 as u32),
                     _ => {}
                 }
                 sink.borrow_mut().push(e);

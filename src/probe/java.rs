@@ -6,7 +6,7 @@
 //! here at once, while they live; the words are named at the end of the
 //! capture for the symbolizer ([`RuntimeNames`]), each once.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::fs::File;
 
 use libbpf_rs::{MapCore, MapFlags};
@@ -15,7 +15,7 @@ use super::skel::types;
 use crate::procs::java::{self, FrameKind, Jvm, Unsupported};
 use crate::procs::maps;
 use crate::profile::RawStack;
-use crate::symbolize::{is_runtime_word, Named, RuntimeNames, SymKind, UnresolvedReason, UNKNOWN};
+use crate::symbolize::{Named, RuntimeNames, SymKind, UnresolvedReason, UNKNOWN};
 
 /// A Java object the walker announced (enum fg_proc_event_kind).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,10 +45,10 @@ fn complete(l: &java::Layout) -> bool {
     l.name_nmethod != 0 || l.flags & java::layout::FLAG_HAS_KIND != 0
 }
 
-/// Per JVM process, the weight of stacks holding frames that could not be
-/// named, by reason (why, remedy): on-CPU samples and off-CPU
-/// microseconds. Said in the summary and the report.
-pub type Unnamed = BTreeMap<(u32, &'static str, &'static str), (u64, u64)>;
+pub use super::runtimes::Unnamed;
+
+/// Java's words (fgbpf.h: FG_RT_HOTSPOT).
+const RUNTIME: u64 = 0;
 
 impl Java {
     /// Looks for a HotSpot JVM in `pid`'s executable mappings (`text`, its
@@ -133,27 +133,7 @@ impl Java {
     /// Names every Java frame word of `stacks` (and their wakers'), each
     /// (process, word) once, and the weight of those left unnamed.
     pub fn name(&self, stacks: &[RawStack]) -> (RuntimeNames, Unnamed) {
-        let mut names = RuntimeNames::new();
-        let mut unnamed = Unnamed::new();
-        for r in stacks.iter().flat_map(|r| std::iter::once(r).chain(r.waker.as_deref())) {
-            let mut reasons = Vec::new();
-            for &w in r.user.iter().filter(|&&w| is_runtime_word(w)) {
-                let named = names.entry((r.pid, w)).or_insert_with(|| self.name_word(r.pid, w));
-                if let Some(UnresolvedReason::Runtime { why, remedy }) = &named.unresolved {
-                    if !reasons.contains(&(*why, *remedy)) {
-                        reasons.push((*why, *remedy));
-                    }
-                }
-            }
-            for (why, remedy) in reasons {
-                let e = unnamed.entry((r.pid, why, remedy)).or_default();
-                match r.state {
-                    None => e.0 += r.weight,
-                    Some(_) => e.1 += r.weight,
-                }
-            }
-        }
-        (names, unnamed)
+        super::runtimes::name_words(stacks, RUNTIME, |pid, w| self.name_word(pid, w))
     }
 
     fn name_word(&self, pid: u32, word: u64) -> Named {

@@ -18,6 +18,7 @@ pub mod perf;
 mod programs;
 mod java;
 mod python;
+mod v8;
 mod runtimes;
 mod skel;
 pub mod targets;
@@ -39,7 +40,7 @@ pub(crate) use libbpf::bpf_error;
 use libbpf::{quiet_libbpf, raise_memlock};
 use skel::FgbpfSkel;
 
-pub use java::Unnamed as JavaUnnamed;
+pub use runtimes::Unnamed as RuntimeUnnamed;
 pub use options::{OffcpuOptions, OncpuOptions, Options, Recorded, DEFAULT_SLICE};
 pub use targets::Targets;
 pub use unwind::{NoTable, TableStats};
@@ -124,6 +125,7 @@ impl Probe {
             ro.use_tables = opts.user_stacks && opts.max_unwind_rows > 0;
             ro.python_frames = opts.user_stacks && opts.python;
             ro.java_frames = opts.user_stacks && opts.java;
+            ro.v8_frames = opts.user_stacks && opts.node;
             if let Some(off) = off {
                 ro.min_block_ns = off.min_block.as_nanos() as u64;
                 ro.max_block_ns = off.max_block.map_or(u64::MAX, |d| d.as_nanos() as u64);

@@ -85,6 +85,9 @@ pub struct Options {
     pub python: bool,
     /// Read the Java frames of HotSpot JVMs (`--no-java` not given).
     pub java: bool,
+    /// Name the JavaScript frames of V8 (Node.js) processes (`--no-node`
+    /// not given).
+    pub node: bool,
     /// Python frames carry their line: `f (app.py:42)`, else `f (app.py)`.
     pub py_lines: bool,
     /// The width of the time slices counts are kept in (`--slice`).
@@ -107,6 +110,7 @@ impl Default for Options {
             max_unwind_rows: DEFAULT_MAX_UNWIND_ROWS,
             python: true,
             java: true,
+            node: true,
             py_lines: true,
             slice: DEFAULT_SLICE,
             group_cgroup: false,
@@ -192,7 +196,13 @@ pub struct Recorded {
     pub java_unsupported: Vec<(u32, crate::procs::java::Unsupported)>,
     /// Java frames that could not be named: weight per (pid, reason).
     pub java_unnamed: super::java::Unnamed,
-    /// Java frame words named, for the symbolizer.
+    /// V8 (Node.js) processes whose JavaScript frames were named, those
+    /// fgbpf cannot read (with why), and the weight of frames left unnamed
+    /// per (pid, reason).
+    pub v8s: Vec<u32>,
+    pub v8_unsupported: Vec<(u32, String)>,
+    pub v8_unnamed: super::runtimes::Unnamed,
+    /// Runtime (Java, JavaScript) frame words named, for the symbolizer.
     pub runtime_names: crate::symbolize::RuntimeNames,
     /// The width of the time slices the stacks' spans count in, widened
     /// from the one asked for when their number outgrew its bound.

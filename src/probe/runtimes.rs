@@ -1,9 +1,12 @@
 //! The managed runtimes the walkers read besides native code, side by
-//! side: CPython ([`super::python`]) and HotSpot ([`super::java`]). Finds
+//! side: CPython ([`super::python`]), HotSpot ([`super::java`]) and V8
+//! ([`super::v8`]). Finds
 //! them in each process the probe reads, hands them the objects the BPF
 //! side announces, and names their frames when the capture ends. Each
 //! runtime keeps its own pair of files (BPF and user space) behind one
 //! contract: tagged frame words in the stored stack (src/bpf/fgbpf.h).
+
+use std::collections::BTreeMap;
 
 use super::events::{ProcEvent, ProcEventKind};
 use super::java::Java;
@@ -11,10 +14,14 @@ use super::options::{Options, Recorded};
 use super::python::Python;
 use super::skel::FgbpfSkel;
 use super::unwind;
+use super::v8::V8;
+use crate::profile::RawStack;
+use crate::symbolize::{is_runtime_word, Named, RuntimeNames, UnresolvedReason};
 
 pub(super) struct Runtimes {
     pub python: Option<Python>,
     pub java: Option<Java>,
+    pub v8: Option<V8>,
 }
 
 impl Runtimes {
@@ -22,6 +29,7 @@ impl Runtimes {
         Runtimes {
             python: (opts.user_stacks && opts.python).then(|| Python::new(!opts.py_lines)),
             java: (opts.user_stacks && opts.java).then(Java::default),
+            v8: (opts.user_stacks && opts.node).then(V8::default),
         }
     }
 
@@ -41,6 +49,12 @@ impl Runtimes {
                 }
                 false
             }
+            ProcEventKind::V8Function(sfi, id) => {
+                if let Some(v8) = self.v8.as_mut() {
+                    v8.read(e.pid, *sfi, *id);
+                }
+                false
+            }
             _ => true,
         }
     }
@@ -55,6 +69,11 @@ impl Runtimes {
         }
         if let Some(java) = self.java.as_mut() {
             java.track(pid, text, &skel.maps.java_procs);
+        }
+        if let Some(v8) = self.v8.as_mut() {
+            if v8.track(pid, text, &skel.maps.v8_procs) {
+                v8_added(skel);
+            }
         }
     }
 
@@ -96,10 +115,19 @@ impl Runtimes {
             rec.java_unsupported = java.unsupported.iter().map(|(&p, u)| (p, u.clone())).collect();
             rec.java_unsupported.sort_by_key(|(p, _)| *p);
         }
+        if let Some(v8) = self.v8.as_ref() {
+            let (names, unnamed) = v8.name(&rec.stacks);
+            rec.runtime_names.extend(names);
+            rec.v8_unnamed = unnamed;
+            rec.v8s = v8.processes().collect();
+            rec.v8s.sort_unstable();
+            rec.v8_unsupported = v8.unsupported.iter().map(|(&p, u)| (p, u.clone())).collect();
+            rec.v8_unsupported.sort_by_key(|(p, _)| *p);
+        }
     }
 
     pub fn any(&self) -> bool {
-        self.python.is_some() || self.java.is_some()
+        self.python.is_some() || self.java.is_some() || self.v8.is_some()
     }
 }
 
@@ -132,4 +160,51 @@ fn python_added(skel: &mut FgbpfSkel<'_>) {
         // is written with a volatile access the compiler cannot elide.
         unsafe { std::ptr::write_volatile(p, std::ptr::read_volatile(p).wrapping_add(1)) };
     }
+}
+
+/// Tells the walker a process was added to `v8_procs` (v8.bpf.h:
+/// `v8_tracked`): until then no frame looks V8 up.
+fn v8_added(skel: &mut FgbpfSkel<'_>) {
+    if let Some(bss) = skel.maps.bss_data.as_deref_mut() {
+        let p: *mut u32 = &mut bss.v8_tracked;
+        // SAFETY: as in python_added: a field of the mapped .bss, written
+        // once with a volatile store.
+        unsafe { std::ptr::write_volatile(p, 1) };
+    }
+}
+
+/// Per process, the weight of stacks holding a runtime's frames that could
+/// not be named, by reason (why, remedy): on-CPU samples and off-CPU
+/// microseconds. Said in the summary and the report.
+pub type Unnamed = BTreeMap<(u32, &'static str, &'static str), (u64, u64)>;
+
+/// Names every frame word of one runtime (fgbpf.h: bits 61-60, FG_RT_*) in
+/// `stacks` and their wakers', each (process, word) once with `name_word`,
+/// and weighs the stacks holding a word left unnamed, once per reason.
+pub(super) fn name_words(
+    stacks: &[RawStack],
+    runtime: u64,
+    name_word: impl Fn(u32, u64) -> Named,
+) -> (RuntimeNames, Unnamed) {
+    let mut names = RuntimeNames::new();
+    let mut unnamed = Unnamed::new();
+    for r in stacks.iter().flat_map(|r| std::iter::once(r).chain(r.waker.as_deref())) {
+        let mut reasons = Vec::new();
+        for &w in r.user.iter().filter(|&&w| is_runtime_word(w) && (w >> 60) & 3 == runtime) {
+            let named = names.entry((r.pid, w)).or_insert_with(|| name_word(r.pid, w));
+            if let Some(UnresolvedReason::Runtime { why, remedy }) = &named.unresolved {
+                if !reasons.contains(&(*why, *remedy)) {
+                    reasons.push((*why, *remedy));
+                }
+            }
+        }
+        for (why, remedy) in reasons {
+            let e = unnamed.entry((r.pid, why, remedy)).or_default();
+            match r.state {
+                None => e.0 += r.weight,
+                Some(_) => e.1 += r.weight,
+            }
+        }
+    }
+    (names, unnamed)
 }

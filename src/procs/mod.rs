@@ -19,5 +19,6 @@ pub mod perf_map;
 pub mod python;
 pub mod registry;
 pub mod unwind;
+pub mod v8;
 
 pub use registry::{Binary, BinaryId, Held, Registry, Target, SYSTEM_DEBUG_DIRS};

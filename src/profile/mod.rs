@@ -7,6 +7,7 @@ pub mod merge;
 pub mod names;
 pub mod raw;
 pub mod java;
+pub mod node;
 pub mod python;
 pub mod time;
 pub mod unwinding;

@@ -101,6 +101,8 @@ pub struct Unwinding {
     pub python_unreadable: Vec<super::python::Unreadable>,
     /// HotSpot JVMs, how their Java frames were walked and named.
     pub java: super::java::JavaWalks,
+    /// V8 (Node.js) processes, how their JavaScript frames were named.
+    pub node: super::node::NodeWalks,
 }
 
 /// Binaries without a table listed by [`Unwinding::lines`].
@@ -179,6 +181,7 @@ impl Unwinding {
         }
         out.extend(super::python::lines(&self.python, &self.python_unreadable));
         out.extend(self.java.lines());
+        out.extend(self.node.lines());
         out
     }
 

@@ -1,0 +1,158 @@
+//! V8 (Node.js) in the kernel: each process the probe sees is checked for
+//! a binary carrying V8's post-mortem metadata ([`crate::procs::v8`]),
+//! whose frame and object offsets the walker (src/bpf/v8.bpf.h) gets in
+//! `v8_procs`. The functions its frame words name are announced once and
+//! read here at once, while they are where the walker saw them; the words
+//! are named at the end of the capture for the symbolizer, each once.
+
+use std::collections::HashMap;
+use std::fs::File;
+
+use libbpf_rs::{MapCore, MapFlags};
+
+use super::runtimes::Unnamed;
+use super::skel::types;
+use crate::procs::maps;
+use crate::procs::v8::{self, Isolate};
+use crate::profile::RawStack;
+use crate::symbolize::{Named, RuntimeNames, SymKind, UnresolvedReason, UNKNOWN};
+
+/// V8's words (fgbpf.h: FG_RT_V8).
+const RUNTIME: u64 = 1;
+
+#[derive(Default)]
+pub(super) struct V8 {
+    isolates: HashMap<u32, Isolate>,
+    /// Where each tracked process's V8 binary was found (start, inode), so
+    /// that a re-read finds nothing new cheaply.
+    found_at: HashMap<u32, (u64, u64)>,
+    /// V8 processes fgbpf cannot read, with why.
+    pub unsupported: HashMap<u32, String>,
+    /// Whether any process was given to the walker (v8.bpf.h: v8_tracked).
+    pub tracked: bool,
+}
+
+impl V8 {
+    /// Looks for V8 in `pid`'s executable mappings (`text`, its
+    /// /proc/PID/maps) and gives the walker its layout. True when the
+    /// walker has a new process.
+    pub fn track<M: MapCore>(&mut self, pid: u32, text: &str, procs: &M) -> bool {
+        for m in text.lines().filter_map(maps::parse_line) {
+            if !m.exec || m.inode == 0 || !v8::may_be_v8(m.path) {
+                continue;
+            }
+            if self.found_at.get(&pid) == Some(&(m.start, m.inode)) {
+                return false;
+            }
+            let path = format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end);
+            let Ok(file) = File::open(&path) else { continue };
+            self.found_at.insert(pid, (m.start, m.inode));
+            // SAFETY: read-only private mapping of a file a process maps
+            // executable: binaries are not rewritten in place.
+            let Ok(data) = (unsafe { memmap2::Mmap::map(&file) }) else { continue };
+            let layout = match v8::layout::read(&data) {
+                Ok(Some(l)) => l,
+                Ok(None) => continue,
+                Err(why) => {
+                    self.unsupported.insert(pid, format!("{}: {why}", m.path));
+                    return false;
+                }
+            };
+            let isolate = match Isolate::new(pid, layout) {
+                Ok(i) => i,
+                Err(e) => {
+                    self.unsupported.insert(pid, format!("/proc/{pid}/mem: {e}"));
+                    return false;
+                }
+            };
+            if !put(procs, pid, &layout) {
+                self.unsupported.insert(pid, "the walker's process map is full".into());
+                return false;
+            }
+            self.unsupported.remove(&pid);
+            self.isolates.insert(pid, isolate);
+            self.tracked = true;
+            return true;
+        }
+        false
+    }
+
+    /// Reads a function the walker announced, at once.
+    pub fn read(&mut self, pid: u32, sfi: u64, id: u32) {
+        if let Some(i) = self.isolates.get_mut(&pid) {
+            i.read_function(sfi, id);
+        }
+    }
+
+    /// The V8 processes found.
+    pub fn processes(&self) -> impl Iterator<Item = u32> + '_ {
+        self.isolates.keys().copied()
+    }
+
+    /// Names every V8 frame word of `stacks` (and their wakers'), each
+    /// (process, word) once, and the weight of those left unnamed.
+    pub fn name(&self, stacks: &[RawStack]) -> (RuntimeNames, Unnamed) {
+        super::runtimes::name_words(stacks, RUNTIME, |pid, w| self.name_word(pid, w))
+    }
+
+    fn name_word(&self, pid: u32, word: u64) -> Named {
+        let Some(isolate) = self.isolates.get(&pid) else {
+            return unnamed("a JavaScript frame of a process fgbpf lost track of", REMEDY_BUG);
+        };
+        let (_, _, jit) = v8::word_parts(word);
+        match isolate.name(word) {
+            Ok(f) => {
+                let text = match (&f.script, f.line) {
+                    (Some(s), Some(line)) => format!("{} ({}:{line})", f.name, base(s)),
+                    (Some(s), None) => format!("{} ({})", f.name, base(s)),
+                    (None, _) => f.name.clone(),
+                };
+                Named::known(vec![(text, if jit { SymKind::Jit } else { SymKind::Interpreted })])
+            }
+            Err(why) => unnamed(why.reason(), why.remedy()),
+        }
+    }
+}
+
+/// A script's file name: the last part of a path or URL; Node.js's own
+/// modules (`node:internal/...`) whole.
+fn base(script: &str) -> &str {
+    if script.starts_with("node:") {
+        return script;
+    }
+    script.rsplit('/').next().filter(|b| !b.is_empty()).unwrap_or(script)
+}
+
+const REMEDY_BUG: &str = "none: please report it, with the Node.js version";
+
+fn unnamed(why: &'static str, remedy: &'static str) -> Named {
+    Named::unknown(UNKNOWN.into(), SymKind::Jit, UnresolvedReason::Runtime { why, remedy })
+}
+
+/// Writes a process's layout into `v8_procs`; false when the map refused
+/// it.
+fn put<M: MapCore>(procs: &M, pid: u32, l: &v8::Layout) -> bool {
+    let value = types::fg_v8_proc {
+        fp_marker: l.fp_marker,
+        fp_function: l.fp_function,
+        fn_shared: l.fn_shared,
+        sfi_name: l.sfi_name,
+        sfi_script: l.sfi_script,
+        ..Default::default()
+    };
+    // SAFETY: fg_v8_proc is a plain struct of integers.
+    let bytes = unsafe { plain::as_bytes(&value) };
+    procs.update(&pid.to_ne_bytes(), bytes, MapFlags::ANY).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scripts_are_named_by_their_last_part() {
+        assert_eq!(base("/srv/app/server.js"), "server.js");
+        assert_eq!(base("node:internal/main/run_main_module"), "node:internal/main/run_main_module");
+        assert_eq!(base("file:///srv/a.mjs"), "a.mjs");
+    }
+}

@@ -1,0 +1,144 @@
+//! V8's self-description: the post-mortem metadata (`v8dbg_*` constants:
+//! class layouts, frame offsets, type tags) that V8 compiles into the
+//! binary embedding it for debuggers (llnode, mdb_v8), exported as dynamic
+//! symbols, so a stripped `node` keeps them. Each is a 32-bit integer in
+//! the file's data, read from the file, not from the process.
+
+use std::collections::HashMap;
+
+use object::{Object, ObjectSection, ObjectSymbol};
+
+/// What fgbpf reads of a V8 heap and frames, from the metadata.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// From a JavaScript frame's rbp: its context (a Smi marker in typed
+    /// frames) and its JSFunction.
+    pub fp_marker: i16,
+    pub fp_function: i16,
+    /// JSFunction: its SharedFunctionInfo.
+    pub fn_shared: u16,
+    /// SharedFunctionInfo: its name or ScopeInfo, its Script (or
+    /// DebugInfo).
+    pub sfi_name: u16,
+    pub sfi_script: u16,
+    /// HeapObject: its Map; Map: the instance type.
+    pub map: u16,
+    pub instance_type: u16,
+    /// String: length; sequential strings' characters; ConsString's two
+    /// halves, ThinString's actual, SlicedString's parent and offset.
+    pub str_len: u16,
+    pub seq_chars: u16,
+    pub cons_first: u16,
+    pub cons_second: u16,
+    pub thin_actual: u16,
+    pub sliced_parent: u16,
+    pub sliced_offset: u16,
+    /// Script: its name (a file or URL), its source.
+    pub script_name: u16,
+    pub script_source: u16,
+    /// Instance types: strings are below `first_nonstring`.
+    pub type_sfi: u16,
+    pub type_scope_info: u16,
+    pub type_script: u16,
+    pub first_nonstring: u16,
+    /// String instance type bits: representation and encoding.
+    pub rep_mask: u16,
+    pub enc_mask: u16,
+    pub one_byte: u16,
+    pub cons: u16,
+    pub sliced: u16,
+    pub thin: u16,
+}
+
+/// The dynamic symbols that name a binary as V8's, and whether a mapped
+/// file may be one: Node.js itself, or the shared library a distribution
+/// builds it as.
+pub fn may_be_v8(path: &str) -> bool {
+    let base = path.rsplit('/').next().unwrap_or(path);
+    base == "node" || base == "nodejs" || base.starts_with("libnode.so")
+}
+
+/// Reads the metadata from an ELF image. `Ok(None)`: not V8 (no
+/// metadata); `Err`: V8 whose layout fgbpf does not read, with why.
+pub fn read(data: &[u8]) -> Result<Option<Layout>, String> {
+    let Ok(obj) = object::File::parse(data) else {
+        return Ok(None);
+    };
+    let mut consts: HashMap<&str, i32> = HashMap::new();
+    for s in obj.dynamic_symbols() {
+        let Ok(name) = s.name() else { continue };
+        let Some(key) = name.strip_prefix("v8dbg_") else { continue };
+        if s.address() == 0 {
+            continue;
+        }
+        // Constants that are 0 live in .bss, which has no bytes in the file.
+        let value = obj.sections().find_map(|sec| {
+            let (a, size) = (sec.address(), sec.size());
+            if s.address() < a || s.address() + 4 > a + size {
+                return None;
+            }
+            if sec.kind() == object::SectionKind::UninitializedData {
+                return Some(0);
+            }
+            let bytes = sec.data_range(s.address(), 4).ok()??;
+            Some(i32::from_le_bytes(bytes.try_into().ok()?))
+        });
+        if let Some(v) = value {
+            consts.insert(key, v);
+        }
+    }
+    if consts.is_empty() {
+        return Ok(None);
+    }
+    let get = |k: &str| consts.get(k).copied().ok_or_else(|| format!("its V8 metadata lacks {k}"));
+    if get("SystemPointerSize")? != 8 {
+        return Err("a 32-bit V8".into());
+    }
+    let off = |k: &str| -> Result<u16, String> {
+        let v = get(k)?;
+        u16::try_from(v).map_err(|_| format!("its V8 metadata has {k} = {v}"))
+    };
+    let fp = |k: &str| -> Result<i16, String> {
+        let v = get(k)?;
+        i16::try_from(v).map_err(|_| format!("its V8 metadata has {k} = {v}"))
+    };
+    let l = Layout {
+        fp_marker: fp("off_fp_context_or_frame_type")?,
+        fp_function: fp("off_fp_function")?,
+        fn_shared: off("class_JSFunction__shared__SharedFunctionInfo")?,
+        sfi_name: off("class_SharedFunctionInfo__name_or_scope_info__Object")?,
+        sfi_script: off("class_SharedFunctionInfo__script_or_debug_info__HeapObject")?,
+        map: off("class_HeapObject__map__Map")?,
+        instance_type: off("class_Map__instance_type__uint16_t")?,
+        str_len: off("class_String__length__int32_t")?,
+        seq_chars: off("class_SeqOneByteString__chars__char")?,
+        cons_first: off("class_ConsString__first__String")?,
+        cons_second: off("class_ConsString__second__String")?,
+        thin_actual: off("class_ThinString__actual__String")?,
+        sliced_parent: off("class_SlicedString__parent__String")?,
+        sliced_offset: off("class_SlicedString__offset__SMI")?,
+        script_name: off("class_Script__name__Object")?,
+        script_source: off("class_Script__source__Object")?,
+        type_sfi: off("type_SharedFunctionInfo__SHARED_FUNCTION_INFO_TYPE")?,
+        type_scope_info: off("type_ScopeInfo__SCOPE_INFO_TYPE")?,
+        type_script: off("type_Script__SCRIPT_TYPE")?,
+        first_nonstring: off("FirstNonstringType")?,
+        rep_mask: off("StringRepresentationMask")?,
+        enc_mask: off("StringEncodingMask")?,
+        one_byte: off("OneByteStringTag")?,
+        cons: off("ConsStringTag")?,
+        sliced: off("SlicedStringTag")?,
+        thin: off("ThinStringTag")?,
+    };
+    // Pointer compression (4-byte tagged fields) puts the SharedFunctionInfo
+    // 4 bytes after the context; fgbpf reads full pointers only.
+    let ctx = off("class_JSFunction__context__Context")?;
+    if ctx != l.fn_shared + 8 {
+        return Err("a V8 built with pointer compression (4-byte heap fields)".into());
+    }
+    // The walker reads a SharedFunctionInfo's first 48 bytes (v8.bpf.h).
+    if l.sfi_name > 40 || l.sfi_script > 40 {
+        return Err("a SharedFunctionInfo layout fgbpf does not know".into());
+    }
+    Ok(Some(l))
+}

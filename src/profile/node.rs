@@ -1,0 +1,86 @@
+//! How the JavaScript frames of a capture were named: the V8 (Node.js)
+//! processes found (and those fgbpf cannot read, with why), the walker's
+//! count of frames it named and of reads that failed, and per process the
+//! weight of frames left unnamed, by reason. The summary and the report
+//! print it.
+
+use super::names::sanitize;
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeWalks {
+    /// Processes whose JavaScript frames were named: (pid, process).
+    pub processes: Vec<(u32, String)>,
+    /// V8 processes whose frames could not be named: (pid, process, why).
+    pub unreadable: Vec<(u32, String, String)>,
+    /// JavaScript frames the walker named, and failed reads of a function.
+    pub frames: u64,
+    pub fault: u64,
+    /// Frames that could not be named: (pid, process, why, remedy, and the
+    /// on-CPU samples and off-CPU microseconds of the stacks holding one).
+    pub unnamed: Vec<(u32, String, &'static str, &'static str, u64, u64)>,
+}
+
+/// Processes listed.
+const LISTED: usize = 5;
+
+impl NodeWalks {
+    /// Lines for the summary and the report, each a complete sentence.
+    pub fn lines(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (pid, process) in self.processes.iter().take(LISTED) {
+            out.push(format!(
+                "Node.js: pid {pid} ({}): JavaScript frames named from V8's heap, by function and the line it starts on; functions V8 inlined into optimised code count as their caller",
+                sanitize(process)
+            ));
+        }
+        if self.processes.len() > LISTED {
+            out.push(format!("Node.js: {} more processes", self.processes.len() - LISTED));
+        }
+        if self.fault > 0 {
+            out.push(format!(
+                "Node.js: {} JavaScript frames left as native frames: their function could not be read at sample time",
+                self.fault
+            ));
+        }
+        for (pid, process, why, remedy, samples, us) in self.unnamed.iter().take(LISTED) {
+            let weight = match (samples, us) {
+                (n, 0) => format!("{n} samples"),
+                (0, us) => format!("{:.1} ms off-CPU", *us as f64 / 1e3),
+                (n, us) => format!("{n} samples and {:.1} ms off-CPU", *us as f64 / 1e3),
+            };
+            out.push(format!(
+                "Node.js: pid {pid} ({}): {weight} in stacks with a JavaScript frame left [unknown]: {why} ({remedy})",
+                sanitize(process)
+            ));
+        }
+        for (pid, process, why) in self.unreadable.iter().take(LISTED) {
+            out.push(format!(
+                "Node.js: pid {pid} ({}): JavaScript frames not named, {}; they show as V8's builtins or [unknown]",
+                sanitize(process),
+                sanitize(why)
+            ));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn says_what_was_named_and_what_was_not() {
+        let n = NodeWalks {
+            processes: vec![(7, "node".into())],
+            unreadable: vec![(9, "node".into(), "a V8 built with pointer compression".into())],
+            frames: 100,
+            fault: 2,
+            unnamed: vec![(7, "node".into(), "moved", "none", 3, 0)],
+        };
+        let text = n.lines();
+        assert!(text[0].starts_with("Node.js: pid 7 (node): JavaScript frames named"), "{text:?}");
+        assert!(text[1].contains("2 JavaScript frames left as native"), "{text:?}");
+        assert!(text[2].contains("3 samples in stacks") && text[2].contains("moved"), "{text:?}");
+        assert!(text[3].contains("pid 9 (node): JavaScript frames not named, a V8 built"), "{text:?}");
+    }
+}
