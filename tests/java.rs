@@ -88,17 +88,6 @@ fn start_java(java: &Path, flags: &[&str], class: &str, seconds: u32) -> KillOnD
     KillOnDrop(child)
 }
 
-fn capture(cmd: &str, pid: u32, seconds: &str, test: &str) -> (PathBuf, String) {
-    let dir = out_dir(test);
-    let mut fg = fgbpf();
-    fg.arg(cmd);
-    if cmd == "oncpu" {
-        fg.args(["-F", "499"]);
-    }
-    let out = run(fg.args(["-d", seconds, "-p", &pid.to_string(), "-o"]).arg(&dir));
-    assert_ok(&out);
-    (dir, String::from_utf8_lossy(&out.stderr).into_owned())
-}
 
 /// The stacks of the thread with the most weight.
 fn busiest_thread(stacks: &Folded) -> Folded {
@@ -165,7 +154,7 @@ fn busy_java_methods_are_walked_and_named_compiled_and_inlined() {
     }
     let _serial = serial();
     let jvm = start(&[], "Busy", 60);
-    let (dir, summary) = capture("oncpu", jvm.id(), "3", "java_busy");
+    let (dir, summary) = capture_pid("oncpu", jvm.id(), "3", "java_busy");
     drop(jvm);
     let stacks = read_folded(&dir.join("oncpu.folded"));
     let busy = assert_busy_walked(&stacks, &summary, "default");
@@ -183,7 +172,7 @@ fn interpreted_java_methods_are_walked_and_named() {
     }
     let _serial = serial();
     let jvm = start(&["-Xint"], "Busy", 60);
-    let (dir, summary) = capture("oncpu", jvm.id(), "3", "java_xint");
+    let (dir, summary) = capture_pid("oncpu", jvm.id(), "3", "java_xint");
     drop(jvm);
     let stacks = read_folded(&dir.join("oncpu.folded"));
     let busy = assert_busy_walked(&stacks, &summary, "-Xint");
@@ -208,7 +197,7 @@ fn a_jvm_that_refuses_attach_is_named() {
         .expect("jcmd is not installed: run scripts/test.sh");
     let said = String::from_utf8_lossy(&jcmd.stdout);
     assert!(!jcmd.status.success() || !said.contains("JDK"), "jcmd reached a JVM that refuses attach: {said}");
-    let (dir, summary) = capture("oncpu", jvm.id(), "3", "java_no_attach");
+    let (dir, summary) = capture_pid("oncpu", jvm.id(), "3", "java_no_attach");
     drop(jvm);
     assert_busy_walked(&read_folded(&dir.join("oncpu.folded")), &summary, "attach refused");
 }
@@ -316,7 +305,7 @@ fn waiting_java_threads_show_their_java_callers() {
     }
     let _serial = serial();
     let jvm = start(&[], "Waits", 60);
-    let (dir, summary) = capture("offcpu", jvm.id(), "3", "java_waits");
+    let (dir, summary) = capture_pid("offcpu", jvm.id(), "3", "java_waits");
     drop(jvm);
     let stacks = read_folded(&dir.join("offcpu.folded"));
     for (thread, caller) in [
@@ -358,7 +347,7 @@ fn a_jvm_that_exits_mid_capture_is_named() {
     let _serial = serial();
     // It runs 3 s (1 s of it before "ready"); the capture asks for 5.
     let jvm = start(&[], "Busy", 3);
-    let (dir, summary) = capture("oncpu", jvm.id(), "5", "java_exits");
+    let (dir, summary) = capture_pid("oncpu", jvm.id(), "5", "java_exits");
     drop(jvm);
     let stacks = read_folded(&dir.join("oncpu.folded"));
     let busy = busiest_thread(&stacks);
@@ -403,7 +392,7 @@ fn a_jvm_in_its_own_mount_namespace_is_named() {
         std::fs::read_dir(&at).map(|mut d| d.next().is_none()).unwrap_or(true),
         "the bind mount is not visible outside the JVM's namespace"
     );
-    let (dir, summary) = capture("oncpu", jvm.id(), "3", "java_mountns");
+    let (dir, summary) = capture_pid("oncpu", jvm.id(), "3", "java_mountns");
     drop(jvm);
     assert_busy_walked(&read_folded(&dir.join("oncpu.folded")), &summary, "own mount namespace");
 }
@@ -458,7 +447,7 @@ fn class_churn_never_names_a_method_of_another_round() {
     // ones: a name from any other round is a frame named after what an
     // address held before or after.
     let mut jvm = start(&[], "Churn", 60);
-    let (dir, summary) = capture("oncpu", jvm.id(), "55", "java_churn");
+    let (dir, summary) = capture_pid("oncpu", jvm.id(), "55", "java_churn");
     let status = jvm.0.wait().unwrap();
     assert!(status.success(), "Churn: {status}");
     let stacks = read_folded(&dir.join("oncpu.folded"));
@@ -516,7 +505,7 @@ fn other_hotspot_versions_are_walked_and_named() {
         let java = Path::new(ROOT).join(format!("target/jdks/{major}/bin/java"));
         assert!(java.is_file(), "no JDK {major} at {}: run scripts/test.sh", java.display());
         let jvm = start_java(&java, &[], "Busy", 60);
-        let (dir, summary) = capture("oncpu", jvm.id(), "3", &format!("java_jdk{major}"));
+        let (dir, summary) = capture_pid("oncpu", jvm.id(), "3", &format!("java_jdk{major}"));
         drop(jvm);
         let stacks = read_folded(&dir.join("oncpu.folded"));
         assert!(summary.contains(&format!("HotSpot JDK {major}")), "JDK {major}: {summary}");

@@ -348,16 +348,24 @@ enum fg_java_flags {
 	FG_JAVA_FC_INT16 = 4,
 };
 
-/* V8 frame words (kind, payload): bits 0-43 the SharedFunctionInfo's
- * address >> 3, 44-57 FG_V8_ID_BITS of the hash of two of its fields
- * (v8_identity) that tell apart two functions one address held in turn.
- * INTERPRETED: code in a binary (V8's interpreter and builtins); JIT: code
- * V8 compiled (Sparkplug, Maglev, TurboFan). */
+/* V8 frame words (kind, payload), each with the identity of the frame's
+ * function (v8_identity: a hash of its SharedFunctionInfo's address and
+ * two of its fields, which tells apart two functions one address held in
+ * turn):
+ * INTERPRETED: code in a binary (V8's interpreter and builtins): bits 0-43
+ *   the SharedFunctionInfo's address >> 3, 44-57 FG_V8_ID_BITS of the
+ *   identity.
+ * JIT: code V8 compiled (Sparkplug, Maglev, TurboFan), which may hold
+ *   functions inlined into it: bits 0-46 the pc, 47 set for the innermost
+ *   frame (else the pc is a return address), 48-57 FG_V8_JIT_ID_BITS of
+ *   the identity. The pc is announced (FG_PROC_V8_CODE) with the
+ *   function, so that user space reads the code holding it. */
 enum fg_v8_kind {
 	FG_V8_INTERPRETED = 0,
 	FG_V8_JIT = 1,
 };
 #define FG_V8_ID_BITS 14
+#define FG_V8_JIT_ID_BITS 10
 
 /* A process running V8, as user space read its layout from the binary's
  * own post-mortem metadata (v8dbg_*, src/procs/v8/): offsets from a
@@ -419,9 +427,15 @@ enum fg_proc_event_kind {
 	FG_PROC_JAVA_NMETHOD = 5,
 	FG_PROC_JAVA_METHOD = 6,
 	FG_PROC_JAVA_STUB = 7,
-	/* A V8 SharedFunctionInfo a frame word names, seen for the first time
-	 * in a process with this identity (addr2, the word's). */
+	/* A V8 SharedFunctionInfo an interpreted frame's word names, seen for
+	 * the first time in a process with this identity (addr2, the
+	 * word's). */
 	FG_PROC_V8_FUNCTION = 8,
+	/* A pc of V8's compiled code in a frame word (addr), with the frame's
+	 * SharedFunctionInfo and identity (addr2: the address in bits 0-47,
+	 * FG_V8_ID_BITS of identity from bit 48); again each second or so, so
+	 * that code replaced at the same address is seen. */
+	FG_PROC_V8_CODE = 9,
 };
 
 /* Sent through a ring buffer once per process (not per sample). */

@@ -12,11 +12,13 @@
  *   JSFunction, whose SharedFunctionInfo outlives the function object and
  *   its code, and moves only when the heap is compacted.
  *
- * The frame's pc is replaced with a tagged word (fgbpf.h, FG_RT_V8): the
- * SharedFunctionInfo and a hash of two of its fields, so that a function
- * moved away and another at the same address make two words; the pair is
- * announced once, and user space reads and checks it at once
- * (src/probe/v8.rs). The caller is then found by rbp as before. */
+ * The frame's pc is replaced with a tagged word (fgbpf.h, FG_RT_V8): in
+ * the interpreter, the SharedFunctionInfo; in compiled code, the pc (whose
+ * code says which functions were inlined where); either with a hash of the
+ * function's address and two of its fields, so that a function moved away
+ * and another at the same address make two words. What a word names is
+ * announced, and user space reads and checks it at once (src/probe/v8.rs).
+ * The caller is then found by rbp as before. */
 #ifndef FGBPF_V8_BPF_H
 #define FGBPF_V8_BPF_H
 
@@ -32,8 +34,9 @@ struct {
 	__type(value, struct fg_v8_proc);
 } v8_procs SEC(".maps");
 
-/* Functions announced to user space, per process: the value is the
- * identity + 1 they were announced with. */
+/* Objects announced to user space, per process: a SharedFunctionInfo
+ * (value: the identity + 1 it was announced with), or a pc of compiled
+ * code (value: the second it was announced in, and the identity). */
 struct v8_function {
 	__u32 pid;
 	__u32 pad;
@@ -59,16 +62,31 @@ volatile __u32 v8_tracked = 0;
  * metadata describes. */
 #define V8_SFI_HEAD 48
 
-/* The identity of a function: a hash of its name_or_scope_info and
- * script_or_debug_info (src/procs/v8/: the same). */
-static __always_inline __u32 v8_identity(__u64 name, __u64 script)
+/* The identity of a function: a hash of its SharedFunctionInfo's address,
+ * name_or_scope_info and script_or_debug_info (src/procs/v8/: the same). */
+static __always_inline __u32 v8_identity(__u64 sfi, __u64 name, __u64 script)
 {
-	__u64 h = name ^ (script * 0x9e3779b97f4a7c15ULL);
+	__u64 h = (sfi ^ name) ^ (script * 0x9e3779b97f4a7c15ULL);
 
 	h ^= h >> 31;
 	h *= 0xbf58476d1ce4e5b9ULL;
 	h ^= h >> 29;
 	return (__u32)h & ((1U << FG_V8_ID_BITS) - 1);
+}
+
+/* Announces (addr, addr2) once per `tag` for the key (pid, key). */
+static __always_inline void v8_announce(__u32 pid, __u64 key, __u32 tag, __u32 kind, __u64 addr, __u64 addr2)
+{
+	struct v8_function k = { .pid = pid, .sfi = key };
+	__u32 *seen = bpf_map_lookup_elem(&v8_seen, &k);
+
+	if (seen && *seen == tag)
+		return;
+	if (seen)
+		*seen = tag;
+	else if (bpf_map_update_elem(&v8_seen, &k, &tag, BPF_ANY))
+		return;
+	announce_object(pid, kind, addr, addr2);
 }
 
 /* Frame n of the walk (recorded as its pc) when it is a JavaScript frame:
@@ -79,9 +97,8 @@ __noinline int v8_frame(struct walk *w, struct stack_buf *buf, __u32 pid, __u32 
 {
 	struct fg_v8_proc *vp;
 	struct fg_stats *st;
-	struct v8_function k = { .pid = pid };
-	__u64 marker, fn, sfi, name, script, word;
-	__u32 n, id, tag, *seen;
+	__u64 marker, fn, sfi, name, script, word, pc;
+	__u32 n, id, jid;
 
 	if (!w || !buf || !v8_frames || !v8_tracked)
 		return 0;
@@ -105,22 +122,24 @@ __noinline int v8_frame(struct walk *w, struct stack_buf *buf, __u32 pid, __u32 
 		return 0;
 	name = *(__u64 *)(w->code + vp->sfi_name);
 	script = *(__u64 *)(w->code + vp->sfi_script);
-	id = v8_identity(name, script);
-	word = FG_RT_TAG | ((__u64)FG_RT_V8 << FG_RT_SHIFT) |
-	       ((__u64)(in_binary ? FG_V8_INTERPRETED : FG_V8_JIT) << FG_RT_KIND_SHIFT) |
-	       ((__u64)id << 44) | ((sfi >> 3) & ((1ULL << 44) - 1));
-	put_word(buf, n, word);
+	id = v8_identity(sfi, name, script);
 	st->v8_frames++;
-	k.sfi = sfi;
-	tag = id + 1;
-	seen = bpf_map_lookup_elem(&v8_seen, &k);
-	if (seen && *seen == tag)
+	if (in_binary) {
+		word = FG_RT_TAG | ((__u64)FG_RT_V8 << FG_RT_SHIFT) |
+		       ((__u64)FG_V8_INTERPRETED << FG_RT_KIND_SHIFT) | ((__u64)id << 44) |
+		       ((sfi >> 3) & ((1ULL << 44) - 1));
+		put_word(buf, n, word);
+		v8_announce(pid, sfi, id + 1, FG_PROC_V8_FUNCTION, sfi, id);
 		return 1;
-	if (seen)
-		*seen = tag;
-	else if (bpf_map_update_elem(&v8_seen, &k, &tag, BPF_ANY))
-		return 1;
-	announce_object(pid, FG_PROC_V8_FUNCTION, sfi, id);
+	}
+	pc = w->ip;
+	jid = id & ((1U << FG_V8_JIT_ID_BITS) - 1);
+	word = FG_RT_TAG | ((__u64)FG_RT_V8 << FG_RT_SHIFT) | ((__u64)FG_V8_JIT << FG_RT_KIND_SHIFT) |
+	       ((__u64)jid << 48) | (n == 0 ? 1ULL << 47 : 0) | (pc & ((1ULL << 47) - 1));
+	put_word(buf, n, word);
+	/* Again each second: the code at a pc may be replaced. */
+	v8_announce(pid, pc, (((__u32)(bpf_ktime_get_ns() >> 30)) << FG_V8_ID_BITS) | id, FG_PROC_V8_CODE, pc,
+		    (sfi & ((1ULL << 48) - 1)) | ((__u64)id << 48));
 	return 1;
 }
 

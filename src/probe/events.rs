@@ -28,6 +28,9 @@ pub enum ProcEventKind {
     /// A V8 function (SharedFunctionInfo, identity) first seen in the
     /// process's stacks.
     V8Function(u64, u32),
+    /// A pc of V8's compiled code in the process's stacks, with the
+    /// frame's SharedFunctionInfo and identity.
+    V8Code { pc: u64, sfi: u64, id: u32 },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -73,6 +76,13 @@ impl ProcWatcher {
                     6 => e.kind = ProcEventKind::Java(JavaObject::Method(raw.addr)),
                     7 => e.kind = ProcEventKind::Java(JavaObject::Stub(raw.addr)),
                     8 => e.kind = ProcEventKind::V8Function(raw.addr, raw.addr2 as u32),
+                    9 => {
+                        e.kind = ProcEventKind::V8Code {
+                            pc: raw.addr,
+                            sfi: raw.addr2 & ((1 << 48) - 1),
+                            id: (raw.addr2 >> 48) as u32,
+                        }
+                    }
                     _ => {}
                 }
                 sink.borrow_mut().push(e);

@@ -7,13 +7,11 @@
 //! capture for the symbolizer ([`RuntimeNames`]), each once.
 
 use std::collections::HashMap;
-use std::fs::File;
 
 use libbpf_rs::{MapCore, MapFlags};
 
 use super::skel::types;
 use crate::procs::java::{self, FrameKind, Jvm, Unsupported};
-use crate::procs::maps;
 use crate::profile::RawStack;
 use crate::symbolize::{Named, RuntimeNames, SymKind, UnresolvedReason, UNKNOWN};
 
@@ -45,6 +43,7 @@ fn complete(l: &java::Layout) -> bool {
     l.name_nmethod != 0 || l.flags & java::layout::FLAG_HAS_KIND != 0
 }
 
+use super::runtimes::runtime_binary;
 pub use super::runtimes::Unnamed;
 
 /// Java's words (fgbpf.h: FG_RT_HOTSPOT).
@@ -56,32 +55,23 @@ impl Java {
     /// set up its code cache ([`Java::refresh`] retries). True when it
     /// found a JVM.
     pub fn track<M: MapCore>(&mut self, pid: u32, text: &str, procs: &M) -> bool {
-        for m in text.lines().filter_map(maps::parse_line) {
-            if !m.exec || m.inode == 0 || !java::may_be_jvm(m.path) {
-                continue;
+        let Some((m, file)) = runtime_binary(pid, text, java::may_be_jvm, &mut self.found_at) else {
+            return false;
+        };
+        match java::find(pid, &file, m.path, m.start, m.offset) {
+            Ok(Some(jvm)) => {
+                self.unsupported.remove(&pid);
+                self.jvms.insert(pid, jvm);
+                self.put.remove(&pid);
+                self.update(pid, procs);
+                true
             }
-            if self.found_at.get(&pid) == Some(&(m.start, m.inode)) {
-                return false;
-            }
-            let path = format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end);
-            let Ok(file) = File::open(&path) else { continue };
-            self.found_at.insert(pid, (m.start, m.inode));
-            match java::find(pid, &file, m.path, m.start, m.offset) {
-                Ok(Some(jvm)) => {
-                    self.unsupported.remove(&pid);
-                    self.jvms.insert(pid, jvm);
-                    self.put.remove(&pid);
-                    self.update(pid, procs);
-                    return true;
-                }
-                Ok(None) => {}
-                Err(why) => {
-                    self.unsupported.insert(pid, why);
-                    return false;
-                }
+            Ok(None) => false,
+            Err(why) => {
+                self.unsupported.insert(pid, why);
+                false
             }
         }
-        false
     }
 
     /// Gives the walker what it could not have yet of the JVMs found
@@ -133,7 +123,7 @@ impl Java {
     /// Names every Java frame word of `stacks` (and their wakers'), each
     /// (process, word) once, and the weight of those left unnamed.
     pub fn name(&self, stacks: &[RawStack]) -> (RuntimeNames, Unnamed) {
-        super::runtimes::name_words(stacks, RUNTIME, |pid, w| self.name_word(pid, w))
+        super::runtimes::name_words(stacks, RUNTIME, |pid, w| (self.name_word(pid, w), None))
     }
 
     fn name_word(&self, pid: u32, word: u64) -> Named {

@@ -6,14 +6,12 @@
 //! are named at the end of the capture for the symbolizer, each once.
 
 use std::collections::HashMap;
-use std::fs::File;
 
 use libbpf_rs::{MapCore, MapFlags};
 
-use super::runtimes::Unnamed;
+use super::runtimes::{runtime_binary, Partly, Unnamed};
 use super::skel::types;
-use crate::procs::maps;
-use crate::procs::v8::{self, Isolate};
+use crate::procs::v8::{self, Isolate, Tier};
 use crate::profile::RawStack;
 use crate::symbolize::{Named, RuntimeNames, SymKind, UnresolvedReason, UNKNOWN};
 
@@ -37,50 +35,48 @@ impl V8 {
     /// /proc/PID/maps) and gives the walker its layout. True when the
     /// walker has a new process.
     pub fn track<M: MapCore>(&mut self, pid: u32, text: &str, procs: &M) -> bool {
-        for m in text.lines().filter_map(maps::parse_line) {
-            if !m.exec || m.inode == 0 || !v8::may_be_v8(m.path) {
-                continue;
-            }
-            if self.found_at.get(&pid) == Some(&(m.start, m.inode)) {
+        let Some((m, file)) = runtime_binary(pid, text, v8::may_be_v8, &mut self.found_at) else {
+            return false;
+        };
+        // SAFETY: read-only private mapping of a file a process maps
+        // executable: binaries are not rewritten in place.
+        let Ok(data) = (unsafe { memmap2::Mmap::map(&file) }) else { return false };
+        let layout = match v8::layout::read(&data) {
+            Ok(Some(l)) => l,
+            Ok(None) => return false,
+            Err(why) => {
+                self.unsupported.insert(pid, format!("{}: {why}", m.path));
                 return false;
             }
-            let path = format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end);
-            let Ok(file) = File::open(&path) else { continue };
-            self.found_at.insert(pid, (m.start, m.inode));
-            // SAFETY: read-only private mapping of a file a process maps
-            // executable: binaries are not rewritten in place.
-            let Ok(data) = (unsafe { memmap2::Mmap::map(&file) }) else { continue };
-            let layout = match v8::layout::read(&data) {
-                Ok(Some(l)) => l,
-                Ok(None) => continue,
-                Err(why) => {
-                    self.unsupported.insert(pid, format!("{}: {why}", m.path));
-                    return false;
-                }
-            };
-            let isolate = match Isolate::new(pid, layout) {
-                Ok(i) => i,
-                Err(e) => {
-                    self.unsupported.insert(pid, format!("/proc/{pid}/mem: {e}"));
-                    return false;
-                }
-            };
-            if !put(procs, pid, &layout) {
-                self.unsupported.insert(pid, "the walker's process map is full".into());
+        };
+        let isolate = match Isolate::new(pid, layout) {
+            Ok(i) => i,
+            Err(e) => {
+                self.unsupported.insert(pid, format!("/proc/{pid}/mem: {e}"));
                 return false;
             }
-            self.unsupported.remove(&pid);
-            self.isolates.insert(pid, isolate);
-            self.tracked = true;
-            return true;
+        };
+        if !put(procs, pid, &layout) {
+            self.unsupported.insert(pid, "the walker's process map is full".into());
+            return false;
         }
-        false
+        self.unsupported.remove(&pid);
+        self.isolates.insert(pid, isolate);
+        self.tracked = true;
+        true
     }
 
     /// Reads a function the walker announced, at once.
     pub fn read(&mut self, pid: u32, sfi: u64, id: u32) {
         if let Some(i) = self.isolates.get_mut(&pid) {
             i.read_function(sfi, id);
+        }
+    }
+
+    /// Reads the compiled code at a pc the walker announced, at once.
+    pub fn read_code(&mut self, pid: u32, pc: u64, sfi: u64, id: u32) {
+        if let Some(i) = self.isolates.get_mut(&pid) {
+            i.read_code(pc, sfi, id);
         }
     }
 
@@ -95,24 +91,38 @@ impl V8 {
         super::runtimes::name_words(stacks, RUNTIME, |pid, w| self.name_word(pid, w))
     }
 
-    fn name_word(&self, pid: u32, word: u64) -> Named {
+    fn name_word(&self, pid: u32, word: u64) -> (Named, Partly) {
         let Some(isolate) = self.isolates.get(&pid) else {
-            return unnamed("a JavaScript frame of a process fgbpf lost track of", REMEDY_BUG);
+            return (unnamed("a JavaScript frame of a process fgbpf lost track of", REMEDY_BUG), None);
         };
-        let (_, _, jit) = v8::word_parts(word);
         match isolate.name(word) {
-            Ok(f) => {
-                let text = match (&f.script, f.line) {
-                    (Some(s), Some(line)) => format!("{} ({}:{line})", f.name, base(s)),
-                    (Some(s), None) => format!("{} ({})", f.name, base(s)),
-                    (None, _) => f.name.clone(),
-                };
-                Named::known(vec![(text, if jit { SymKind::Jit } else { SymKind::Interpreted })])
+            Ok((functions, partly)) => {
+                let frames = functions
+                    .iter()
+                    .map(|(f, tier)| {
+                        let text = match (&f.script, f.line) {
+                            (Some(s), Some(line)) => format!("{} ({}:{line})", f.name, base(s)),
+                            (Some(s), None) => format!("{} ({})", f.name, base(s)),
+                            (None, _) => f.name.clone(),
+                        };
+                        let kind = match tier {
+                            Tier::Interpreted => SymKind::Interpreted,
+                            Tier::Compiled => SymKind::Jit,
+                            Tier::Inlined => SymKind::Inlined,
+                        };
+                        (text, kind)
+                    })
+                    .collect();
+                (Named::known(frames), partly.then_some((PARTLY, REMEDY_PARTLY)))
             }
-            Err(why) => unnamed(why.reason(), why.remedy()),
+            Err(why) => (unnamed(why.reason(), why.remedy()), None),
         }
     }
 }
+
+/// Said of compiled frames named without the functions V8 inlined there.
+const PARTLY: &str = "named without the functions V8 inlined into it: its code could not be read";
+const REMEDY_PARTLY: &str = "none: their time is their caller's";
 
 /// A script's file name: the last part of a path or URL; Node.js's own
 /// modules (`node:internal/...`) whole.

@@ -71,14 +71,10 @@ impl JavaWalks {
             ));
         }
         for (pid, process, why, remedy, samples, us) in self.unnamed.iter().take(LISTED) {
-            let weight = match (samples, us) {
-                (n, 0) => format!("{n} samples"),
-                (0, us) => format!("{:.1} ms off-CPU", *us as f64 / 1e3),
-                (n, us) => format!("{n} samples and {:.1} ms off-CPU", *us as f64 / 1e3),
-            };
             out.push(format!(
-                "Java: pid {pid} ({}): {weight} in stacks with a Java frame left [unknown]: {why} ({remedy})",
-                sanitize(process)
+                "Java: pid {pid} ({}): {} in stacks with a Java frame left [unknown]: {why} ({remedy})",
+                sanitize(process),
+                weight(*samples, *us)
             ));
         }
         for (pid, process, why) in self.unreadable.iter().take(LISTED) {
@@ -89,6 +85,15 @@ impl JavaWalks {
             ));
         }
         out
+    }
+}
+
+/// The weight of stacks: on-CPU samples, off-CPU time, or both.
+pub(super) fn weight(samples: u64, us: u64) -> String {
+    match (samples, us) {
+        (n, 0) => format!("{n} samples"),
+        (0, us) => format!("{:.1} ms off-CPU", us as f64 / 1e3),
+        (n, us) => format!("{n} samples and {:.1} ms off-CPU", us as f64 / 1e3),
     }
 }
 

@@ -4,6 +4,7 @@
 //! weight of frames left unnamed, by reason. The summary and the report
 //! print it.
 
+use super::java::weight;
 use super::names::sanitize;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -29,7 +30,7 @@ impl NodeWalks {
         let mut out = Vec::new();
         for (pid, process) in self.processes.iter().take(LISTED) {
             out.push(format!(
-                "Node.js: pid {pid} ({}): JavaScript frames named from V8's heap, by function and the line it starts on; functions V8 inlined into optimised code count as their caller",
+                "Node.js: pid {pid} ({}): JavaScript frames named from V8's heap, by function and the line it starts on, with the functions V8 inlined into compiled code",
                 sanitize(process)
             ));
         }
@@ -43,14 +44,11 @@ impl NodeWalks {
             ));
         }
         for (pid, process, why, remedy, samples, us) in self.unnamed.iter().take(LISTED) {
-            let weight = match (samples, us) {
-                (n, 0) => format!("{n} samples"),
-                (0, us) => format!("{:.1} ms off-CPU", *us as f64 / 1e3),
-                (n, us) => format!("{n} samples and {:.1} ms off-CPU", *us as f64 / 1e3),
-            };
             out.push(format!(
-                "Node.js: pid {pid} ({}): {weight} in stacks with a JavaScript frame left [unknown]: {why} ({remedy})",
-                sanitize(process)
+                "Node.js: pid {pid} ({}): {} in stacks with a JavaScript frame {}: {why} ({remedy})",
+                sanitize(process),
+                weight(*samples, *us),
+                if why.starts_with("named without") { "named in part" } else { "left [unknown]" }
             ));
         }
         for (pid, process, why) in self.unreadable.iter().take(LISTED) {

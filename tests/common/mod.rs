@@ -415,3 +415,17 @@ pub fn in_browser(page: &Path, probe: &str) -> serde_json::Value {
     }
     value
 }
+
+/// `fgbpf CMD -d SECONDS -p PID -o DIR` (on-CPU at 499 Hz), which must
+/// succeed: the output directory and what fgbpf said.
+pub fn capture_pid(cmd: &str, pid: u32, seconds: &str, test: &str) -> (PathBuf, String) {
+    let dir = out_dir(test);
+    let mut fg = fgbpf();
+    fg.arg(cmd);
+    if cmd == "oncpu" {
+        fg.args(["-F", "499"]);
+    }
+    let out = run(fg.args(["-d", seconds, "-p", &pid.to_string(), "-o"]).arg(&dir));
+    assert_ok(&out);
+    (dir, String::from_utf8_lossy(&out.stderr).into_owned())
+}

@@ -36,7 +36,17 @@ pub struct Layout {
     /// Script: its name (a file or URL), its source.
     pub script_name: u16,
     pub script_source: u16,
+    /// Code (V8 11: the metadata of compiled code, whose instructions are
+    /// an InstructionStream in the code space): its deoptimization data
+    /// and source position table.
+    pub code_deopt: u16,
+    pub code_positions: u16,
     /// Instance types: strings are below `first_nonstring`.
+    pub type_code: u16,
+    pub type_istream: u16,
+    pub type_fixed_array: u16,
+    pub type_weak_fixed_array: u16,
+    pub type_byte_array: u16,
     pub type_sfi: u16,
     pub type_scope_info: u16,
     pub type_script: u16,
@@ -119,6 +129,15 @@ pub fn read(data: &[u8]) -> Result<Option<Layout>, String> {
         sliced_offset: off("class_SlicedString__offset__SMI")?,
         script_name: off("class_Script__name__Object")?,
         script_source: off("class_Script__source__Object")?,
+        code_deopt: off("class_Code__deoptimization_data__FixedArray")?,
+        code_positions: off("class_Code__source_position_table__ByteArray")?,
+        type_code: off("type_Code__CODE_TYPE")?,
+        // No InstructionStream before V8 11: its code is read without
+        // inlining (the type never matches).
+        type_istream: off("type_InstructionStream__INSTRUCTION_STREAM_TYPE").unwrap_or(u16::MAX),
+        type_fixed_array: off("type_FixedArray__FIXED_ARRAY_TYPE")?,
+        type_weak_fixed_array: off("type_WeakFixedArray__WEAK_FIXED_ARRAY_TYPE")?,
+        type_byte_array: off("type_ByteArray__BYTE_ARRAY_TYPE")?,
         type_sfi: off("type_SharedFunctionInfo__SHARED_FUNCTION_INFO_TYPE")?,
         type_scope_info: off("type_ScopeInfo__SCOPE_INFO_TYPE")?,
         type_script: off("type_Script__SCRIPT_TYPE")?,

@@ -1,12 +1,15 @@
 //! V8 (Node.js) processes: finding V8 in a process from its binary's own
 //! metadata ([`layout`]), and naming the functions the walker's frame words
 //! point at (src/bpf/v8.bpf.h) from the live heap ([`heap`]): the
-//! SharedFunctionInfo's name, its script and the line it starts on. Each
-//! function is read once, when the walker announces it, and checked against
-//! the identity the walker saw (a hash of two of its fields), so that a
-//! function the garbage collector moved, and another that took its
-//! address, are never confused: such a frame is left unnamed and counted.
+//! SharedFunctionInfo's name, its script and the line it starts on, and
+//! for compiled code the functions inlined at the pc ([`code`]). What a
+//! word names is read when the walker announces it and checked against the
+//! identity the walker saw (a hash of the function's address and two of
+//! its fields), so that a function the garbage collector moved, and
+//! another that took its address, are never confused: such a frame is
+//! left unnamed and counted.
 
+pub mod code;
 pub mod heap;
 pub mod layout;
 
@@ -21,24 +24,52 @@ use heap::Heap;
 /// Bits of the identity in a frame word (fgbpf.h: FG_V8_ID_BITS).
 pub const ID_BITS: u32 = 14;
 
+/// Bits of the identity in a compiled frame's word (FG_V8_JIT_ID_BITS).
+pub const JIT_ID_BITS: u32 = 10;
+
 /// The identity of a function, as the walker hashes it (v8.bpf.h:
 /// v8_identity).
-pub fn identity(name: u64, script: u64) -> u32 {
-    let mut h = name ^ script.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+pub fn identity(sfi: u64, name: u64, script: u64) -> u32 {
+    let mut h = (sfi ^ name) ^ script.wrapping_mul(0x9e37_79b9_7f4a_7c15);
     h ^= h >> 31;
     h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
     h ^= h >> 29;
     (h as u32) & ((1 << ID_BITS) - 1)
 }
 
-/// A frame word's parts (fgbpf.h): the SharedFunctionInfo, its identity,
-/// and whether the frame ran in a binary (interpreter, builtins) or in
-/// code V8 compiled.
-pub fn word_parts(word: u64) -> (u64, u32, bool) {
-    let sfi = (word & ((1 << 44) - 1)) << 3 | 1;
-    let id = ((word >> 44) & ((1 << ID_BITS) - 1)) as u32;
-    let jit = (word >> 58) & 3 == 1;
-    (sfi, id, jit)
+/// A frame word's parts (fgbpf.h).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Word {
+    /// In V8's interpreter or builtins: the SharedFunctionInfo, its
+    /// identity.
+    Interpreted { sfi: u64, id: u32 },
+    /// In compiled code: the pc, whether innermost, the identity's low
+    /// JIT_ID_BITS.
+    Compiled { pc: u64, leaf: bool, id: u32 },
+}
+
+pub fn word_parts(word: u64) -> Word {
+    if (word >> 58) & 3 == 1 {
+        Word::Compiled {
+            pc: word & ((1 << 47) - 1),
+            leaf: word >> 47 & 1 == 1,
+            id: ((word >> 48) & ((1 << JIT_ID_BITS) - 1)) as u32,
+        }
+    } else {
+        Word::Interpreted {
+            sfi: (word & ((1 << 44) - 1)) << 3 | 1,
+            id: ((word >> 44) & ((1 << ID_BITS) - 1)) as u32,
+        }
+    }
+}
+
+/// Where a named frame ran.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tier {
+    Interpreted,
+    Compiled,
+    /// Inlined into the compiled code of the frame before it.
+    Inlined,
 }
 
 /// A JavaScript function, named.
@@ -62,6 +93,9 @@ pub enum Unnamed {
     Moved,
     /// The function's ScopeInfo is laid out as fgbpf does not read.
     Layout,
+    /// The code at the pc was replaced by other code during the capture:
+    /// which one ran is unknown.
+    Replaced,
     /// Its memory could not be read.
     Unreadable,
 }
@@ -73,6 +107,7 @@ impl Unnamed {
             Unnamed::Moved => "V8's garbage collector moved its function before fgbpf read it",
             Unnamed::Layout => "its function's scope information is laid out as fgbpf does not read (another V8 version)",
             Unnamed::Unreadable => "its function could not be read from the process's memory",
+            Unnamed::Replaced => "V8 replaced the compiled code at its address during the capture",
         }
     }
 
@@ -82,6 +117,7 @@ impl Unnamed {
             Unnamed::Moved => "none: rare outside heavy allocation; `--perf-basic-prof` names such code",
             Unnamed::Layout => "none yet: fgbpf reads V8 10 and 11 (tested: Node.js 20); `--perf-basic-prof` names compiled code",
             Unnamed::Unreadable => "none: the process may have exited",
+            Unnamed::Replaced => "none: rare outside code that is deoptimised and compiled again",
         }
     }
 }
@@ -90,6 +126,15 @@ impl Unnamed {
 struct Script {
     name: Option<String>,
     lines: Option<Vec<u32>>,
+}
+
+/// A pc of compiled code as announced: the frame's function and the code
+/// found there, once per second or so (`None`: no code found).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Announced {
+    sfi: u64,
+    id: u32,
+    code: Option<Arc<code::JitCode>>,
 }
 
 /// V8 in one process.
@@ -101,6 +146,13 @@ pub struct Isolate {
     functions: HashMap<(u64, u32), Result<Arc<Function>, Unnamed>>,
     /// Scripts by (address, source), read once.
     scripts: HashMap<(u64, u64), Arc<Script>>,
+    /// Each pc of compiled code announced, as each announcement found it
+    /// (different ones: the code there was replaced).
+    pcs: HashMap<u64, Vec<Announced>>,
+    /// Code read, by (Code, InstructionStream, start): shared by its pcs.
+    codes: HashMap<(u64, u64, u64), Arc<code::JitCode>>,
+    /// The InstructionStream map, once known.
+    stream_map: code::StreamMap,
 }
 
 impl Isolate {
@@ -110,6 +162,9 @@ impl Isolate {
             layout,
             functions: HashMap::new(),
             scripts: HashMap::new(),
+            pcs: HashMap::new(),
+            codes: HashMap::new(),
+            stream_map: None,
         })
     }
 
@@ -128,6 +183,61 @@ impl Isolate {
         self.functions.insert(key, f);
     }
 
+    /// Reads an announced pc of compiled code: the code holding it (and
+    /// the functions it inlined), and the frame's function.
+    pub fn read_code(&mut self, pc: u64, sfi: u64, id: u32) {
+        let id = id & ((1 << ID_BITS) - 1);
+        self.read_function(sfi, id);
+        // A pc in code already read: checked, not scanned for.
+        let known = self
+            .pcs
+            .get(&pc)
+            .and_then(|v| v.last())
+            .and_then(|a| a.code.clone())
+            .filter(|c| self.still(c));
+        let code = known.or_else(|| {
+            let heap = Heap {
+                mem: &self.mem,
+                l: &self.layout,
+            };
+            let c = heap.code_at(pc, &mut self.stream_map)?;
+            let c = self.codes.entry((c.key.0, c.key.1, c.start)).or_insert_with(|| Arc::new(c)).clone();
+            for &(f, _) in &c.inlined {
+                self.read_inlined(f);
+            }
+            Some(c)
+        });
+        let a = Announced { sfi, id, code };
+        let seen = self.pcs.entry(pc).or_default();
+        if !seen.contains(&a) {
+            seen.push(a);
+        }
+    }
+
+    /// Whether code read earlier is still where it was.
+    fn still(&self, c: &code::JitCode) -> bool {
+        let (code, stream) = c.key;
+        self.mem.u64(stream - 1 + 8) == Some(code)
+            && self.mem.u64(code - 1 + self.layout.code_positions as u64 + 16) == Some(c.start)
+    }
+
+    /// Reads a function inlined into code, with the identity it has now.
+    fn read_inlined(&mut self, sfi: u64) {
+        let heap = Heap {
+            mem: &self.mem,
+            l: &self.layout,
+        };
+        let (Some(name), Some(script)) = (heap.u64(sfi, self.layout.sfi_name), heap.u64(sfi, self.layout.sfi_script)) else {
+            return;
+        };
+        self.read_function(sfi, identity(sfi, name, script));
+    }
+
+    /// The function inlined at `sfi`, as read with the code.
+    fn inlined(&self, sfi: u64) -> Option<Arc<Function>> {
+        self.functions.iter().find(|((s, _), f)| *s == sfi && f.is_ok()).and_then(|(_, f)| f.clone().ok())
+    }
+
     fn function(&mut self, sfi: u64, id: u32) -> Result<Function, Unnamed> {
         let heap = Heap {
             mem: &self.mem,
@@ -140,7 +250,7 @@ impl Isolate {
         }
         let name_or_scope = heap.u64(sfi, l.sfi_name).ok_or(Unnamed::Unreadable)?;
         let script = heap.u64(sfi, l.sfi_script).ok_or(Unnamed::Unreadable)?;
-        if identity(name_or_scope, script) != id {
+        if identity(sfi, name_or_scope, script) != id {
             return Err(Unnamed::Moved);
         }
         let (mut name, mut start) = (None, None);
@@ -200,10 +310,39 @@ impl Isolate {
         Some(s)
     }
 
-    /// The function a frame word names.
-    pub fn name(&self, word: u64) -> Result<Arc<Function>, Unnamed> {
-        let (sfi, id, _) = word_parts(word);
-        self.functions.get(&(sfi, id)).cloned().unwrap_or(Err(Unnamed::NotAnnounced))
+    /// The functions a frame word names, outermost first (more than one:
+    /// functions inlined into compiled code), and whether the inlining at
+    /// a compiled frame could not be read.
+    pub fn name(&self, word: u64) -> Result<(Vec<(Arc<Function>, Tier)>, bool), Unnamed> {
+        let get = |sfi: u64, id: u32| self.functions.get(&(sfi, id)).cloned().unwrap_or(Err(Unnamed::NotAnnounced));
+        match word_parts(word) {
+            Word::Interpreted { sfi, id } => Ok((vec![(get(sfi, id)?, Tier::Interpreted)], false)),
+            Word::Compiled { pc, leaf, id } => {
+                let mask = (1 << JIT_ID_BITS) - 1;
+                let seen: Vec<&Announced> =
+                    self.pcs.get(&pc).into_iter().flatten().filter(|a| a.id & mask == id).collect();
+                let first = seen.first().ok_or(Unnamed::NotAnnounced)?;
+                if seen.iter().any(|a| a.sfi != first.sfi || a.id != first.id) {
+                    return Err(Unnamed::Moved);
+                }
+                let mut frames = vec![(get(first.sfi, first.id)?, Tier::Compiled)];
+                let codes: Vec<_> = seen.iter().map(|a| a.code.as_ref().map(|c| c.key)).collect();
+                if codes.iter().any(|c| *c != codes[0]) {
+                    return Err(Unnamed::Replaced);
+                }
+                let Some(code) = first.code.as_ref() else { return Ok((frames, true)) };
+                if code.function.is_some_and(|f| f != first.sfi) {
+                    return Ok((frames, true));
+                }
+                for f in code.inlined_at(pc, leaf) {
+                    match self.inlined(f) {
+                        Some(func) => frames.push((func, Tier::Inlined)),
+                        None => return Ok((frames, true)),
+                    }
+                }
+                Ok((frames, false))
+            }
+        }
     }
 }
 
@@ -214,10 +353,14 @@ mod tests {
     #[test]
     fn words_give_back_what_the_walker_put() {
         let sfi = 0x1be2_89ea_2d81u64;
-        let id = identity(0x1be2_89ea_3939, 0x1be2_89ea_2b09);
-        let word = (2u64 << 62) | (1 << 60) | (1 << 58) | ((id as u64) << 44) | ((sfi >> 3) & ((1 << 44) - 1));
-        assert_eq!(word_parts(word), (sfi, id, true));
+        let id = identity(sfi, 0x1be2_89ea_3939, 0x1be2_89ea_2b09);
+        let word = (2u64 << 62) | (1 << 60) | ((id as u64) << 44) | ((sfi >> 3) & ((1 << 44) - 1));
+        assert_eq!(word_parts(word), Word::Interpreted { sfi, id });
         assert!(id < 1 << ID_BITS);
-        assert_ne!(identity(1, 2), identity(2, 1));
+        assert_ne!(identity(0, 1, 2), identity(0, 2, 1));
+        let pc = 0x7fe0_667c_7c39u64;
+        let jid = id & ((1 << JIT_ID_BITS) - 1);
+        let word = (2u64 << 62) | (1 << 60) | (1 << 58) | ((jid as u64) << 48) | (1 << 47) | pc;
+        assert_eq!(word_parts(word), Word::Compiled { pc, leaf: true, id: jid });
     }
 }
