@@ -10,7 +10,7 @@ fi
 
 scripts/setup.sh
 # The peers and the JVM of section 14, from the distribution; inferno's CLI from crates.io.
-peers=(linux-perf bpftrace libbpf-tools time openjdk-17-jdk-headless)
+peers=(linux-perf bpftrace libbpf-tools time openjdk-17-jdk-headless nodejs)
 missing=()
 for p in "${peers[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

@@ -126,6 +126,28 @@ fn weight_with_by(stacks: &Folded, hit: impl Fn(&str) -> bool) -> u64 {
     stacks.iter().filter(|(f, _)| f.iter().any(|x| hit(x))).map(|(_, w)| w).sum()
 }
 
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+#[test]
+fn the_libuv_pool_threads_are_named_by_what_they_run() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let node = start(&[], "pool.js", &["30"]);
+    let pid = node.id();
+    let (dir, summary) = capture_pid("oncpu", pid, "3", "node_pool");
+    drop(node);
+    let stacks = read_folded(&dir.join("oncpu.folded"));
+    let threads = by_thread(&stacks);
+    let pool: Vec<&String> = threads.keys().filter(|t| t.starts_with("libuv-worker-")).collect();
+    let pool_weight: u64 = pool.iter().map(|t| threads[*t]).sum();
+    eprintln!("threads: {threads:?}");
+    // Four hashes at once on a 2-CPU machine: the pool's four threads run.
+    assert_eq!(pool.len(), 4, "{threads:?}\n{summary}");
+    assert!(pct(pool_weight, total(&stacks)) >= 80.0, "{threads:?}\n{summary}");
+    assert!(threads.contains_key(&format!("node-{pid}")), "the main thread keeps its name: {threads:?}");
+}
+
 /// Writes a byte to the child's stdin every 20 ms until dropped.
 struct Feeder(std::sync::Arc<std::sync::atomic::AtomicBool>, Option<std::thread::JoinHandle<()>>);
 

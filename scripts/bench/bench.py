@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import unwinding  # noqa: E402
 import python as python_cost  # noqa: E402
 import java_cost  # noqa: E402
+import node_cost  # noqa: E402
 import slices as slices_cost  # noqa: E402
 import side_by_side  # noqa: E402
 import wall_sums  # noqa: E402
@@ -536,6 +537,8 @@ ONLY = {
                "Python frames per sample"),
     "java": ("## 14. Java frames", lambda t: java_cost.report(java_cost.measure(3, t)),
              "Java frames per sample against a native program of similar depth"),
+    "node": ("## 15. JavaScript frames", lambda t: node_cost.report(node_cost.measure(3, t)),
+             "JavaScript frames per sample against native code and a perf map"),
     "wall-sums": ("## 13. Wall time", lambda t: wall_sums.report(wall_sums.measure(10, t)),
                   "wall time adds up, 10 runs"),
 }
@@ -583,7 +586,7 @@ def main():
         write_report(out, args, results)
         log(f"wrote {out}")
         if not args.quick:
-            for name in ("python", "side-by-side", "wall-sums", "java"):
+            for name in ("python", "side-by-side", "wall-sums", "java", "node"):
                 heading, measure, _ = ONLY[name]
                 replace_section(heading, "\n".join(measure(tmp)) + "\n")
 

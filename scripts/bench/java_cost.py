@@ -45,12 +45,17 @@ def start_jvm(classes):
     return jvm
 
 
-def attach(pid, out):
+def attach_with(pid, out, args):
+    """`fgbpf oncpu -F 999 ARGS -p PID`, running; and its BPF programs."""
     before = set(bpf_progs())
-    proc = subprocess.Popen([str(FGBPF), "oncpu", "-F", "999", "-p", str(pid), "-o", str(out)],
+    proc = subprocess.Popen([str(FGBPF), "oncpu", "-F", "999", *args, "-p", str(pid), "-o", str(out)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     time.sleep(2.0)
     return proc, [i for i in bpf_progs() if i not in before]
+
+
+def attach(pid, out):
+    return attach_with(pid, out, [])
 
 
 def samples(folded):

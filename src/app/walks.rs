@@ -38,6 +38,7 @@ pub fn java(rec: &Recorded, name_of: impl Fn(u32) -> String) -> JavaWalks {
 /// The V8 processes found, and how their JavaScript frames were named.
 pub fn node(rec: &Recorded, name_of: impl Fn(u32) -> String) -> NodeWalks {
     NodeWalks {
+        refused: rec.node_refused.clone(),
         processes: rec.v8s.iter().map(|&pid| (pid, name_of(pid))).collect(),
         unreadable: rec.v8_unsupported.iter().map(|(pid, why)| (*pid, name_of(*pid), why.clone())).collect(),
         frames: rec.stats.v8_frames,

@@ -74,9 +74,12 @@ impl Probe {
         let wanted_python = opts.user_stacks && opts.python;
         // The same for the Java walker.
         let java_refused = (opts.user_stacks && opts.java).then(|| no_loop.clone()).flatten();
+        // And for the naming of JavaScript frames.
+        let node_refused = (opts.user_stacks && opts.node).then(|| no_loop.clone()).flatten();
         let opts = &Options {
             python: opts.python && !paths.perf_buffer.taken() && !paths.compat.taken(),
             java: opts.java && !paths.perf_buffer.taken() && !paths.compat.taken(),
+            node: opts.node && !paths.perf_buffer.taken() && !paths.compat.taken(),
             ..opts.clone()
         };
         let first = match Probe::start_with(opts, &paths, &mut || true).map(Option::unwrap) {
@@ -85,6 +88,7 @@ impl Probe {
                     probe.python_refused = no_loop.clone();
                 }
                 probe.java_refused = java_refused;
+                probe.node_refused = node_refused;
                 return Ok(probe);
             }
             Err(e) => e,
@@ -123,6 +127,7 @@ impl Probe {
                     probe.python_refused = no_loop;
                 }
                 probe.java_refused = java_refused;
+                probe.node_refused = node_refused;
                 return Ok(probe);
             }
         }

@@ -76,6 +76,7 @@ pub struct Probe {
     /// Why the kernel refused the Python walker, when it did.
     python_refused: Option<String>,
     java_refused: Option<String>,
+    node_refused: Option<String>,
     runtimes: runtimes::Runtimes,
     /// The fallbacks taken on this kernel.
     paths: features::Paths,
@@ -239,6 +240,7 @@ impl Probe {
             tables_refused: None,
             python_refused: None,
             java_refused: None,
+            node_refused: None,
             runtimes,
             paths: paths.clone(),
             opts: opts.clone(),
@@ -405,6 +407,7 @@ impl Probe {
             tables_refused: self.tables_refused.clone(),
             python_refused: self.python_refused.clone(),
             java_refused: self.java_refused.clone(),
+            node_refused: self.node_refused.clone(),
             kernel: self.paths.lines(),
             slice: Some(self.counts.slicing().width()),
             ..Default::default()

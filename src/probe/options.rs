@@ -196,6 +196,8 @@ pub struct Recorded {
     pub java_unsupported: Vec<(u32, crate::procs::java::Unsupported)>,
     /// Java frames that could not be named: weight per (pid, reason).
     pub java_unnamed: super::java::Unnamed,
+    /// Why JavaScript frames were not named, when the user wanted them.
+    pub node_refused: Option<String>,
     /// V8 (Node.js) processes whose JavaScript frames were named, those
     /// fgbpf cannot read (with why), and the weight of frames left unnamed
     /// per (pid, reason).

@@ -230,9 +230,9 @@ pub(super) fn name_words(
     for r in stacks.iter().flat_map(|r| std::iter::once(r).chain(r.waker.as_deref())) {
         let mut reasons = Vec::new();
         for &w in r.user.iter().filter(|&&w| is_runtime_word(w) && (w >> 60) & 3 == runtime) {
-            if !names.contains_key(&(r.pid, w)) {
+            if let std::collections::hash_map::Entry::Vacant(e) = names.entry((r.pid, w)) {
                 let (named, part) = name_word(r.pid, w);
-                names.insert((r.pid, w), named);
+                e.insert(named);
                 partly.insert((r.pid, w), part);
             }
             let why = match (&names[&(r.pid, w)].unresolved, partly[&(r.pid, w)]) {

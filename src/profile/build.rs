@@ -44,28 +44,12 @@ pub fn from_raw(raw: &[RawStack], unit: Unit, symbolizer: &mut Symbolizer) -> Pr
 
     let mut thread_ids: HashMap<(u32, u32, &str, Option<&str>), ThreadId> = HashMap::new();
     let mut process_names: HashMap<u32, String> = HashMap::new();
+    let mut unnamed_threads = std::collections::HashSet::new();
+    let mut roles: HashMap<ThreadId, &'static str> = HashMap::new();
     // Per process, unresolved weight by reason.
     let mut accounts: HashMap<u32, HashMap<UnresolvedReason, u64>> = HashMap::new();
     for r in raw {
         let who = (r.pid, r.tid, r.comm.as_str(), r.group.as_deref());
-        let thread = match thread_ids.get(&who) {
-            Some(&t) => t,
-            None => {
-                let process = process_names
-                    .entry(r.pid)
-                    .or_insert_with(|| symbolizer.process_name(r.pid, &r.comm))
-                    .clone();
-                let t = profile.intern_thread(Thread {
-                    pid: r.pid,
-                    tid: r.tid,
-                    process,
-                    name: r.comm.clone(),
-                    group: r.group.clone(),
-                });
-                thread_ids.insert(who, t);
-                t
-            }
-        };
         // This stack's slots, in the order user_entries recorded them.
         let slots = &user.frame_slots[next_user..next_user + r.user.len()];
         next_user += r.user.len();
@@ -130,12 +114,43 @@ pub fn from_raw(raw: &[RawStack], unit: Unit, symbolizer: &mut Symbolizer) -> Pr
                 .entry(reason.clone())
                 .or_default() += r.weight;
         }
+        let thread = match thread_ids.get(&who) {
+            Some(&t) => t,
+            None => {
+                let process = process_names
+                    .entry(r.pid)
+                    .or_insert_with(|| symbolizer.process_name(r.pid, &r.comm))
+                    .clone();
+                if r.tid != r.pid && r.comm == process {
+                    unnamed_threads.insert(who);
+                }
+                let t = profile.intern_thread(Thread {
+                    pid: r.pid,
+                    tid: r.tid,
+                    process,
+                    name: r.comm.clone(),
+                    group: r.group.clone(),
+                });
+                thread_ids.insert(who, t);
+                t
+            }
+        };
+        // A thread its runtime left named as its process (Node.js's own
+        // threads) is named by what it runs, from a stack that shows it.
+        if unnamed_threads.contains(&who) && !roles.contains_key(&thread) {
+            if let Some(role) = super::node::thread_role(frames.iter().map(|&f| profile.frame(f).name.as_str())) {
+                roles.insert(thread, role);
+            }
+        }
         profile.push(Stack {
             thread: Some(thread),
             frames,
             weight: r.weight,
             spans: r.spans.clone(),
         });
+    }
+    for (t, role) in roles {
+        profile.rename_thread(t, role);
     }
     profile.coalesce();
     profile.unresolved = unresolved_list(accounts, &process_names);

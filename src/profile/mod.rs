@@ -375,6 +375,19 @@ impl Profile {
         }
     }
 
+    /// Names a thread anew, keeping its id (and its stacks).
+    pub fn rename_thread(&mut self, id: ThreadId, name: &str) {
+        let Some(t) = self.threads.get_mut(id as usize) else { return };
+        let mut renamed = t.clone();
+        renamed.name = name.to_string();
+        if self.thread_ids.contains_key(&renamed) {
+            return;
+        }
+        self.thread_ids.remove(t);
+        *t = renamed.clone();
+        self.thread_ids.insert(renamed, id);
+    }
+
     pub fn frame(&self, id: FrameId) -> &Frame {
         &self.frames[id as usize]
     }

@@ -9,6 +9,8 @@ use super::names::sanitize;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NodeWalks {
+    /// Why JavaScript frames were not named, when they were not.
+    pub refused: Option<String>,
     /// Processes whose JavaScript frames were named: (pid, process).
     pub processes: Vec<(u32, String)>,
     /// V8 processes whose frames could not be named: (pid, process, why).
@@ -28,6 +30,11 @@ impl NodeWalks {
     /// Lines for the summary and the report, each a complete sentence.
     pub fn lines(&self) -> Vec<String> {
         let mut out = Vec::new();
+        if let Some(why) = &self.refused {
+            out.push(format!(
+                "JavaScript frames were not named ({why}): Node.js threads show V8's builtins, and its compiled code [unknown] without a perf map"
+            ));
+        }
         for (pid, process) in self.processes.iter().take(LISTED) {
             out.push(format!(
                 "Node.js: pid {pid} ({}): JavaScript frames named from V8's heap, by function and the line it starts on, with the functions V8 inlined into compiled code",
@@ -62,9 +69,47 @@ impl NodeWalks {
     }
 }
 
+/// Node.js's own threads, which the kernel knows by the process's name,
+/// by the function they run (found in a stack of theirs, root first).
+const ROLES: &[(&str, &str)] = &[
+    ("uv__thread_start", "libuv-worker"),
+    ("node::(anonymous namespace)::PlatformWorkerThread(", "V8Worker"),
+    ("node::WorkerThreadsTaskRunner::DelayedTaskScheduler", "V8DelayedTasks"),
+    ("node::worker::Worker::StartThread(", "WorkerThread"),
+    ("node::inspector::", "inspector"),
+];
+
+/// The role of a Node.js thread from the frames of one of its stacks:
+/// libuv's pool runs `worker` right under `start_thread` (its
+/// `uv__thread_start` inlined away), the others their own entry.
+pub fn thread_role<'a>(frames: impl Iterator<Item = &'a str>) -> Option<&'static str> {
+    let mut previous = "";
+    for f in frames.take(8) {
+        if previous == "start_thread" && f == "worker" {
+            return Some("libuv-worker");
+        }
+        if let Some((_, role)) = ROLES.iter().find(|(entry, _)| f.starts_with(entry)) {
+            return Some(role);
+        }
+        previous = f;
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn node_threads_are_named_by_what_they_run() {
+        let libuv = ["clone3", "start_thread", "worker", "uv_cond_wait"];
+        assert_eq!(thread_role(libuv.into_iter()), Some("libuv-worker"));
+        let own = ["clone3", "start_thread", "my_worker", "worker"];
+        assert_eq!(thread_role(own.into_iter()), None);
+        let v8 = ["clone3", "start_thread", "node::(anonymous namespace)::PlatformWorkerThread(void*)"];
+        assert_eq!(thread_role(v8.into_iter()), Some("V8Worker"));
+        assert_eq!(thread_role(["_start", "main"].into_iter()), None);
+    }
 
     #[test]
     fn says_what_was_named_and_what_was_not() {
@@ -74,6 +119,7 @@ mod tests {
             frames: 100,
             fault: 2,
             unnamed: vec![(7, "node".into(), "moved", "none", 3, 0)],
+            ..Default::default()
         };
         let text = n.lines();
         assert!(text[0].starts_with("Node.js: pid 7 (node): JavaScript frames named"), "{text:?}");

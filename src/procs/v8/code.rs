@@ -11,7 +11,7 @@
 use super::heap::{smi, Heap};
 
 /// Bytes scanned back from a pc for the start of its InstructionStream.
-const MAX_SCAN: u64 = 4 << 20;
+const MAX_SCAN: u64 = 1 << 20;
 /// Bytes of a source position table read at most.
 const MAX_TABLE: usize = 1 << 20;
 /// Inlined functions read at most per code object.

@@ -63,6 +63,9 @@ pub fn word_parts(word: u64) -> Word {
     }
 }
 
+/// A word's functions, outermost first, and where each ran.
+pub type Frames = Vec<(Arc<Function>, Tier)>;
+
 /// Where a named frame ran.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Tier {
@@ -188,13 +191,13 @@ impl Isolate {
     pub fn read_code(&mut self, pc: u64, sfi: u64, id: u32) {
         let id = id & ((1 << ID_BITS) - 1);
         self.read_function(sfi, id);
-        // A pc in code already read: checked, not scanned for.
-        let known = self
-            .pcs
-            .get(&pc)
-            .and_then(|v| v.last())
-            .and_then(|a| a.code.clone())
-            .filter(|c| self.still(c));
+        // A pc in code already read: checked, not scanned for; a pc no
+        // code was found for is not scanned for again.
+        let last = self.pcs.get(&pc).and_then(|v| v.last());
+        if last.is_some_and(|a| a.code.is_none() && a.sfi == sfi && a.id == id) {
+            return;
+        }
+        let known = last.and_then(|a| a.code.clone()).filter(|c| self.still(c));
         let code = known.or_else(|| {
             let heap = Heap {
                 mem: &self.mem,
@@ -313,7 +316,7 @@ impl Isolate {
     /// The functions a frame word names, outermost first (more than one:
     /// functions inlined into compiled code), and whether the inlining at
     /// a compiled frame could not be read.
-    pub fn name(&self, word: u64) -> Result<(Vec<(Arc<Function>, Tier)>, bool), Unnamed> {
+    pub fn name(&self, word: u64) -> Result<(Frames, bool), Unnamed> {
         let get = |sfi: u64, id: u32| self.functions.get(&(sfi, id)).cloned().unwrap_or(Err(Unnamed::NotAnnounced));
         match word_parts(word) {
             Word::Interpreted { sfi, id } => Ok((vec![(get(sfi, id)?, Tier::Interpreted)], false)),
