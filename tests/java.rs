@@ -509,11 +509,24 @@ fn other_hotspot_versions_are_walked_and_named() {
         drop(jvm);
         let stacks = read_folded(&dir.join("oncpu.folded"));
         assert!(summary.contains(&format!("HotSpot JDK {major}")), "JDK {major}: {summary}");
+        let busy = busiest_thread(&stacks);
         if major <= 22 {
-            assert_busy_walked(&stacks, &summary, &format!("JDK {major}"));
+            // Walked and named as on 17; but where C2 puts inner's loop,
+            // whose pcs have no scope of their own (HotSpot records scopes
+            // at safepoints, and a counted loop has none), varies from one
+            // compilation to the next: a pc takes the next safepoint's
+            // scope, which may be outer's back edge (17% of inner's time
+            // on outer in one JDK 11 run of four; JFR reads the same).
+            let all = total(&busy);
+            let ordered = pct(in_order(&busy, &["Busy.main", "Busy.outer"]), all);
+            let rooted = pct(weight_in_order_prefixed(&busy, &["start_thread", "Busy.main"]), all);
+            let inner = pct(in_order(&busy, &["Busy.main", "Busy.outer", "Busy.inner"]), all);
+            eprintln!("JDK {major}: main;outer {ordered:.1}% (with inner {inner:.1}%), under start_thread {rooted:.1}% of {all}");
+            assert!(all > 150 && ordered >= 95.0 && rooted >= 95.0, "JDK {major}: {ordered:.1}%, {rooted:.1}% of {all}\n{summary}");
+            assert!(inner >= 50.0, "JDK {major}: inner under main;outer in {inner:.1}%\n{summary}");
+            assert!(frames_of(&busy, "Busy.inner").iter().all(|f| f.ends_with("_[i]") || f.ends_with("_[j]")));
             continue;
         }
-        let busy = busiest_thread(&stacks);
         let all = total(&busy);
         let ordered = pct(in_order(&busy, &["Busy.main", "Busy.outer"]), all);
         let rooted = pct(weight_in_order_prefixed(&busy, &["start_thread", "Busy.main"]), all);
