@@ -54,9 +54,6 @@ def attach_with(pid, out, args):
     return proc, [i for i in bpf_progs() if i not in before]
 
 
-def attach(pid, out):
-    return attach_with(pid, out, [])
-
 
 def samples(folded):
     total = 0
@@ -80,6 +77,34 @@ def named_share(folded):
     return named * 100.0 / total if total else 0.0
 
 
+def sample_pair(targets):
+    """Two `fgbpf oncpu -F 999` at once, one per (process, output, extra
+    arguments), for SECONDS with the kernel's BPF statistics on; kills the
+    processes. The BPF time each fgbpf's sampling programs took (ns), and
+    what each fgbpf said."""
+    try:
+        attached = [attach_with(p.pid, out, args) for p, out, args in targets]
+        subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=True)
+        p0 = bpf_progs()
+        time.sleep(SECONDS)
+        p1 = bpf_progs()
+        subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=0"])
+        errs = []
+        for proc, _ in attached:
+            proc.send_signal(signal.SIGINT)
+            errs.append(proc.communicate(timeout=120)[1])
+    finally:
+        for p, _, _ in targets:
+            p.kill()
+            p.wait()
+
+    def ns(ids):
+        sel = [i for i in ids if p1.get(i, {}).get("type") == "perf_event"]
+        return sum(p1[i].get("run_time_ns", 0) - p0.get(i, {}).get("run_time_ns", 0) for i in sel)
+
+    return [ns(ids) for _, ids in attached], errs
+
+
 def own_cpu(stderr):
     m = re.search(r"own use: ([0-9.]+) s CPU", stderr)
     return float(m.group(1)) if m else None
@@ -94,33 +119,13 @@ def measure(rounds, tmp):
         outs = {k: tmp / f"java-{k}-{r}" for k in ("java", "native")}
         for o in outs.values():
             subprocess.run(["rm", "-rf", str(o)])
-        try:
-            a, ida = attach(jvm.pid, outs["java"])
-            b, idb = attach(native.pid, outs["native"])
-            subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=True)
-            p0 = bpf_progs()
-            time.sleep(SECONDS)
-            p1 = bpf_progs()
-            subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=0"])
-            errs = {}
-            for k, proc in (("java", a), ("native", b)):
-                proc.send_signal(signal.SIGINT)
-                errs[k] = proc.communicate(timeout=120)[1]
-        finally:
-            for p in (jvm, native):
-                p.kill()
-                p.wait()
-
-        def ns(ids):
-            sel = [i for i in ids if p1.get(i, {}).get("type") == "perf_event"]
-            return sum(p1[i].get("run_time_ns", 0) - p0.get(i, {}).get("run_time_ns", 0) for i in sel)
-
+        (ns_java, ns_native), errs = sample_pair([(jvm, outs["java"], []), (native, outs["native"], [])])
         row = {
-            "java_ns": ns(ida), "native_ns": ns(idb),
+            "java_ns": ns_java, "native_ns": ns_native,
             "java_samples": samples(outs["java"] / "oncpu.folded"),
             "native_samples": samples(outs["native"] / "oncpu.folded"),
             "named": named_share(outs["java"] / "oncpu.folded"),
-            "java_cpu": own_cpu(errs["java"]), "native_cpu": own_cpu(errs["native"]),
+            "java_cpu": own_cpu(errs[0]), "native_cpu": own_cpu(errs[1]),
         }
         rows.append(row)
         log(f"java round {r + 1}/{rounds}: {row}")

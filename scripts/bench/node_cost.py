@@ -21,11 +21,10 @@ frames included), from its summary.
 import re
 import statistics
 import subprocess
-import time
 from pathlib import Path
 
-from java_cost import SECONDS, attach_with, own_cpu, samples
-from measures import bpf_progs, log
+from java_cost import SECONDS, own_cpu, sample_pair, samples
+from measures import log
 
 ROOT = Path(__file__).resolve().parents[2]
 BUSY = ROOT / "tests/workloads/node/busy.js"
@@ -57,34 +56,14 @@ def pair(tmp, r, other, other_args):
     outs = {k: tmp / f"node-{k}-{r}" for k in ("node", "other")}
     for o in outs.values():
         subprocess.run(["rm", "-rf", str(o)])
-    try:
-        a, ida = attach_with(node.pid, outs["node"], [])
-        b, idb = attach_with(other.pid, outs["other"], other_args)
-        subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=True)
-        p0 = bpf_progs()
-        time.sleep(SECONDS)
-        p1 = bpf_progs()
-        subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=0"])
-        errs = {}
-        for k, proc in (("node", a), ("other", b)):
-            proc.send_signal(2)
-            errs[k] = proc.communicate(timeout=120)[1]
-    finally:
-        for p in (node, other):
-            p.kill()
-            p.wait()
-
-    def ns(ids):
-        sel = [i for i in ids if p1.get(i, {}).get("type") == "perf_event"]
-        return sum(p1[i].get("run_time_ns", 0) - p0.get(i, {}).get("run_time_ns", 0) for i in sel)
-
+    (ns_node, ns_other), errs = sample_pair([(node, outs["node"], []), (other, outs["other"], other_args)])
     return {
-        "node_ns": ns(ida), "other_ns": ns(idb),
+        "node_ns": ns_node, "other_ns": ns_other,
         "node_samples": samples(outs["node"] / "oncpu.folded"),
         "other_samples": samples(outs["other"] / "oncpu.folded"),
         "named": named_share(outs["node"] / "oncpu.folded"),
         "other_named": named_share(outs["other"] / "oncpu.folded"),
-        "node_cpu": own_cpu(errs["node"]), "other_cpu": own_cpu(errs["other"]),
+        "node_cpu": own_cpu(errs[0]), "other_cpu": own_cpu(errs[1]),
     }
 
 
