@@ -97,6 +97,24 @@ fn busy_javascript_functions_are_named_with_no_flag() {
 
 #[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
+fn with_a_perf_map_javascript_frames_are_still_named_from_the_heap_and_the_summary_says_so() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let node = start(&["--perf-basic-prof"], "busy.js", &["30"]);
+    let pid = node.id();
+    let map = PathBuf::from(format!("/tmp/perf-{pid}.map"));
+    let (dir, summary) = capture_pid("oncpu", pid, "3", "node_perf_map");
+    drop(node);
+    let _ = std::fs::remove_file(&map);
+    let stacks = read_folded(&dir.join("oncpu.folded"));
+    assert_outer_inner(&stacks, pid, &summary, "with --perf-basic-prof");
+    assert!(summary.contains("its perf map names V8's other generated code"), "{summary}");
+}
+
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+#[test]
 fn a_process_running_for_30_seconds_is_named_in_its_optimised_code() {
     if !require_root() {
         return;

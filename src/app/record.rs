@@ -276,7 +276,7 @@ impl Views {
         elapsed: Duration,
     ) -> Views {
         let java = walks::java(&recorded, |pid| symbolizer.process_name(pid, ""));
-        let node = walks::node(&recorded, |pid| symbolizer.process_name(pid, ""));
+        let node = walks::node(&recorded, |pid| symbolizer.process_name(pid, ""), |pid| symbolizer.has_perf_map(pid));
         let (mut off_raw, on_raw): (Vec<RawStack>, Vec<RawStack>) =
             recorded.stacks.into_iter().partition(|s| s.state.is_some());
         let mut views = Views {

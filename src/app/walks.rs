@@ -35,11 +35,12 @@ pub fn java(rec: &Recorded, name_of: impl Fn(u32) -> String) -> JavaWalks {
     }
 }
 
-/// The V8 processes found, and how their JavaScript frames were named.
-pub fn node(rec: &Recorded, name_of: impl Fn(u32) -> String) -> NodeWalks {
+/// The V8 processes found, and how their JavaScript frames were named;
+/// `perf_map`: whether a process writes a perf map.
+pub fn node(rec: &Recorded, name_of: impl Fn(u32) -> String, perf_map: impl Fn(u32) -> bool) -> NodeWalks {
     NodeWalks {
         refused: rec.node_refused.clone(),
-        processes: rec.v8s.iter().map(|&pid| (pid, name_of(pid))).collect(),
+        processes: rec.v8s.iter().map(|&pid| (pid, name_of(pid), perf_map(pid))).collect(),
         unreadable: rec.v8_unsupported.iter().map(|(pid, why)| (*pid, name_of(*pid), why.clone())).collect(),
         frames: rec.stats.v8_frames,
         fault: rec.stats.v8_fault,

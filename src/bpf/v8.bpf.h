@@ -74,12 +74,40 @@ static __always_inline __u32 v8_identity(__u64 sfi, __u64 name, __u64 script)
 	return (__u32)h & ((1U << FG_V8_ID_BITS) - 1);
 }
 
+/* In front of v8_seen, per CPU: the (pid, key, tag) a slot last saw
+ * announced, so that a frame seen again (most are, sample after sample)
+ * costs an array lookup rather than an LRU hash's. */
+#define V8_SEEN_SLOTS 512
+
+struct v8_seen_slot {
+	__u64 key;
+	__u32 pid;
+	__u32 tag;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, V8_SEEN_SLOTS);
+	__type(key, __u32);
+	__type(value, struct v8_seen_slot);
+} v8_seen_cache SEC(".maps");
+
 /* Announces (addr, addr2) once per `tag` for the key (pid, key). */
 static __always_inline void v8_announce(__u32 pid, __u64 key, __u32 tag, __u32 kind, __u64 addr, __u64 addr2)
 {
 	struct v8_function k = { .pid = pid, .sfi = key };
-	__u32 *seen = bpf_map_lookup_elem(&v8_seen, &k);
+	__u32 slot = (__u32)((key >> 3) ^ (key >> 17) ^ pid) & (V8_SEEN_SLOTS - 1);
+	struct v8_seen_slot *c = bpf_map_lookup_elem(&v8_seen_cache, &slot);
+	__u32 *seen;
 
+	if (c && c->key == key && c->pid == pid && c->tag == tag)
+		return;
+	if (c) {
+		c->key = key;
+		c->pid = pid;
+		c->tag = tag;
+	}
+	seen = bpf_map_lookup_elem(&v8_seen, &k);
 	if (seen && *seen == tag)
 		return;
 	if (seen)

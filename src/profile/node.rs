@@ -11,8 +11,9 @@ use super::names::sanitize;
 pub struct NodeWalks {
     /// Why JavaScript frames were not named, when they were not.
     pub refused: Option<String>,
-    /// Processes whose JavaScript frames were named: (pid, process).
-    pub processes: Vec<(u32, String)>,
+    /// Processes whose JavaScript frames were named: (pid, process,
+    /// whether it also writes a perf map).
+    pub processes: Vec<(u32, String, bool)>,
     /// V8 processes whose frames could not be named: (pid, process, why).
     pub unreadable: Vec<(u32, String, String)>,
     /// JavaScript frames the walker named, and failed reads of a function.
@@ -35,10 +36,15 @@ impl NodeWalks {
                 "JavaScript frames were not named ({why}): Node.js threads show V8's builtins, and its compiled code [unknown] without a perf map"
             ));
         }
-        for (pid, process) in self.processes.iter().take(LISTED) {
+        for (pid, process, perf_map) in self.processes.iter().take(LISTED) {
             out.push(format!(
-                "Node.js: pid {pid} ({}): JavaScript frames named from V8's heap, by function and the line it starts on, with the functions V8 inlined into compiled code",
-                sanitize(process)
+                "Node.js: pid {pid} ({}): JavaScript frames named from V8's heap, by function and the line it starts on, with the functions V8 inlined into compiled code{}",
+                sanitize(process),
+                if *perf_map {
+                    "; its perf map names V8's other generated code (stubs, regular expressions), not these"
+                } else {
+                    ""
+                }
             ));
         }
         if self.processes.len() > LISTED {
@@ -114,7 +120,7 @@ mod tests {
     #[test]
     fn says_what_was_named_and_what_was_not() {
         let n = NodeWalks {
-            processes: vec![(7, "node".into())],
+            processes: vec![(7, "node".into(), true)],
             unreadable: vec![(9, "node".into(), "a V8 built with pointer compression".into())],
             frames: 100,
             fault: 2,
@@ -123,6 +129,7 @@ mod tests {
         };
         let text = n.lines();
         assert!(text[0].starts_with("Node.js: pid 7 (node): JavaScript frames named"), "{text:?}");
+        assert!(text[0].ends_with("its perf map names V8's other generated code (stubs, regular expressions), not these"), "{text:?}");
         assert!(text[1].contains("2 JavaScript frames left as native"), "{text:?}");
         assert!(text[2].contains("3 samples in stacks") && text[2].contains("moved"), "{text:?}");
         assert!(text[3].contains("pid 9 (node): JavaScript frames not named, a V8 built"), "{text:?}");

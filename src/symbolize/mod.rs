@@ -211,6 +211,11 @@ impl Symbolizer {
         self.registry.process_name(pid, comm)
     }
 
+    /// Whether the process writes a perf map (a runtime's JIT symbols).
+    pub fn has_perf_map(&self, pid: u32) -> bool {
+        self.registry.perf_map(pid).is_some()
+    }
+
     /// Names kernel addresses (each one once).
     pub fn kernel(&self, addrs: &[u64]) -> Vec<Named> {
         if addrs.is_empty() {
