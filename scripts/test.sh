@@ -19,8 +19,10 @@ consumers=target/consumers
 missing=()
 command -v go >/dev/null || missing+=(golang-go)
 command -v npm >/dev/null || missing+=(npm)
-# Node.js whose JavaScript frames tests/node.rs names.
+# Node.js whose JavaScript frames tests/node.rs names; Ruby whose methods
+# tests/ruby.rs names.
 command -v node >/dev/null || missing+=(nodejs)
+command -v ruby >/dev/null || missing+=(ruby)
 # Real software to unwind, and the anchor it is checked against
 # (tests/unwind.rs): Debian's own python3.11 and gcc, perf's DWARF unwinder.
 command -v perf >/dev/null || missing+=(linux-perf)

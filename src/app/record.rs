@@ -19,7 +19,7 @@ use crate::format::{
     report, svg, timeline, unresolved, wakers,
 };
 use crate::probe::{self, OffcpuOptions, OncpuOptions, Probe, Recorded};
-use crate::profile::{python, END_UNTRACED, START_UNTRACED};
+use crate::profile::{interp, END_UNTRACED, START_UNTRACED};
 use crate::profile::unwinding::by_process;
 use crate::profile::{build, merge, thousands, Kind, Losses, Meta, Profile, RawStack, State, Unit, Unwinding};
 use crate::symbolize::Symbolizer;
@@ -84,6 +84,7 @@ impl Recording<'_> {
             python: !self.capture.no_python,
             java: !self.capture.no_java,
             node: !self.capture.no_node,
+            ruby: !self.capture.no_ruby,
             py_lines: !self.capture.no_py_lines,
             slice: Duration::from_millis(self.maps.slice.into()),
             group_cgroup: self.capture.group_by == Some(GroupBy::Cgroup),
@@ -328,9 +329,20 @@ impl Views {
                 .iter()
                 .map(|(pid, v, _)| (*pid, format!("{}.{}", v.0, v.1)))
                 .collect();
-            u.python = python::by_process(weighed.iter().copied(), &versions, name_of);
+            u.python = interp::by_process(weighed.iter().copied(), &versions, name_of);
             u.python_unreadable = recorded
                 .py_unsupported
+                .iter()
+                .map(|(pid, why)| (*pid, symbolizer.process_name(*pid, ""), why.why.clone()))
+                .collect();
+            let versions = recorded
+                .rubies
+                .iter()
+                .map(|(pid, v, _)| (*pid, format!("{}.{}", v.0, v.1)))
+                .collect();
+            u.ruby = interp::by_process(weighed.iter().copied(), &versions, name_of);
+            u.ruby_unreadable = recorded
+                .rb_unsupported
                 .iter()
                 .map(|(pid, why)| (*pid, symbolizer.process_name(*pid, ""), why.why.clone()))
                 .collect();

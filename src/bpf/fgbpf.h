@@ -184,6 +184,11 @@ struct fg_stats {
 	/* V8 frames (v8.bpf.h), per frame of a known V8 process */
 	__u64 v8_frames;        /* JavaScript frames named by their function */
 	__u64 v8_fault;         /* a failed read of a function in V8's heap */
+	/* Ruby stacks (ruby.bpf.h), of threads of known Ruby processes */
+	__u64 rb_whole;         /* read to the outermost frame */
+	__u64 rb_no_thread;     /* the thread had no execution context */
+	__u64 rb_cut;           /* cut: no room left in the stack */
+	__u64 rb_fault;         /* cut by a failed read */
 };
 
 /* Unwind tables (src/procs/unwind/ compiles them from .eh_frame; the BPF
@@ -300,6 +305,42 @@ struct fg_py_proc {
 	__u16 co_code;      /* code: co_code_adaptive (3.11+) */
 	__u8 kind;          /* enum fg_py_kind */
 	__u8 pad;
+};
+
+/* Ruby frames follow a user stack's native frames after this marker, one
+ * word each, leaf first, as Python's do after theirs (the same contract:
+ * bit 63 FG_PY_ENTRY on the outermost frame of one call of the VM, which
+ * user space puts in place of that rb_vm_exec frame): bits 0-43 the
+ * object's address >> 3, an instruction sequence's (rb_iseq_t), or with
+ * FG_RB_CFUNC a C method's entry (rb_callable_method_entry_t); bits
+ * 44-61 for an iseq, bits 3-20 of the frame's pc (user space finds the
+ * instruction from the iseq's start). */
+#define FG_RB_MARKER 0xffffffffffffff51ULL
+#define FG_RB_CFUNC (1ULL << 62)
+#define FG_RB_PC_BITS 18
+
+/* rb_control_frame_t's ep[0] flags (vm_core.h, the same 2.7 to 3.4). */
+#define FG_RB_FRAME_MAGIC_MASK 0x7fff0001ULL
+#define FG_RB_FRAME_MAGIC_CFUNC 0x55550001ULL
+#define FG_RB_FRAME_FLAG_FINISH 0x0020ULL
+#define FG_RB_FRAME_FLAG_CFRAME 0x0080ULL
+
+/* A process running Ruby, as user space found it (src/procs/ruby/):
+ * where its thread's execution context is and its version's offsets. The
+ * context is libruby's thread-local ruby_current_ec, found through the
+ * thread's DTV: the module id ld.so wrote in libruby's DTPMOD64 slot,
+ * the variable's offset in the module's block. */
+struct fg_rb_proc {
+	__u64 modid_at;      /* the DTPMOD64 slot's address */
+	__u64 tls_off;       /* ruby_current_ec in libruby's TLS block */
+	__u16 ec_vm_stack;   /* rb_execution_context_t: vm_stack */
+	__u16 ec_stack_size; /* ... vm_stack_size, in VALUEs */
+	__u16 ec_cfp;        /* ... cfp, the current control frame */
+	__u16 cfp_size;      /* sizeof(rb_control_frame_t) */
+	__u16 cfp_pc;
+	__u16 cfp_iseq;
+	__u16 cfp_ep;
+	__u16 pad;
 };
 
 /* Frames of managed runtimes whose code has no unwind tables (HotSpot's
@@ -436,6 +477,9 @@ enum fg_proc_event_kind {
 	 * FG_V8_ID_BITS of identity from bit 48); again each second or so, so
 	 * that code replaced at the same address is seen. */
 	FG_PROC_V8_CODE = 9,
+	/* A Ruby iseq or C method entry (addr) a frame word names, seen for
+	 * the first time in a process (addr2: 1 for a method entry). */
+	FG_PROC_RB_OBJECT = 10,
 };
 
 /* Sent through a ring buffer once per process (not per sample). */

@@ -71,9 +71,9 @@ static __always_inline void py_announce(__u32 pid, __u64 code)
 /* Off with --no-python. */
 const volatile bool python_frames = true;
 
-/* Bumped by user space each time it adds an interpreter to py_procs: a
- * process found not to be one while it had this value needs no lookup
- * (fg_proc_unwind.py_checked) until it changes. */
+/* Bumped by user space each time it adds an interpreter to py_procs or
+ * rb_procs (ruby.bpf.h): a process found to be neither while it had this
+ * value needs no lookup (fg_proc_unwind.py_checked) until it changes. */
 volatile __u64 py_gen = 0;
 
 struct py_find {

@@ -142,8 +142,14 @@ pub struct CaptureArgs {
     #[arg(long)]
     pub no_node: bool,
 
-    /// Python frames without their line, `handler (app.py)` rather than
-    /// `handler (app.py:42)`, so that each function is one frame.
+    /// Leave Ruby threads' VM frames out: Ruby processes then show the VM
+    /// (rb_vm_exec), as native profilers do.
+    #[arg(long)]
+    pub no_ruby: bool,
+
+    /// Python and Ruby frames without their line, `handler (app.py)`
+    /// rather than `handler (app.py:42)`, so that each function is one
+    /// frame.
     #[arg(long)]
     pub no_py_lines: bool,
 
@@ -361,6 +367,7 @@ impl Default for CaptureArgs {
             no_python: false,
             no_java: false,
             no_node: false,
+            no_ruby: false,
             no_py_lines: false,
             formats: vec![Format::Svg, Format::Folded],
             symbols: SymbolArgs::default(),

@@ -287,7 +287,7 @@ impl Counts {
                     .iter()
                     .filter_map(|k| self.stacks.get(k))
                     .flat_map(|s| {
-                        let native = s.iter().position(|&a| a == super::python::MARKER);
+                        let native = s.iter().position(|&a| a == super::python::MARKER || a == super::ruby::MARKER);
                         crate::profile::build::adjusted(&s[..native.unwrap_or(s.len())])
                     })
                     .collect();

@@ -31,6 +31,9 @@ pub enum ProcEventKind {
     /// A pc of V8's compiled code in the process's stacks, with the
     /// frame's SharedFunctionInfo and identity.
     V8Code { pc: u64, sfi: u64, id: u32 },
+    /// A Ruby iseq, or with `cfunc` a C method's entry, first seen in the
+    /// process's stacks.
+    RbObject { addr: u64, cfunc: bool },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -83,6 +86,7 @@ impl ProcWatcher {
                             id: (raw.addr2 >> 48) as u32,
                         }
                     }
+                    10 => e.kind = ProcEventKind::RbObject { addr: raw.addr, cfunc: raw.addr2 != 0 },
                     _ => {}
                 }
                 sink.borrow_mut().push(e);

@@ -1,5 +1,6 @@
 //! Starting on kernels that refuse part of the object: a verifier that
-//! cannot follow the Python walker (Debian 12's 6.1 loses the bound of a
+//! cannot follow the interpreter walkers, Python's and Ruby's, which share
+//! one place in the walk (Debian 12's 6.1 loses the bound of a
 //! spilled index that 6.12 keeps) or the .eh_frame walker (the tail-call
 //! walker of kernels without bpf_loop needs 5.10) still lets fgbpf
 //! profile, without that part, and the summary says which part the kernel
@@ -67,17 +68,18 @@ impl Probe {
 
     /// [`Probe::start`] on the paths read from the kernel.
     fn start_on(opts: &Options, paths: Paths) -> Result<Self, CaptureError> {
-        // Without bpf_loop the Python walker is not tried (the table
-        // walker runs by tail calls). Python code objects are announced
-        // through the ring buffer only.
+        // Without bpf_loop the interpreter walkers are not tried (the
+        // table walker runs by tail calls). Python code objects and Ruby
+        // iseqs are announced through the ring buffer only.
         let no_loop = paths.compat.taken().then(|| paths.no_loop_why());
-        let wanted_python = opts.user_stacks && opts.python;
+        let wanted_python = opts.user_stacks && (opts.python || opts.ruby);
         // The same for the Java walker.
         let java_refused = (opts.user_stacks && opts.java).then(|| no_loop.clone()).flatten();
         // And for the naming of JavaScript frames.
         let node_refused = (opts.user_stacks && opts.node).then(|| no_loop.clone()).flatten();
         let opts = &Options {
             python: opts.python && !paths.perf_buffer.taken() && !paths.compat.taken(),
+            ruby: opts.ruby && !paths.perf_buffer.taken() && !paths.compat.taken(),
             java: opts.java && !paths.perf_buffer.taken() && !paths.compat.taken(),
             node: opts.node && !paths.perf_buffer.taken() && !paths.compat.taken(),
             ..opts.clone()
@@ -93,10 +95,11 @@ impl Probe {
             }
             Err(e) => e,
         };
-        let python = opts.user_stacks && opts.python;
+        let python = opts.user_stacks && (opts.python || opts.ruby);
         let tables = opts.user_stacks && opts.max_unwind_rows > 0;
         let no_python = Options {
             python: false,
+            ruby: false,
             ..opts.clone()
         };
         let no_tables = Options {

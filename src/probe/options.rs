@@ -88,6 +88,8 @@ pub struct Options {
     /// Name the JavaScript frames of V8 (Node.js) processes (`--no-node`
     /// not given).
     pub node: bool,
+    /// Read the Ruby frames of Ruby threads (`--no-ruby` not given).
+    pub ruby: bool,
     /// Python frames carry their line: `f (app.py:42)`, else `f (app.py)`.
     pub py_lines: bool,
     /// The width of the time slices counts are kept in (`--slice`).
@@ -111,6 +113,7 @@ impl Default for Options {
             python: true,
             java: true,
             node: true,
+            ruby: true,
             py_lines: true,
             slice: DEFAULT_SLICE,
             group_cgroup: false,
@@ -190,6 +193,10 @@ pub struct Recorded {
     /// cannot read, with why.
     pub interpreters: Vec<(u32, (u32, u32), String)>,
     pub py_unsupported: Vec<(u32, crate::procs::python::Unsupported)>,
+    /// Ruby VMs found: (pid, version, binary), and those fgbpf cannot
+    /// read, with why.
+    pub rubies: Vec<(u32, (u32, u32), String)>,
+    pub rb_unsupported: Vec<(u32, crate::procs::ruby::Unsupported)>,
     /// HotSpot JVMs whose frames were walked: (pid, JDK feature version),
     /// and those fgbpf cannot read, with why.
     pub jvms: Vec<(u32, u32, bool)>,

@@ -1,6 +1,6 @@
 //! The managed runtimes the walkers read besides native code, side by
-//! side: CPython ([`super::python`]), HotSpot ([`super::java`]) and V8
-//! ([`super::v8`]). Finds
+//! side: CPython ([`super::python`]), Ruby ([`super::ruby`]), HotSpot
+//! ([`super::java`]) and V8 ([`super::v8`]). Finds
 //! them in each process the probe reads, hands them the objects the BPF
 //! side announces, and names their frames when the capture ends. Each
 //! runtime keeps its own pair of files (BPF and user space) behind one
@@ -13,6 +13,7 @@ use super::events::{ProcEvent, ProcEventKind};
 use super::java::Java;
 use super::options::{Options, Recorded};
 use super::python::Python;
+use super::ruby::Ruby;
 use super::skel::FgbpfSkel;
 use super::unwind;
 use super::v8::V8;
@@ -22,6 +23,7 @@ use crate::symbolize::{is_runtime_word, Named, RuntimeNames, UnresolvedReason};
 
 pub(super) struct Runtimes {
     pub python: Option<Python>,
+    pub ruby: Option<Ruby>,
     pub java: Option<Java>,
     pub v8: Option<V8>,
 }
@@ -30,6 +32,7 @@ impl Runtimes {
     pub fn new(opts: &Options) -> Self {
         Runtimes {
             python: (opts.user_stacks && opts.python).then(|| Python::new(!opts.py_lines)),
+            ruby: (opts.user_stacks && opts.ruby).then(|| Ruby::new(!opts.py_lines)),
             java: (opts.user_stacks && opts.java).then(Java::default),
             v8: (opts.user_stacks && opts.node).then(V8::default),
         }
@@ -42,6 +45,12 @@ impl Runtimes {
             ProcEventKind::PyCode(addr) => {
                 if let Some(py) = self.python.as_mut() {
                     py.read_code(e.pid, *addr);
+                }
+                false
+            }
+            ProcEventKind::RbObject { addr, cfunc } => {
+                if let Some(rb) = self.ruby.as_mut() {
+                    rb.read_object(e.pid, *addr, *cfunc);
                 }
                 false
             }
@@ -75,6 +84,11 @@ impl Runtimes {
                 python_added(skel);
             }
         }
+        if let Some(rb) = self.ruby.as_mut() {
+            if rb.track(pid, text, &skel.maps.rb_procs) {
+                python_added(skel);
+            }
+        }
         if let Some(java) = self.java.as_mut() {
             java.track(pid, text, &skel.maps.java_procs);
         }
@@ -93,11 +107,15 @@ impl Runtimes {
     }
 
     /// What a drain brought: the freshly stored stacks' Python code
-    /// objects, read while their processes live.
+    /// objects and Ruby iseqs, read while their processes live (in case
+    /// their announcement was lost).
     pub fn fresh(&mut self, fresh: Vec<(u32, &[u64])>) {
-        if let Some(py) = self.python.as_mut() {
-            for (pid, user) in fresh {
+        for (pid, user) in fresh {
+            if let Some(py) = self.python.as_mut() {
                 py.read(pid, user);
+            }
+            if let Some(rb) = self.ruby.as_mut() {
+                rb.read(pid, user);
             }
         }
     }
@@ -113,6 +131,13 @@ impl Runtimes {
                 .map(|(pid, i)| (pid, i.version, i.binary.clone()))
                 .collect();
             rec.py_unsupported = py.unsupported.iter().map(|(&p, u)| (p, u.clone())).collect();
+        }
+        if let Some(rb) = self.ruby.as_mut() {
+            rb.name(&mut rec.stacks);
+            rec.rubies = rb.vms().map(|(pid, vm)| (pid, vm.version, vm.binary.clone())).collect();
+            rec.rubies.sort_unstable();
+            rec.rb_unsupported = rb.unsupported.iter().map(|(&p, u)| (p, u.clone())).collect();
+            rec.rb_unsupported.sort_by_key(|(p, _)| *p);
         }
         if let Some(java) = self.java.as_ref() {
             let (names, unnamed) = java.name(&rec.stacks);
@@ -135,7 +160,7 @@ impl Runtimes {
     }
 
     pub fn any(&self) -> bool {
-        self.python.is_some() || self.java.is_some() || self.v8.is_some()
+        self.python.is_some() || self.ruby.is_some() || self.java.is_some() || self.v8.is_some()
     }
 }
 

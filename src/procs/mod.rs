@@ -18,6 +18,7 @@ pub mod mem;
 pub mod perf_map;
 pub mod python;
 pub mod registry;
+pub mod ruby;
 pub mod unwind;
 pub mod v8;
 

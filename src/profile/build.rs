@@ -157,13 +157,16 @@ pub fn from_raw(raw: &[RawStack], unit: Unit, symbolizer: &mut Symbolizer) -> Pr
     profile
 }
 
-/// Appends, root first, the user frames of a stack whose Python frames
-/// were read: `native` is each native address's frames (leaf first, each
-/// root first), `python` the Python frames leaf first. Python frames come
-/// in runs, one per call of the evaluator, each ending at an entry frame;
-/// the innermost run takes the place of the innermost evaluator frame, and
-/// so on outwards. Runs left over (the native walk stopped short of their
-/// evaluator frames) go at the root, where they were called from.
+/// Appends, root first, the user frames of a stack whose interpreter
+/// (Python or Ruby) frames were read: `native` is each native address's
+/// frames (leaf first, each root first), `python` the interpreter's frames
+/// leaf first. They come in runs, one per call of the evaluator, each
+/// ending at an entry frame; the innermost run takes the place of the
+/// innermost evaluator frame, and so on outwards. Runs left over (the
+/// native walk stopped short of their evaluator frames) go at the root,
+/// where they were called from. Ruby's rb_vm_exec runs its methods in the
+/// VM loop it calls (vm_exec_core, unnamed in a stripped libruby): that
+/// frame goes with it.
 fn merge_python(native: &[&[FrameId]], python: &[PyFrame], frames: &mut Vec<FrameId>, profile: &mut Profile) {
     let mut runs: Vec<&[PyFrame]> = Vec::new();
     let mut start = 0;
@@ -177,11 +180,17 @@ fn merge_python(native: &[&[FrameId]], python: &[PyFrame], frames: &mut Vec<Fram
         runs.push(&python[start..]);
     }
     let mut run_of = vec![None; native.len()];
+    let mut vm_loop = vec![false; native.len()];
     let mut next = 0;
+    let name = |ids: &[FrameId], profile: &Profile| ids.first().map(|&f| profile.frame(f).name.clone());
     for (i, ids) in native.iter().enumerate() {
-        if next < runs.len() && ids.first().is_some_and(|&f| is_evaluator(&profile.frame(f).name)) {
+        let Some(n) = name(ids, profile) else { continue };
+        if next < runs.len() && is_evaluator(&n) {
             run_of[i] = Some(next);
             next += 1;
+            if n == "rb_vm_exec" && i > 0 && name(native[i - 1], profile).is_some_and(|c| is_vm_loop(&c)) {
+                vm_loop[i - 1] = true;
+            }
         }
     }
     let push_run = |run: &[PyFrame], frames: &mut Vec<FrameId>, profile: &mut Profile| {
@@ -195,15 +204,23 @@ fn merge_python(native: &[&[FrameId]], python: &[PyFrame], frames: &mut Vec<Fram
     for (i, ids) in native.iter().enumerate().rev() {
         match run_of[i] {
             Some(r) => push_run(runs[r], frames, profile),
+            None if vm_loop[i] => {}
             None => frames.extend_from_slice(ids),
         }
     }
 }
 
-/// CPython's bytecode evaluator, whose native frames stand for the Python
-/// functions it runs (`.cold` parts included).
+/// Ruby's VM loop, which rb_vm_exec calls: named in a libruby with its
+/// symbols, else an address in libruby.
+fn is_vm_loop(name: &str) -> bool {
+    name == "vm_exec_core" || name.starts_with("libruby") && name.contains("+0x")
+}
+
+/// CPython's bytecode evaluator and Ruby's VM, whose native frames stand
+/// for the Python functions or Ruby methods they run (`.cold` parts
+/// included).
 fn is_evaluator(name: &str) -> bool {
-    name.starts_with("_PyEval_EvalFrameDefault")
+    name.starts_with("_PyEval_EvalFrameDefault") || name == "rb_vm_exec"
 }
 
 /// A raw stack and its waker's, in the order their frames are named.

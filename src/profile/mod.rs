@@ -8,7 +8,7 @@ pub mod names;
 pub mod raw;
 pub mod java;
 pub mod node;
-pub mod python;
+pub mod interp;
 pub mod time;
 pub mod unwinding;
 
@@ -96,8 +96,9 @@ pub enum FrameKind {
     Interpreted,
     /// A Java method compiled by HotSpot's C1 (async-profiler's `_[1]`).
     C1,
-    /// A Python function run by the CPython interpreter, in place of the
-    /// evaluator's native frame: `name (file.py:line)`.
+    /// A Python function run by the CPython interpreter, or a Ruby method
+    /// by Ruby's VM, in place of the evaluator's native frame:
+    /// `name (file.py:line)`, `label (file.rb:line)`.
     Python,
     /// A frame fgbpf adds that is not code: a process, thread or state.
     Pseudo,

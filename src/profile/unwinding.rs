@@ -96,9 +96,13 @@ pub struct Unwinding {
     /// Executable mappings beyond what the walker holds per process.
     pub mappings_dropped: u64,
     /// Interpreter processes, by how their Python frames were read.
-    pub python: Vec<super::python::PythonWalks>,
+    pub python: Vec<super::interp::InterpWalks>,
     /// Interpreter processes whose Python frames could not be read.
-    pub python_unreadable: Vec<super::python::Unreadable>,
+    pub python_unreadable: Vec<super::interp::Unreadable>,
+    /// Ruby processes, by how their Ruby frames were read, and those
+    /// whose frames could not be.
+    pub ruby: Vec<super::interp::InterpWalks>,
+    pub ruby_unreadable: Vec<super::interp::Unreadable>,
     /// HotSpot JVMs, how their Java frames were walked and named.
     pub java: super::java::JavaWalks,
     /// V8 (Node.js) processes, how their JavaScript frames were named.
@@ -176,10 +180,11 @@ impl Unwinding {
         let mut out = self.walk_lines();
         if let Some(why) = &self.python_refused {
             out.push(format!(
-                "the Python frame walker did not load ({why}): Python threads show the interpreter's C frames, not Python functions"
+                "the Python and Ruby frame walkers did not load ({why}): Python and Ruby threads show their interpreter's C frames, not Python functions or Ruby methods"
             ));
         }
-        out.extend(super::python::lines(&self.python, &self.python_unreadable));
+        out.extend(super::interp::lines(&self.python, &self.python_unreadable, &super::interp::PYTHON));
+        out.extend(super::interp::lines(&self.ruby, &self.ruby_unreadable, &super::interp::RUBY));
         out.extend(self.java.lines());
         out.extend(self.node.lines());
         out

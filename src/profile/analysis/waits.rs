@@ -129,11 +129,12 @@ pub fn site(profile: &Profile, stack: &Stack, lens: Lens) -> Site {
             return None;
         }
         let callers = || stack.frames[..i].iter().rev().map(|&f| profile.frame(f));
-        // In a Python thread the native code between the wait and the
-        // nearest Python function is the interpreter's (or a module's):
-        // the Python function is the user's.
+        // In a Python or Ruby thread the native code between the wait and
+        // the nearest Python function or Ruby method is the interpreter's
+        // (or a module's): that function is the user's, a Ruby C method
+        // (`sleep [c function]`) is not.
         callers()
-            .find(|f| f.kind == FrameKind::Python)
+            .find(|f| f.kind == FrameKind::Python && !f.name.ends_with(" [c function]"))
             .or_else(|| callers().find(|f| f.kind.is_user_space() && !is_library(&f.name)))
             .map(|f| plain_name(&f.name).to_string())
     });

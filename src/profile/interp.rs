@@ -1,6 +1,7 @@
-//! How far the Python stacks of a capture could be read: per interpreter
-//! process, the share of its weight whose Python frames were read to the
-//! outermost one, and why the rest were not; and the Python processes
+//! How far the interpreters' stacks of a capture could be read (CPython's
+//! and Ruby's, whose walkers share one contract): per interpreter process,
+//! the share of its weight whose interpreter frames were read to the
+//! outermost one, and why the rest were not; and the interpreter processes
 //! fgbpf could not read at all. The summary and the report print it.
 
 use std::collections::BTreeMap;
@@ -8,10 +9,10 @@ use std::collections::BTreeMap;
 use super::names::sanitize;
 use super::{PyWalk, RawStack};
 
-/// One interpreter process's stacks by how their Python frames were read,
-/// weighted like the profile.
+/// One interpreter process's stacks by how their interpreter frames were
+/// read, weighted like the profile.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PythonWalks {
+pub struct InterpWalks {
     pub pid: u32,
     pub process: String,
     /// e.g. "3.11".
@@ -29,18 +30,18 @@ pub struct PythonWalks {
 /// An interpreter process fgbpf could not read: (pid, process, why).
 pub type Unreadable = (u32, String, String);
 
-/// Per interpreter process (`versions`: pid → "3.11"), how its stacks'
-/// Python frames were read.
+/// Per interpreter process of one language (`versions`: pid → "3.11"),
+/// how its stacks' interpreter frames were read.
 pub fn by_process<'a>(
     raw: impl IntoIterator<Item = (&'a RawStack, u64)>,
     versions: &BTreeMap<u32, String>,
     name_of: impl Fn(u32, &str) -> String,
-) -> Vec<PythonWalks> {
-    let mut per: BTreeMap<u32, PythonWalks> = BTreeMap::new();
+) -> Vec<InterpWalks> {
+    let mut per: BTreeMap<u32, InterpWalks> = BTreeMap::new();
     for (r, weight) in raw {
         let Some(walk) = r.py_walk else { continue };
         let Some(version) = versions.get(&r.pid) else { continue };
-        let e = per.entry(r.pid).or_insert_with(|| PythonWalks {
+        let e = per.entry(r.pid).or_insert_with(|| InterpWalks {
             pid: r.pid,
             process: name_of(r.pid, &r.comm),
             version: version.clone(),
@@ -54,7 +55,7 @@ pub fn by_process<'a>(
             PyWalk::Fault => &mut e.fault,
         } += weight;
     }
-    let mut out: Vec<PythonWalks> = per.into_values().filter(|p| p.total > 0).collect();
+    let mut out: Vec<InterpWalks> = per.into_values().filter(|p| p.total > 0).collect();
     out.sort_by_key(|p| std::cmp::Reverse(p.total));
     out
 }
@@ -62,37 +63,62 @@ pub fn by_process<'a>(
 /// Interpreter processes listed.
 const LISTED: usize = 5;
 
+/// How the summary speaks of one language's interpreter.
+pub struct Lang {
+    /// "Python", "Ruby".
+    pub name: &'static str,
+    /// The runtime named with its version: "CPython", "Ruby".
+    pub runtime: &'static str,
+    /// What its stacks show when its frames are not read.
+    pub native: &'static str,
+}
+
+pub const PYTHON: Lang = Lang {
+    name: "Python",
+    runtime: "CPython",
+    native: "the evaluator's native frames",
+};
+
+pub const RUBY: Lang = Lang {
+    name: "Ruby",
+    runtime: "Ruby",
+    native: "the VM's native frames (rb_vm_exec)",
+};
+
 /// Lines for the summary and the report.
-pub fn lines(walks: &[PythonWalks], unreadable: &[Unreadable]) -> Vec<String> {
+pub fn lines(walks: &[InterpWalks], unreadable: &[Unreadable], lang: &Lang) -> Vec<String> {
+    let name = lang.name;
     let mut out = Vec::new();
     for p in walks.iter().take(LISTED) {
         let pct = |w: u64| w as f64 * 100.0 / p.total as f64;
-        let mut parts = vec![format!("{:.1}% of its time with the Python stack read whole", pct(p.whole))];
+        let mut parts = vec![format!("{:.1}% of its time with the {name} stack read whole", pct(p.whole))];
         for (w, why) in [
-            (p.no_thread, "in threads not running Python (native threads)"),
-            (p.cut, "cut at the 127-frame limit (its outermost Python frames are missing)"),
-            (p.fault, "cut by interpreter memory that could not be read"),
+            (p.no_thread, format!("in threads not running {name} (native threads)")),
+            (p.cut, format!("cut at the 127-frame limit (its outermost {name} frames are missing)")),
+            (p.fault, "cut by interpreter memory that could not be read".to_string()),
         ] {
             if w > 0 {
                 parts.push(format!("{:.1}% {why}", pct(w)));
             }
         }
         out.push(format!(
-            "Python: pid {} ({}, CPython {}): {}",
+            "{name}: pid {} ({}, {} {}): {}",
             p.pid,
             sanitize(&p.process),
+            lang.runtime,
             p.version,
             parts.join("; ")
         ));
     }
     if walks.len() > LISTED {
-        out.push(format!("Python: {} more interpreter processes", walks.len() - LISTED));
+        out.push(format!("{name}: {} more interpreter processes", walks.len() - LISTED));
     }
     for (pid, process, why) in unreadable.iter().take(LISTED) {
         out.push(format!(
-            "Python: pid {pid} ({}): Python frames not read, {}; its stacks show the evaluator's native frames",
+            "{name}: pid {pid} ({}): {name} frames not read, {}; its stacks show {}",
             sanitize(process),
-            sanitize(why)
+            sanitize(why),
+            lang.native
         ));
     }
     out
@@ -124,7 +150,7 @@ mod tests {
         assert_eq!(walks.len(), 2);
         let one = walks.iter().find(|p| p.pid == 1).unwrap();
         assert_eq!((one.total, one.whole, one.no_thread), (20, 10, 10));
-        let text = lines(&walks, &[(4, "python3.14".into(), "CPython 3.14 (fgbpf reads 3.8 to 3.13)".into())]);
+        let text = lines(&walks, &[(4, "python3.14".into(), "CPython 3.14 (fgbpf reads 3.8 to 3.13)".into())], &PYTHON);
         assert!(text[0].contains("50.0% of its time with the Python stack read whole; 50.0% in threads not running Python"), "{text:?}");
         assert!(text.last().unwrap().contains("pid 4 (python3.14): Python frames not read, CPython 3.14"), "{text:?}");
     }

@@ -1,0 +1,469 @@
+//! Naming the Ruby frames the BPF walker recorded: each is an iseq (a
+//! method's, block's or script's instruction sequence) and a pc, or a C
+//! method's entry. What names an iseq (its label, its file, its line
+//! table) is read from the live process once, when the walker announces
+//! it, and kept after the process exits: a half-second script is named
+//! too. Every byte comes from the target and is untrusted: the object's
+//! type is checked in its flags, lengths are capped, text is decoded
+//! lossily, and a line table that does not check out leaves the frame at
+//! its method's first line.
+
+use std::collections::HashMap;
+
+use super::Layout;
+use crate::procs::mem::Mem;
+
+/// Ruby's object types (RBasic flags & T_MASK) and imemo kinds.
+const T_MASK: u64 = 0x1f;
+const T_STRING: u64 = 0x05;
+const T_ARRAY: u64 = 0x07;
+const T_HASH: u64 = 0x08;
+const T_IMEMO: u64 = 0x1a;
+const FL_USHIFT: u64 = 12;
+const IMEMO_MENT: u64 = 6;
+const IMEMO_ISEQ: u64 = 7;
+/// rb_iseq_constant_body's type of a top-level iseq.
+const ISEQ_TYPE_TOP: u32 = 0;
+/// RString (3.1): a heap string's flag; an embedded one's length bits.
+const RSTRING_NOEMBED: u64 = 1 << 13;
+const RSTRING_EMBED_LEN_SHIFT: u64 = 14;
+const RSTRING_EMBED_LEN_MASK: u64 = 0x1f;
+/// RArray (3.1): an embedded array's flag and length bits.
+const RARRAY_EMBED: u64 = 1 << 13;
+const RARRAY_EMBED_LEN_SHIFT: u64 = 15;
+const RARRAY_EMBED_LEN_MASK: u64 = 0x3;
+
+/// Longest label or path read; most instructions a line table is read for.
+const MAX_TEXT: usize = 4096;
+const MAX_INSNS: u64 = 1 << 20;
+const MAX_INFO: u64 = 1 << 16;
+
+/// The succinct index of an iseq's line table (iseq.c): 54 positions'
+/// ranks packed 7 bits each in 6 words, then blocks of 512 bits, each a
+/// rank (u32, padded), 7 small-block ranks of 9 bits, and 8 words.
+const IMMEDIATE: u64 = 54;
+const BLOCK_BITS: u64 = 512;
+const BLOCK_BYTES: u64 = 80;
+
+/// What an iseq says of itself.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Iseq {
+    pub label: String,
+    pub file: String,
+    pub first_line: u32,
+    /// A top-level iseq (ISEQ_TYPE_TOP: the VM's own bottom frame, a
+    /// required file's top level).
+    pub top: bool,
+    encoded: u64,
+    size: u64,
+    /// line_no of each insn_info entry, and the succinct index mapping a
+    /// position to its entry (empty: one entry).
+    lines: Vec<i32>,
+    index: Vec<u8>,
+}
+
+impl Iseq {
+    /// The line the instruction at `pc_bits` (bits 3-20 of the frame's pc,
+    /// as the walker kept them) is on; the first line when unknown.
+    pub fn line(&self, pc_bits: u64, bits: u32) -> u32 {
+        let n = self.index(pc_bits, bits);
+        if n > self.size {
+            return self.first_line;
+        }
+        // The pc is past the instruction it runs (vm_core.h's calc_pos).
+        let pos = n.saturating_sub(1);
+        let entry = match self.lines.len() {
+            0 => return self.first_line,
+            1 => Some(0),
+            _ => rank(&self.index, pos).and_then(|r| r.checked_sub(1)),
+        };
+        match entry.and_then(|e| self.lines.get(e as usize)) {
+            Some(&l) if l > 0 => l as u32,
+            _ => self.first_line,
+        }
+    }
+}
+
+impl Iseq {
+    /// The pc's index among the iseq's instructions' VALUEs: pc and
+    /// iseq_encoded are both VALUE-aligned, so their difference in VALUEs,
+    /// modulo the bits kept.
+    pub fn index(&self, pc_bits: u64, bits: u32) -> u64 {
+        pc_bits.wrapping_sub(self.encoded >> 3) & ((1u64 << bits) - 1)
+    }
+}
+
+/// The number of positions at or below `pos` in a succinct index
+/// (iseq.c's succ_index_lookup).
+fn rank(index: &[u8], pos: u64) -> Option<u64> {
+    let word = |at: u64| -> Option<u64> {
+        let at = usize::try_from(at).ok()?;
+        Some(u64::from_le_bytes(index.get(at..at + 8)?.try_into().ok()?))
+    };
+    if pos < IMMEDIATE {
+        return Some((word(pos / 9 * 8)? >> (pos % 9 * 7)) & 0x7f);
+    }
+    let x = pos - IMMEDIATE;
+    let block = IMMEDIATE / 9 * 8 + x / BLOCK_BITS * BLOCK_BYTES;
+    let bit = x % BLOCK_BITS;
+    let small = bit / 64;
+    let base = u64::from(u32::try_from(word(block)? & 0xffff_ffff).ok()?);
+    let small_rank = if small == 0 {
+        0
+    } else {
+        (word(block + 8)? >> ((small - 1) * 9)) & 0x1ff
+    };
+    let bits = word(block + 16 + small * 8)?;
+    let popcount = u64::from((bits << (63 - bit % 64)).count_ones());
+    Some(base + small_rank + popcount)
+}
+
+/// Why an object could not be named.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Unnamed {
+    /// The process exited before the object was read.
+    Gone,
+    /// The address did not hold what its word said (freed and reused, or
+    /// a layout that is not what fgbpf expected).
+    NotIseq,
+    /// A C method whose name was not found: Ruby's symbol table was not
+    /// found, or does not hold its id.
+    CMethod,
+}
+
+/// symbol.c: ids are kept in chunks of 512, two VALUEs each (the name's
+/// String, its Symbol); ids above the operators' (tLAST_OP_ID) carry
+/// their serial above 4 scope bits.
+const ID_ENTRY_UNIT: u64 = 512;
+const ID_ENTRY_SIZE: u64 = 2;
+const LAST_OP_ID: u64 = 0xa9;
+const ID_SCOPE_SHIFT: u64 = 4;
+
+/// The iseqs and C methods of one Ruby process, read as they are met.
+pub struct Reader {
+    mem: Option<Mem>,
+    layout: Layout,
+    /// libruby's .data (address, bytes), and Ruby's symbol table found
+    /// there when first needed: its `ids` Array and last serial.
+    data: (u64, u64),
+    symbols: Option<Option<(u64, u64)>>,
+    iseqs: HashMap<u64, Result<Iseq, Unnamed>>,
+    methods: HashMap<u64, Result<String, Unnamed>>,
+}
+
+impl Reader {
+    pub fn new(pid: u32, layout: Layout, data: (u64, u64)) -> Self {
+        Reader {
+            mem: Mem::open(pid).ok(),
+            layout,
+            data,
+            symbols: None,
+            iseqs: HashMap::new(),
+            methods: HashMap::new(),
+        }
+    }
+
+    /// Reads an announced object (an iseq, or with `cfunc` a method
+    /// entry), once.
+    pub fn read(&mut self, addr: u64, cfunc: bool) {
+        if cfunc {
+            if !self.methods.contains_key(&addr) {
+                let m = self.read_method(addr);
+                self.methods.insert(addr, m);
+            }
+        } else if !self.iseqs.contains_key(&addr) {
+            let i = self.read_iseq(addr).ok_or(Unnamed::NotIseq);
+            // A read that failed because the process is gone may succeed
+            // for no one: keep it as gone.
+            let i = match (i, self.alive()) {
+                (Err(_), false) => Err(Unnamed::Gone),
+                (i, _) => i,
+            };
+            self.iseqs.insert(addr, i);
+        }
+    }
+
+    pub fn iseq(&self, addr: u64) -> Result<&Iseq, Unnamed> {
+        match self.iseqs.get(&addr) {
+            Some(Ok(i)) => Ok(i),
+            Some(Err(e)) => Err(*e),
+            None => Err(Unnamed::Gone),
+        }
+    }
+
+    pub fn method(&self, addr: u64) -> Result<&str, Unnamed> {
+        match self.methods.get(&addr) {
+            Some(Ok(m)) => Ok(m),
+            Some(Err(e)) => Err(*e),
+            None => Err(Unnamed::Gone),
+        }
+    }
+
+    fn alive(&self) -> bool {
+        self.mem.as_ref().is_some_and(|m| std::path::Path::new(&format!("/proc/{}", m.pid())).exists())
+    }
+
+    fn read_method(&mut self, addr: u64) -> Result<String, Unnamed> {
+        let mem = self.mem.as_ref().ok_or(Unnamed::Gone)?;
+        let l = &self.layout;
+        let flags = mem.u64(addr).ok_or(Unnamed::Gone)?;
+        if flags & T_MASK != T_IMEMO || (flags >> FL_USHIFT) & 0xf != IMEMO_MENT {
+            return Err(Unnamed::NotIseq);
+        }
+        let def = mem.u64(addr + u64::from(l.me_def)).ok_or(Unnamed::NotIseq)?;
+        let id = mem.u64(def + u64::from(l.def_original_id)).ok_or(Unnamed::NotIseq)?;
+        if self.symbols.is_none() {
+            self.symbols = Some(self.find_symbols());
+        }
+        let (ids, last) = self.symbols.flatten().ok_or(Unnamed::CMethod)?;
+        self.id_name(ids, last, id).ok_or(Unnamed::CMethod)
+    }
+
+    /// Ruby's symbol table (symbol.c's rb_symbols_t: the last serial as a
+    /// u32, the str_sym table, the `ids` Array, the dynamic symbols'
+    /// Hash), found in libruby's .data by what it holds: an Array of one
+    /// chunk per 512 serials, then a Hash. None unless exactly one place
+    /// checks out.
+    fn find_symbols(&self) -> Option<(u64, u64)> {
+        let mem = self.mem.as_ref()?;
+        let (at, len) = self.data;
+        if !(32..=1 << 20).contains(&len) {
+            return None;
+        }
+        let bytes = mem.bytes(at, len as usize)?;
+        let word = |o: usize| u64::from_le_bytes(bytes[o..o + 8].try_into().expect("8 bytes"));
+        let mut found = None;
+        for o in (0..bytes.len() - 31).step_by(8) {
+            let last = word(o) & 0xffff_ffff;
+            let (ids, hash) = (word(o + 16), word(o + 24));
+            if last == 0 || last > 1 << 24 || ids == 0 || ids & 7 != 0 || hash == 0 || hash & 7 != 0 {
+                continue;
+            }
+            let is = |obj: u64, t: u64| mem.u64(obj).is_some_and(|f| f & T_MASK == t);
+            if !is(ids, T_ARRAY) || !is(hash, T_HASH) {
+                continue;
+            }
+            if self.array(ids).map(|(n, _)| n) != Some(last / ID_ENTRY_UNIT + 1) {
+                continue;
+            }
+            if found.is_some() {
+                return None;
+            }
+            found = Some((ids, last));
+        }
+        found
+    }
+
+    /// The name of a method id: its String in the symbol table.
+    fn id_name(&self, ids: u64, last: u64, id: u64) -> Option<String> {
+        let mem = self.mem.as_ref()?;
+        let serial = if id > LAST_OP_ID { id >> ID_SCOPE_SHIFT } else { id };
+        if serial == 0 || serial > last {
+            return None;
+        }
+        let (chunks, items) = self.array(ids)?;
+        let chunk_at = serial / ID_ENTRY_UNIT;
+        if chunk_at >= chunks {
+            return None;
+        }
+        let chunk = mem.u64(items + chunk_at * 8)?;
+        let (n, entries) = self.array(chunk)?;
+        let pos = serial % ID_ENTRY_UNIT * ID_ENTRY_SIZE;
+        if pos >= n {
+            return None;
+        }
+        self.string(mem.u64(entries + pos * 8)?)
+    }
+
+    /// An Array's length and where its elements are; None when `obj` is
+    /// not an Array.
+    fn array(&self, obj: u64) -> Option<(u64, u64)> {
+        let mem = self.mem.as_ref()?;
+        let flags = mem.u64(obj)?;
+        if flags & T_MASK != T_ARRAY {
+            return None;
+        }
+        if flags & RARRAY_EMBED != 0 {
+            Some(((flags >> RARRAY_EMBED_LEN_SHIFT) & RARRAY_EMBED_LEN_MASK, obj + 16))
+        } else {
+            Some((mem.u64(obj + 16)?, mem.u64(obj + 32)?))
+        }
+    }
+
+    fn read_iseq(&self, addr: u64) -> Option<Iseq> {
+        let mem = self.mem.as_ref()?;
+        let l = &self.layout;
+        let flags = mem.u64(addr)?;
+        if flags & T_MASK != T_IMEMO || (flags >> FL_USHIFT) & 0xf != IMEMO_ISEQ {
+            return None;
+        }
+        let body = mem.u64(addr + u64::from(l.iseq_body))?;
+        let top = mem.u32(body)? == ISEQ_TYPE_TOP;
+        let size = u64::from(mem.u32(body + u64::from(l.body_size))?);
+        let encoded = mem.u64(body + u64::from(l.body_encoded))?;
+        let loc = body + u64::from(l.body_location);
+        let pathobj = mem.u64(loc)?;
+        let label = self.string(mem.u64(loc + 16)?)?;
+        let first = mem.u64(loc + 24)?;
+        // A Fixnum: (n << 1) | 1.
+        let first_line = if first & 1 == 1 { u32::try_from(first >> 1).unwrap_or(0) } else { 0 };
+        let path = self.path(pathobj).unwrap_or_default();
+        let file = path.rsplit('/').next().unwrap_or(&path).to_string();
+        let (lines, index) = self.line_table(body, size).unwrap_or_default();
+        Some(Iseq {
+            label,
+            file,
+            first_line,
+            top,
+            encoded,
+            size,
+            lines,
+            index,
+        })
+    }
+
+    /// The insn_info entries' lines and the succinct index over them.
+    fn line_table(&self, body: u64, size: u64) -> Option<(Vec<i32>, Vec<u8>)> {
+        let mem = self.mem.as_ref()?;
+        let l = &self.layout;
+        if size == 0 || size > MAX_INSNS {
+            return None;
+        }
+        let info = body + u64::from(l.body_insns_info);
+        let entries = mem.u64(info)?;
+        let count = u64::from(mem.u32(info + 16)?);
+        let table = mem.u64(info + 24)?;
+        if count == 0 || count > MAX_INFO.min(size + 1) {
+            return None;
+        }
+        let stride = u64::from(l.insn_info_size);
+        let raw = mem.bytes(entries, usize::try_from(count * stride).ok()?)?;
+        let lines = raw
+            .chunks_exact(stride as usize)
+            .map(|e| i32::from_le_bytes(e[..4].try_into().expect("4 bytes")))
+            .collect();
+        if count == 1 {
+            return Some((lines, Vec::new()));
+        }
+        // The index covers positions up to the last entry's, at most the
+        // iseq's size: read for that size, else its immediate part only.
+        let full = if size < IMMEDIATE {
+            size.div_ceil(9) * 8
+        } else {
+            IMMEDIATE / 9 * 8 + (size - IMMEDIATE).div_ceil(BLOCK_BITS) * BLOCK_BYTES
+        };
+        let index = mem
+            .bytes(table, full as usize)
+            .or_else(|| mem.bytes(table, (full.min(IMMEDIATE / 9 * 8)) as usize))?;
+        Some((lines, index))
+    }
+
+    /// A path object: a String, or an Array whose first element is one.
+    fn path(&self, obj: u64) -> Option<String> {
+        let mem = self.mem.as_ref()?;
+        let flags = mem.u64(obj)?;
+        match flags & T_MASK {
+            T_STRING => self.string(obj),
+            T_ARRAY => {
+                let (len, items) = self.array(obj)?;
+                if len == 0 {
+                    return None;
+                }
+                self.string(mem.u64(items)?)
+            }
+            _ => None,
+        }
+    }
+
+    /// A String's text, lossily; None when `obj` is not a String.
+    fn string(&self, obj: u64) -> Option<String> {
+        let mem = self.mem.as_ref()?;
+        let flags = mem.u64(obj)?;
+        if flags & T_MASK != T_STRING {
+            return None;
+        }
+        let (len, at) = if flags & RSTRING_NOEMBED != 0 {
+            (mem.u64(obj + 16)?, mem.u64(obj + 24)?)
+        } else {
+            ((flags >> RSTRING_EMBED_LEN_SHIFT) & RSTRING_EMBED_LEN_MASK, obj + 16)
+        };
+        let len = usize::try_from(len).ok()?.min(MAX_TEXT);
+        let bytes = mem.bytes(at, len)?;
+        Some(String::from_utf8_lossy(&bytes).into_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A succinct index of positions, built as iseq.c's
+    /// succ_index_table_create builds one.
+    fn index_of(positions: &[u64], max: u64) -> Vec<u8> {
+        let mut out = Vec::new();
+        let ranks = |x: u64| positions.iter().filter(|&&p| p <= x).count() as u64;
+        for w in 0..IMMEDIATE / 9 {
+            let mut word = 0u64;
+            for i in 0..9 {
+                word |= ranks(w * 9 + i) << (i * 7);
+            }
+            out.extend_from_slice(&word.to_le_bytes());
+        }
+        let blocks = (max.saturating_sub(IMMEDIATE)).div_ceil(BLOCK_BITS);
+        for b in 0..blocks {
+            let start = IMMEDIATE + b * BLOCK_BITS;
+            let base = ranks(start - 1);
+            let mut small_ranks = 0u64;
+            let mut bits = [0u64; 8];
+            for (k, word) in bits.iter_mut().enumerate() {
+                for j in 0..64 {
+                    if positions.contains(&(start + k as u64 * 64 + j)) {
+                        *word |= 1 << j;
+                    }
+                }
+            }
+            for k in 1..8u64 {
+                let r = ranks(start + k * 64 - 1) - base;
+                small_ranks |= r << ((k - 1) * 9);
+            }
+            out.extend_from_slice(&(base as u32).to_le_bytes());
+            out.extend_from_slice(&[0; 4]);
+            out.extend_from_slice(&small_ranks.to_le_bytes());
+            for w in bits {
+                out.extend_from_slice(&w.to_le_bytes());
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn ranks_read_the_succinct_index_as_ruby_builds_it() {
+        let positions = [0, 3, 7, 40, 53, 54, 60, 200, 599, 700, 1100];
+        let index = index_of(&positions, 1200);
+        for x in 0..1200 {
+            let want = positions.iter().filter(|&&p| p <= x).count() as u64;
+            assert_eq!(rank(&index, x), Some(want), "position {x}");
+        }
+    }
+
+    #[test]
+    fn a_pc_is_on_the_line_of_the_entry_before_it() {
+        let positions = [0, 4, 9];
+        let iseq = Iseq {
+            label: "inner".into(),
+            file: "busy.rb".into(),
+            first_line: 3,
+            top: false,
+            encoded: 0x1000,
+            size: 12,
+            lines: vec![3, 4, 5],
+            index: index_of(&positions, 12),
+        };
+        let pc = |i: u64| ((0x1000 + i * 8) >> 3) & ((1 << 18) - 1);
+        // The pc points past the instruction running.
+        assert_eq!(iseq.line(pc(1), 18), 3);
+        assert_eq!(iseq.line(pc(5), 18), 4);
+        assert_eq!(iseq.line(pc(11), 18), 5);
+        assert_eq!(iseq.line(pc(40), 18), 3, "past the iseq: its first line");
+    }
+}

@@ -1,0 +1,168 @@
+//! Ruby methods in fgbpf's stacks, on the machine's Ruby (Debian's
+//! `ruby`, 3.1, with a stripped libruby, which scripts/test.sh installs),
+//! started with no flag: the VM's control frames are walked in the kernel
+//! from the thread's execution context (src/bpf/ruby.bpf.h) and named from
+//! the live process (src/procs/ruby/). Known answers: the scripts' own
+//! lines and splits.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use common::*;
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+type Folded = Vec<(Vec<String>, u64)>;
+
+fn script(name: &str) -> PathBuf {
+    Path::new(ROOT).join("tests/workloads/ruby").join(name)
+}
+
+/// Starts `ruby SCRIPT ARGS` and returns once it says "ready".
+fn start(name: &str, args: &[&str]) -> KillOnDrop {
+    let mut child = Command::new("ruby")
+        .arg(script(name))
+        .args(args)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("ruby is not installed: run scripts/test.sh, which installs it");
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready", "{name} did not start");
+    KillOnDrop(child)
+}
+
+/// The stacks of one thread, by its label's prefix (`ruby-PID` for the
+/// main thread; Ruby names the others by where they were created).
+fn thread(stacks: &Folded, label: &str) -> Folded {
+    stacks.iter().filter(|(f, _)| f.get(1).is_some_and(|t| t.starts_with(label))).cloned().collect()
+}
+
+/// A Ruby frame is `label (file:line)_[p]`: matched by label and file.
+fn rb(frame: &str, wanted: &str) -> bool {
+    let (label, file) = wanted.split_once('@').unwrap_or((wanted, ""));
+    frame
+        .strip_suffix("_[p]")
+        .and_then(|f| f.strip_prefix(label))
+        .and_then(|rest| rest.strip_prefix(" ("))
+        .is_some_and(|rest| rest.starts_with(file))
+}
+
+/// Weight of the stacks holding `frame` (matched as [`rb`] does).
+fn weight_of(stacks: &Folded, frame: &str) -> u64 {
+    weight_in_order_by(stacks, &[frame], rb)
+}
+
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+#[test]
+fn busy_ruby_methods_are_named_in_order_under_the_vms_entry() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let ruby = start("busy.rb", &["30"]);
+    let pid = ruby.id();
+    let (dir, summary) = capture_pid("oncpu", pid, "3", "ruby_busy");
+    drop(ruby);
+    let stacks = read_folded(&dir.join("oncpu.folded"));
+    let main = thread(&stacks, &format!("ruby-{pid}"));
+    let all = total(&main);
+    // The script's top level calls outer at line 22, outer calls inner at
+    // line 15; inner's loop is lines 6 to 8.
+    let ordered = pct(weight_in_order_by(&main, &["<main>@busy.rb:22", "outer@busy.rb:15", "inner@busy.rb:"], rb), all);
+    let rooted = pct(
+        weight_in_order_by(&main, &["_start", "ruby_run_node", "<main>@busy.rb:22", "outer@busy.rb:15"], |f, w| {
+            f == w || rb(f, w)
+        }),
+        all,
+    );
+    let in_loop: u64 = ["inner@busy.rb:6", "inner@busy.rb:7", "inner@busy.rb:8"].iter().map(|f| weight_of(&main, f)).sum();
+    eprintln!("<main>;outer;inner {ordered:.1}%, rooted at _start {rooted:.1}%, inner on its loop's lines {:.1}% of {all}", pct(in_loop, all));
+    assert!(all > 300, "{all} samples of the main thread\n{summary}");
+    assert!(ordered >= 95.0, "{ordered:.1}% of {all} in <main>;outer;inner\n{summary}");
+    assert!(rooted >= 95.0, "{rooted:.1}% rooted at _start through ruby_run_node\n{summary}");
+    assert!(pct(in_loop, all) >= 90.0, "inner's loop's lines in {:.1}%\n{summary}", pct(in_loop, all));
+    // rb_vm_exec and the VM loop it calls stand for the methods: neither
+    // is left under them.
+    assert_eq!(weight_in_order_by(&main, &["rb_vm_exec"], |f, w| f == w), 0, "rb_vm_exec left in the stacks");
+    assert!(
+        summary.contains(&format!("Ruby: pid {pid} (ruby, Ruby 3.1): 100.0% of its time with the Ruby stack read whole")),
+        "{summary}"
+    );
+}
+
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+#[test]
+fn a_50_30_20_split_between_ruby_methods() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let ruby = start("split.rb", &["30"]);
+    let pid = ruby.id();
+    let (dir, summary) = capture_pid("oncpu", pid, "4", "ruby_split");
+    drop(ruby);
+    let stacks = read_folded(&dir.join("oncpu.folded"));
+    let main = thread(&stacks, &format!("ruby-{pid}"));
+    let shares: Vec<(&str, f64, f64)> = [("fifty@split.rb:", 50.0), ("thirty@split.rb:", 30.0), ("twenty@split.rb:", 20.0)]
+        .into_iter()
+        .map(|(f, want)| (f, pct(weight_of(&main, f), total(&main)), want))
+        .collect();
+    eprintln!("{shares:?}");
+    for (f, got, want) in shares {
+        assert!((got - want).abs() <= 3.0, "{f} {got:.1}% (want {want} ±3)\n{summary}");
+    }
+}
+
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+#[test]
+fn a_thread_sleeping_in_sleep_waits_under_nap() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let ruby = start("nap.rb", &["30"]);
+    let pid = ruby.id();
+    let (dir, summary) = capture_pid("offcpu", pid, "3", "ruby_nap");
+    drop(ruby);
+    let stacks = read_folded(&dir.join("offcpu.folded"));
+    // Ruby names the thread by where it was created.
+    let sleeper = thread(&stacks, "nap.rb:9-");
+    let all = total(&sleeper);
+    let under = pct(weight_in_order_by(&sleeper, &["block in <main>@nap.rb:9", "nap@nap.rb:5", "sleep [c function]"], |f, w| {
+        rb(f, w) || f.strip_suffix("_[p]") == Some(w)
+    }), all);
+    eprintln!("{under:.1}% of the sleeper's {all} us off-CPU under nap;sleep");
+    assert!(all > 2_000_000, "the sleeping thread's off-CPU time: {all} us\n{summary}");
+    assert!(under >= 95.0, "{under:.1}% of {all} us under nap;sleep\n{summary}");
+    assert!(summary.contains("under nap (nap.rb:5)"), "the finding names the Ruby method that slept:\n{summary}");
+}
+
+/// A script that exits before the first drain of the counts still has its
+/// methods named: the walker announces each new iseq, read at once.
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+#[test]
+fn a_script_of_half_a_second_keeps_its_names() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let dir = out_dir("ruby_short");
+    let out = run(fgbpf().args(["oncpu", "-F", "499", "-o"]).arg(&dir).args(["--", "ruby"]).arg(script("short.rb")));
+    assert_ok(&out);
+    let summary = String::from_utf8_lossy(&out.stderr);
+    let stacks = read_folded(&dir.join("oncpu.folded"));
+    let gone = weight_in_order_by(&stacks, &["[ruby: process gone"], |f, w| f.starts_with(w));
+    assert_eq!(gone, 0, "Ruby frames unnamed in {} samples\n{summary}", total(&stacks));
+    // The script runs under ruby_run_node: its samples carry its frames.
+    let script: Folded = stacks.iter().filter(|(f, _)| f.iter().any(|x| x == "ruby_run_node")).cloned().collect();
+    let (all, ran) = (total(&stacks), total(&script));
+    let named = weight_in_order_by(&script, &["<main>@short.rb:9", "work@short.rb:5"], rb);
+    eprintln!("the script's frames in {named} of the {ran} samples running it, {all} in all");
+    assert!(ran >= 100, "{ran} of {all} samples running the script\n{summary}");
+    assert!(pct(named, ran) >= 90.0, "the script's frames in {:.1}% of {ran}\n{summary}", pct(named, ran));
+}
