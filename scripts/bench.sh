@@ -9,8 +9,9 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 scripts/setup.sh
-# The peers and the JVM of section 14, from the distribution; inferno's CLI from crates.io.
-peers=(linux-perf bpftrace libbpf-tools time openjdk-17-jdk-headless nodejs)
+# The peers and the runtimes of sections 14 to 16, from the distribution; inferno's
+# and rbspy's CLIs from crates.io.
+peers=(linux-perf bpftrace libbpf-tools time openjdk-17-jdk-headless nodejs ruby)
 missing=()
 for p in "${peers[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
@@ -22,6 +23,10 @@ fi
 tools="target/bench-tools"
 if [ ! -x "$tools/bin/inferno-flamegraph" ]; then
     cargo install --locked --root "$tools" inferno >/dev/null
+fi
+# rbspy, the peer of section 16, from crates.io.
+if [ ! -x "$tools/bin/rbspy" ]; then
+    cargo install --locked --root "$tools" rbspy >/dev/null
 fi
 scripts/fetch-py-spy.sh
 # perf and bpftrace read tracepoint formats from tracefs.

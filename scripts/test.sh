@@ -52,6 +52,7 @@ if [ ! -x "$consumers/node_modules/.bin/ajv" ]; then
     npm install --silent --no-audit --no-fund --prefix "$consumers" ajv-cli@5.0.0 >/dev/null
 fi
 scripts/fetch-py-spy.sh
+scripts/fetch-rbspy.sh
 scripts/fetch-jdks.sh
 export FGBPF_CONSUMERS="$PWD/$consumers"
 

@@ -95,27 +95,76 @@ fn busy_ruby_methods_are_named_in_order_under_the_vms_entry() {
     );
 }
 
+/// rbspy (from crates.io; scripts/fetch-rbspy.sh builds it).
+fn rbspy() -> PathBuf {
+    let consumers = std::env::var_os("FGBPF_CONSUMERS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(ROOT).join("target/consumers"));
+    let local = consumers.join("rbspy/rbspy");
+    assert!(local.is_file(), "rbspy is not installed: run scripts/test.sh, which builds it from crates.io");
+    local
+}
+
+/// rbspy's collapsed output: `<main> - /path/split.rb:31;fifty - …:15 191`.
+fn rbspy_shares(path: &Path, methods: &[&str]) -> Vec<f64> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let stacks: Folded = text
+        .lines()
+        .filter_map(|l| {
+            let (frames, n) = l.rsplit_once(' ')?;
+            Some((frames.split(';').map(str::to_string).collect(), n.parse().ok()?))
+        })
+        .collect();
+    let all = total(&stacks);
+    methods
+        .iter()
+        .map(|m| pct(weight_in_order_by(&stacks, &[m], |f, w| f.starts_with(&format!("{w} - "))), all))
+        .collect()
+}
+
+/// fgbpf and rbspy on the same process at the same time: each method's
+/// share within 3 points of the known split and within 5 of rbspy's.
 #[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
-fn a_50_30_20_split_between_ruby_methods() {
+fn a_50_30_20_split_between_ruby_methods_agrees_with_rbspy() {
     if !require_root() {
         return;
     }
     let _serial = serial();
     let ruby = start("split.rb", &["30"]);
     let pid = ruby.id();
+    let spied = out_dir("ruby_split_rbspy");
+    std::fs::create_dir_all(&spied).unwrap();
+    let spy = KillOnDrop(
+        Command::new(rbspy())
+            .args(["record", "--nonblocking", "--silent", "-r", "99", "-d", "5", "--format", "collapsed", "-p"])
+            .arg(pid.to_string())
+            .arg("-f")
+            .arg(spied.join("rbspy.txt"))
+            .arg("--raw-file")
+            .arg(spied.join("rbspy.raw.gz"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     let (dir, summary) = capture_pid("oncpu", pid, "4", "ruby_split");
+    let mut spy = spy;
+    let status = spy.0.wait().unwrap();
     drop(ruby);
+    assert!(status.success(), "rbspy: {status}");
     let stacks = read_folded(&dir.join("oncpu.folded"));
     let main = thread(&stacks, &format!("ruby-{pid}"));
-    let shares: Vec<(&str, f64, f64)> = [("fifty@split.rb:", 50.0), ("thirty@split.rb:", 30.0), ("twenty@split.rb:", 20.0)]
-        .into_iter()
-        .map(|(f, want)| (f, pct(weight_of(&main, f), total(&main)), want))
-        .collect();
-    eprintln!("{shares:?}");
-    for (f, got, want) in shares {
-        assert!((got - want).abs() <= 3.0, "{f} {got:.1}% (want {want} ±3)\n{summary}");
+    let methods = ["fifty", "thirty", "twenty"];
+    let theirs = rbspy_shares(&spied.join("rbspy.txt"), &methods);
+    let mut said = Vec::new();
+    for ((m, want), their) in methods.iter().zip([50.0, 30.0, 20.0]).zip(theirs) {
+        let ours = pct(weight_of(&main, &format!("{m}@split.rb:")), total(&main));
+        said.push(format!("{m}: fgbpf {ours:.1}%, rbspy {their:.1}%, known {want}%"));
+        assert!((ours - want).abs() <= 3.0, "{m} {ours:.1}% (want {want} ±3)\n{summary}");
+        assert!((ours - their).abs() <= 5.0, "{m} {ours:.1}% against rbspy's {their:.1}%\n{summary}");
     }
+    eprintln!("{}", said.join("\n"));
 }
 
 #[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
