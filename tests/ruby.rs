@@ -95,6 +95,43 @@ fn busy_ruby_methods_are_named_in_order_under_the_vms_entry() {
     );
 }
 
+/// A block run by a method written in C (`Integer#times`): the method is
+/// named between its caller and the block, and the VM's own frames go
+/// with the methods they run, also when a block's VM call is between its
+/// frame's pop and its return.
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+#[test]
+fn a_block_run_by_a_c_method_is_named_under_it() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let ruby = start("blocks.rb", &["30"]);
+    let pid = ruby.id();
+    let (dir, summary) = capture_pid("oncpu", pid, "3", "ruby_blocks");
+    drop(ruby);
+    let stacks = read_folded(&dir.join("oncpu.folded"));
+    let main = thread(&stacks, &format!("ruby-{pid}"));
+    let all = total(&main);
+    let is = |f: &str, w: &str| rb(f, w) || f.strip_suffix("_[p]") == Some(w);
+    let in_block = weight_in_order_by(&main, &["outer@blocks.rb:16", "times [c function]", "block in outer@blocks.rb:16"], is);
+    let in_work = weight_in_order_by(&main, &["block in outer@blocks.rb:16", "work@blocks.rb:"], is);
+    // Samples in the C method itself, between two calls of the block.
+    let in_times = weight_in_order_by(&main, &["outer@blocks.rb:16", "times [c function]"], is);
+    eprintln!(
+        "outer;times;block {:.1}%, block;work {:.1}%, under times {:.1}% of {all}",
+        pct(in_block, all),
+        pct(in_work, all),
+        pct(in_times, all)
+    );
+    assert!(pct(in_times, all) >= 95.0, "{:.1}% under outer;times\n{summary}", pct(in_times, all));
+    assert!(pct(in_work, all) >= 80.0, "{:.1}% in block;work\n{summary}", pct(in_work, all));
+    // No rb_vm_exec of a VM call with a Ruby frame is left: only the
+    // innermost, between a block's pop and its return.
+    let stray = weight_in_order_by(&main, &["rb_vm_exec", "block in outer@blocks.rb:16"], is);
+    assert_eq!(stray, 0, "rb_vm_exec left under a Ruby frame\n{summary}");
+}
+
 /// rbspy (from crates.io; scripts/fetch-rbspy.sh builds it).
 fn rbspy() -> PathBuf {
     let consumers = std::env::var_os("FGBPF_CONSUMERS")

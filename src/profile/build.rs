@@ -64,7 +64,8 @@ pub fn from_raw(raw: &[RawStack], unit: Unit, symbolizer: &mut Symbolizer) -> Pr
         } else {
             let named: Vec<&[FrameId]> =
                 slots.iter().map(|&s| table.frames(user.entries[s as usize])).collect();
-            merge_python(&named, &r.python, &mut frames, &mut profile);
+            let whole = r.py_walk == Some(super::PyWalk::Whole);
+            merge_python(&named, &r.python, whole, &mut frames, &mut profile);
         }
         // A stack taken inside the tracer (off-CPU stacks with raw
         // tracepoints) starts with the tracer's own frames: left out, up
@@ -164,10 +165,13 @@ pub fn from_raw(raw: &[RawStack], unit: Unit, symbolizer: &mut Symbolizer) -> Pr
 /// ending at an entry frame; the innermost run takes the place of the
 /// innermost evaluator frame, and so on outwards. Runs left over (the
 /// native walk stopped short of their evaluator frames) go at the root,
-/// where they were called from. Ruby's rb_vm_exec runs its methods in the
-/// VM loop it calls (vm_exec_core, unnamed in a stripped libruby): that
-/// frame goes with it.
-fn merge_python(native: &[&[FrameId]], python: &[PyFrame], frames: &mut Vec<FrameId>, profile: &mut Profile) {
+/// where they were called from. With the interpreter's stack read whole
+/// (`whole`), evaluator frames beyond the runs are the innermost ones: a
+/// call of the evaluator whose frame was popped and which has yet to
+/// return (Ruby's leave from a block called from C), which stay native.
+/// Ruby's rb_vm_exec runs its methods in the VM loop it calls
+/// (vm_exec_core, unnamed in a stripped libruby): that frame goes with it.
+fn merge_python(native: &[&[FrameId]], python: &[PyFrame], whole: bool, frames: &mut Vec<FrameId>, profile: &mut Profile) {
     let mut runs: Vec<&[PyFrame]> = Vec::new();
     let mut start = 0;
     for (i, f) in python.iter().enumerate() {
@@ -183,8 +187,14 @@ fn merge_python(native: &[&[FrameId]], python: &[PyFrame], frames: &mut Vec<Fram
     let mut vm_loop = vec![false; native.len()];
     let mut next = 0;
     let name = |ids: &[FrameId], profile: &Profile| ids.first().map(|&f| profile.frame(f).name.clone());
+    let evaluators = native.iter().filter(|ids| name(ids, profile).is_some_and(|n| is_evaluator(&n))).count();
+    let mut empty = if whole { evaluators.saturating_sub(runs.len()) } else { 0 };
     for (i, ids) in native.iter().enumerate() {
         let Some(n) = name(ids, profile) else { continue };
+        if empty > 0 && is_evaluator(&n) {
+            empty -= 1;
+            continue;
+        }
         if next < runs.len() && is_evaluator(&n) {
             run_of[i] = Some(next);
             next += 1;
@@ -540,5 +550,38 @@ mod tests {
             vec![(UnresolvedReason::ProcessGone, 5)]
         );
         assert_eq!(p.unresolved[0].process, "ghost");
+    }
+
+    /// Native frames leaf first, merged with Ruby runs leaf first; the
+    /// names of the result, root first.
+    fn merged(native: &[&str], ruby: &[(&str, bool)], whole: bool) -> Vec<String> {
+        let mut p = Profile::new(Unit::Samples);
+        let ids: Vec<Vec<FrameId>> = native.iter().map(|n| vec![p.intern_frame(Frame::new(*n, FrameKind::User))]).collect();
+        let native: Vec<&[FrameId]> = ids.iter().map(Vec::as_slice).collect();
+        let runs: Vec<PyFrame> = ruby.iter().map(|&(t, entry)| PyFrame { text: t.into(), entry }).collect();
+        let mut frames = Vec::new();
+        merge_python(&native, &runs, whole, &mut frames, &mut p);
+        frames.iter().map(|&f| p.frame(f).name.clone()).collect()
+    }
+
+    #[test]
+    fn ruby_runs_take_the_place_of_rb_vm_exec_and_its_loop() {
+        let native = ["libruby.so+0x24ebd0", "rb_vm_exec", "ruby_run_node", "main"];
+        let ruby = [("inner", false), ("outer", false), ("<main>", true)];
+        assert_eq!(merged(&native, &ruby, true), ["main", "ruby_run_node", "<main>", "outer", "inner"]);
+    }
+
+    #[test]
+    fn an_evaluator_call_left_without_frames_stays_native() {
+        // times (a C method) called a block whose frame was popped, and
+        // the VM call that ran it has yet to return: three rb_vm_exec,
+        // two runs. The runs go to the outer two.
+        let native = ["libruby.so+0x24ebd0", "rb_vm_exec", "rb_yield", "libruby.so+0x24ebd0", "rb_vm_exec", "main"];
+        let ruby = [("times", false), ("bar", true)];
+        let whole = merged(&native[..], &ruby, true);
+        assert_eq!(whole, ["main", "bar", "times", "rb_yield", "rb_vm_exec", "libruby.so+0x24ebd0"]);
+        // Read in part, the runs it has are the innermost.
+        let cut = merged(&native[..], &ruby, false);
+        assert_eq!(cut, ["main", "rb_vm_exec", "libruby.so+0x24ebd0", "rb_yield", "bar", "times"]);
     }
 }
