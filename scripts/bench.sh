@@ -11,7 +11,7 @@ fi
 scripts/setup.sh
 # The peers and the runtimes of sections 14 to 16, from the distribution; inferno's
 # and rbspy's CLIs from crates.io.
-peers=(linux-perf bpftrace libbpf-tools time openjdk-17-jdk-headless nodejs ruby)
+peers=(linux-perf bpftrace libbpf-tools time openjdk-17-jdk-headless nodejs ruby php-cli)
 missing=()
 for p in "${peers[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

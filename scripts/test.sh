@@ -23,6 +23,12 @@ command -v npm >/dev/null || missing+=(npm)
 # tests/ruby.rs names.
 command -v node >/dev/null || missing+=(nodejs)
 command -v ruby >/dev/null || missing+=(ruby)
+# PHP whose functions tests/php.rs names, CLI and php-fpm, the excimer
+# extension it is checked against, and cgi-fcgi to send php-fpm requests.
+command -v php8.2 >/dev/null || missing+=(php-cli)
+command -v php-fpm8.2 >/dev/null || missing+=(php-fpm)
+[ -f /etc/php/8.2/mods-available/excimer.ini ] || missing+=(php-excimer)
+command -v cgi-fcgi >/dev/null || missing+=(libfcgi-bin)
 # Real software to unwind, and the anchor it is checked against
 # (tests/unwind.rs): Debian's own python3.11 and gcc, perf's DWARF unwinder.
 command -v perf >/dev/null || missing+=(linux-perf)

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import unwinding  # noqa: E402
 import python as python_cost  # noqa: E402
-import ruby as ruby_cost  # noqa: E402
+import interp_cost  # noqa: E402
 import java_cost  # noqa: E402
 import node_cost  # noqa: E402
 import slices as slices_cost  # noqa: E402
@@ -539,8 +539,8 @@ ONLY = {
     "wakers": ("## 10. Wakers", only_wakers, "--wakers per switch"),
     "python": ("## 11. Python", lambda t: python_cost.report(python_cost.measure(3, t)),
                "Python frames per sample"),
-    "ruby": ("## 16. Ruby", lambda t: ruby_cost.report(ruby_cost.measure(3, t, TOOLS)),
-             "Ruby frames per sample, against rbspy"),
+    "interpreters": ("## 16. Ruby", lambda t: interp_cost.report(interp_cost.measure(3, t, TOOLS)),
+                     "Ruby and PHP frames per sample, against rbspy"),
     "java": ("## 14. Java frames", lambda t: java_cost.report(java_cost.measure(3, t)),
              "Java frames per sample against a native program of similar depth"),
     "node": ("## 15. JavaScript frames", lambda t: node_cost.report(node_cost.measure(3, t)),
@@ -594,7 +594,7 @@ def main():
         write_report(out, args, results)
         log(f"wrote {out}")
         if not args.quick:
-            for name in ("python", "side-by-side", "wall-sums", "java", "node", "ruby"):
+            for name in ("python", "side-by-side", "wall-sums", "java", "node", "interpreters"):
                 heading, measure, _ = ONLY[name]
                 replace_section(heading, "\n".join(measure(tmp)) + "\n")
 

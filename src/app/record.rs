@@ -85,6 +85,7 @@ impl Recording<'_> {
             java: !self.capture.no_java,
             node: !self.capture.no_node,
             ruby: !self.capture.no_ruby,
+            php: !self.capture.no_php,
             py_lines: !self.capture.no_py_lines,
             slice: Duration::from_millis(self.maps.slice.into()),
             group_cgroup: self.capture.group_by == Some(GroupBy::Cgroup),
@@ -335,17 +336,14 @@ impl Views {
                 .iter()
                 .map(|(pid, why)| (*pid, symbolizer.process_name(*pid, ""), why.why.clone()))
                 .collect();
-            let versions = recorded
-                .rubies
-                .iter()
-                .map(|(pid, v, _)| (*pid, format!("{}.{}", v.0, v.1)))
-                .collect();
-            u.ruby = interp::by_process(weighed.iter().copied(), &versions, name_of);
-            u.ruby_unreadable = recorded
-                .rb_unsupported
-                .iter()
-                .map(|(pid, why)| (*pid, symbolizer.process_name(*pid, ""), why.why.clone()))
-                .collect();
+            for (walks, unreadable, found, why) in [
+                (&mut u.ruby, &mut u.ruby_unreadable, &recorded.rubies, &recorded.rb_unsupported),
+                (&mut u.php, &mut u.php_unreadable, &recorded.phps, &recorded.php_unsupported),
+            ] {
+                let versions = found.iter().map(|(pid, v, _)| (*pid, format!("{}.{}", v.0, v.1))).collect();
+                *walks = interp::by_process(weighed.iter().copied(), &versions, name_of);
+                *unreadable = why.iter().map(|(pid, why)| (*pid, symbolizer.process_name(*pid, ""), why.clone())).collect();
+            }
             u.java = java;
             u.node = node;
         }

@@ -189,6 +189,11 @@ struct fg_stats {
 	__u64 rb_no_thread;     /* the thread had no execution context */
 	__u64 rb_cut;           /* cut: no room left in the stack */
 	__u64 rb_fault;         /* cut by a failed read */
+	/* PHP stacks (php.bpf.h), of threads of known PHP processes */
+	__u64 php_whole;        /* read to the outermost frame */
+	__u64 php_no_thread;    /* no PHP code running (no execute data) */
+	__u64 php_cut;          /* cut: no room left in the stack */
+	__u64 php_fault;        /* cut by a failed read */
 };
 
 /* Unwind tables (src/procs/unwind/ compiles them from .eh_frame; the BPF
@@ -343,6 +348,27 @@ struct fg_rb_proc {
 	__u16 pad;
 };
 
+/* PHP frames follow a user stack's native frames after this marker, one
+ * word each, leaf first, the same contract again (bit 63 FG_PY_ENTRY on a
+ * frame that began a call of execute_ex, ZEND_CALL_TOP): bits 0-43 the
+ * zend_function's address >> 3, bits 44-61 bits 3-20 of the frame's
+ * opline (user space finds the op from the function's opcodes). */
+#define FG_PHP_MARKER 0xffffffffffffff52ULL
+#define FG_PHP_CALL_TOP (1U << 17) /* in the frame's This.u1.type_info */
+
+/* A process running PHP (NTS), as user space found it (src/procs/php/):
+ * where executor_globals.current_execute_data is, and its version's
+ * offsets into zend_execute_data. */
+struct fg_php_proc {
+	__u64 current;       /* &executor_globals.current_execute_data */
+	__u16 ex_opline;
+	__u16 ex_func;
+	__u16 ex_type_info;  /* This.u1.type_info: the call's flags */
+	__u16 ex_prev;       /* prev_execute_data */
+	__u16 ex_size;       /* bytes of zend_execute_data read, to ex_prev */
+	__u16 pad[3];
+};
+
 /* Frames of managed runtimes whose code has no unwind tables (HotSpot's
  * JIT and interpreter; V8 later) are written in place of the native pc of
  * the frame they are, as one tagged word that user space names
@@ -480,6 +506,9 @@ enum fg_proc_event_kind {
 	/* A Ruby iseq or C method entry (addr) a frame word names, seen for
 	 * the first time in a process (addr2: 1 for a method entry). */
 	FG_PROC_RB_OBJECT = 10,
+	/* A PHP zend_function (addr) a frame word names, seen for the first
+	 * time in a process. */
+	FG_PROC_PHP_FUNCTION = 11,
 };
 
 /* Sent through a ring buffer once per process (not per sample). */

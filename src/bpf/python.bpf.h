@@ -13,6 +13,7 @@
 #include "fgbpf.h"
 #include "stacks.bpf.h"
 #include "targets.bpf.h"
+#include "interp.bpf.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -39,40 +40,11 @@ struct {
 	__type(value, struct py_thread);
 } py_threads SEC(".maps");
 
-/* Code objects announced to user space, per process. */
-struct py_code {
-	__u32 pid;
-	__u32 pad;
-	__u64 code;
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 65536);
-	__type(key, struct py_code);
-	__type(value, __u8);
-} py_seen SEC(".maps");
-
-/* Tells user space of a code object the first time a stack of `pid`
- * holds it: a script of half a second exits before the next drain, and
- * its code objects with it. */
-static __always_inline void py_announce(__u32 pid, __u64 code)
-{
-	struct py_code k = { .pid = pid, .code = code };
-	__u8 one = 1;
-
-	if (bpf_map_lookup_elem(&py_seen, &k))
-		return;
-	if (bpf_map_update_elem(&py_seen, &k, &one, BPF_NOEXIST))
-		return;
-	announce_object(pid, FG_PROC_PY_CODE, code, 0);
-}
-
 /* Off with --no-python. */
 const volatile bool python_frames = true;
 
-/* Bumped by user space each time it adds an interpreter to py_procs or
- * rb_procs (ruby.bpf.h): a process found to be neither while it had this
+/* Bumped by user space each time it adds an interpreter to py_procs,
+ * rb_procs or php_procs: a process found to be none while it had this
  * value needs no lookup (fg_proc_unwind.py_checked) until it changes. */
 volatile __u64 py_gen = 0;
 
@@ -206,7 +178,7 @@ static long py_step(__u32 i, void *ctx)
 	}
 	w->buf->ips[n] = word;
 	w->n = n + 1;
-	py_announce(w->pid, code);
+	interp_announce(w->pid, FG_PROC_PY_CODE, code, 0);
 	return 0;
 }
 

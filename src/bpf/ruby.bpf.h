@@ -15,6 +15,7 @@
 #include "fgbpf.h"
 #include "stacks.bpf.h"
 #include "targets.bpf.h"
+#include "interp.bpf.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -23,36 +24,8 @@ struct {
 	__type(value, struct fg_rb_proc);
 } rb_procs SEC(".maps");
 
-/* Objects announced to user space, per process. */
-struct rb_object {
-	__u32 pid;
-	__u32 pad;
-	__u64 addr;
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 65536);
-	__type(key, struct rb_object);
-	__type(value, __u8);
-} rb_seen SEC(".maps");
-
 /* Off with --no-ruby. */
 const volatile bool ruby_frames = true;
-
-/* Tells user space of an iseq or a method entry the first time a stack of
- * `pid` holds it: a script of half a second exits before the next drain. */
-static __always_inline void rb_announce(__u32 pid, __u64 addr, __u64 cfunc)
-{
-	struct rb_object k = { .pid = pid, .addr = addr };
-	__u8 one = 1;
-
-	if (bpf_map_lookup_elem(&rb_seen, &k))
-		return;
-	if (bpf_map_update_elem(&rb_seen, &k, &one, BPF_NOEXIST))
-		return;
-	announce_object(pid, FG_PROC_RB_OBJECT, addr, cfunc);
-}
 
 /* The longest rb_control_frame_t read (56 or 64 bytes in 2.7 to 3.4). */
 #define RB_CFP_MAX 64
@@ -147,7 +120,7 @@ static long rb_step(__u32 i, void *ctx)
 	}
 	w->buf->ips[n] = word;
 	w->n = n + 1;
-	rb_announce(w->pid, addr, !!(word & FG_RB_CFUNC));
+	interp_announce(w->pid, FG_PROC_RB_OBJECT, addr, !!(word & FG_RB_CFUNC));
 	return 0;
 }
 

@@ -21,6 +21,7 @@
 #include "stacks.bpf.h"
 #include "python.bpf.h"
 #include "ruby.bpf.h"
+#include "php.bpf.h"
 #include "tables.bpf.h"
 #include "walk.bpf.h"
 #include "java.bpf.h"
@@ -273,11 +274,11 @@ static __always_inline bool user_regs(struct walk *w, const bool by_hand)
 
 /* The current task's user stack into `stacks`: walked with tables when
  * its process has them, else by the kernel's frame-pointer walk, then its
- * Python or Ruby frames when it is a known interpreter (python.bpf.h,
- * ruby.bpf.h). Returns its
+ * Python, Ruby or PHP frames when it is a known interpreter (python.bpf.h,
+ * ruby.bpf.h, php.bpf.h). Returns its
  * key (see store_stack), counts how the walks went, and says it in *walk:
- * enum fg_walk in bits 0-3, enum fg_py_walk in bits 4-7 (a Python's or a
- * Ruby's, ruby.bpf.h). *known (when
+ * enum fg_walk in bits 0-3, enum fg_py_walk in bits 4-7 (the
+ * interpreter's). *known (when
  * given): user space has read the process (no need to announce it).
  * compat: the programs for kernels without bpf_loop, which walk tables by
  * tail calls before they come here (tailwalk.bpf.h): here only the frame
@@ -335,6 +336,8 @@ static __always_inline __u64 store_user_stack(void *ctx, __u32 pid, struct fg_st
 		n = add_python(ref.buf, n, pid, st, &py);
 		if (py == FG_PY_NONE)
 			n = add_ruby(ref.buf, n, pid, st, &py);
+		if (py == FG_PY_NONE)
+			n = add_php(ref.buf, n, pid, st, &py);
 		if (ref.proc && py == FG_PY_NONE)
 			ref.proc->py_checked = gen + 1;
 	}

@@ -147,7 +147,12 @@ pub struct CaptureArgs {
     #[arg(long)]
     pub no_ruby: bool,
 
-    /// Python and Ruby frames without their line, `handler (app.py)`
+    /// Leave PHP's interpreter frames out: PHP processes then show the
+    /// executor (execute_ex), as native profilers do.
+    #[arg(long)]
+    pub no_php: bool,
+
+    /// Python, Ruby and PHP frames without their line, `handler (app.py)`
     /// rather than `handler (app.py:42)`, so that each function is one
     /// frame.
     #[arg(long)]
@@ -368,6 +373,7 @@ impl Default for CaptureArgs {
             no_java: false,
             no_node: false,
             no_ruby: false,
+            no_php: false,
             no_py_lines: false,
             formats: vec![Format::Svg, Format::Folded],
             symbols: SymbolArgs::default(),

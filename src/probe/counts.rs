@@ -287,7 +287,9 @@ impl Counts {
                     .iter()
                     .filter_map(|k| self.stacks.get(k))
                     .flat_map(|s| {
-                        let native = s.iter().position(|&a| a == super::python::MARKER || a == super::ruby::MARKER);
+                        let native = s
+                            .iter()
+                            .position(|&a| a == super::python::MARKER || a == super::ruby::MARKER || a == super::php::MARKER);
                         crate::profile::build::adjusted(&s[..native.unwrap_or(s.len())])
                     })
                     .collect();

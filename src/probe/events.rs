@@ -34,6 +34,8 @@ pub enum ProcEventKind {
     /// A Ruby iseq, or with `cfunc` a C method's entry, first seen in the
     /// process's stacks.
     RbObject { addr: u64, cfunc: bool },
+    /// A PHP function first seen in the process's stacks.
+    PhpFunction(u64),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -87,6 +89,7 @@ impl ProcWatcher {
                         }
                     }
                     10 => e.kind = ProcEventKind::RbObject { addr: raw.addr, cfunc: raw.addr2 != 0 },
+                    11 => e.kind = ProcEventKind::PhpFunction(raw.addr),
                     _ => {}
                 }
                 sink.borrow_mut().push(e);

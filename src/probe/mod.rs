@@ -17,6 +17,7 @@ mod options;
 pub mod perf;
 mod programs;
 mod java;
+mod php;
 mod python;
 mod ruby;
 mod v8;
@@ -129,6 +130,7 @@ impl Probe {
             ro.java_frames = opts.user_stacks && opts.java;
             ro.v8_frames = opts.user_stacks && opts.node;
             ro.ruby_frames = opts.user_stacks && opts.ruby;
+            ro.php_frames = opts.user_stacks && opts.php;
             if let Some(off) = off {
                 ro.min_block_ns = off.min_block.as_nanos() as u64;
                 ro.max_block_ns = off.max_block.map_or(u64::MAX, |d| d.as_nanos() as u64);
@@ -341,7 +343,7 @@ impl Probe {
             self.runtimes.track(&mut self.skel, *pid, text);
         }
         self.runtimes.refresh(&self.skel);
-        if self.runtimes.python.is_some() || self.runtimes.ruby.is_some() {
+        if self.runtimes.python.is_some() || self.runtimes.ruby.is_some() || self.runtimes.php.is_some() {
             let fresh = self.counts.take_fresh();
             self.runtimes.fresh(fresh);
         }

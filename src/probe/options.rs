@@ -90,6 +90,8 @@ pub struct Options {
     pub node: bool,
     /// Read the Ruby frames of Ruby threads (`--no-ruby` not given).
     pub ruby: bool,
+    /// Read the PHP frames of PHP processes (`--no-php` not given).
+    pub php: bool,
     /// Python frames carry their line: `f (app.py:42)`, else `f (app.py)`.
     pub py_lines: bool,
     /// The width of the time slices counts are kept in (`--slice`).
@@ -114,6 +116,7 @@ impl Default for Options {
             java: true,
             node: true,
             ruby: true,
+            php: true,
             py_lines: true,
             slice: DEFAULT_SLICE,
             group_cgroup: false,
@@ -196,7 +199,11 @@ pub struct Recorded {
     /// Ruby VMs found: (pid, version, binary), and those fgbpf cannot
     /// read, with why.
     pub rubies: Vec<(u32, (u32, u32), String)>,
-    pub rb_unsupported: Vec<(u32, crate::procs::ruby::Unsupported)>,
+    pub rb_unsupported: Vec<(u32, String)>,
+    /// PHP interpreters found: (pid, version, binary), and those fgbpf
+    /// cannot read, with why.
+    pub phps: Vec<(u32, (u32, u32), String)>,
+    pub php_unsupported: Vec<(u32, String)>,
     /// HotSpot JVMs whose frames were walked: (pid, JDK feature version),
     /// and those fgbpf cannot read, with why.
     pub jvms: Vec<(u32, u32, bool)>,

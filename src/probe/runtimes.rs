@@ -1,6 +1,7 @@
 //! The managed runtimes the walkers read besides native code, side by
-//! side: CPython ([`super::python`]), Ruby ([`super::ruby`]), HotSpot
-//! ([`super::java`]) and V8 ([`super::v8`]). Finds
+//! side: CPython ([`super::python`]), Ruby ([`super::ruby`]), PHP
+//! ([`super::php`]), HotSpot ([`super::java`]) and V8 ([`super::v8`]).
+//! Finds
 //! them in each process the probe reads, hands them the objects the BPF
 //! side announces, and names their frames when the capture ends. Each
 //! runtime keeps its own pair of files (BPF and user space) behind one
@@ -13,6 +14,7 @@ use super::events::{ProcEvent, ProcEventKind};
 use super::java::Java;
 use super::options::{Options, Recorded};
 use super::python::Python;
+use super::php::Php;
 use super::ruby::Ruby;
 use super::skel::FgbpfSkel;
 use super::unwind;
@@ -24,6 +26,7 @@ use crate::symbolize::{is_runtime_word, Named, RuntimeNames, UnresolvedReason};
 pub(super) struct Runtimes {
     pub python: Option<Python>,
     pub ruby: Option<Ruby>,
+    pub php: Option<Php>,
     pub java: Option<Java>,
     pub v8: Option<V8>,
 }
@@ -33,6 +36,7 @@ impl Runtimes {
         Runtimes {
             python: (opts.user_stacks && opts.python).then(|| Python::new(!opts.py_lines)),
             ruby: (opts.user_stacks && opts.ruby).then(|| Ruby::new(!opts.py_lines)),
+            php: (opts.user_stacks && opts.php).then(|| Php::new(!opts.py_lines)),
             java: (opts.user_stacks && opts.java).then(Java::default),
             v8: (opts.user_stacks && opts.node).then(V8::default),
         }
@@ -51,6 +55,12 @@ impl Runtimes {
             ProcEventKind::RbObject { addr, cfunc } => {
                 if let Some(rb) = self.ruby.as_mut() {
                     rb.read_object(e.pid, *addr, *cfunc);
+                }
+                false
+            }
+            ProcEventKind::PhpFunction(addr) => {
+                if let Some(php) = self.php.as_mut() {
+                    php.read_function(e.pid, *addr);
                 }
                 false
             }
@@ -89,6 +99,11 @@ impl Runtimes {
                 python_added(skel);
             }
         }
+        if let Some(php) = self.php.as_mut() {
+            if php.track(pid, text, &skel.maps.php_procs) {
+                python_added(skel);
+            }
+        }
         if let Some(java) = self.java.as_mut() {
             java.track(pid, text, &skel.maps.java_procs);
         }
@@ -117,6 +132,9 @@ impl Runtimes {
             if let Some(rb) = self.ruby.as_mut() {
                 rb.read(pid, user);
             }
+            if let Some(php) = self.php.as_mut() {
+                php.read(pid, user);
+            }
         }
     }
 
@@ -136,8 +154,15 @@ impl Runtimes {
             rb.name(&mut rec.stacks);
             rec.rubies = rb.vms().map(|(pid, vm)| (pid, vm.version, vm.binary.clone())).collect();
             rec.rubies.sort_unstable();
-            rec.rb_unsupported = rb.unsupported.iter().map(|(&p, u)| (p, u.clone())).collect();
+            rec.rb_unsupported = rb.unsupported.iter().map(|(&p, u)| (p, u.why.clone())).collect();
             rec.rb_unsupported.sort_by_key(|(p, _)| *p);
+        }
+        if let Some(php) = self.php.as_mut() {
+            php.name(&mut rec.stacks);
+            rec.phps = php.interpreters().map(|(pid, i)| (pid, i.version, i.binary.clone())).collect();
+            rec.phps.sort_unstable();
+            rec.php_unsupported = php.unsupported.iter().map(|(&p, u)| (p, u.why.clone())).collect();
+            rec.php_unsupported.sort_by_key(|(p, _)| *p);
         }
         if let Some(java) = self.java.as_ref() {
             let (names, unnamed) = java.name(&rec.stacks);
@@ -160,7 +185,7 @@ impl Runtimes {
     }
 
     pub fn any(&self) -> bool {
-        self.python.is_some() || self.ruby.is_some() || self.java.is_some() || self.v8.is_some()
+        self.python.is_some() || self.ruby.is_some() || self.php.is_some() || self.java.is_some() || self.v8.is_some()
     }
 }
 

@@ -16,6 +16,7 @@ pub mod java;
 pub mod maps;
 pub mod mem;
 pub mod perf_map;
+pub mod php;
 pub mod python;
 pub mod registry;
 pub mod ruby;

@@ -226,11 +226,11 @@ fn is_vm_loop(name: &str) -> bool {
     name == "vm_exec_core" || name.starts_with("libruby") && name.contains("+0x")
 }
 
-/// CPython's bytecode evaluator and Ruby's VM, whose native frames stand
-/// for the Python functions or Ruby methods they run (`.cold` parts
+/// CPython's bytecode evaluator, Ruby's VM and PHP's executor, whose
+/// native frames stand for the functions they run (`.cold` parts
 /// included).
 fn is_evaluator(name: &str) -> bool {
-    name.starts_with("_PyEval_EvalFrameDefault") || name == "rb_vm_exec"
+    name.starts_with("_PyEval_EvalFrameDefault") || name == "rb_vm_exec" || name == "execute_ex"
 }
 
 /// A raw stack and its waker's, in the order their frames are named.

@@ -1,5 +1,5 @@
-//! How far the interpreters' stacks of a capture could be read (CPython's
-//! and Ruby's, whose walkers share one contract): per interpreter process,
+//! How far the interpreters' stacks of a capture could be read (CPython's,
+//! Ruby's and PHP's, whose walkers share one contract): per interpreter process,
 //! the share of its weight whose interpreter frames were read to the
 //! outermost one, and why the rest were not; and the interpreter processes
 //! fgbpf could not read at all. The summary and the report print it.
@@ -71,18 +71,29 @@ pub struct Lang {
     pub runtime: &'static str,
     /// What its stacks show when its frames are not read.
     pub native: &'static str,
+    /// Where time was spent that ran none of its code.
+    pub outside: &'static str,
 }
 
 pub const PYTHON: Lang = Lang {
     name: "Python",
     runtime: "CPython",
     native: "the evaluator's native frames",
+    outside: "in threads not running Python (native threads)",
 };
 
 pub const RUBY: Lang = Lang {
     name: "Ruby",
     runtime: "Ruby",
     native: "the VM's native frames (rb_vm_exec)",
+    outside: "in threads not running Ruby (native threads)",
+};
+
+pub const PHP: Lang = Lang {
+    name: "PHP",
+    runtime: "PHP",
+    native: "the executor's native frames (execute_ex)",
+    outside: "outside PHP code (start-up, between requests)",
 };
 
 /// Lines for the summary and the report.
@@ -93,7 +104,7 @@ pub fn lines(walks: &[InterpWalks], unreadable: &[Unreadable], lang: &Lang) -> V
         let pct = |w: u64| w as f64 * 100.0 / p.total as f64;
         let mut parts = vec![format!("{:.1}% of its time with the {name} stack read whole", pct(p.whole))];
         for (w, why) in [
-            (p.no_thread, format!("in threads not running {name} (native threads)")),
+            (p.no_thread, lang.outside.to_string()),
             (p.cut, format!("cut at the 127-frame limit (its outermost {name} frames are missing)")),
             (p.fault, "cut by interpreter memory that could not be read".to_string()),
         ] {

@@ -103,6 +103,9 @@ pub struct Unwinding {
     /// whose frames could not be.
     pub ruby: Vec<super::interp::InterpWalks>,
     pub ruby_unreadable: Vec<super::interp::Unreadable>,
+    /// PHP processes, the same.
+    pub php: Vec<super::interp::InterpWalks>,
+    pub php_unreadable: Vec<super::interp::Unreadable>,
     /// HotSpot JVMs, how their Java frames were walked and named.
     pub java: super::java::JavaWalks,
     /// V8 (Node.js) processes, how their JavaScript frames were named.
@@ -180,11 +183,12 @@ impl Unwinding {
         let mut out = self.walk_lines();
         if let Some(why) = &self.python_refused {
             out.push(format!(
-                "the Python and Ruby frame walkers did not load ({why}): Python and Ruby threads show their interpreter's C frames, not Python functions or Ruby methods"
+                "the Python, Ruby and PHP frame walkers did not load ({why}): their threads show the interpreter's C frames, not Python functions, Ruby methods or PHP functions"
             ));
         }
         out.extend(super::interp::lines(&self.python, &self.python_unreadable, &super::interp::PYTHON));
         out.extend(super::interp::lines(&self.ruby, &self.ruby_unreadable, &super::interp::RUBY));
+        out.extend(super::interp::lines(&self.php, &self.php_unreadable, &super::interp::PHP));
         out.extend(self.java.lines());
         out.extend(self.node.lines());
         out

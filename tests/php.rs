@@ -1,0 +1,233 @@
+//! PHP functions in fgbpf's stacks, on the machine's PHP (Debian's
+//! `php-cli` and `php-fpm`, 8.2, stripped, which scripts/test.sh installs),
+//! started with no flag: the execute data chain is walked in the kernel
+//! (src/bpf/php.bpf.h) and named from the live process (src/procs/php/).
+//! Known answers: the scripts' own lines and splits; PHP's own sampler,
+//! the excimer extension (`php-excimer`), on the same script.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use common::*;
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+type Folded = Vec<(Vec<String>, u64)>;
+
+fn script(name: &str) -> PathBuf {
+    Path::new(ROOT).join("tests/workloads/php").join(name)
+}
+
+/// Starts `php [ini] SCRIPT ARGS` and returns once it says "ready".
+fn start(ini: &[&str], env: &[(&str, &Path)], name: &str, args: &[&str]) -> KillOnDrop {
+    let mut cmd = Command::new("php");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd
+        .args(ini)
+        .arg(script(name))
+        .args(args)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("php is not installed: run scripts/test.sh, which installs php-cli");
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready", "{name} did not start");
+    KillOnDrop(child)
+}
+
+/// A PHP frame is `name (file:line)_[p]`: matched by name and file.
+fn php(frame: &str, wanted: &str) -> bool {
+    let (name, file) = wanted.split_once('@').unwrap_or((wanted, ""));
+    frame
+        .strip_suffix("_[p]")
+        .and_then(|f| f.strip_prefix(name))
+        .and_then(|rest| rest.strip_prefix(" ("))
+        .is_some_and(|rest| rest.starts_with(file))
+}
+
+fn assert_outer_inner(stacks: &Folded, main: &str, summary: &str, label: &str) {
+    let all = total(stacks);
+    let ordered = pct(weight_in_order_by(stacks, &[main, "outer@busy_lib.php:14", "inner@busy_lib.php:"], php), all);
+    eprintln!("{label}: {main};outer;inner {ordered:.1}% of {all} samples");
+    assert!(all > 300, "{label}: {all} samples\n{summary}");
+    assert!(ordered >= 95.0, "{label}: {ordered:.1}% of {all} in {main};outer;inner\n{summary}");
+    assert_eq!(weight_in_order_by(stacks, &["execute_ex"], |f, w| f == w), 0, "{label}: execute_ex left in the stacks");
+}
+
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+#[test]
+fn busy_php_functions_are_named_in_order() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let php_cli = start(&[], &[], "busy.php", &["30"]);
+    let pid = php_cli.id();
+    let (dir, summary) = capture_pid("oncpu", pid, "3", "php_busy");
+    drop(php_cli);
+    let stacks = read_folded(&dir.join("oncpu.folded"));
+    assert_outer_inner(&stacks, "{main}@busy.php:8", &summary, "CLI");
+    assert!(
+        summary.contains(&format!("PHP: pid {pid} (php, PHP 8.2): 100.0% of its time with the PHP stack read whole")),
+        "{summary}"
+    );
+}
+
+/// php-fpm's workers, each a process, serving requests from a local
+/// loop (`cgi-fcgi`, libfcgi-bin), each request a quarter of a second of
+/// outer → inner.
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+#[test]
+fn php_fpm_workers_name_the_requests_functions() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let dir = out_dir("php_fpm");
+    std::fs::create_dir_all(&dir).unwrap();
+    // A free port, then the pool's configuration.
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let conf = dir.join("fpm.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "[global]\nerror_log = {}\ndaemonize = no\n[www]\nlisten = 127.0.0.1:{port}\npm = static\npm.max_children = 2\n",
+            dir.join("fpm.log").display()
+        ),
+    )
+    .unwrap();
+    // -R: the test runs as root; -n: no php.ini.
+    let master = KillOnDrop(
+        Command::new("php-fpm8.2")
+            .args(["-n", "-R", "-y"])
+            .arg(&conf)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("php-fpm8.2 is not installed: run scripts/test.sh, which installs php-fpm"),
+    );
+    let workers = || -> Vec<u32> {
+        let out = Command::new("pgrep").args(["-P", &master.id().to_string()]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).lines().filter_map(|l| l.trim().parse().ok()).collect()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while workers().len() < 2 {
+        assert!(std::time::Instant::now() < deadline, "php-fpm started no workers: {}", dir.display());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let client = {
+        let stop = stop.clone();
+        let request = script("request.php");
+        std::thread::spawn(move || {
+            let mut served = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let ok = Command::new("cgi-fcgi")
+                    .args(["-bind", "-connect", &format!("127.0.0.1:{port}")])
+                    .env("SCRIPT_FILENAME", &request)
+                    .env("REQUEST_METHOD", "GET")
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status()
+                    .expect("cgi-fcgi is not installed: run scripts/test.sh, which installs libfcgi-bin")
+                    .success();
+                served += u32::from(ok);
+            }
+            served
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let pids: Vec<String> = workers().iter().map(u32::to_string).collect();
+    let out = run(fgbpf().args(["oncpu", "-F", "499", "-d", "3", "-p", &pids.join(","), "-o"]).arg(dir.join("capture")));
+    stop.store(true, Ordering::Relaxed);
+    let served = client.join().unwrap();
+    drop(master);
+    assert_ok(&out);
+    let summary = String::from_utf8_lossy(&out.stderr);
+    assert!(served >= 8, "{served} requests served");
+    let stacks = read_folded(&dir.join("capture/oncpu.folded"));
+    // The request's script, not php-fpm's own work between requests.
+    let requests: Folded = stacks.iter().filter(|(f, _)| f.iter().any(|x| x == "php_execute_script")).cloned().collect();
+    eprintln!("{served} requests; {} of {} samples in scripts", total(&requests), total(&stacks));
+    assert_outer_inner(&requests, "{main}@request.php:4", &summary, "php-fpm");
+}
+
+/// excimer's collapsed output: `/path/split.php;Worker::fifty;spin 1519`.
+fn excimer_shares(path: &Path, functions: &[&str]) -> Vec<f64> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let stacks: Folded = text
+        .lines()
+        .filter_map(|l| {
+            let (frames, n) = l.rsplit_once(' ')?;
+            Some((frames.split(';').filter(|f| !f.is_empty()).map(str::to_string).collect(), n.parse().ok()?))
+        })
+        .collect();
+    let all = total(&stacks);
+    functions.iter().map(|f| pct(weight_in_order_by(&stacks, &[f], |x, w| x == w), all)).collect()
+}
+
+/// fgbpf on a 50/30/20 split of methods, with excimer sampling the same
+/// script from inside at the same time: each method within 3 points of
+/// the known split and within 5 of excimer's.
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+#[test]
+fn a_50_30_20_split_between_php_methods_agrees_with_excimer() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let dir = out_dir("php_split_excimer");
+    std::fs::create_dir_all(&dir).unwrap();
+    let excimer = dir.join("excimer.txt");
+    let prepend = format!("auto_prepend_file={}", script("excimer.php").display());
+    let mut php_cli = start(&["-d", &prepend], &[("EXCIMER_OUT", &excimer)], "split.php", &["7"]);
+    let pid = php_cli.id();
+    let (capture, summary) = capture_pid("oncpu", pid, "4", "php_split");
+    // excimer writes its log when the script ends.
+    let status = php_cli.0.wait().unwrap();
+    assert!(status.success(), "split.php: {status}");
+    let stacks = read_folded(&capture.join("oncpu.folded"));
+    let methods = ["Worker::fifty", "Worker::thirty", "Worker::twenty"];
+    let theirs = excimer_shares(&excimer, &methods);
+    let mut said = Vec::new();
+    for ((m, want), their) in methods.iter().zip([50.0, 30.0, 20.0]).zip(theirs) {
+        let ours = pct(weight_in_order_by(&stacks, &[&format!("{m}@split.php:")], php), total(&stacks));
+        said.push(format!("{m}: fgbpf {ours:.1}%, excimer {their:.1}%, known {want}%"));
+        assert!((ours - want).abs() <= 3.0, "{m} {ours:.1}% (want {want} ±3)\n{summary}");
+        assert!((ours - their).abs() <= 5.0, "{m} {ours:.1}% against excimer's {their:.1}%\n{summary}");
+    }
+    eprintln!("{}", said.join("\n"));
+}
+
+/// A script that exits before the first drain still has its functions
+/// named: the walker announces each new function, read at once.
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+#[test]
+fn a_script_of_half_a_second_keeps_its_names() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let dir = out_dir("php_short");
+    let out = run(fgbpf().args(["oncpu", "-F", "499", "-o"]).arg(&dir).args(["--", "php"]).arg(script("short.php")));
+    assert_ok(&out);
+    let summary = String::from_utf8_lossy(&out.stderr);
+    let stacks = read_folded(&dir.join("oncpu.folded"));
+    let gone = weight_in_order_by(&stacks, &["[php: process gone"], |f, w| f.starts_with(w));
+    assert_eq!(gone, 0, "PHP frames unnamed in {} samples\n{summary}", total(&stacks));
+    let script_runs: Folded = stacks.iter().filter(|(f, _)| f.iter().any(|x| x == "php_execute_script")).cloned().collect();
+    let (all, ran) = (total(&stacks), total(&script_runs));
+    let named = weight_in_order_by(&script_runs, &["{main}@short.php:12", "work@short.php:"], php);
+    eprintln!("the script's frames in {named} of the {ran} samples running it, {all} in all");
+    assert!(ran >= 100, "{ran} of {all} samples running the script\n{summary}");
+    assert!(pct(named, ran) >= 90.0, "the script's frames in {:.1}% of {ran}\n{summary}", pct(named, ran));
+}
