@@ -208,6 +208,57 @@ fn a_50_30_20_split_between_php_methods_agrees_with_excimer() {
     eprintln!("{}", said.join("\n"));
 }
 
+/// The offsets fgbpf keeps for PHP 8.2 are those of PHP's own headers:
+/// tests/workloads/php/offsets.c, compiled against php8.2-dev, prints
+/// them. Needs no BPF.
+#[test]
+fn the_offset_table_matches_phps_own_headers() {
+    let includes = Command::new("php-config")
+        .arg("--includes")
+        .output()
+        .expect("php-config is not installed: run scripts/test.sh, which installs php8.2-dev");
+    let includes = String::from_utf8_lossy(&includes.stdout).to_string();
+    let dir = out_dir("php_offsets");
+    std::fs::create_dir_all(&dir).unwrap();
+    let exe = dir.join("offsets");
+    let built = Command::new("gcc")
+        .args(includes.split_whitespace())
+        .arg(script("offsets.c"))
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
+    let out = String::from_utf8(Command::new(&exe).output().unwrap().stdout).unwrap();
+    let got: std::collections::HashMap<&str, u64> =
+        out.lines().filter_map(|l| l.split_once(' ')).map(|(k, v)| (k, v.parse().unwrap())).collect();
+    let l = fgbpf::procs::php::LAYOUT_82;
+    let ours: [(&str, u64); 17] = [
+        ("eg_size", l.eg_size),
+        ("eg_current_execute_data", l.eg_current_execute_data.into()),
+        ("ex_opline", l.ex_opline.into()),
+        ("ex_func", l.ex_func.into()),
+        ("ex_type_info", l.ex_type_info.into()),
+        ("ex_prev", l.ex_prev.into()),
+        ("fn_name", l.fn_name.into()),
+        ("fn_scope", l.fn_scope.into()),
+        ("op_last", l.op_last.into()),
+        ("op_opcodes", l.op_opcodes.into()),
+        ("op_filename", l.op_filename.into()),
+        ("op_line_start", l.op_line_start.into()),
+        ("zop_lineno", l.zop_lineno.into()),
+        ("zop_size", l.zop_size.into()),
+        ("ce_name", l.ce_name.into()),
+        ("str_len", l.str_len.into()),
+        ("str_val", l.str_val.into()),
+    ];
+    for (name, value) in ours {
+        assert_eq!(got.get(name), Some(&value), "{name}: the headers say {:?}", got.get(name));
+    }
+    // FG_PHP_CALL_TOP of src/bpf/fgbpf.h.
+    assert_eq!(got.get("call_top"), Some(&(1 << 17)));
+}
+
 /// A script that exits before the first drain still has its functions
 /// named: the walker announces each new function, read at once.
 #[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
