@@ -17,6 +17,7 @@ mod options;
 pub mod perf;
 mod programs;
 mod java;
+mod interp;
 mod php;
 mod python;
 mod ruby;

@@ -54,13 +54,13 @@ impl Runtimes {
             }
             ProcEventKind::RbObject { addr, cfunc } => {
                 if let Some(rb) = self.ruby.as_mut() {
-                    rb.read_object(e.pid, *addr, *cfunc);
+                    rb.read_announced(e.pid, *addr, u64::from(*cfunc));
                 }
                 false
             }
             ProcEventKind::PhpFunction(addr) => {
                 if let Some(php) = self.php.as_mut() {
-                    php.read_function(e.pid, *addr);
+                    php.read_announced(e.pid, *addr, 0);
                 }
                 false
             }
@@ -152,17 +152,15 @@ impl Runtimes {
         }
         if let Some(rb) = self.ruby.as_mut() {
             rb.name(&mut rec.stacks);
-            rec.rubies = rb.vms().map(|(pid, vm)| (pid, vm.version, vm.binary.clone())).collect();
+            rec.rubies = rb.found().map(|(pid, vm)| (pid, vm.version, vm.binary.clone())).collect();
             rec.rubies.sort_unstable();
-            rec.rb_unsupported = rb.unsupported.iter().map(|(&p, u)| (p, u.why.clone())).collect();
-            rec.rb_unsupported.sort_by_key(|(p, _)| *p);
+            rec.rb_unsupported = rb.unsupported_sorted();
         }
         if let Some(php) = self.php.as_mut() {
             php.name(&mut rec.stacks);
-            rec.phps = php.interpreters().map(|(pid, i)| (pid, i.version, i.binary.clone())).collect();
+            rec.phps = php.found().map(|(pid, i)| (pid, i.version, i.binary.clone())).collect();
             rec.phps.sort_unstable();
-            rec.php_unsupported = php.unsupported.iter().map(|(&p, u)| (p, u.why.clone())).collect();
-            rec.php_unsupported.sort_by_key(|(p, _)| *p);
+            rec.php_unsupported = php.unsupported_sorted();
         }
         if let Some(java) = self.java.as_ref() {
             let (names, unnamed) = java.name(&rec.stacks);
