@@ -325,18 +325,8 @@ impl Views {
                 (false, _) => off.collect(),
             };
             u.processes = by_process(weighed.iter().copied(), name_of);
-            let versions = recorded
-                .interpreters
-                .iter()
-                .map(|(pid, v, _)| (*pid, format!("{}.{}", v.0, v.1)))
-                .collect();
-            u.python = interp::by_process(weighed.iter().copied(), &versions, name_of);
-            u.python_unreadable = recorded
-                .py_unsupported
-                .iter()
-                .map(|(pid, why)| (*pid, symbolizer.process_name(*pid, ""), why.why.clone()))
-                .collect();
             for (walks, unreadable, found, why) in [
+                (&mut u.python, &mut u.python_unreadable, &recorded.interpreters, &recorded.py_unsupported),
                 (&mut u.ruby, &mut u.ruby_unreadable, &recorded.rubies, &recorded.rb_unsupported),
                 (&mut u.php, &mut u.php_unreadable, &recorded.phps, &recorded.php_unsupported),
             ] {

@@ -1,6 +1,6 @@
-//! What the interpreter walkers' user-space halves share (Ruby's
-//! [`super::ruby`] and PHP's [`super::php`]; CPython's [`super::python`]
-//! keeps its own, older shape): finding the interpreter in a process's
+//! What the interpreter walkers' user-space halves share (CPython's
+//! [`super::python`], Ruby's [`super::ruby`], PHP's [`super::php`]):
+//! finding the interpreter in a process's
 //! mappings and handing its offsets to the BPF walker, reading the objects
 //! the walker announces while the process lives, and, when the capture
 //! ends, moving each stack's words after the walker's marker out of its
@@ -44,6 +44,11 @@ pub(super) trait Walker {
     /// The interpreter in a file mapped executable at `start` from file
     /// offset `offset`; `Err(why)` for one fgbpf cannot read.
     fn find(file: &File, path: &str, start: u64, offset: u64) -> Result<Option<Self::Found>, String>;
+    /// When no mapping held an interpreter: one that is there but that
+    /// fgbpf cannot read, found by other means (binary, why).
+    fn unfound(_maps: &str) -> Option<(String, String)> {
+        None
+    }
     /// Its entry in the walker's map of processes.
     fn map_value(found: &Self::Found) -> Vec<u8>;
     fn reader(pid: u32, found: &Self::Found) -> Self::Reader;
@@ -116,6 +121,10 @@ impl<W: Walker> Interp<W> {
                     return false;
                 }
             }
+        }
+        // Not yet final: the interpreter may still be mapped later.
+        if let Some(u) = W::unfound(text) {
+            self.unsupported.insert(pid, u);
         }
         false
     }

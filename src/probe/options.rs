@@ -195,7 +195,7 @@ pub struct Recorded {
     /// Python interpreters found: (pid, version, binary), and those fgbpf
     /// cannot read, with why.
     pub interpreters: Vec<(u32, (u32, u32), String)>,
-    pub py_unsupported: Vec<(u32, crate::procs::python::Unsupported)>,
+    pub py_unsupported: Vec<(u32, String)>,
     /// Ruby VMs found: (pid, version, binary), and those fgbpf cannot
     /// read, with why.
     pub rubies: Vec<(u32, (u32, u32), String)>,

@@ -48,7 +48,7 @@ impl Runtimes {
         match &e.kind {
             ProcEventKind::PyCode(addr) => {
                 if let Some(py) = self.python.as_mut() {
-                    py.read_code(e.pid, *addr);
+                    py.read_announced(e.pid, *addr, 0);
                 }
                 false
             }
@@ -144,11 +144,9 @@ impl Runtimes {
     pub fn finish(&mut self, rec: &mut Recorded) {
         if let Some(py) = self.python.as_mut() {
             py.name(&mut rec.stacks);
-            rec.interpreters = py
-                .interpreters()
-                .map(|(pid, i)| (pid, i.version, i.binary.clone()))
-                .collect();
-            rec.py_unsupported = py.unsupported.iter().map(|(&p, u)| (p, u.clone())).collect();
+            rec.interpreters = py.found().map(|(pid, i)| (pid, i.version, i.binary.clone())).collect();
+            rec.interpreters.sort_unstable();
+            rec.py_unsupported = py.unsupported_sorted();
         }
         if let Some(rb) = self.ruby.as_mut() {
             rb.name(&mut rec.stacks);
