@@ -26,7 +26,10 @@ fn script(name: &str) -> PathBuf {
 /// Starts `node [flags] SCRIPT ARGS` with its stdin piped and returns once
 /// it says "ready".
 fn start(flags: &[&str], name: &str, args: &[&str]) -> KillOnDrop {
+    // Node writes V8 logs (isolate-*.log) into its working directory under
+    // --perf-basic-prof: keep them out of the source tree.
     let mut child = Command::new("node")
+        .current_dir(env!("CARGO_TARGET_TMPDIR"))
         .args(flags)
         .arg(script(name))
         .args(args)

@@ -21,6 +21,7 @@ frames included), from its summary.
 import re
 import statistics
 import subprocess
+import tempfile
 from pathlib import Path
 
 from java_cost import SECONDS, own_cpu, sample_pair, samples
@@ -31,7 +32,10 @@ BUSY = ROOT / "tests/workloads/node/busy.js"
 
 
 def start_node(flags=()):
-    node = subprocess.Popen(["node", *flags, str(BUSY), "600"], stdout=subprocess.PIPE, text=True)
+    # Under --perf-basic-prof Node writes isolate-*.log into its working
+    # directory: give it a scratch one, not the source tree.
+    scratch = Path(tempfile.mkdtemp(prefix="fgbpf-bench-node-"))
+    node = subprocess.Popen(["node", *flags, str(BUSY), "600"], stdout=subprocess.PIPE, text=True, cwd=scratch)
     assert node.stdout.readline().strip() == "ready"
     return node
 
