@@ -252,3 +252,65 @@ fn a_script_of_half_a_second_keeps_its_names() {
     assert!(ran >= 100, "{ran} of {all} samples running the script\n{summary}");
     assert!(pct(named, ran) >= 90.0, "the script's frames in {:.1}% of {ran}\n{summary}", pct(named, ran));
 }
+
+/// Share of `stacks`' weight with the frames `path` in order, each a Ruby
+/// frame (`label@file:line`) or a C method (`name [c function]`).
+fn share_under(stacks: &Folded, path: &[&str]) -> f64 {
+    let w = weight_in_order_by(stacks, path, |f, w| rb(f, w) || f.strip_suffix("_[p]") == Some(w));
+    pct(w, total(stacks))
+}
+
+/// Two Ruby threads run methods of their own: each thread's samples are
+/// in its method and never in the other's, so each stack was read from
+/// its own thread's execution context.
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+#[test]
+fn each_ruby_thread_is_walked_from_its_own_context() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let ruby = start("threads.rb", &["30"]);
+    let pid = ruby.id();
+    let (dir, summary) = capture_pid("oncpu", pid, "4", "ruby_threads");
+    drop(ruby);
+    let stacks = read_folded(&dir.join("oncpu.folded"));
+    // Ruby names a thread by the line that created it.
+    for (label, own, other) in [("threads.rb:18-", "spin_a", "spin_b"), ("threads.rb:19-", "spin_b", "spin_a")] {
+        let of = thread(&stacks, label);
+        let all = total(&of);
+        let mine = share_under(&of, &[&format!("block in <main>@threads.rb:"), &format!("{own}@threads.rb:")]);
+        let theirs = share_under(&of, &[&format!("{other}@threads.rb:")]);
+        eprintln!("thread {label}: {mine:.1}% of {all} samples in {own}, {theirs:.1}% in {other}");
+        assert!(all > 100, "thread {label}: {all} samples\n{summary}");
+        assert!(mine >= 95.0, "thread {label}: {mine:.1}% of {all} in {own}\n{summary}");
+        assert_eq!(theirs, 0.0, "thread {label}: samples named {other}, the other thread's method\n{summary}");
+    }
+}
+
+/// Threads that wait in C methods other than `sleep`: IO#read on a pipe
+/// and Mutex#lock on a mutex another thread holds. Each one's off-CPU time
+/// is under its Ruby caller and the C method it called.
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+#[test]
+fn threads_waiting_in_io_read_and_mutex_lock_wait_under_their_callers() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let ruby = start("waits.rb", &["30"]);
+    let pid = ruby.id();
+    let (dir, summary) = capture_pid("offcpu", pid, "3", "ruby_waits");
+    drop(ruby);
+    let stacks = read_folded(&dir.join("offcpu.folded"));
+    for (label, caller, method) in
+        [("waits.rb:19-", "wait_input@waits.rb:8", "read [c function]"), ("waits.rb:20-", "contend@waits.rb:12", "lock [c function]")]
+    {
+        let of = thread(&stacks, label);
+        let all = total(&of);
+        let under = share_under(&of, &["block (2 levels) in <main>@waits.rb:", caller, method]);
+        eprintln!("thread {label}: {under:.1}% of its {all} us off-CPU under {caller};{method}");
+        assert!(all > 2_000_000, "thread {label}: {all} us off-CPU\n{summary}");
+        assert!(under >= 90.0, "thread {label}: {under:.1}% of {all} us under {caller};{method}\n{summary}");
+    }
+}
