@@ -73,14 +73,16 @@ fn busy_ruby_methods_are_named_in_order_under_the_vms_entry() {
     let all = total(&main);
     // The script's top level calls outer at line 22, outer calls inner at
     // line 15; inner's loop is lines 6 to 8.
-    let ordered = pct(weight_in_order_by(&main, &["<main>@busy.rb:22", "outer@busy.rb:15", "inner@busy.rb:"], rb), all);
+    let path = ["<main>@busy.rb:22", "Object#outer@busy.rb:15", "Object#inner@busy.rb:"];
+    let ordered = pct(weight_in_order_by(&main, &path, rb), all);
     let rooted = pct(
-        weight_in_order_by(&main, &["_start", "ruby_run_node", "<main>@busy.rb:22", "outer@busy.rb:15"], |f, w| {
+        weight_in_order_by(&main, &["_start", "ruby_run_node", "<main>@busy.rb:22", "Object#outer@busy.rb:15"], |f, w| {
             f == w || rb(f, w)
         }),
         all,
     );
-    let in_loop: u64 = ["inner@busy.rb:6", "inner@busy.rb:7", "inner@busy.rb:8"].iter().map(|f| weight_of(&main, f)).sum();
+    let lines = ["Object#inner@busy.rb:6", "Object#inner@busy.rb:7", "Object#inner@busy.rb:8"];
+    let in_loop: u64 = lines.iter().map(|f| weight_of(&main, f)).sum();
     eprintln!("<main>;outer;inner {ordered:.1}%, rooted at _start {rooted:.1}%, inner on its loop's lines {:.1}% of {all}", pct(in_loop, all));
     assert!(all > 300, "{all} samples of the main thread\n{summary}");
     assert!(ordered >= 95.0, "{ordered:.1}% of {all} in <main>;outer;inner\n{summary}");
@@ -114,10 +116,11 @@ fn a_block_run_by_a_c_method_is_named_under_it() {
     let main = thread(&stacks, &format!("ruby-{pid}"));
     let all = total(&main);
     let is = |f: &str, w: &str| rb(f, w) || f.strip_suffix("_[p]") == Some(w);
-    let in_block = weight_in_order_by(&main, &["outer@blocks.rb:16", "times [c function]", "block in outer@blocks.rb:16"], is);
-    let in_work = weight_in_order_by(&main, &["block in outer@blocks.rb:16", "work@blocks.rb:"], is);
+    let path = ["Object#outer@blocks.rb:16", "Integer#times [c function]", "block in Object#outer@blocks.rb:16"];
+    let in_block = weight_in_order_by(&main, &path, is);
+    let in_work = weight_in_order_by(&main, &["block in Object#outer@blocks.rb:16", "Object#work@blocks.rb:"], is);
     // Samples in the C method itself, between two calls of the block.
-    let in_times = weight_in_order_by(&main, &["outer@blocks.rb:16", "times [c function]"], is);
+    let in_times = weight_in_order_by(&main, &["Object#outer@blocks.rb:16", "Integer#times [c function]"], is);
     eprintln!(
         "outer;times;block {:.1}%, block;work {:.1}%, under times {:.1}% of {all}",
         pct(in_block, all),
@@ -128,7 +131,7 @@ fn a_block_run_by_a_c_method_is_named_under_it() {
     assert!(pct(in_work, all) >= 80.0, "{:.1}% in block;work\n{summary}", pct(in_work, all));
     // No rb_vm_exec of a VM call with a Ruby frame is left: only the
     // innermost, between a block's pop and its return.
-    let stray = weight_in_order_by(&main, &["rb_vm_exec", "block in outer@blocks.rb:16"], is);
+    let stray = weight_in_order_by(&main, &["rb_vm_exec", "block in Object#outer@blocks.rb:16"], is);
     assert_eq!(stray, 0, "rb_vm_exec left under a Ruby frame\n{summary}");
 }
 
@@ -196,7 +199,7 @@ fn a_50_30_20_split_between_ruby_methods_agrees_with_rbspy() {
     let theirs = rbspy_shares(&spied.join("rbspy.txt"), &methods);
     let mut said = Vec::new();
     for ((m, want), their) in methods.iter().zip([50.0, 30.0, 20.0]).zip(theirs) {
-        let ours = pct(weight_of(&main, &format!("{m}@split.rb:")), total(&main));
+        let ours = pct(weight_of(&main, &format!("Object#{m}@split.rb:")), total(&main));
         said.push(format!("{m}: fgbpf {ours:.1}%, rbspy {their:.1}%, known {want}%"));
         assert!((ours - want).abs() <= 3.0, "{m} {ours:.1}% (want {want} ±3)\n{summary}");
         assert!((ours - their).abs() <= 5.0, "{m} {ours:.1}% against rbspy's {their:.1}%\n{summary}");
@@ -219,13 +222,11 @@ fn a_thread_sleeping_in_sleep_waits_under_nap() {
     // Ruby names the thread by where it was created.
     let sleeper = thread(&stacks, "nap.rb:9-");
     let all = total(&sleeper);
-    let under = pct(weight_in_order_by(&sleeper, &["block in <main>@nap.rb:9", "nap@nap.rb:5", "sleep [c function]"], |f, w| {
-        rb(f, w) || f.strip_suffix("_[p]") == Some(w)
-    }), all);
+    let under = share_under(&sleeper, &["block in <main>@nap.rb:9", "Object#nap@nap.rb:5", "Kernel#sleep [c function]"]);
     eprintln!("{under:.1}% of the sleeper's {all} us off-CPU under nap;sleep");
     assert!(all > 2_000_000, "the sleeping thread's off-CPU time: {all} us\n{summary}");
     assert!(under >= 95.0, "{under:.1}% of {all} us under nap;sleep\n{summary}");
-    assert!(summary.contains("under nap (nap.rb:5)"), "the finding names the Ruby method that slept:\n{summary}");
+    assert!(summary.contains("under Object#nap (nap.rb:5)"), "the finding names the Ruby method that slept:\n{summary}");
 }
 
 /// A script that exits before the first drain of the counts still has its
@@ -247,7 +248,7 @@ fn a_script_of_half_a_second_keeps_its_names() {
     // The script runs under ruby_run_node: its samples carry its frames.
     let script: Folded = stacks.iter().filter(|(f, _)| f.iter().any(|x| x == "ruby_run_node")).cloned().collect();
     let (all, ran) = (total(&stacks), total(&script));
-    let named = weight_in_order_by(&script, &["<main>@short.rb:9", "work@short.rb:5"], rb);
+    let named = weight_in_order_by(&script, &["<main>@short.rb:9", "Object#work@short.rb:5"], rb);
     eprintln!("the script's frames in {named} of the {ran} samples running it, {all} in all");
     assert!(ran >= 100, "{ran} of {all} samples running the script\n{summary}");
     assert!(pct(named, ran) >= 90.0, "the script's frames in {:.1}% of {ran}\n{summary}", pct(named, ran));
@@ -279,8 +280,8 @@ fn each_ruby_thread_is_walked_from_its_own_context() {
     for (label, own, other) in [("threads.rb:18-", "spin_a", "spin_b"), ("threads.rb:19-", "spin_b", "spin_a")] {
         let of = thread(&stacks, label);
         let all = total(&of);
-        let mine = share_under(&of, &[&format!("block in <main>@threads.rb:"), &format!("{own}@threads.rb:")]);
-        let theirs = share_under(&of, &[&format!("{other}@threads.rb:")]);
+        let mine = share_under(&of, &["block in <main>@threads.rb:", &format!("Object#{own}@threads.rb:")]);
+        let theirs = share_under(&of, &[&format!("Object#{other}@threads.rb:")]);
         eprintln!("thread {label}: {mine:.1}% of {all} samples in {own}, {theirs:.1}% in {other}");
         assert!(all > 100, "thread {label}: {all} samples\n{summary}");
         assert!(mine >= 95.0, "thread {label}: {mine:.1}% of {all} in {own}\n{summary}");
@@ -304,7 +305,8 @@ fn threads_waiting_in_io_read_and_mutex_lock_wait_under_their_callers() {
     drop(ruby);
     let stacks = read_folded(&dir.join("offcpu.folded"));
     for (label, caller, method) in
-        [("waits.rb:19-", "wait_input@waits.rb:8", "read [c function]"), ("waits.rb:20-", "contend@waits.rb:12", "lock [c function]")]
+        [("waits.rb:19-", "Object#wait_input@waits.rb:8", "IO#read [c function]"),
+         ("waits.rb:20-", "Object#contend@waits.rb:12", "Thread::Mutex#lock [c function]")]
     {
         let of = thread(&stacks, label);
         let all = total(&of);
@@ -313,4 +315,34 @@ fn threads_waiting_in_io_read_and_mutex_lock_wait_under_their_callers() {
         assert!(all > 2_000_000, "thread {label}: {all} us off-CPU\n{summary}");
         assert!(under >= 90.0, "thread {label}: {under:.1}% of {all} us under {caller};{method}\n{summary}");
     }
+}
+
+/// Methods of a class in a module, a block in one and a class method, as
+/// Ruby's own profiling API names them (rbspy names them so from Ruby 3.3
+/// on; on 3.1 it writes the bare label): the class read from the method
+/// entry the frame runs.
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+#[test]
+fn methods_are_named_with_their_class() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let ruby = start("klass.rb", &["30"]);
+    let pid = ruby.id();
+    let (dir, summary) = capture_pid("oncpu", pid, "3", "ruby_klass");
+    drop(ruby);
+    let stacks = read_folded(&dir.join("oncpu.folded"));
+    let main = thread(&stacks, &format!("ruby-{pid}"));
+    let path = [
+        "<main>@klass.rb:21",
+        "Jobs::Worker#run@klass.rb:13",
+        "Integer#times [c function]",
+        "block in Jobs::Worker#run@klass.rb:13",
+        "Jobs::Worker.crunch@klass.rb:8",
+    ];
+    let named = share_under(&main, &path);
+    eprintln!("{named:.1}% of {} samples under {}", total(&main), path.join(";"));
+    assert!(total(&main) > 300, "{} samples of the main thread\n{summary}", total(&main));
+    assert!(named >= 95.0, "{named:.1}% under {}\n{summary}", path.join(";"));
 }

@@ -326,6 +326,7 @@ struct fg_py_proc {
 
 /* rb_control_frame_t's ep[0] flags (vm_core.h, the same 2.7 to 3.4). */
 #define FG_RB_FRAME_MAGIC_MASK 0x7fff0001ULL
+#define FG_RB_FRAME_MAGIC_METHOD 0x11110001ULL
 #define FG_RB_FRAME_MAGIC_CFUNC 0x55550001ULL
 #define FG_RB_FRAME_FLAG_FINISH 0x0020ULL
 #define FG_RB_FRAME_FLAG_CFRAME 0x0080ULL

@@ -70,7 +70,7 @@ static long rb_step(__u32 i, void *ctx)
 	struct rb_walk *w = ctx;
 	struct fg_rb_proc *rb = w->rb;
 	struct rb_read *r = w->r;
-	__u64 cfp = w->cfp, iseq, pc, ep, flags, addr, word;
+	__u64 cfp = w->cfp, iseq, pc, ep, flags, addr, word, with;
 	__u32 n = w->n, size = rb->cfp_size, at;
 
 	if (cfp >= w->end) {
@@ -93,6 +93,7 @@ static long rb_step(__u32 i, void *ctx)
 	if ((flags & FG_RB_FRAME_MAGIC_MASK) == FG_RB_FRAME_MAGIC_CFUNC) {
 		addr = r->env[0];
 		word = ((addr >> 3) & ((1ULL << 44) - 1)) | FG_RB_CFUNC;
+		with = 1;
 	} else {
 		at = rb->cfp_iseq / 8;
 		iseq = at < RB_CFP_MAX / 8 ? r->frame[at] : 0;
@@ -109,6 +110,9 @@ static long rb_step(__u32 i, void *ctx)
 		addr = iseq;
 		word = ((iseq >> 3) & ((1ULL << 44) - 1)) |
 		       (((pc >> 3) & ((1ULL << FG_RB_PC_BITS) - 1)) << 44);
+		/* A method's frame holds its method entry at ep[-2], which
+		 * says the method's class: told with the iseq. */
+		with = (flags & FG_RB_FRAME_MAGIC_MASK) == FG_RB_FRAME_MAGIC_METHOD ? r->env[0] : 0;
 	}
 	if (flags & FG_RB_FRAME_FLAG_FINISH)
 		word |= FG_PY_ENTRY;
@@ -120,7 +124,9 @@ static long rb_step(__u32 i, void *ctx)
 	}
 	w->buf->ips[n] = word;
 	w->n = n + 1;
-	interp_announce(w->pid, FG_PROC_RB_OBJECT, addr, !!(word & FG_RB_CFUNC));
+	/* with: 1 for a C method's entry, else the iseq's method entry or 0
+	 * (src/probe/ruby.rs). */
+	interp_announce(w->pid, FG_PROC_RB_OBJECT, addr, with);
 	return 0;
 }
 

@@ -31,9 +31,10 @@ pub enum ProcEventKind {
     /// A pc of V8's compiled code in the process's stacks, with the
     /// frame's SharedFunctionInfo and identity.
     V8Code { pc: u64, sfi: u64, id: u32 },
-    /// A Ruby iseq, or with `cfunc` a C method's entry, first seen in the
-    /// process's stacks.
-    RbObject { addr: u64, cfunc: bool },
+    /// A Ruby iseq or C method's entry first seen in the process's
+    /// stacks; `with`: 1 for a C method's entry, else the entry of the
+    /// method whose frame ran the iseq, or 0 (src/bpf/ruby.bpf.h).
+    RbObject { addr: u64, with: u64 },
     /// A PHP function first seen in the process's stacks.
     PhpFunction(u64),
 }
@@ -88,7 +89,7 @@ impl ProcWatcher {
                             id: (raw.addr2 >> 48) as u32,
                         }
                     }
-                    10 => e.kind = ProcEventKind::RbObject { addr: raw.addr, cfunc: raw.addr2 != 0 },
+                    10 => e.kind = ProcEventKind::RbObject { addr: raw.addr, with: raw.addr2 },
                     11 => e.kind = ProcEventKind::PhpFunction(raw.addr),
                     _ => {}
                 }

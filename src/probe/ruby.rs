@@ -62,8 +62,14 @@ impl Walker for RubyWalker {
         reader.read(address_of(word), word & CFUNC != 0);
     }
 
-    fn read_announced(reader: &mut Reader, addr: u64, cfunc: u64) {
-        reader.read(addr, cfunc != 0);
+    /// `with`: 1 for a C method's entry; else the method entry of the
+    /// frame that ran the iseq (src/bpf/ruby.bpf.h), or 0.
+    fn read_announced(reader: &mut Reader, addr: u64, with: u64) {
+        if with == 1 {
+            reader.read(addr, true);
+        } else {
+            reader.read_iseq_of(addr, with);
+        }
     }
 
     fn text(_vm: &Interpreter, reader: &Reader, word: u64, no_lines: bool) -> Arc<str> {
@@ -76,13 +82,13 @@ impl Walker for RubyWalker {
                 Err(Unnamed::Gone) => "[ruby: process gone before its method was read]".into(),
             };
         }
-        match reader.iseq(addr) {
-            Ok(iseq) => {
+        match reader.iseq(addr).and_then(|iseq| Ok((iseq, reader.label(addr)?))) {
+            Ok((iseq, label)) => {
                 let file = if iseq.file.is_empty() { "?" } else { &iseq.file };
                 if no_lines {
-                    format!("{} ({file})", iseq.label).into()
+                    format!("{label} ({file})").into()
                 } else {
-                    format!("{} ({file}:{})", iseq.label, iseq.line(pc_bits_of(word), PC_BITS)).into()
+                    format!("{label} ({file}:{})", iseq.line(pc_bits_of(word), PC_BITS)).into()
                 }
             }
             Err(Unnamed::NotIseq | Unnamed::CMethod) => "[ruby: not an iseq]".into(),

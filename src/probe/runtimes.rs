@@ -52,9 +52,9 @@ impl Runtimes {
                 }
                 false
             }
-            ProcEventKind::RbObject { addr, cfunc } => {
+            ProcEventKind::RbObject { addr, with } => {
                 if let Some(rb) = self.ruby.as_mut() {
-                    rb.read_announced(e.pid, *addr, u64::from(*cfunc));
+                    rb.read_announced(e.pid, *addr, *with);
                 }
                 false
             }

@@ -8,6 +8,8 @@
 //! lossily, and a line table that does not check out leaves the frame at
 //! its method's first line.
 
+mod class;
+
 use std::collections::HashMap;
 
 use super::Layout;
@@ -49,6 +51,10 @@ const BLOCK_BYTES: u64 = 80;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Iseq {
     pub label: String,
+    /// The method's name in the label (`run` in `block in run`).
+    pub base_label: String,
+    /// The iseq of the method a block is in (its own for a method's).
+    pub local: u64,
     pub file: String,
     pub first_line: u32,
     /// A top-level iseq (ISEQ_TYPE_TOP: the VM's own bottom frame, a
@@ -149,6 +155,9 @@ pub struct Reader {
     symbols: Option<Option<(u64, u64)>>,
     iseqs: HashMap<u64, Result<Iseq, Unnamed>>,
     methods: HashMap<u64, Result<String, Unnamed>>,
+    /// A method's iseq's qualified name (`Worker#run`), from the method
+    /// entry the walker saw its frame run.
+    qualified: HashMap<u64, String>,
 }
 
 impl Reader {
@@ -160,6 +169,38 @@ impl Reader {
             symbols: None,
             iseqs: HashMap::new(),
             methods: HashMap::new(),
+            qualified: HashMap::new(),
+        }
+    }
+
+    /// Reads an iseq, with `me` the method entry of a method frame that
+    /// ran it (0: none), once.
+    pub fn read_iseq_of(&mut self, addr: u64, me: u64) {
+        self.read(addr, false);
+        if me == 0 || self.qualified.contains_key(&addr) {
+            return;
+        }
+        let Some(name) = self.iseq(addr).ok().map(|i| i.base_label.clone()) else { return };
+        if let Some(q) = self.qualified(me, Some(addr), &name) {
+            self.qualified.insert(addr, q);
+        }
+    }
+
+    /// An iseq's label as Ruby's profiling API writes it: the method's
+    /// class in it where it is known (`Worker#run`, `Worker.crunch`,
+    /// `block in Worker#run`), else as the iseq has it.
+    pub fn label(&self, addr: u64) -> Result<String, Unnamed> {
+        let iseq = self.iseq(addr)?;
+        let method = self.qualified.get(&addr).map(|q| (q, &iseq.base_label)).or_else(|| {
+            let local = self.iseq(iseq.local).ok()?;
+            Some((self.qualified.get(&iseq.local)?, &local.base_label))
+        });
+        // The label is a prefix (`block in `) and the method's name.
+        match method {
+            Some((q, base)) if *base == iseq.base_label && iseq.label.ends_with(base.as_str()) => {
+                Ok(format!("{}{q}", &iseq.label[..iseq.label.len() - base.len()]))
+            }
+            _ => Ok(iseq.label.clone()),
         }
     }
 
@@ -216,7 +257,8 @@ impl Reader {
             self.symbols = Some(self.find_symbols());
         }
         let (ids, last) = self.symbols.flatten().ok_or(Unnamed::CMethod)?;
-        self.id_name(ids, last, id).ok_or(Unnamed::CMethod)
+        let name = self.id_name(ids, last, id).ok_or(Unnamed::CMethod)?;
+        Ok(self.qualified(addr, None, &name).unwrap_or(name))
     }
 
     /// Ruby's symbol table (symbol.c's rb_symbols_t: the last serial as a
@@ -303,7 +345,9 @@ impl Reader {
         let encoded = mem.u64(body + u64::from(l.body_encoded))?;
         let loc = body + u64::from(l.body_location);
         let pathobj = mem.u64(loc)?;
+        let base_label = mem.u64(loc + 8).and_then(|b| self.string(b)).unwrap_or_default();
         let label = self.string(mem.u64(loc + 16)?)?;
+        let local = mem.u64(body + u64::from(l.body_local_iseq)).unwrap_or(0);
         let first = mem.u64(loc + 24)?;
         // A Fixnum: (n << 1) | 1.
         let first_line = if first & 1 == 1 { u32::try_from(first >> 1).unwrap_or(0) } else { 0 };
@@ -312,6 +356,8 @@ impl Reader {
         let (lines, index) = self.line_table(body, size).unwrap_or_default();
         Some(Iseq {
             label,
+            base_label,
+            local,
             file,
             first_line,
             top,
@@ -447,10 +493,38 @@ mod tests {
     }
 
     #[test]
+    fn blocks_take_the_class_of_the_method_they_are_in() {
+        let iseq = |label: &str, base: &str, local: u64| Iseq {
+            label: label.into(),
+            base_label: base.into(),
+            local,
+            file: "klass.rb".into(),
+            first_line: 1,
+            top: false,
+            encoded: 0,
+            size: 0,
+            lines: Vec::new(),
+            index: Vec::new(),
+        };
+        let mut r = Reader::new(0, super::super::LAYOUT_31, (0, 0));
+        r.iseqs.insert(0x10, Ok(iseq("run", "run", 0x10)));
+        r.iseqs.insert(0x20, Ok(iseq("block (2 levels) in run", "run", 0x10)));
+        r.iseqs.insert(0x30, Ok(iseq("block in other", "other", 0x10)));
+        r.iseqs.insert(0x40, Ok(iseq("helper", "helper", 0x40)));
+        r.qualified.insert(0x10, "Jobs::Worker#run".into());
+        assert_eq!(r.label(0x10).unwrap(), "Jobs::Worker#run");
+        assert_eq!(r.label(0x20).unwrap(), "block (2 levels) in Jobs::Worker#run");
+        assert_eq!(r.label(0x30).unwrap(), "block in other", "a block not of its local iseq's method keeps its label");
+        assert_eq!(r.label(0x40).unwrap(), "helper", "no method entry seen: the bare label");
+    }
+
+    #[test]
     fn a_pc_is_on_the_line_of_the_entry_before_it() {
         let positions = [0, 4, 9];
         let iseq = Iseq {
             label: "inner".into(),
+            base_label: "inner".into(),
+            local: 0,
             file: "busy.rb".into(),
             first_line: 3,
             top: false,

@@ -39,10 +39,19 @@ pub struct Layout {
     pub body_encoded: u16,
     pub body_location: u16,
     pub body_insns_info: u16,
-    /// rb_callable_method_entry_t: def; rb_method_definition_t:
-    /// original_id.
+    /// rb_callable_method_entry_t: def, owner; rb_method_definition_t:
+    /// body (an iseq method's iseq first), original_id.
     pub me_def: u16,
+    pub me_owner: u16,
+    pub def_body: u16,
     pub def_original_id: u16,
+    /// rb_iseq_constant_body: local_iseq (a block's method's iseq).
+    pub body_local_iseq: u16,
+    /// struct RClass: its rb_classext_t; rb_classext_t: iv_tbl, the
+    /// st_table holding a class's `__classpath__` (and a singleton's
+    /// `__attached__`) until 3.2.
+    pub class_ext: u16,
+    pub ext_iv_tbl: u16,
     /// sizeof(struct iseq_insn_info_entry), whose first field is line_no.
     pub insn_info_size: u16,
 }
@@ -61,7 +70,12 @@ const LAYOUT_31: Layout = Layout {
     body_location: 64,
     body_insns_info: 120,
     me_def: 16,
+    me_owner: 32,
+    def_body: 8,
     def_original_id: 32,
+    body_local_iseq: 176,
+    class_ext: 24,
+    ext_iv_tbl: 8,
     insn_info_size: 12,
 };
 
