@@ -27,8 +27,13 @@ struct {
 /* Off with --no-ruby. */
 const volatile bool ruby_frames = true;
 
-/* The longest rb_control_frame_t read (56 or 64 bytes in 2.7 to 3.4). */
+/* The longest rb_control_frame_t read (56 or 64 bytes in 2.7 to 3.4).
+ * Offsets into it, and into the first 32 bytes of the execution context,
+ * are masked rather than bounds-checked: a branch per field read makes
+ * the verifier follow each combination (user space's layouts keep every
+ * offset inside what is read; src/procs/ruby/mod.rs tests it). */
 #define RB_CFP_MAX 64
+#define RB_CFP_WORDS_MASK (RB_CFP_MAX / 8 - 1)
 
 /* What a step reads, per CPU (map memory: the BPF stack is short). */
 struct rb_read {
@@ -84,7 +89,7 @@ static long rb_step(__u32 i, void *ctx)
 	}
 	w->cfp = cfp + size;
 	at = rb->cfp_ep / 8;
-	ep = at < RB_CFP_MAX / 8 ? r->frame[at] : 0;
+	ep = r->frame[at & RB_CFP_WORDS_MASK];
 	if (!ep || bpf_probe_read_user(r->env, sizeof(r->env), (void *)(ep - 16))) {
 		w->end_how = FG_PY_FAULT;
 		return 1;
@@ -96,9 +101,9 @@ static long rb_step(__u32 i, void *ctx)
 		with = 1;
 	} else {
 		at = rb->cfp_iseq / 8;
-		iseq = at < RB_CFP_MAX / 8 ? r->frame[at] : 0;
+		iseq = r->frame[at & RB_CFP_WORDS_MASK];
 		at = rb->cfp_pc / 8;
-		pc = at < RB_CFP_MAX / 8 ? r->frame[at] : 0;
+		pc = r->frame[at & RB_CFP_WORDS_MASK];
 		/* C frames other than methods (blocks given from C, the
 		 * bottom's dummy frames) have no Ruby code: not recorded, but
 		 * where a VM call began all the same. */
@@ -182,12 +187,12 @@ __noinline __u32 add_ruby(struct stack_buf *buf, __u32 n, __u32 pid, struct fg_s
 	w->buf = buf;
 	w->pid = pid;
 	at = rb->ec_cfp / 8;
-	w->cfp = at < 4 ? head[at] : 0;
+	w->cfp = head[at & 3];
 	at = rb->ec_vm_stack / 8;
-	w->end = at < 4 ? head[at] : 0;
+	w->end = head[at & 3];
 	at = rb->ec_stack_size / 8;
 	/* The control frames grow down from the VM stack's top. */
-	w->end += (at < 4 ? head[at] : 0) * 8;
+	w->end += head[at & 3] * 8;
 	if (!w->cfp || w->cfp >= w->end || w->end - w->cfp > (1ULL << 26)) {
 		st->rb_fault++;
 		*walk = FG_PY_FAULT;

@@ -317,6 +317,20 @@ fn string(mem: &Mem, l: &Layout, s: u64) -> Option<String> {
 mod tests {
     use super::*;
 
+    /// src/bpf/php.bpf.h reads the execute data up to prev_execute_data
+    /// (at most 64 bytes, src/probe/php.rs) and masks the offsets into it
+    /// instead of checking them: each must be inside.
+    #[test]
+    fn the_walkers_offsets_are_inside_what_it_reads() {
+        for l in [LAYOUT_82] {
+            let read = l.ex_prev + 8;
+            assert!(read <= 64, "php.bpf.h reads at most 64 bytes of execute data, not {read}");
+            for off in [l.ex_opline, l.ex_func, l.ex_type_info] {
+                assert!(off + 8 <= read, "offset {off} past the {read} bytes php.bpf.h reads");
+            }
+        }
+    }
+
     #[test]
     fn versions_come_from_the_binarys_name() {
         assert_eq!(version_in_name("/usr/bin/php8.2"), Some((8, 2)));

@@ -212,6 +212,22 @@ fn parse_version(b: &[u8]) -> Option<(u32, u32)> {
 mod tests {
     use super::*;
 
+    /// src/bpf/ruby.bpf.h masks its offsets into what it reads instead of
+    /// checking them (the execution context's first 32 bytes, a control
+    /// frame of at most 64): each must be inside.
+    #[test]
+    fn the_walkers_offsets_are_inside_what_it_reads() {
+        for l in [LAYOUT_31] {
+            for off in [l.ec_vm_stack, l.ec_stack_size, l.ec_cfp] {
+                assert!(off + 8 <= 32, "execution context offset {off} past the 32 bytes read");
+            }
+            assert!(l.cfp_size <= 64);
+            for off in [l.cfp_pc, l.cfp_iseq, l.cfp_ep] {
+                assert!(off + 8 <= l.cfp_size, "control frame offset {off} past its {} bytes", l.cfp_size);
+            }
+        }
+    }
+
     #[test]
     fn versions_read_from_ruby_version() {
         assert_eq!(parse_version(b"3.1.2\0junk"), Some((3, 1)));
