@@ -466,15 +466,7 @@ def write_report(path, args, results):
     L.append(f"| `perf record -g` + `perf script` + `inferno-collapse-perf` + `inferno-flamegraph` | {fmt_spread(tta_perf)} |")
     L.append(f"\nfgbpf is {statistics.median(tta_perf) / max(statistics.median(tta_fg), 1e-6):.1f}× faster after the window.\n")
 
-    L.append("## 4. Start-up\n")
-    L.append("From launch to sampling (fgbpf: its start message, printed once every perf event is attached; "
-             "bpftrace: its BEGIN probe, which runs once its probes are attached).\n")
-    L.append("| tool | launch to sampling |\n|---|---|")
-    L.append(f"| fgbpf oncpu (system-wide) | {fmt_spread(st_fg)} |")
-    if st_attach:
-        L.append(f"| of which fgbpf's load and attach | {fmt_spread(st_attach)} |")
-    L.append(f"| bpftrace profile:hz:99 | {fmt_spread(st_bt)} |")
-    L.append("")
+    L.extend(startup_section(st_fg, st_attach, st_bt))
 
     L.append("## 5. Post-processing at scale\n")
     L.append("Synthetic folded files of depth-30 stacks; wall time and peak memory (GNU time). "
@@ -514,6 +506,19 @@ def write_report(path, args, results):
     path.write_text(keep_sections(old, "\n".join(L) + "\n"))
 
 
+def startup_section(st_fg, st_attach, st_bt):
+    L = ["## 4. Start-up\n",
+         "From launch to sampling (fgbpf: its start message, printed once every perf event is attached; "
+         "bpftrace: its BEGIN probe, which runs once its probes are attached).\n",
+         "| tool | launch to sampling |\n|---|---|",
+         f"| fgbpf oncpu (system-wide) | {fmt_spread(st_fg)} |"]
+    if st_attach:
+        L.append(f"| of which fgbpf's load and attach | {fmt_spread(st_attach)} |")
+    L.append(f"| bpftrace profile:hz:99 | {fmt_spread(st_bt)} |")
+    L.append("")
+    return L
+
+
 def only_footprint(tmp):
     fg, perf = footprint(tmp, 30)
     return footprint_section(fg, perf, 30)
@@ -534,6 +539,7 @@ ONLY = {
     "side-by-side": ("## 0. Side by side", lambda t: side_by_side.report(side_by_side.measure(5, t)),
                      "fgbpf and its peers attached at once"),
     "footprint": ("## 7. Own footprint", only_footprint, "a 30 s system-wide capture's CPU and memory"),
+    "startup": ("## 4. Start-up", lambda t: startup_section(*startup(5, t)), "launch to sampling, 5 rounds"),
     "unwinding": ("## 9. Whole stacks", lambda t: unwinding.report(unwinding.measure(3, t)),
                   "whole stacks: unwinding cost (its rows are one run)"),
     "wakers": ("## 10. Wakers", only_wakers, "--wakers per switch"),
