@@ -10,6 +10,7 @@ mod common;
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
+use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -82,6 +83,24 @@ fn busy_php_functions_are_named_in_order() {
     );
 }
 
+/// php-fpm's master and workers: killing the master alone would leave its
+/// workers running, so the whole process group goes.
+struct FpmGroup(KillOnDrop);
+
+impl FpmGroup {
+    fn id(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for FpmGroup {
+    fn drop(&mut self) {
+        // SAFETY: a plain syscall to the group of this test's own child,
+        // not yet reaped (its drop reaps it next).
+        unsafe { libc::kill(-(self.0.id() as i32), libc::SIGKILL) };
+    }
+}
+
 /// php-fpm's workers, each a process, serving requests from a local
 /// loop (`cgi-fcgi`, libfcgi-bin), each request a quarter of a second of
 /// outer → inner.
@@ -105,16 +124,18 @@ fn php_fpm_workers_name_the_requests_functions() {
         ),
     )
     .unwrap();
-    // -R: the test runs as root; -n: no php.ini.
-    let master = KillOnDrop(
+    // -R: the test runs as root; -n: no php.ini. In a process group of
+    // its own, which the workers join, so that all of it goes at the end.
+    let master = FpmGroup(KillOnDrop(
         Command::new("php-fpm8.2")
             .args(["-n", "-R", "-y"])
             .arg(&conf)
+            .process_group(0)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("php-fpm8.2 is not installed: run scripts/test.sh, which installs php-fpm"),
-    );
+    ));
     let workers = || -> Vec<u32> {
         let out = Command::new("pgrep").args(["-P", &master.id().to_string()]).output().unwrap();
         String::from_utf8_lossy(&out.stdout).lines().filter_map(|l| l.trim().parse().ok()).collect()

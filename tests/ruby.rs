@@ -346,3 +346,39 @@ fn methods_are_named_with_their_class() {
     assert!(total(&main) > 300, "{} samples of the main thread\n{summary}", total(&main));
     assert!(named >= 95.0, "{named:.1}% under {}\n{summary}", path.join(";"));
 }
+
+/// Two Ractors run in parallel, each on a thread of its own with its own
+/// execution context: each thread's samples are in its Ractor's method and
+/// never in the other's.
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+#[test]
+fn each_ractor_is_walked_from_its_own_context() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let ruby = start("ractors.rb", &["30"]);
+    let pid = ruby.id();
+    let (dir, summary) = capture_pid("oncpu", pid, "3", "ruby_ractors");
+    drop(ruby);
+    let stacks = read_folded(&dir.join("oncpu.folded"));
+    // Ractors' threads are not named: tell them apart by their thread id.
+    let mut threads: Vec<String> = stacks.iter().filter_map(|(f, _)| f.get(1).cloned()).collect();
+    threads.sort();
+    threads.dedup();
+    let mut seen = Vec::new();
+    for label in threads {
+        let of: Folded = stacks.iter().filter(|(f, _)| f.get(1) == Some(&label)).cloned().collect();
+        let a = share_under(&of, &["block in <main>@ractors.rb:19", "Object#ractor_a@ractors.rb:"]);
+        let b = share_under(&of, &["block in <main>@ractors.rb:20", "Object#ractor_b@ractors.rb:"]);
+        if a + b == 0.0 {
+            continue;
+        }
+        eprintln!("thread {label}: {} samples, {a:.1}% in ractor_a, {b:.1}% in ractor_b", total(&of));
+        assert!(total(&of) > 100, "thread {label}: {} samples\n{summary}", total(&of));
+        assert!(a.max(b) >= 95.0 && a.min(b) == 0.0, "thread {label}: {a:.1}% ractor_a, {b:.1}% ractor_b\n{summary}");
+        seen.push(if a > b { "a" } else { "b" });
+    }
+    seen.sort();
+    assert_eq!(seen, ["a", "b"], "one thread for each Ractor\n{summary}");
+}
