@@ -28,7 +28,7 @@ impl Walker for PhpWalker {
     }
 
     fn find(file: &File, path: &str, start: u64, offset: u64) -> Result<Option<Interpreter>, String> {
-        php::find(file, path, start, offset).map_err(|u| u.why)
+        php::find(file, path, start, offset)
     }
 
     fn map_value(i: &Interpreter) -> Vec<u8> {

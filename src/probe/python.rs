@@ -32,7 +32,7 @@ impl Walker for PythonWalker {
     }
 
     fn find(file: &File, path: &str, start: u64, offset: u64) -> Result<Option<Interpreter>, String> {
-        py::find(file, path, start, offset).map_err(|u| u.why)
+        py::find(file, path, start, offset)
     }
 
     /// A file named for a version but without the runtime state fgbpf

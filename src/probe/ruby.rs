@@ -33,7 +33,7 @@ impl Walker for RubyWalker {
     }
 
     fn find(file: &File, path: &str, start: u64, offset: u64) -> Result<Option<Interpreter>, String> {
-        rb::find(file, path, start, offset).map_err(|u| u.why)
+        rb::find(file, path, start, offset)
     }
 
     fn map_value(vm: &Interpreter) -> Vec<u8> {

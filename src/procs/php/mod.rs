@@ -87,13 +87,6 @@ pub struct Interpreter {
     pub binary: String,
 }
 
-/// A process that runs PHP, but one fgbpf cannot read.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Unsupported {
-    pub binary: String,
-    pub why: String,
-}
-
 /// Whether a mapped file may hold the interpreter: `php8.2`,
 /// `php-fpm8.2`, `php-cgi8.2`, `libphp8.2.so`, by name.
 pub fn may_be_interpreter(path: &str) -> bool {
@@ -113,7 +106,8 @@ pub fn version_in_name(path: &str) -> Option<(u32, u32)> {
 
 /// Looks for the interpreter in a file mapped executable at `start` from
 /// file offset `offset`: `Ok(None)` when it has no `executor_globals`.
-pub fn find(file: &File, path: &str, start: u64, offset: u64) -> Result<Option<Interpreter>, Unsupported> {
+/// `Err`: it is one, but one fgbpf cannot read, and why.
+pub fn find(file: &File, path: &str, start: u64, offset: u64) -> Result<Option<Interpreter>, String> {
     // SAFETY: read-only private mapping of a file mapped executable by a
     // process: binaries are not rewritten in place.
     let Ok(data) = (unsafe { memmap2::Mmap::map(file) }) else {
@@ -122,10 +116,6 @@ pub fn find(file: &File, path: &str, start: u64, offset: u64) -> Result<Option<I
     let Ok(obj) = object::File::parse(&*data) else {
         return Ok(None);
     };
-    let unsupported = |why: String| Unsupported {
-        binary: path.to_string(),
-        why,
-    };
     let Some(table) = obj.dynamic_symbol_table() else {
         return Ok(None);
     };
@@ -133,22 +123,22 @@ pub fn find(file: &File, path: &str, start: u64, offset: u64) -> Result<Option<I
         return Ok(None);
     };
     let Some(version) = version_in_name(path) else {
-        return Err(unsupported("its version could not be read from its name".into()));
+        return Err("its version could not be read from its name".into());
     };
     let Some(layout) = layout(version) else {
-        return Err(unsupported(format!("PHP {}.{} (fgbpf reads {SUPPORTED})", version.0, version.1)));
+        return Err(format!("PHP {}.{} (fgbpf reads {SUPPORTED})", version.0, version.1));
     };
     if eg.size() != layout.eg_size {
-        return Err(unsupported(format!(
+        return Err(format!(
             "its executor_globals is {} bytes, not PHP {}.{}'s {} (a thread-safe build, or another layout)",
             eg.size(),
             version.0,
             version.1,
             layout.eg_size
-        )));
+        ));
     }
     let Some(bias) = load_bias(&data, start, offset) else {
-        return Err(unsupported("its load address could not be worked out".into()));
+        return Err("its load address could not be worked out".into());
     };
     Ok(Some(Interpreter {
         version,

@@ -175,13 +175,6 @@ pub struct Interpreter {
     pub from_debug_offsets: bool,
 }
 
-/// A process that runs CPython, but one fgbpf cannot read.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Unsupported {
-    pub binary: String,
-    pub why: String,
-}
-
 /// Whether a mapped file may hold the interpreter: `python3.X`,
 /// `libpython3.X.so...`, by name, before anything is opened.
 pub fn may_be_interpreter(path: &str) -> bool {
@@ -192,15 +185,12 @@ pub fn may_be_interpreter(path: &str) -> bool {
 /// Looks for the interpreter in a file mapped executable at `start` from
 /// file offset `offset`: `Ok(None)` when the file has no `_PyRuntime` (not
 /// an interpreter: a launcher, or a module named python*).
-pub fn find(file: &File, path: &str, start: u64, offset: u64) -> Result<Option<Interpreter>, Unsupported> {
+/// `Err`: it is one, but one fgbpf cannot read, and why.
+pub fn find(file: &File, path: &str, start: u64, offset: u64) -> Result<Option<Interpreter>, String> {
     // SAFETY: read-only private mapping of a file mapped executable by a
     // process: binaries are not rewritten in place.
     let Ok(data) = (unsafe { memmap2::Mmap::map(file) }) else {
         return Ok(None);
-    };
-    let unsupported = |why: String| Unsupported {
-        binary: path.to_string(),
-        why,
     };
     let Ok(obj) = object::File::parse(&*data) else {
         return Ok(None);
@@ -215,7 +205,7 @@ pub fn find(file: &File, path: &str, start: u64, offset: u64) -> Result<Option<I
         return Ok(None);
     };
     let Some(bias) = load_bias(&data, start, offset) else {
-        return Err(unsupported("its load address could not be worked out".into()));
+        return Err("its load address could not be worked out".into());
     };
     let read_at = |vaddr: u64, len: usize| -> Option<&[u8]> {
         let off = file_offset(&obj, vaddr)?;
@@ -230,14 +220,14 @@ pub fn find(file: &File, path: &str, start: u64, offset: u64) -> Result<Option<I
         }
         None => match version_in_name(path) {
             Some(v) => v,
-            None => return Err(unsupported("its version could not be read".into())),
+            None => return Err("its version could not be read".into()),
         },
     };
     let Some(mut layout) = (version.0 == 3).then(|| layout(version.1)).flatten() else {
-        return Err(unsupported(format!(
+        return Err(format!(
             "CPython {}.{} (fgbpf reads {SUPPORTED})",
             version.0, version.1
-        )));
+        ));
     };
     let mut from_debug_offsets = false;
     if version >= (3, 13) {
@@ -248,7 +238,7 @@ pub fn find(file: &File, path: &str, start: u64, offset: u64) -> Result<Option<I
                 from_debug_offsets = d != layout;
                 layout = d;
             }
-            None => return Err(unsupported("its _Py_DebugOffsets could not be read".into())),
+            None => return Err("its _Py_DebugOffsets could not be read".into()),
         }
     }
     Ok(Some(Interpreter {

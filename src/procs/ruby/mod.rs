@@ -107,13 +107,6 @@ pub struct Interpreter {
     pub binary: String,
 }
 
-/// A process that runs Ruby, but one fgbpf cannot read.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Unsupported {
-    pub binary: String,
-    pub why: String,
-}
-
 /// Whether a mapped file may hold the VM: `libruby…so…` or `ruby…`, by
 /// name, before anything is opened.
 pub fn may_be_vm(path: &str) -> bool {
@@ -127,7 +120,8 @@ const R_X86_64_DTPMOD64: u32 = 16;
 /// Looks for the VM in a file mapped executable at `start` from file
 /// offset `offset`: `Ok(None)` when the file has no `ruby_current_ec`
 /// (not the VM: the `ruby` launcher of a shared build, a gem's extension).
-pub fn find(file: &File, path: &str, start: u64, offset: u64) -> Result<Option<Interpreter>, Unsupported> {
+/// `Err`: it is one, but one fgbpf cannot read, and why.
+pub fn find(file: &File, path: &str, start: u64, offset: u64) -> Result<Option<Interpreter>, String> {
     // SAFETY: read-only private mapping of a file mapped executable by a
     // process: binaries are not rewritten in place.
     let Ok(data) = (unsafe { memmap2::Mmap::map(file) }) else {
@@ -135,10 +129,6 @@ pub fn find(file: &File, path: &str, start: u64, offset: u64) -> Result<Option<I
     };
     let Ok(obj) = object::File::parse(&*data) else {
         return Ok(None);
-    };
-    let unsupported = |why: String| Unsupported {
-        binary: path.to_string(),
-        why,
     };
     let Some(table) = obj.dynamic_symbol_table() else {
         return Ok(None);
@@ -152,10 +142,10 @@ pub fn find(file: &File, path: &str, start: u64, offset: u64) -> Result<Option<I
         .and_then(|s| read_at(&obj, &data, s.address(), 16))
         .and_then(parse_version);
     let Some(version) = version else {
-        return Err(unsupported("its version could not be read (no ruby_version)".into()));
+        return Err("its version could not be read (no ruby_version)".into());
     };
     let Some(layout) = layout(version) else {
-        return Err(unsupported(format!("Ruby {}.{} (fgbpf reads {SUPPORTED})", version.0, version.1)));
+        return Err(format!("Ruby {}.{} (fgbpf reads {SUPPORTED})", version.0, version.1));
     };
     // The slot ld.so fills with libruby's module id for ruby_current_ec;
     // an executable with the VM linked in reads it by a fixed offset
@@ -168,12 +158,10 @@ pub fn find(file: &File, path: &str, start: u64, offset: u64) -> Result<Option<I
         })
     });
     let Some(slot) = slot else {
-        return Err(unsupported(
-            "its ruby_current_ec is not reached through a module id (a static build of Ruby)".into(),
-        ));
+        return Err("its ruby_current_ec is not reached through a module id (a static build of Ruby)".into());
     };
     let Some(bias) = load_bias(&data, start, offset) else {
-        return Err(unsupported("its load address could not be worked out".into()));
+        return Err("its load address could not be worked out".into());
     };
     let data = obj
         .section_by_name(".data")
