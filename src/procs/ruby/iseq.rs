@@ -253,12 +253,18 @@ impl Reader {
         }
         let def = mem.u64(addr + u64::from(l.me_def)).ok_or(Unnamed::NotIseq)?;
         let id = mem.u64(def + u64::from(l.def_original_id)).ok_or(Unnamed::NotIseq)?;
+        let (ids, last) = self.symbols().ok_or(Unnamed::CMethod)?;
+        let name = self.id_name(ids, last, id).ok_or(Unnamed::CMethod)?;
+        Ok(self.qualified(addr, None, &name).unwrap_or(name))
+    }
+
+    /// Ruby's symbol table (its `ids` Array and last serial), looked for
+    /// the first time it is needed.
+    fn symbols(&mut self) -> Option<(u64, u64)> {
         if self.symbols.is_none() {
             self.symbols = Some(self.find_symbols());
         }
-        let (ids, last) = self.symbols.flatten().ok_or(Unnamed::CMethod)?;
-        let name = self.id_name(ids, last, id).ok_or(Unnamed::CMethod)?;
-        Ok(self.qualified(addr, None, &name).unwrap_or(name))
+        self.symbols.flatten()
     }
 
     /// Ruby's symbol table (symbol.c's rb_symbols_t: the last serial as a

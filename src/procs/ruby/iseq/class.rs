@@ -73,10 +73,7 @@ impl Reader {
     /// class: its st_table's entries, looked through by their keys' names.
     fn ivar(&mut self, klass: u64, name: &str) -> Option<u64> {
         let l = self.layout;
-        if self.symbols.is_none() {
-            self.symbols = Some(self.find_symbols());
-        }
-        let (ids, last) = self.symbols.flatten()?;
+        let (ids, last) = self.symbols()?;
         let mem = self.mem.as_ref()?;
         let ext = mem.u64(klass + u64::from(l.class_ext))?;
         let table = mem.u64(ext + u64::from(l.ext_iv_tbl))?;
