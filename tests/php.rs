@@ -296,10 +296,13 @@ fn a_script_of_half_a_second_keeps_its_names() {
     let stacks = read_folded(&dir.join("oncpu.folded"));
     let gone = weight_in_order_by(&stacks, &["[php: process gone"], |f, w| f.starts_with(w));
     assert_eq!(gone, 0, "PHP frames unnamed in {} samples\n{summary}", total(&stacks));
-    let script_runs: Folded = stacks.iter().filter(|(f, _)| f.iter().any(|x| x == "php_execute_script")).cloned().collect();
-    let (all, ran) = (total(&stacks), total(&script_runs));
-    let named = weight_in_order_by(&script_runs, &["{main}@short.php:12", "work@short.php:"], php);
-    eprintln!("the script's frames in {named} of the {ran} samples running it, {all} in all");
+    // The samples running the script, found by its frames (not by a native
+    // frame such as php_execute_script, which needs the unwind tables of a binary
+    // that may not be built yet in half a second): each has them all, in order.
+    let script: Folded = stacks.iter().filter(|(f, _)| f.iter().any(|x| x.contains(" (short.php:"))).cloned().collect();
+    let (all, ran) = (total(&stacks), total(&script));
+    let named = weight_in_order_by(&script, &["{main}@short.php:12", "work@short.php:"], php);
+    eprintln!("the script's frames in order in {named} of the {ran} samples running it, {all} in all");
     assert!(ran >= 100, "{ran} of {all} samples running the script\n{summary}");
-    assert!(pct(named, ran) >= 90.0, "the script's frames in {:.1}% of {ran}\n{summary}", pct(named, ran));
+    assert!(pct(named, ran) >= 90.0, "the script's frames in order in {:.1}% of {ran}\n{summary}", pct(named, ran));
 }

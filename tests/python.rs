@@ -418,13 +418,15 @@ fn a_script_of_half_a_second_keeps_its_names() {
     // and its shutdown come with the script's half second: 4% of the
     // samples here, about 40% in an emulated guest, where they run tens of
     // times slower while the script's loop still lasts half a second. The
-    // script itself runs under `_PyRun_SimpleFileObject`: its samples must
-    // carry the script's frames, named. (Not the share of `inner`: `outer`
+    // script itself runs under `_PyRun_SimpleFileObject`; its samples must
+    // carry the script's frames, named and in order. (Not the share of `inner`: `outer`
     // calls time.time() each round, which is cheap here and reads an
-    // emulated HPET in a guest.)
+    // emulated HPET in a guest.) The script's samples are found by its
+    // frames, not by a native frame such as `_PyRun_SimpleFileObject`, which
+    // needs the unwind tables of a binary that may not be built yet then.
     let script: Vec<_> = stacks
         .iter()
-        .filter(|(f, _)| f.iter().any(|x| x == "_PyRun_SimpleFileObject"))
+        .filter(|(f, _)| f.iter().any(|x| x.contains(" (busy.py:")))
         .cloned()
         .collect();
     let (all, ran) = (total(&stacks), total(&script));

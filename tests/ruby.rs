@@ -163,7 +163,10 @@ fn rbspy_shares(path: &Path, methods: &[&str]) -> Vec<f64> {
 }
 
 /// fgbpf and rbspy on the same process at the same time: each method's
-/// share within 3 points of the known split and within 5 of rbspy's.
+/// share within 3 points of the known split and within 5 of rbspy's. rbspy
+/// samples at fgbpf's rate: at its default 99 Hz its 495 samples left it a
+/// binomial spread of 2.2 points per share (more when the machine is busy,
+/// as it samples a preempted thread too), and a CI run read 43.2% for fifty.
 #[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn a_50_30_20_split_between_ruby_methods_agrees_with_rbspy() {
@@ -177,7 +180,7 @@ fn a_50_30_20_split_between_ruby_methods_agrees_with_rbspy() {
     std::fs::create_dir_all(&spied).unwrap();
     let spy = KillOnDrop(
         Command::new(rbspy())
-            .args(["record", "--nonblocking", "--silent", "-r", "99", "-d", "5", "--format", "collapsed", "-p"])
+            .args(["record", "--nonblocking", "--silent", "-r", "499", "-d", "5", "--format", "collapsed", "-p"])
             .arg(pid.to_string())
             .arg("-f")
             .arg(spied.join("rbspy.txt"))
@@ -245,13 +248,15 @@ fn a_script_of_half_a_second_keeps_its_names() {
     let stacks = read_folded(&dir.join("oncpu.folded"));
     let gone = weight_in_order_by(&stacks, &["[ruby: process gone"], |f, w| f.starts_with(w));
     assert_eq!(gone, 0, "Ruby frames unnamed in {} samples\n{summary}", total(&stacks));
-    // The script runs under ruby_run_node: its samples carry its frames.
-    let script: Folded = stacks.iter().filter(|(f, _)| f.iter().any(|x| x == "ruby_run_node")).cloned().collect();
+    // The samples running the script, found by its frames (not by a native
+    // frame such as ruby_run_node, which needs the unwind tables of a binary
+    // that may not be built yet in half a second): each has them all, in order.
+    let script: Folded = stacks.iter().filter(|(f, _)| f.iter().any(|x| x.contains(" (short.rb:"))).cloned().collect();
     let (all, ran) = (total(&stacks), total(&script));
     let named = weight_in_order_by(&script, &["<main>@short.rb:9", "Object#work@short.rb:5"], rb);
-    eprintln!("the script's frames in {named} of the {ran} samples running it, {all} in all");
+    eprintln!("the script's frames in order in {named} of the {ran} samples running it, {all} in all");
     assert!(ran >= 100, "{ran} of {all} samples running the script\n{summary}");
-    assert!(pct(named, ran) >= 90.0, "the script's frames in {:.1}% of {ran}\n{summary}", pct(named, ran));
+    assert!(pct(named, ran) >= 90.0, "the script's frames in order in {:.1}% of {ran}\n{summary}", pct(named, ran));
 }
 
 /// Share of `stacks`' weight with the frames `path` in order, each a Ruby

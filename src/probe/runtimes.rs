@@ -197,10 +197,13 @@ pub(super) fn track(
         return;
     }
     let Some(text) = crate::procs::maps::read(pid) else { return };
+    // The runtimes first: finding one takes milliseconds, the unwind tables
+    // of a process's binaries up to a second, and the walkers read an
+    // interpreter's frames without them.
+    runtimes.track(skel, pid, &text);
     if let Some(t) = tables {
         t.track(pid, &text, &skel.maps.proc_unwind);
     }
-    runtimes.track(skel, pid, &text);
 }
 
 /// Tells the walker an interpreter was added to `py_procs` (python.bpf.h:

@@ -25,6 +25,9 @@ pub struct InterpWalks {
     pub cut: u64,
     /// Cut by a failed read of the interpreter's memory.
     pub fault: u64,
+    /// Taken before fgbpf had found the interpreter in the process (its
+    /// first moments, while fgbpf read its binaries): native frames only.
+    pub early: u64,
 }
 
 /// An interpreter process fgbpf could not read: (pid, process, why).
@@ -39,7 +42,6 @@ pub fn by_process<'a>(
 ) -> Vec<InterpWalks> {
     let mut per: BTreeMap<u32, InterpWalks> = BTreeMap::new();
     for (r, weight) in raw {
-        let Some(walk) = r.py_walk else { continue };
         let Some(version) = versions.get(&r.pid) else { continue };
         let e = per.entry(r.pid).or_insert_with(|| InterpWalks {
             pid: r.pid,
@@ -48,11 +50,12 @@ pub fn by_process<'a>(
             ..Default::default()
         });
         e.total += weight;
-        *match walk {
-            PyWalk::Whole => &mut e.whole,
-            PyWalk::NoThread => &mut e.no_thread,
-            PyWalk::Cut => &mut e.cut,
-            PyWalk::Fault => &mut e.fault,
+        *match r.py_walk {
+            Some(PyWalk::Whole) => &mut e.whole,
+            Some(PyWalk::NoThread) => &mut e.no_thread,
+            Some(PyWalk::Cut) => &mut e.cut,
+            Some(PyWalk::Fault) => &mut e.fault,
+            None => &mut e.early,
         } += weight;
     }
     let mut out: Vec<InterpWalks> = per.into_values().filter(|p| p.total > 0).collect();
@@ -107,6 +110,7 @@ pub fn lines(walks: &[InterpWalks], unreadable: &[Unreadable], lang: &Lang) -> V
             (p.no_thread, lang.outside.to_string()),
             (p.cut, format!("cut at the 127-frame limit (its outermost {name} frames are missing)")),
             (p.fault, "cut by interpreter memory that could not be read".to_string()),
+            (p.early, "taken before fgbpf had found the interpreter (native frames only)".to_string()),
         ] {
             if w > 0 {
                 parts.push(format!("{:.1}% {why}", pct(w)));
@@ -155,14 +159,18 @@ mod tests {
             raw(1, Some(PyWalk::NoThread)),
             raw(2, Some(PyWalk::Whole)),
             raw(3, None),
+            raw(2, None),
         ];
         let versions = BTreeMap::from([(1, "3.11".to_string()), (2, "3.12".to_string())]);
         let walks = by_process(stacks.iter().map(|r| (r, 10)), &versions, |_, c| c.to_string());
         assert_eq!(walks.len(), 2);
         let one = walks.iter().find(|p| p.pid == 1).unwrap();
         assert_eq!((one.total, one.whole, one.no_thread), (20, 10, 10));
+        let two = walks.iter().find(|p| p.pid == 2).unwrap();
+        assert_eq!((two.total, two.whole, two.early), (20, 10, 10));
         let text = lines(&walks, &[(4, "python3.14".into(), "CPython 3.14 (fgbpf reads 3.8 to 3.13)".into())], &PYTHON);
         assert!(text[0].contains("50.0% of its time with the Python stack read whole; 50.0% in threads not running Python"), "{text:?}");
+        assert!(text[1].contains("50.0% taken before fgbpf had found the interpreter"), "{text:?}");
         assert!(text.last().unwrap().contains("pid 4 (python3.14): Python frames not read, CPython 3.14"), "{text:?}");
     }
 }
