@@ -90,6 +90,9 @@ pub fn capture(
             ""
         }
     ));
+    // Sampling has begun: the table and runtime walkers of a system-wide
+    // capture join now.
+    recorder.join_walkers();
     let started_at = local_timestamp("%Y-%m-%d %H:%M:%S");
     let window = Window {
         duration: args.duration,

@@ -20,7 +20,7 @@ use crate::format::{
 };
 use crate::probe::{self, OffcpuOptions, OncpuOptions, Probe, Recorded};
 use crate::profile::{interp, END_UNTRACED, START_UNTRACED};
-use crate::profile::unwinding::by_process;
+use crate::profile::unwinding::{by_process, Lean};
 use crate::profile::{build, merge, thousands, Kind, Losses, Meta, Profile, RawStack, State, Unit, Unwinding};
 use crate::symbolize::Symbolizer;
 
@@ -310,6 +310,13 @@ impl Views {
         if let Some(u) = unwinding.as_mut() {
             u.refused = recorded.tables_refused.clone();
             u.python_refused = recorded.python_refused.clone();
+            u.lean = recorded.walkers_joined.map(|after| Lean {
+                after_ms: after.as_millis() as u64,
+                samples: recorded.stats.lean_samples,
+                all_samples: recorded.stats.samples,
+                switches: recorded.stats.lean_switches,
+                all_switches: recorded.stats.switches,
+            });
             // Weighted as the main view: samples on-CPU, microseconds
             // off-CPU, and in a wall-clock capture both in microseconds.
             let period_us = match (rec.sampling, rec.blocks.is_some()) {

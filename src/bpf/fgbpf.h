@@ -194,6 +194,10 @@ struct fg_stats {
 	__u64 php_no_thread;    /* no PHP code running (no execute data) */
 	__u64 php_cut;          /* cut: no room left in the stack */
 	__u64 php_fault;        /* cut by a failed read */
+	/* A staged start (staged.bpf.h): recorded by the first load, before
+	 * the runtimes' walkers joined */
+	__u64 lean_samples;     /* on-CPU samples */
+	__u64 lean_switches;    /* switch-outs */
 };
 
 /* Unwind tables (src/procs/unwind/ compiles them from .eh_frame; the BPF

@@ -18,6 +18,7 @@
 #include "unwind.bpf.h"
 #include "tailwalk.bpf.h"
 #include "targets.bpf.h"
+#include "staged.bpf.h"
 
 #define TASK_INTERRUPTIBLE 0x1
 #define TASK_UNINTERRUPTIBLE 0x2
@@ -332,8 +333,11 @@ static __always_inline void switch_out(void *ctx, struct fg_stats *st, struct ta
 	start.pid = pid;
 	start.ts = now;
 	start.state = classify(preempt, prev_state);
-	if (state_mask & (1 << start.state))
+	if (state_mask & (1 << start.state)) {
 		st->switches++;
+		if (staged)
+			st->lean_switches++;
+	}
 	if (!(state_mask & (1 << start.state)) ||
 	    (sample_every > 1 && bpf_get_prandom_u32() % sample_every)) {
 		/* A wait the filters leave out: its switch-in records nothing
@@ -525,9 +529,25 @@ int BPF_PROG(switch_btf, bool preempt, struct task_struct *prev, struct task_str
 	return on_switch(ctx, preempt, prev, next, prev_state_of(ctx, prev), false, true);
 }
 
+/* The first load's in a staged start (staged.bpf.h). */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(switch_btf_staged, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	run_full(ctx, &full_switch);
+	return on_switch(ctx, preempt, prev, next, prev_state_of(ctx, prev), false, true);
+}
+
 SEC("raw_tp/sched_switch")
 int BPF_PROG(switch_raw, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
+	return on_switch(ctx, preempt, prev, next, prev_state_of(ctx, prev), false, false);
+}
+
+/* The first load's in a staged start (staged.bpf.h). */
+SEC("raw_tp/sched_switch")
+int BPF_PROG(switch_raw_staged, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	run_full(ctx, &full_switch);
 	return on_switch(ctx, preempt, prev, next, prev_state_of(ctx, prev), false, false);
 }
 

@@ -11,6 +11,7 @@
 #include "unwind.bpf.h"
 #include "tailwalk.bpf.h"
 #include "targets.bpf.h"
+#include "staged.bpf.h"
 
 const volatile bool include_idle = false;
 
@@ -78,6 +79,8 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, const bool co
 	    !in_scope((struct task_struct *)bpf_get_current_task()))
 		return 0;
 	st->samples++;
+	if (staged)
+		st->lean_samples++;
 	key.pid = pid;
 	key.tid = tid;
 	key.state = FG_ONCPU;
@@ -106,6 +109,14 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, const bool co
 SEC("perf_event")
 int do_sample(struct bpf_perf_event_data *ctx)
 {
+	return sample(ctx, false);
+}
+
+/* The first load's sampler in a staged start (staged.bpf.h). */
+SEC("perf_event")
+int do_sample_staged(struct bpf_perf_event_data *ctx)
+{
+	run_full(ctx, &full_sample);
 	return sample(ctx, false);
 }
 

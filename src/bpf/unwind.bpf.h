@@ -19,6 +19,7 @@
 
 #include "fgbpf.h"
 #include "stacks.bpf.h"
+#include "staged.bpf.h"
 #include "python.bpf.h"
 #include "ruby.bpf.h"
 #include "php.bpf.h"
@@ -293,7 +294,10 @@ static __always_inline __u64 store_user_stack(void *ctx, __u32 pid, struct fg_st
 	ref.buf = bpf_map_lookup_elem(&stack_scratch, &zero);
 	if (!ref.buf)
 		return STACK_NONE;
-	if (compat) {
+	/* The first load of a staged start (staged.bpf.h) takes this path
+	 * too: the kernel's frame-pointer walk, nothing for the verifier to
+	 * follow. */
+	if (compat || staged) {
 		/* Kernel threads have no user stack. Not
 		 * bpf_get_current_task_btf(): this path runs on kernels before
 		 * 5.11, and without BTF (--btf). */
@@ -301,7 +305,8 @@ static __always_inline __u64 store_user_stack(void *ctx, __u32 pid, struct fg_st
 			return STACK_NONE;
 		long bytes;
 
-		/* The tail-call walker has walked processes with tables. */
+		/* The tail-call walker has walked processes with tables (and
+		 * the first load of a staged start has none). */
 		st->unw_fp_only++;
 		*walk = FG_WALK_FP;
 		/* The helper zero-fills the buffer past the frames it wrote. */

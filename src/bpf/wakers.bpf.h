@@ -13,6 +13,7 @@
 #include "stacks.bpf.h"
 #include "unwind.bpf.h"
 #include "tailwalk.bpf.h"
+#include "staged.bpf.h"
 
 const volatile bool record_wakers = false;
 
@@ -148,9 +149,27 @@ int BPF_PROG(waking_btf, struct task_struct *p)
 	return 0;
 }
 
+/* The first load's in a staged start (staged.bpf.h). */
+SEC("tp_btf/sched_waking")
+int BPF_PROG(waking_btf_staged, struct task_struct *p)
+{
+	run_full(ctx, &full_waking);
+	on_waking(ctx, p, false);
+	return 0;
+}
+
 SEC("raw_tp/sched_waking")
 int BPF_PROG(waking_raw, struct task_struct *p)
 {
+	on_waking(ctx, p, false);
+	return 0;
+}
+
+/* The first load's in a staged start (staged.bpf.h). */
+SEC("raw_tp/sched_waking")
+int BPF_PROG(waking_raw_staged, struct task_struct *p)
+{
+	run_full(ctx, &full_waking);
 	on_waking(ctx, p, false);
 	return 0;
 }

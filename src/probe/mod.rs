@@ -24,6 +24,7 @@ mod ruby;
 mod v8;
 mod runtimes;
 mod skel;
+mod staged;
 pub mod targets;
 mod unwind;
 mod wakers;
@@ -81,6 +82,12 @@ pub struct Probe {
     java_refused: Option<String>,
     node_refused: Option<String>,
     runtimes: runtimes::Runtimes,
+    /// A staged start's second load, still to come ([`Probe::join_walkers`]).
+    pending: Option<staged::Pending>,
+    /// Its programs, and when they joined, after the first load's.
+    twin: Option<FgbpfSkel<'static>>,
+    attached: Instant,
+    walkers_joined: Option<Duration>,
     /// The fallbacks taken on this kernel.
     paths: features::Paths,
     opts: Options,
@@ -126,12 +133,6 @@ impl Probe {
             ro.stack_seed = random_seed();
             ro.slice_ns = (opts.slice.as_nanos() as u64).max(1);
             ro.include_idle = opts.oncpu.as_ref().is_some_and(|o| o.include_idle);
-            ro.use_tables = opts.user_stacks && opts.max_unwind_rows > 0;
-            ro.python_frames = opts.user_stacks && opts.python;
-            ro.java_frames = opts.user_stacks && opts.java;
-            ro.v8_frames = opts.user_stacks && opts.node;
-            ro.ruby_frames = opts.user_stacks && opts.ruby;
-            ro.php_frames = opts.user_stacks && opts.php;
             if let Some(off) = off {
                 ro.min_block_ns = off.min_block.as_nanos() as u64;
                 ro.max_block_ns = off.max_block.map_or(u64::MAX, |d| d.as_nanos() as u64);
@@ -166,8 +167,28 @@ impl Probe {
             oncpu: opts.oncpu.is_some(),
             offcpu: off.is_some(),
             wakers,
+            staged: false,
+        };
+        // The table walker and the runtimes' walkers load second when they
+        // can (staged.rs).
+        let walkers = staged::Walkers::of(opts);
+        let rows = if opts.user_stacks { opts.max_unwind_rows } else { 0 };
+        let pending = staged::pending(&programs, walkers, rows, &opts.targets);
+        let programs = programs::Programs {
+            staged: pending.is_some(),
+            ..programs
         };
         programs.autoload(&mut open.progs);
+        let ro = skel::rodata(&mut open);
+        ro.staged = pending.is_some();
+        ro.use_tables = rows > 0 && pending.is_none();
+        match pending {
+            Some(_) => staged::Walkers::default().set(ro),
+            None => walkers.set(ro),
+        }
+        if pending.is_some() {
+            staged::leave_out(open.open_object_mut())?;
+        }
 
         let mut skel = open
             .load()
@@ -179,7 +200,7 @@ impl Probe {
         opts.targets
             .fill(&skel.maps.target_pids, &skel.maps.target_tids)?;
         let mut tables = None;
-        if opts.user_stacks && opts.max_unwind_rows > 0 {
+        if rows > 0 && pending.is_none() {
             tables = Some(
                 unwind::Tables::new(&skel.maps.unwind_rows, &skel.maps.unwind_pages)
                     .map_err(CaptureError::new)?,
@@ -247,6 +268,10 @@ impl Probe {
             java_refused: None,
             node_refused: None,
             runtimes,
+            pending,
+            twin: None,
+            attached: Instant::now(),
+            walkers_joined: None,
             paths: paths.clone(),
             opts: opts.clone(),
             attach_time: started.elapsed(),
@@ -258,6 +283,42 @@ impl Probe {
             probe.seed_threads(origin);
         }
         Ok(Some(probe))
+    }
+
+    /// Completes a staged start (staged.rs): loads the table walker and the
+    /// runtimes' walkers, which the running programs then call, and the
+    /// unwind tables' maps. Call it once sampling has begun; a kernel that
+    /// refuses them leaves the capture as it is, said in the summary.
+    pub fn join_walkers(&mut self) {
+        let Some(pending) = self.pending.take() else { return };
+        let joined = staged::join(&self.skel, &self.paths, &pending);
+        let (wanted, got) = (pending.walkers, joined.walkers);
+        if let (Some(twin), true) = (&joined.twin, joined.tables) {
+            match unwind::Tables::new(&twin.maps.unwind_rows, &twin.maps.unwind_pages) {
+                Ok(t) => self.tables = Some(t),
+                Err(e) => {
+                    self.tables_refused = Some(e);
+                }
+            }
+        }
+        if let Some(why) = joined.refused {
+            if pending.rows > 0 && !joined.tables {
+                self.tables_refused.get_or_insert(why.clone());
+            }
+            if wanted.interpreters() && !got.interpreters() {
+                self.python_refused.get_or_insert(why.clone());
+            }
+            if wanted.java && !got.java {
+                self.java_refused.get_or_insert(why.clone());
+            }
+            if wanted.v8 && !got.v8 {
+                self.node_refused.get_or_insert(why);
+            }
+        }
+        if joined.twin.is_some() {
+            self.walkers_joined = Some(self.attached.elapsed());
+        }
+        self.twin = joined.twin;
     }
 
     /// Process announcements since the last call, waiting up to `timeout`.
@@ -413,6 +474,7 @@ impl Probe {
             python_refused: self.python_refused.clone(),
             java_refused: self.java_refused.clone(),
             node_refused: self.node_refused.clone(),
+            walkers_joined: self.walkers_joined,
             kernel: self.paths.lines(),
             slice: Some(self.counts.slicing().width()),
             ..Default::default()
@@ -495,7 +557,7 @@ fn random_seed() -> u64 {
 /// Storage for an opened BPF object. libbpf-rs skeletons borrow it for
 /// their whole life; a capture lives until the process ends, so the few
 /// bytes are leaked rather than threaded through every caller's stack frame.
-fn object_storage() -> &'static mut MaybeUninit<OpenObject> {
+pub(super) fn object_storage() -> &'static mut MaybeUninit<OpenObject> {
     Box::leak(Box::new(MaybeUninit::uninit()))
 }
 

@@ -25,8 +25,10 @@ pub struct InterpWalks {
     pub cut: u64,
     /// Cut by a failed read of the interpreter's memory.
     pub fault: u64,
-    /// Taken before fgbpf had found the interpreter in the process (its
-    /// first moments, while fgbpf read its binaries): native frames only.
+    /// Taken before fgbpf was reading the interpreter: before it had found
+    /// it in the process (its first moments, while fgbpf read its
+    /// binaries), or before the walkers joined a staged start
+    /// (src/probe/staged.rs). Native frames only.
     pub early: u64,
 }
 
@@ -110,7 +112,7 @@ pub fn lines(walks: &[InterpWalks], unreadable: &[Unreadable], lang: &Lang) -> V
             (p.no_thread, lang.outside.to_string()),
             (p.cut, format!("cut at the 127-frame limit (its outermost {name} frames are missing)")),
             (p.fault, "cut by interpreter memory that could not be read".to_string()),
-            (p.early, "taken before fgbpf had found the interpreter (native frames only)".to_string()),
+            (p.early, "taken before fgbpf was reading the interpreter (native frames only)".to_string()),
         ] {
             if w > 0 {
                 parts.push(format!("{:.1}% {why}", pct(w)));
@@ -170,7 +172,7 @@ mod tests {
         assert_eq!((two.total, two.whole, two.early), (20, 10, 10));
         let text = lines(&walks, &[(4, "python3.14".into(), "CPython 3.14 (fgbpf reads 3.8 to 3.13)".into())], &PYTHON);
         assert!(text[0].contains("50.0% of its time with the Python stack read whole; 50.0% in threads not running Python"), "{text:?}");
-        assert!(text[1].contains("50.0% taken before fgbpf had found the interpreter"), "{text:?}");
+        assert!(text[1].contains("50.0% taken before fgbpf was reading the interpreter"), "{text:?}");
         assert!(text.last().unwrap().contains("pid 4 (python3.14): Python frames not read, CPython 3.14"), "{text:?}");
     }
 }

@@ -82,6 +82,9 @@ pub struct Unwinding {
     pub refused: Option<String>,
     /// Why the kernel refused the Python walker, when it did.
     pub python_refused: Option<String>,
+    /// The runtimes' walkers, loaded once sampling had begun: what was
+    /// recorded before they joined.
+    pub lean: Option<Lean>,
     /// Binaries with tables, rows used and available.
     pub binaries: usize,
     pub rows: u64,
@@ -110,6 +113,40 @@ pub struct Unwinding {
     pub java: super::java::JavaWalks,
     /// V8 (Node.js) processes, how their JavaScript frames were named.
     pub node: super::node::NodeWalks,
+}
+
+/// A staged start: the runtimes' walkers joined `after_ms` after sampling
+/// began; `samples` of `all_samples` (and `switches` of `all_switches`
+/// switch-outs) were recorded before, with native frames only.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Lean {
+    pub after_ms: u64,
+    pub samples: u64,
+    pub all_samples: u64,
+    pub switches: u64,
+    pub all_switches: u64,
+}
+
+impl Lean {
+    /// The summary's sentence, when the capture had runtime frames to read
+    /// and something was recorded before the walkers joined.
+    fn line(&self) -> Option<String> {
+        let share = |n: u64, of: u64| n as f64 * 100.0 / of.max(1) as f64;
+        let mut parts = Vec::new();
+        if self.samples > 0 {
+            parts.push(format!("{:.1}% of samples ({})", share(self.samples, self.all_samples), self.samples));
+        }
+        if self.switches > 0 {
+            parts.push(format!("{:.1}% of switch-outs ({})", share(self.switches, self.all_switches), self.switches));
+        }
+        (!parts.is_empty()).then(|| {
+            format!(
+                "runtime frames: their walkers joined {} ms after sampling began (loaded second, so as not to delay it); {} before then show the runtimes' native frames only",
+                self.after_ms,
+                parts.join(" and ")
+            )
+        })
+    }
 }
 
 /// Binaries without a table listed by [`Unwinding::lines`].
@@ -185,6 +222,13 @@ impl Unwinding {
             out.push(format!(
                 "the Python, Ruby and PHP frame walkers did not load ({why}): their threads show the interpreter's C frames, not Python functions, Ruby methods or PHP functions"
             ));
+        }
+        let runtimes = [self.python.is_empty(), self.ruby.is_empty(), self.php.is_empty()]
+            .into_iter()
+            .chain([self.java.jvms.is_empty(), self.node.processes.is_empty()])
+            .any(|empty| !empty);
+        if let Some(line) = self.lean.filter(|_| runtimes).and_then(|l| l.line()) {
+            out.push(line);
         }
         out.extend(super::interp::lines(&self.python, &self.python_unreadable, &super::interp::PYTHON));
         out.extend(super::interp::lines(&self.ruby, &self.ruby_unreadable, &super::interp::RUBY));
