@@ -91,12 +91,7 @@ impl Programs {
         if self.offcpu && self.wakers {
             slots.push((&m.full_waking, if self.btf { &p.waking_btf } else { &p.waking_raw }));
         }
-        for (map, prog) in slots {
-            let fd = prog.as_fd().as_raw_fd();
-            map.update(&0u32.to_ne_bytes(), &fd.to_ne_bytes(), MapFlags::ANY)
-                .map_err(|e| bpf_error("joining the runtimes' walkers", e))?;
-        }
-        Ok(())
+        fill(&slots, "joining the runtimes' walkers")
     }
 
     /// After the load: puts each walker in its program array.
@@ -115,12 +110,7 @@ impl Programs {
         if self.offcpu && self.wakers {
             slots.push((&m.waking_walks, if self.btf { &p.walk_waking_btf } else { &p.walk_waking_raw }));
         }
-        for (map, prog) in slots {
-            let fd = prog.as_fd().as_raw_fd();
-            map.update(&0u32.to_ne_bytes(), &fd.to_ne_bytes(), MapFlags::ANY)
-                .map_err(|e| bpf_error("installing the stack walker", e))?;
-        }
-        Ok(())
+        fill(&slots, "installing the stack walker")
     }
 
     /// The sampler to attach to each CPU's perf event.
@@ -172,4 +162,14 @@ impl Programs {
         }
         out
     }
+}
+
+/// Puts each program in its one-entry program array.
+fn fill<M: MapCore, P: AsFd>(slots: &[(&M, &P)], what: &str) -> Result<(), CaptureError> {
+    for (map, prog) in slots {
+        let fd = prog.as_fd().as_raw_fd();
+        map.update(&0u32.to_ne_bytes(), &fd.to_ne_bytes(), MapFlags::ANY)
+            .map_err(|e| bpf_error(what, e))?;
+    }
+    Ok(())
 }

@@ -329,23 +329,48 @@ impl Isolate {
                     return Err(Unnamed::Moved);
                 }
                 let mut frames = vec![(get(first.sfi, first.id)?, Tier::Compiled)];
-                let codes: Vec<_> = seen.iter().map(|a| a.code.as_ref().map(|c| c.key)).collect();
-                if codes.iter().any(|c| *c != codes[0]) {
-                    return Err(Unnamed::Replaced);
-                }
-                let Some(code) = first.code.as_ref() else { return Ok((frames, true)) };
-                if code.function.is_some_and(|f| f != first.sfi) {
-                    return Ok((frames, true));
-                }
-                for f in code.inlined_at(pc, leaf) {
-                    match self.inlined(f) {
-                        Some(func) => frames.push((func, Tier::Inlined)),
-                        None => return Ok((frames, true)),
-                    }
-                }
-                Ok((frames, false))
+                // Named only when every code found at pc names the same.
+                let codes: Vec<_> = seen.iter().map(|a| a.code.as_deref()).collect();
+                let (more, in_part) = agreed(&codes, first.sfi, pc, leaf, &|f| self.inlined(f))?;
+                frames.extend(more);
+                Ok((frames, in_part))
             }
         }
+    }
+
+}
+
+/// The functions inlined at `pc` by the code objects announced there (of
+/// the function `sfi`), named by `name_of`, when every one names the same:
+/// the same code read twice can differ by address alone (a compacting
+/// collection moves a Code and keeps its instructions), and code compiled
+/// anew at that address names other functions, or the same ones. With
+/// whether some could not be named (their caller's frame stands for them).
+fn agreed(
+    codes: &[Option<&code::JitCode>],
+    sfi: u64,
+    pc: u64,
+    leaf: bool,
+    name_of: &dyn Fn(u64) -> Option<Arc<Function>>,
+) -> Result<(Frames, bool), Unnamed> {
+    let names = |code: Option<&code::JitCode>| {
+        let Some(code) = code else { return (Vec::new(), true) };
+        if code.function.is_some_and(|f| f != sfi) {
+            return (Vec::new(), true);
+        }
+        let mut frames = Vec::new();
+        for f in code.inlined_at(pc, leaf) {
+            match name_of(f) {
+                Some(func) => frames.push((func, Tier::Inlined)),
+                None => return (frames, true),
+            }
+        }
+        (frames, false)
+    };
+    let first = names(codes.first().copied().flatten());
+    match codes.iter().skip(1).all(|c| names(*c) == first) {
+        true => Ok(first),
+        false => Err(Unnamed::Replaced),
     }
 }
 
@@ -365,5 +390,41 @@ mod tests {
         let jid = id & ((1 << JIT_ID_BITS) - 1);
         let word = (2u64 << 62) | (1 << 60) | (1 << 58) | ((jid as u64) << 48) | (1 << 47) | pc;
         assert_eq!(word_parts(word), Word::Compiled { pc, leaf: true, id: jid });
+    }
+
+    fn jit(code: u64, stream: u64, inlined: u64) -> code::JitCode {
+        code::JitCode {
+            key: (code, stream),
+            start: 0x1000,
+            size: 0x100,
+            function: Some(0x51),
+            // From offset 0x10: inlining 0, the function at `inlined`.
+            positions: vec![(0, -1), (0x10, 0)],
+            inlined: vec![(inlined, -1)],
+        }
+    }
+
+    #[test]
+    fn code_read_again_at_another_address_names_its_inlined_functions_and_code_compiled_anew_does_not() {
+        let named = |sfi: u64| {
+            let name = match sfi {
+                0x71 => "round",
+                0x81 => "churn",
+                _ => return None,
+            };
+            Some(Arc::new(Function { name: name.into(), script: Some("churn.js".into()), line: Some(23) }))
+        };
+        let pc = 0x1020;
+        // One Code, then the same instructions under a Code a compaction moved.
+        let (before, moved) = (jit(0xa1, 0xb1, 0x71), jit(0xc1, 0xb1, 0x71));
+        let (frames, in_part) = agreed(&[Some(&before), Some(&moved)], 0x51, pc, true, &named).unwrap();
+        assert_eq!(frames.iter().map(|(f, _)| f.name.as_str()).collect::<Vec<_>>(), ["round"]);
+        assert!(!in_part);
+        // Code compiled anew at the same place, inlining another function.
+        let anew = jit(0xd1, 0xb1, 0x81);
+        assert_eq!(agreed(&[Some(&before), Some(&anew)], 0x51, pc, true, &named), Err(Unnamed::Replaced));
+        // A read that failed cannot say the code was the same.
+        assert_eq!(agreed(&[Some(&before), None], 0x51, pc, true, &named), Err(Unnamed::Replaced));
+        assert_eq!(agreed(&[None], 0x51, pc, true, &named), Ok((Vec::new(), true)));
     }
 }
