@@ -36,9 +36,14 @@ __attribute__((noinline)) void spin(unsigned long iters)
 	sink = h;
 }
 
-__attribute__((noinline)) void work_fifty(void) { spin(500000); sink++; }
-__attribute__((noinline)) void work_thirty(void) { spin(300000); sink++; }
-__attribute__((noinline)) void work_twenty(void) { spin(200000); sink++; }
+/* Each round's work is scaled by k (1000 to 1999, drawn each round): the
+ * shares hold in every round, and the round's length varies, so that the
+ * sampler's fixed period cannot lock onto it (a 1.2 ms round at 499 Hz
+ * took three phases only, and work_twenty's doubled time was sampled as
+ * 25.7% in a CI run instead of 33.3%). */
+__attribute__((noinline)) void work_fifty(unsigned long k) { spin(500 * k); sink++; }
+__attribute__((noinline)) void work_thirty(unsigned long k) { spin(300 * k); sink++; }
+__attribute__((noinline)) void work_twenty(unsigned long k) { spin(200 * k); sink++; }
 
 #define LEVEL(n, next)                                                 \
 	__attribute__((noinline)) void level##n(void) { next(); sink++; }
@@ -153,12 +158,14 @@ int main(int argc, char **argv)
 	until = now() + (argc > 2 ? atof(argv[2]) : 5);
 	if (!strcmp(mode, "split") || !strcmp(mode, "slower")) {
 		int twice = !strcmp(mode, "slower");
+		srand(getpid());
 		while (now() < until) {
-			work_fifty();
-			work_thirty();
-			work_twenty();
+			unsigned long k = 1000 + rand() % 1000;
+			work_fifty(k);
+			work_thirty(k);
+			work_twenty(k);
 			if (twice)
-				work_twenty();
+				work_twenty(k);
 		}
 	} else if (!strcmp(mode, "deep")) {
 		while (now() < until)
