@@ -37,6 +37,11 @@ fn main() {
         Command::Oncpu(args) => app::oncpu::run(args).map(status),
         Command::Offcpu(args) => app::offcpu::run(args).map(status),
         Command::Wall(args) => app::wall::run(args).map(status),
+        Command::Top(args) => app::top::run(args).map(|code| {
+            if let Some(code) = code.filter(|&c| c != 0) {
+                std::process::exit(code.clamp(1, 255))
+            }
+        }),
         Command::Demo(args) => app::demo::run(args),
         Command::DemoWorkload { seconds } => {
             fgbpf::demo::run(*seconds);

@@ -26,6 +26,7 @@ import python as python_cost  # noqa: E402
 import interp_cost  # noqa: E402
 import java_cost  # noqa: E402
 import node_cost  # noqa: E402
+import top_cost  # noqa: E402
 import slices as slices_cost  # noqa: E402
 import side_by_side  # noqa: E402
 import wall_sums  # noqa: E402
@@ -553,6 +554,8 @@ ONLY = {
              "JavaScript frames per sample against native code and a perf map"),
     "wall-sums": ("## 13. Wall time", lambda t: wall_sums.report(wall_sums.measure(10, t)),
                   "wall time adds up, 10 runs"),
+    "top": ("## 17. `fgbpf top`", lambda t: top_cost.report(top_cost.measure(3, t, build(t)["split"])),
+            "fgbpf top's own CPU and memory, whole host, against perf top"),
 }
 
 
@@ -600,7 +603,7 @@ def main():
         write_report(out, args, results)
         log(f"wrote {out}")
         if not args.quick:
-            for name in ("python", "side-by-side", "wall-sums", "java", "node", "interpreters"):
+            for name in ("python", "side-by-side", "wall-sums", "java", "node", "interpreters", "top"):
                 heading, measure, _ = ONLY[name]
                 replace_section(heading, "\n".join(measure(tmp)) + "\n")
 

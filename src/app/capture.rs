@@ -34,6 +34,7 @@ pub struct Outcome {
 /// What a finished capture window leaves for the command to write out.
 pub struct Finished {
     pub prepared: Prepared,
+    pub out_dir: PathBuf,
     pub recorder: Probe,
     pub symbolizer: Symbolizer,
     pub elapsed: Duration,
@@ -56,7 +57,44 @@ pub fn capture(
 ) -> Result<Finished, CliError> {
     let names: Vec<&str> = outputs.iter().map(String::as_str).collect();
     super::summary::set_quiet(args.quiet);
-    let mut prepared = preflight(args, kind, &names)?;
+    let prepared = preflight(args)?;
+    let out_dir = output_dir(args, kind, &names)?;
+    let mut live = open(args, prepared, what, start)?;
+    let (window, recorder, symbolizer) = live.window(args);
+    let (_, end) = window.run(recorder, symbolizer);
+    let (elapsed, command_status) = live.close(args, end);
+    Ok(Finished {
+        prepared: live.prepared,
+        out_dir,
+        recorder: live.recorder,
+        symbolizer: live.symbolizer,
+        elapsed,
+        end,
+        command_status,
+        started_at: live.started_at,
+    })
+}
+
+/// A capture that is recording: what it records, how stacks are named,
+/// Ctrl-C, and the held `-- COMMAND`.
+pub struct Live {
+    pub prepared: Prepared,
+    pub recorder: Probe,
+    pub symbolizer: Symbolizer,
+    pub stop: StopFlag,
+    pub held: Option<HeldCommand>,
+    /// Local time the window opened, for subtitles.
+    pub started_at: String,
+}
+
+/// Starts the held `-- COMMAND` and the recorder (`start` gets the final
+/// targets), says so on stderr, and lets the walkers join.
+pub fn open(
+    args: &CaptureArgs,
+    mut prepared: Prepared,
+    what: &str,
+    start: impl FnOnce(Targets) -> Result<Probe, CliError>,
+) -> Result<Live, CliError> {
     let stop = StopFlag::install().map_err(CliError::failed)?;
     let mut held = match args.command.is_empty() {
         true => None,
@@ -70,7 +108,7 @@ pub fn capture(
     let loading = std::time::Instant::now();
     let mut recorder = start(targets)?;
     let attach_ms = loading.elapsed().as_secs_f64() * 1000.0;
-    let mut symbolizer = Symbolizer::new(&symbolize::Options {
+    let symbolizer = Symbolizer::new(&symbolize::Options {
         debug_dirs: args.symbols.debug_dirs.clone(),
     });
     if let Some(h) = held.as_mut() {
@@ -93,33 +131,44 @@ pub fn capture(
     // Sampling has begun: the table and runtime walkers of a system-wide
     // capture join now.
     recorder.join_walkers();
-    let started_at = local_timestamp("%Y-%m-%d %H:%M:%S");
-    let window = Window {
-        duration: args.duration,
-        stop: &stop,
-        command: held.as_mut(),
-        watched: [&args.pids[..], &args.tids[..]].concat(),
-        prepare: args.pids.clone(),
-    };
-    let (_, end) = window.run(&mut recorder, &mut symbolizer);
-    recorder.stop();
-    // The window the programs recorded, from the capture's time 0 (just
-    // before they were attached) to their stop: what every weight and
-    // wall-clock sum is measured against.
-    let elapsed = recorder.recorded_window();
-    let command_status = held
-        .as_mut()
-        .and_then(|h| command_fate(h, end, args.kill_at_end, elapsed));
-    stop.forward_none();
-    Ok(Finished {
+    Ok(Live {
         prepared,
         recorder,
         symbolizer,
-        elapsed,
-        end,
-        command_status,
-        started_at,
+        stop,
+        held,
+        started_at: local_timestamp("%Y-%m-%d %H:%M:%S"),
     })
+}
+
+impl Live {
+    /// The capture's window, and what its steps feed.
+    pub fn window(&mut self, args: &CaptureArgs) -> (Window<'_>, &mut Probe, &mut Symbolizer) {
+        let window = Window {
+            duration: args.duration,
+            stop: &self.stop,
+            command: self.held.as_mut(),
+            watched: [&args.pids[..], &args.tids[..]].concat(),
+            prepare: args.pids.clone(),
+        };
+        (window, &mut self.recorder, &mut self.symbolizer)
+    }
+
+    /// Stops recording at the window's `end` and settles the command;
+    /// returns the window recorded and the command's exit status.
+    pub fn close(&mut self, args: &CaptureArgs, end: EndReason) -> (Duration, Option<i32>) {
+        self.recorder.stop();
+        // The window the programs recorded, from the capture's time 0 (just
+        // before they were attached) to their stop: what every weight and
+        // wall-clock sum is measured against.
+        let elapsed = self.recorder.recorded_window();
+        let command_status = self
+            .held
+            .as_mut()
+            .and_then(|h| command_fate(h, end, args.kill_at_end, elapsed));
+        self.stop.forward_none();
+        (elapsed, command_status)
+    }
 }
 
 /// How long an interrupted command gets to end, and a stopped one to
@@ -189,7 +238,6 @@ pub fn output_names(stems: &[&str], formats: &[Format]) -> Vec<String> {
 
 /// A capture that passed every check and has its output directory.
 pub struct Prepared {
-    pub out_dir: PathBuf,
     /// `--user`: who the command runs as.
     pub run_as: Option<RunAs>,
     pub targets: Targets,
@@ -199,7 +247,7 @@ pub struct Prepared {
 
 /// Everything that can be checked before the capture starts, so that bad
 /// input fails fast with one line and writes nothing.
-pub fn preflight(args: &CaptureArgs, kind: &str, outputs: &[&str]) -> Result<Prepared, CliError> {
+pub fn preflight(args: &CaptureArgs) -> Result<Prepared, CliError> {
     targets::check(&args.pids, &args.tids).map_err(CliError::usage)?;
     check_command(args)?;
     let scope = targets::scope(args).map_err(CliError::usage)?;
@@ -212,13 +260,7 @@ pub fn preflight(args: &CaptureArgs, kind: &str, outputs: &[&str]) -> Result<Pre
     };
     check_privileges()?;
     check_kernel(args)?;
-    let out_dir = match &args.output {
-        Some(dir) => files::prepare_dir(OutDir::Given(dir), outputs),
-        None => files::prepare_dir(OutDir::Fresh(&default_dir(kind)), outputs),
-    }
-    .map_err(CliError::usage)?;
     Ok(Prepared {
-        out_dir,
         run_as,
         targets: Targets {
             pids: args.pids.clone(),
@@ -229,6 +271,16 @@ pub fn preflight(args: &CaptureArgs, kind: &str, outputs: &[&str]) -> Result<Pre
         },
         target: describe(args, scope.as_ref()),
     })
+}
+
+/// The capture's output directory (`-o`, or a fresh one named after
+/// `kind` and the time), ready for `outputs`.
+pub fn output_dir(args: &CaptureArgs, kind: &str, outputs: &[&str]) -> Result<PathBuf, CliError> {
+    match &args.output {
+        Some(dir) => files::prepare_dir(OutDir::Given(dir), outputs),
+        None => files::prepare_dir(OutDir::Fresh(&default_dir(kind)), outputs),
+    }
+    .map_err(CliError::usage)
 }
 
 /// `-- COMMAND` and the flags that only make sense with one.
@@ -287,7 +339,7 @@ fn describe_targets(args: &CaptureArgs) -> String {
 }
 
 /// `./fgbpf-KIND-YYYYmmdd-HHMMSS` in local time.
-fn default_dir(kind: &str) -> PathBuf {
+pub fn default_dir(kind: &str) -> PathBuf {
     PathBuf::from(format!("fgbpf-{kind}-{}", local_timestamp("%Y%m%d-%H%M%S")))
 }
 

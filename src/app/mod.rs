@@ -2,7 +2,7 @@
 //! `offcpu` and `wall` are one recorder ([`record`]) with different views;
 //! [`capture`] holds the steps every capture takes (checks, window,
 //! outputs, summary) and [`session`] the window itself, Ctrl-C and the held
-//! `-- COMMAND`.
+//! `-- COMMAND`. [`top`] is the live view of the same recorder.
 
 pub mod capture;
 pub mod convert;
@@ -17,6 +17,8 @@ pub mod record;
 pub mod session;
 pub mod report;
 pub mod summary;
+pub mod top;
+pub mod views;
 pub mod wall;
 mod walks;
 

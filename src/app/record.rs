@@ -3,12 +3,13 @@
 //! built from what the probe recorded. The subcommands only say which
 //! views they want and how the probe is set.
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::capture::{capture, output_names, write_view, Finished, Outcome, TIMELINE};
 use super::summary::finish;
+use super::views::{Views, Wanted};
 use super::CliError;
-use super::walks;
 use crate::cli::{BlockArgs, CaptureArgs, Format, GroupBy, MapArgs, SamplingArgs};
 use crate::format::breakdown::Columns;
 use crate::format::sidecar::{self, Sidecar};
@@ -18,11 +19,8 @@ use crate::format::{
     palette::{Heat, Scheme},
     report, svg, timeline, unresolved, wakers,
 };
-use crate::probe::{self, OffcpuOptions, OncpuOptions, Probe, Recorded};
-use crate::profile::{interp, END_UNTRACED, START_UNTRACED};
-use crate::profile::unwinding::{by_process, Lean};
-use crate::profile::{build, merge, thousands, Kind, Losses, Meta, Profile, RawStack, State, Unit, Unwinding};
-use crate::symbolize::Symbolizer;
+use crate::probe::{self, OffcpuOptions, OncpuOptions, Probe};
+use crate::profile::{merge, thousands, Kind, Profile, State};
 
 /// What a capture command records and writes.
 pub struct Recording<'a> {
@@ -57,7 +55,7 @@ impl Recording<'_> {
         stems
     }
 
-    fn what(&self) -> String {
+    pub fn what(&self) -> String {
         match (self.sampling, self.blocks) {
             (Some(s), Some(_)) => format!("on-CPU samples at {} Hz and off-CPU time", s.frequency),
             (Some(s), None) => format!("on-CPU samples at {} Hz", s.frequency),
@@ -67,7 +65,7 @@ impl Recording<'_> {
 
     /// The probe's settings; bad block filters are refused here, before
     /// anything starts.
-    fn options(&self, targets: probe::Targets) -> Result<probe::Options, CliError> {
+    pub fn options(&self, targets: probe::Targets) -> Result<probe::Options, CliError> {
         Ok(probe::Options {
             targets,
             btf: self.capture.btf.clone(),
@@ -127,29 +125,64 @@ fn offcpu_options(blocks: &BlockArgs) -> Result<OffcpuOptions, CliError> {
 pub fn run(rec: &Recording<'_>) -> Result<Outcome, CliError> {
     // Filters are checked before the capture; targets are filled in later.
     rec.options(Default::default())?;
-    let mut outputs = output_names(&rec.stems(), &rec.capture.formats);
-    let folded = rec.capture.formats.contains(&Format::Folded);
-    if folded {
-        outputs.push(sidecar::FILE.to_string());
-    }
+    let outputs = rec.outputs();
     let Finished {
         prepared,
+        out_dir,
         mut recorder,
         mut symbolizer,
         elapsed,
         end,
         command_status,
         started_at,
-    } = capture(rec.capture, rec.kind(), &outputs, &rec.what(), |targets| {
-        Ok(Probe::start(&rec.options(targets)?)?)
-    })?;
+    } = capture(rec.capture, rec.kind(), &outputs, &rec.what(), |targets| rec.start(targets))?;
     let recorded = recorder.finish();
     drop(recorder);
-    let views = Views::build(rec, recorded, &mut symbolizer, &prepared.target, elapsed);
-    let dir = &prepared.out_dir;
+    let views = Views::build(rec.wanted(), recorded, &mut symbolizer, &prepared.target, elapsed);
+    let whole_system = prepared.targets.whole_system();
+    let (written, main) = write(rec, &views, &out_dir, &prepared.target, whole_system, &started_at)?;
+    Ok(finish(&main, &views.edges.lines(), written, symbolizer, end, command_status, rec.capture.json))
+}
+
+impl Recording<'_> {
+    /// Every file the recording writes.
+    pub fn outputs(&self) -> Vec<String> {
+        let mut outputs = output_names(&self.stems(), &self.capture.formats);
+        if self.capture.formats.contains(&Format::Folded) {
+            outputs.push(sidecar::FILE.to_string());
+        }
+        outputs
+    }
+
+    /// Loads and attaches the probe for `targets`.
+    pub fn start(&self, targets: probe::Targets) -> Result<Probe, CliError> {
+        Ok(Probe::start(&self.options(targets)?)?)
+    }
+
+    /// The views it builds.
+    pub fn wanted(&self) -> Wanted {
+        Wanted {
+            frequency: self.sampling.map(|s| s.frequency),
+            offcpu: self.blocks.is_some(),
+            wakers: self.blocks.is_some_and(|b| b.wakers),
+        }
+    }
+}
+
+/// Writes the recording's views, timeline, reports and sidecar into `dir`;
+/// returns the files written and the main view (the wall-clock one of a
+/// wall capture).
+pub fn write(
+    rec: &Recording<'_>,
+    views: &Views,
+    dir: &Path,
+    target: &str,
+    whole_system: bool,
+    started_at: &str,
+) -> Result<(Vec<PathBuf>, Profile), CliError> {
+    let folded = rec.capture.formats.contains(&Format::Folded);
     let formats = &rec.capture.formats;
     // A whole host has hundreds of threads: one root per process there.
-    let whole_system = prepared.targets.whole_system();
     let thread_roots = match whole_system {
         true => Leading::Process,
         false => Leading::ProcessAndThread,
@@ -163,12 +196,12 @@ pub fn run(rec: &Recording<'_>) -> Result<Outcome, CliError> {
     let mut written = Vec::new();
     let waker_text = views.wake.as_ref().map(wakers::render).unwrap_or_default();
     if let Some(wake) = &views.wake {
-        written.extend(write_view(dir, "offwake", wake, formats, &offwake_svg(wake, &started_at, thread_roots), None)?);
+        written.extend(write_view(dir, "offwake", wake, formats, &offwake_svg(wake, started_at, thread_roots), None)?);
     }
     let main = match (&views.on, &views.off) {
         (Some(on), Some(off)) => {
-            written.extend(write_view(dir, "oncpu", on, formats, &oncpu_svg(on, &started_at, thread_roots), None)?);
-            written.extend(write_view(dir, "offcpu", off, formats, &offcpu_svg(off, &started_at, thread_roots), None)?);
+            written.extend(write_view(dir, "oncpu", on, formats, &oncpu_svg(on, started_at, thread_roots), None)?);
+            written.extend(write_view(dir, "offcpu", off, formats, &offcpu_svg(off, started_at, thread_roots), None)?);
             let leading = wall_roots;
             let mut wall = merge::wall(on, off, &views.runs);
             wall.meta.losses = views.losses(true, true);
@@ -180,10 +213,10 @@ pub fn run(rec: &Recording<'_>) -> Result<Outcome, CliError> {
             text.push_str(&breakdown::render(&wall, &breakdown::Options::new(leading, Columns::Both)));
             text.push_str(&waker_text);
             let svg_opts = svg::Options {
-                title: format!("Wall-clock flame graph: {}", prepared.target),
+                title: format!("Wall-clock flame graph: {}", target),
                 subtitle: Some(format!(
                     "{:.1} s from {started_at}, in us: each thread's on-CPU time as the scheduler measured it, shared among its stacks by {} Hz samples; each box warm if mostly on CPU (red user, orange kernel), blue if mostly waiting",
-                    elapsed.as_secs_f64(),
+                    on.meta.duration.as_secs_f64(),
                     frequency
                 )),
                 leading,
@@ -198,17 +231,17 @@ pub fn run(rec: &Recording<'_>) -> Result<Outcome, CliError> {
                 + &unresolved::render(on)
                 + &unwinding_section(on)
                 + &breakdown::render(on, &breakdown::Options::new(thread_roots, Columns::OnCpu));
-            written.extend(write_view(dir, "oncpu", on, formats, &oncpu_svg(on, &started_at, thread_roots), Some(&text))?);
+            written.extend(write_view(dir, "oncpu", on, formats, &oncpu_svg(on, started_at, thread_roots), Some(&text))?);
             views.on.clone().expect("matched above")
         }
         (None, Some(off)) => {
             let text = offcpu_report(off, &edges_note, thread_roots) + &waker_text;
-            written.extend(write_view(dir, "offcpu", off, formats, &offcpu_svg(off, &started_at, thread_roots), Some(&text))?);
+            written.extend(write_view(dir, "offcpu", off, formats, &offcpu_svg(off, started_at, thread_roots), Some(&text))?);
             views.off.clone().expect("matched above")
         }
         (None, None) => unreachable!("every recording has a view"),
     };
-    written.push(write_timeline(dir, &main, &prepared.target, &started_at)?);
+    written.push(write_timeline(dir, &main, target, started_at)?);
     if folded {
         let mut side = Sidecar::default();
         for (stem, p) in [("oncpu", views.on.as_ref()), ("offcpu", views.off.as_ref()), ("offwake", views.wake.as_ref())] {
@@ -224,7 +257,7 @@ pub fn run(rec: &Recording<'_>) -> Result<Outcome, CliError> {
             .map_err(|e| CliError::failed(format!("writing {}: {e}", path.display())))?;
         written.push(path);
     }
-    Ok(finish(&main, &edges, written, symbolizer, end, command_status, rec.capture.json))
+    Ok((written, main))
 }
 
 /// Writes `timeline.html` of `main` and says what its cap left out.
@@ -253,174 +286,6 @@ fn write_timeline(dir: &std::path::Path, main: &Profile, target: &str, started_a
         ));
     }
     Ok(path)
-}
-
-/// The profiles a recording's views are drawn from.
-struct Views {
-    on: Option<Profile>,
-    off: Option<Profile>,
-    /// `--wakers`: off-CPU stacks joined with their wakers' stacks.
-    wake: Option<Profile>,
-    edges: Edges,
-    oncpu_losses: Losses,
-    offcpu_losses: Losses,
-    shared_losses: Losses,
-    /// Wall-clock captures: each thread's run time, measured.
-    runs: Vec<merge::Ran>,
-}
-
-impl Views {
-    fn build(
-        rec: &Recording<'_>,
-        recorded: Recorded,
-        symbolizer: &mut Symbolizer,
-        target: &str,
-        elapsed: Duration,
-    ) -> Views {
-        let java = walks::java(&recorded, |pid| symbolizer.process_name(pid, ""));
-        let node = walks::node(&recorded, |pid| symbolizer.process_name(pid, ""), |pid| symbolizer.has_perf_map(pid));
-        let (mut off_raw, on_raw): (Vec<RawStack>, Vec<RawStack>) =
-            recorded.stacks.into_iter().partition(|s| s.state.is_some());
-        let mut views = Views {
-            on: None,
-            off: None,
-            wake: None,
-            edges: Edges {
-                open_blocks: recorded.open_blocks,
-                idle: recorded.idle,
-                kthread_switches: recorded.kthread_switches,
-                untraced: (recorded.stats.untraced_ins, recorded.stats.untraced_outs),
-            },
-            oncpu_losses: recorded.oncpu_losses,
-            offcpu_losses: recorded.offcpu_losses,
-            shared_losses: recorded.shared_losses,
-            runs: recorded
-                .runs
-                .iter()
-                .map(|r| merge::Ran {
-                    pid: r.pid,
-                    tid: r.tid,
-                    comm: r.comm.clone(),
-                    us: r.weight,
-                    spans: r.spans.clone(),
-                })
-                .collect(),
-        };
-        let mut unwinding = unwinding(&recorded.stats, recorded.tables.as_ref());
-        if let Some(u) = unwinding.as_mut() {
-            u.refused = recorded.tables_refused.clone();
-            u.python_refused = recorded.python_refused.clone();
-            u.lean = recorded.walkers_joined.map(|after| Lean {
-                after_ms: after.as_millis() as u64,
-                samples: recorded.stats.lean_samples,
-                all_samples: recorded.stats.samples,
-                switches: recorded.stats.lean_switches,
-                all_switches: recorded.stats.switches,
-            });
-            // Weighted as the main view: samples on-CPU, microseconds
-            // off-CPU, and in a wall-clock capture both in microseconds.
-            let period_us = match (rec.sampling, rec.blocks.is_some()) {
-                (Some(s), true) => 1_000_000 / s.frequency.max(1),
-                _ => 1,
-            };
-            let on = on_raw.iter().map(|r| (r, r.weight * period_us));
-            let off = off_raw.iter().map(|r| (r, r.weight));
-            let name_of = |pid, comm: &str| symbolizer.process_name(pid, comm);
-            let weighed: Vec<(&RawStack, u64)> = match (rec.sampling.is_some(), rec.blocks.is_some()) {
-                (true, true) => on.chain(off).collect(),
-                (true, false) => on.collect(),
-                (false, _) => off.collect(),
-            };
-            u.processes = by_process(weighed.iter().copied(), name_of);
-            for (walks, unreadable, found, why) in [
-                (&mut u.python, &mut u.python_unreadable, &recorded.interpreters, &recorded.py_unsupported),
-                (&mut u.ruby, &mut u.ruby_unreadable, &recorded.rubies, &recorded.rb_unsupported),
-                (&mut u.php, &mut u.php_unreadable, &recorded.phps, &recorded.php_unsupported),
-            ] {
-                let versions = found.iter().map(|(pid, v, _)| (*pid, format!("{}.{}", v.0, v.1))).collect();
-                *walks = interp::by_process(weighed.iter().copied(), &versions, name_of);
-                *unreadable = why.iter().map(|(pid, why)| (*pid, symbolizer.process_name(*pid, ""), why.clone())).collect();
-            }
-            u.java = java;
-            u.node = node;
-        }
-        symbolizer.add_runtime_names(recorded.runtime_names);
-        let meta = |kind, frequency, losses| Meta {
-            kind,
-            target: target.to_string(),
-            duration: elapsed,
-            frequency,
-            losses,
-            unwinding: unwinding.clone(),
-            kernel: recorded.kernel.clone(),
-            slice: recorded.slice,
-        };
-        if let Some(s) = rec.sampling {
-            let mut p = build::from_raw(&on_raw, Unit::Samples, symbolizer);
-            p.meta = meta(Kind::OnCpu, Some(s.frequency), views.losses(true, false));
-            views.on = Some(p);
-        }
-        if rec.blocks.is_some_and(|b| b.wakers) {
-            let mut p = build::from_raw(&off_raw, Unit::Microseconds, symbolizer);
-            p.meta = meta(Kind::OffCpu, None, views.losses(false, true));
-            views.wake = Some(p);
-            // The off-CPU view sums each wait over its wakers.
-            for r in &mut off_raw {
-                r.waker = None;
-            }
-        }
-        if rec.blocks.is_some() {
-            let mut p = build::from_raw(&off_raw, Unit::Microseconds, symbolizer);
-            p.meta = meta(Kind::OffCpu, None, views.losses(false, true));
-            views.off = Some(p);
-        }
-        views
-    }
-
-    /// The losses of the on-CPU side, the off-CPU side, or both, with
-    /// those they share counted once.
-    fn losses(&self, on: bool, off: bool) -> Losses {
-        let mut all = Losses::default();
-        let parts = [(on, &self.oncpu_losses), (off, &self.offcpu_losses), (true, &self.shared_losses)];
-        for (_, l) in parts.iter().filter(|(want, _)| *want) {
-            all.entries.extend(l.entries.iter().cloned());
-        }
-        all
-    }
-}
-
-/// The probe's walk counters and table coverage, for the model.
-fn unwinding(stats: &probe::Stats, tables: Option<&probe::TableStats>) -> Option<Unwinding> {
-    let mut u = Unwinding {
-        tables: stats.unw_tables,
-        mixed: stats.unw_mixed,
-        frame_pointers: stats.unw_fp_only,
-        depth: stats.unw_depth,
-        fault: stats.unw_fault,
-        unsupported: stats.unw_unsupported,
-        lost: stats.unw_lost_fp,
-        enabled: tables.is_some(),
-        ..Default::default()
-    };
-    if let Some(t) = tables {
-        u.binaries = t.binaries;
-        u.rows = t.rows;
-        u.capacity = t.capacity;
-        u.build_ms = t.build_time.as_millis() as u64;
-        u.mappings_dropped = t.mappings_dropped;
-        u.without = t
-            .without
-            .iter()
-            .map(|(path, why)| {
-                let why = match why {
-                    probe::NoTable::NoUnwindInfo(e) => format!("{e}; its frames are walked by frame pointers"),
-                    probe::NoTable::NoRoom => "the unwind-table array is full (raise --max-unwind-rows)".to_string(),
-                };
-                (path.clone(), why)
-            })
-            .collect();
-    }
-    (u.total() > 0).then_some(u)
 }
 
 fn oncpu_svg(profile: &Profile, started_at: &str, leading: Leading) -> svg::Options {
@@ -492,58 +357,6 @@ fn unwinding_section(profile: &Profile) -> String {
         text.push_str(&format!("  {line}\n"));
     }
     text
-}
-
-/// What the off-CPU side cut at the capture's end or left out by choice.
-#[derive(Clone, Copy, Debug, Default)]
-struct Edges {
-    open_blocks: u64,
-    /// Threads blocked for the whole capture, not drawn, and their us.
-    idle: (u64, u64),
-    kthread_switches: u64,
-    /// Switch-ins and switch-outs sched_switch did not report.
-    untraced: (u64, u64),
-}
-
-impl Edges {
-    /// One line each, for the report and the end-of-capture summary.
-    fn lines(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        if self.open_blocks > 0 {
-            out.push(format!(
-                "{} off-CPU blocks were still open when the capture ended; their time so far is included.",
-                thousands(self.open_blocks)
-            ));
-        }
-        let (threads, us) = self.idle;
-        if threads > 0 {
-            out.push(format!(
-                "{} threads blocked for the whole capture ({:.1} thread-seconds) are not drawn (idle daemons and pools); --idle-threads draws them.",
-                thousands(threads),
-                us as f64 / 1e6
-            ));
-        }
-        if self.kthread_switches > 0 {
-            out.push(format!(
-                "kernel threads are left out of a whole-system capture ({} of their context switches); --kernel-threads keeps them.",
-                thousands(self.kthread_switches)
-            ));
-        }
-        let (ins, outs) = self.untraced;
-        if ins > 0 {
-            out.push(format!(
-                "the kernel did not report {} switch-ins through sched_switch: those waits end where the scheduler says the thread ran again, their kernel frames drawn as {END_UNTRACED}.",
-                thousands(ins)
-            ));
-        }
-        if outs > 0 {
-            out.push(format!(
-                "the kernel did not report {} switch-outs through sched_switch: those runs end where the scheduler's account of the thread's run time says, and the waits after them are drawn without user stacks, under {START_UNTRACED}.",
-                thousands(outs)
-            ));
-        }
-        out
-    }
 }
 
 /// The off-CPU report: hotspots, then time per process and per thread split

@@ -34,6 +34,8 @@ pub enum Command {
     Offcpu(OffcpuArgs),
     /// On-CPU and off-CPU together: CPU, off-CPU and a combined wall-clock flamegraph.
     Wall(WallArgs),
+    /// A live view, refreshed every second: the functions on and off the CPU, processes and threads, a flame; `w` writes a capture.
+    Top(TopArgs),
     /// Profile the built-in demo workload and write its outputs to ./fgbpf-demo/.
     Demo(DemoArgs),
     /// The demo workload itself (run by `fgbpf demo`).
@@ -343,6 +345,27 @@ pub struct WallArgs {
     /// Merge the threads of each process under one root frame.
     #[arg(long)]
     pub per_process: bool,
+}
+
+#[derive(Debug, Args, Clone, Default)]
+pub struct TopArgs {
+    #[command(flatten)]
+    pub capture: CaptureArgs,
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
+    #[command(flatten)]
+    pub blocks: BlockArgs,
+    #[command(flatten)]
+    pub maps: MapArgs,
+
+    /// Seconds between refreshes, 1 to 60 (`+` and `-` change it).
+    #[arg(long, value_name = "SECONDS", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=60))]
+    pub interval: u64,
+
+    /// Start on the off-CPU side (`o` switches); without a terminal, the
+    /// table printed each interval is then the off-CPU waits.
+    #[arg(long)]
+    pub off_cpu: bool,
 }
 
 #[derive(Debug, Args, Clone)]

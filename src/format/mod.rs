@@ -20,5 +20,6 @@ pub mod report;
 pub mod speedscope;
 pub mod svg;
 pub mod timeline;
+pub mod top;
 pub mod unresolved;
 pub mod wakers;

@@ -106,6 +106,7 @@ pub(super) struct Counts {
     /// Processes announced gone, with the number of drains done then.
     exits: Vec<(u32, u64)>,
     drains: u64,
+    drained_at: Option<u64>,
     /// `--group-by cgroup`: the names of the cgroups keys carry, looked
     /// up as they are first drained.
     groups: Option<Groups>,
@@ -124,6 +125,7 @@ impl Counts {
             by_pid: HashMap::new(),
             exits: Vec::new(),
             drains: 0,
+            drained_at: None,
             groups,
         }
     }
@@ -155,9 +157,11 @@ impl Counts {
             None => self.last_drain = Some(now),
             Some(t) if now - t >= DRAIN_EVERY => {
                 self.last_drain = Some(now);
+                let flipped = super::offcpu::monotonic_ns();
                 let idle = flip(skel);
                 std::thread::sleep(SETTLE);
                 self.drain(map_of(skel, idle), &skel.maps.stacks, Some(&skel.maps.wakers));
+                self.drained_at = Some(flipped);
             }
             Some(_) => {}
         }
@@ -180,9 +184,15 @@ impl Counts {
             .collect()
     }
 
-    /// The stacks moved out of the kernel so far, for the final reading.
-    pub fn take_stacks(&mut self) -> HashMap<u64, Vec<u64>> {
-        std::mem::take(&mut self.stacks)
+    /// The stacks moved out of the kernel so far, for reading the totals.
+    pub fn stacks(&self) -> &HashMap<u64, Vec<u64>> {
+        &self.stacks
+    }
+
+    /// When the last drain switched buffers (monotonic ns): every count
+    /// taken before is in the totals. `None` before the first drain.
+    pub fn drained_at(&self) -> Option<u64> {
+        self.drained_at
     }
 
     /// `wakers`: where the waker keys of new counts are read, to index

@@ -9,6 +9,8 @@ use libbpf_rs::{MapCore, MapFlags};
 /// key once.
 pub struct StackReader<'m, M: MapCore> {
     map: &'m M,
+    known: &'m HashMap<u64, Vec<u64>>,
+    /// Stacks read from the map, or found missing there.
     cache: HashMap<u64, Option<Vec<u64>>>,
     buf: Vec<u8>,
 }
@@ -16,10 +18,11 @@ pub struct StackReader<'m, M: MapCore> {
 impl<'m, M: MapCore> StackReader<'m, M> {
     /// `known`: stacks already read out of the map (and deleted from it)
     /// while the capture ran.
-    pub fn new(map: &'m M, known: HashMap<u64, Vec<u64>>) -> Self {
+    pub fn new(map: &'m M, known: &'m HashMap<u64, Vec<u64>>) -> Self {
         StackReader {
             map,
-            cache: known.into_iter().map(|(k, v)| (k, Some(v))).collect(),
+            known,
+            cache: HashMap::new(),
             buf: vec![0; map.value_size() as usize],
         }
     }
@@ -29,6 +32,9 @@ impl<'m, M: MapCore> StackReader<'m, M> {
     pub fn get(&mut self, key: u64) -> Option<Vec<u64>> {
         if key == 0 {
             return Some(Vec::new());
+        }
+        if let Some(ips) = self.known.get(&key) {
+            return Some(ips.clone());
         }
         if let Some(ips) = self.cache.get(&key) {
             return ips.clone();

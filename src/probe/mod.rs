@@ -446,7 +446,25 @@ impl Probe {
     pub fn finish(&mut self) -> Recorded {
         let now = self.stopped_at.unwrap_or_else(offcpu::monotonic_ns);
         self.counts.drain_all(&self.skel);
-        let mut reader = drain::StackReader::new(&self.skel.maps.stacks, self.counts.take_stacks());
+        self.read(now)
+    }
+
+    /// What was recorded up to the last drain, read while recording goes
+    /// on (for `top`), with the blocks still open counted to now.
+    pub fn snapshot(&mut self) -> Recorded {
+        self.read(offcpu::monotonic_ns())
+    }
+
+    /// The capture's time of the last drain: every count taken before it
+    /// is in [`Self::snapshot`]. `None` before the first.
+    pub fn drained_through(&self) -> Option<Duration> {
+        let at = self.counts.drained_at()?;
+        Some(Duration::from_nanos(at.saturating_sub(self.counts.slicing().origin)))
+    }
+
+    /// The counts drained so far, named as [`Self::finish`] names them.
+    fn read(&mut self, now: u64) -> Recorded {
+        let mut reader = drain::StackReader::new(&self.skel.maps.stacks, self.counts.stacks());
         let wakers_on = self.opts.offcpu.as_ref().is_some_and(|o| o.wakers);
         let mut wakers = wakers::WakerReader::new(wakers_on.then_some(&self.skel.maps.wakers));
         let (mut stacks, mut runs) = self.counts.raw_stacks(&mut reader, &mut wakers);

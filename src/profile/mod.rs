@@ -376,6 +376,11 @@ impl Profile {
         }
     }
 
+    /// Keeps only the stacks `keep` accepts.
+    pub fn retain(&mut self, keep: impl FnMut(&Stack) -> bool) {
+        self.stacks.retain(keep);
+    }
+
     /// Names a thread anew, keeping its id (and its stacks).
     pub fn rename_thread(&mut self, id: ThreadId, name: &str) {
         let Some(t) = self.threads.get_mut(id as usize) else { return };

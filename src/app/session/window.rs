@@ -39,70 +39,26 @@ const POLL: Duration = Duration::from_millis(50);
 const PREPARE_AHEAD: Duration = Duration::from_millis(1000);
 const TARGET_CHECK: Duration = Duration::from_millis(200);
 
+/// Where a window is between steps.
+pub struct Steps {
+    start: Instant,
+    last_check: Instant,
+    unprepared: bool,
+}
+
 impl Window<'_> {
     pub fn run(mut self, live: &mut Probe, symbolizer: &mut Symbolizer) -> (Duration, EndReason) {
-        let start = Instant::now();
         let tty = std::io::stderr().is_terminal() && !crate::app::summary::quiet();
-        let mut last_status = start;
-        let mut last_check = start;
-        let mut unprepared = true;
+        let mut steps = self.begin();
+        let mut last_status = steps.start;
         let reason = loop {
-            // Waking at the deadline, not at the next poll after it, takes
-            // up to a poll's 50 ms off the wait for the flamegraph.
-            let wait = self.duration.map_or(POLL, |d| {
-                (start + d)
-                    .saturating_duration_since(Instant::now())
-                    .min(POLL)
-            });
-            let events = live.poll_processes(wait);
-            for ev in &events {
-                symbolizer.remember(ev.pid, &ev.comm);
-            }
-            live.track_processes(&events);
-            if self
-                .duration
-                .is_some_and(|d| start.elapsed() + PREPARE_AHEAD >= d)
-                && std::mem::take(&mut unprepared)
-            {
-                symbolizer.prepare_kernel();
-                for &pid in &self.prepare {
-                    symbolizer.prepare_process(pid);
-                }
-            }
-            // Picks up code mapped since a process was first seen; it
-            // paces itself, as does draining the counts. A young process
-            // re-read for its unwind tables (20, 100 and 500 ms after it
-            // appears) is re-read for names too: the first read may have
-            // come before the loader mapped its libraries, and a short
-            // command may exit before the symbolizer's own round.
-            symbolizer.refresh();
-            for pid in live.tick() {
-                symbolizer.reread(pid);
-            }
-            // Processes gone whose stacks are all drained: what naming
-            // them needs is kept, the rest let go.
-            for (pid, addrs) in live.retired() {
-                symbolizer.retire(pid, &addrs);
+            if let Some(end) = self.step(&mut steps, live, symbolizer) {
+                break end;
             }
             let now = Instant::now();
-            if self.stop.stopped() {
-                break EndReason::Interrupted;
-            }
-            if self.duration.is_some_and(|d| now - start >= d) {
-                break EndReason::Duration;
-            }
-            if let Some(code) = self.command.as_mut().and_then(|c| c.try_wait()) {
-                break EndReason::CommandExited(code);
-            }
-            if !self.watched.is_empty() && now - last_check >= TARGET_CHECK {
-                last_check = now;
-                if !self.watched.iter().any(|&id| task_alive(id)) {
-                    break EndReason::TargetsGone;
-                }
-            }
             if tty && now - last_status >= Duration::from_secs(1) {
                 last_status = now;
-                let elapsed = (now - start).as_secs_f64();
+                let elapsed = (now - steps.start).as_secs_f64();
                 let of = self
                     .duration
                     .map_or_else(String::new, |d| format!(" / {:.0} s", d.as_secs_f64()));
@@ -110,14 +66,89 @@ impl Window<'_> {
                 let _ = std::io::stderr().flush();
             }
         };
-        // Announcements still queued belong to processes that ran in the
-        // window: remember them before anything else exits.
-        for ev in live.poll_processes(Duration::ZERO) {
-            symbolizer.remember(ev.pid, &ev.comm);
-        }
+        self.end(live, symbolizer);
         if tty {
             eprint!("\r\x1b[K");
         }
-        (start.elapsed(), reason)
+        (steps.start.elapsed(), reason)
+    }
+
+    /// The window opens now.
+    pub fn begin(&self) -> Steps {
+        let start = Instant::now();
+        Steps {
+            start,
+            last_check: start,
+            unprepared: true,
+        }
+    }
+
+    /// One turn of the window, waiting up to 50 ms for process
+    /// announcements: names, unwind tables and counts kept up to date.
+    /// `Some` when the window ends.
+    pub fn step(&mut self, at: &mut Steps, live: &mut Probe, symbolizer: &mut Symbolizer) -> Option<EndReason> {
+        let start = at.start;
+        // Waking at the deadline, not at the next poll after it, takes up
+        // to a poll's 50 ms off the wait for the flamegraph.
+        let wait = self.duration.map_or(POLL, |d| {
+            (start + d)
+                .saturating_duration_since(Instant::now())
+                .min(POLL)
+        });
+        let events = live.poll_processes(wait);
+        for ev in &events {
+            symbolizer.remember(ev.pid, &ev.comm);
+        }
+        live.track_processes(&events);
+        if self
+            .duration
+            .is_some_and(|d| start.elapsed() + PREPARE_AHEAD >= d)
+            && std::mem::take(&mut at.unprepared)
+        {
+            symbolizer.prepare_kernel();
+            for &pid in &self.prepare {
+                symbolizer.prepare_process(pid);
+            }
+        }
+        // Picks up code mapped since a process was first seen; it paces
+        // itself, as does draining the counts. A young process re-read for
+        // its unwind tables (20, 100 and 500 ms after it appears) is
+        // re-read for names too: the first read may have come before the
+        // loader mapped its libraries, and a short command may exit before
+        // the symbolizer's own round.
+        symbolizer.refresh();
+        for pid in live.tick() {
+            symbolizer.reread(pid);
+        }
+        // Processes gone whose stacks are all drained: what naming them
+        // needs is kept, the rest let go.
+        for (pid, addrs) in live.retired() {
+            symbolizer.retire(pid, &addrs);
+        }
+        let now = Instant::now();
+        if self.stop.stopped() {
+            return Some(EndReason::Interrupted);
+        }
+        if self.duration.is_some_and(|d| now - start >= d) {
+            return Some(EndReason::Duration);
+        }
+        if let Some(code) = self.command.as_mut().and_then(|c| c.try_wait()) {
+            return Some(EndReason::CommandExited(code));
+        }
+        if !self.watched.is_empty() && now - at.last_check >= TARGET_CHECK {
+            at.last_check = now;
+            if !self.watched.iter().any(|&id| task_alive(id)) {
+                return Some(EndReason::TargetsGone);
+            }
+        }
+        None
+    }
+
+    /// Announcements still queued belong to processes that ran in the
+    /// window: remember them before anything else exits.
+    pub fn end(&self, live: &mut Probe, symbolizer: &mut Symbolizer) {
+        for ev in live.poll_processes(Duration::ZERO) {
+            symbolizer.remember(ev.pid, &ev.comm);
+        }
     }
 }

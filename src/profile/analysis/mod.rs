@@ -8,6 +8,7 @@ pub mod findings;
 pub mod functions;
 pub mod ranking;
 pub mod threads;
+pub mod top;
 pub mod waits;
 
 pub use diff::{changes, Change};

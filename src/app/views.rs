@@ -1,0 +1,245 @@
+//! The profiles a recording's views are drawn from: the probe's raw
+//! stacks named once into an on-CPU, an off-CPU and an off-wake profile,
+//! with the losses, the off-CPU edges and the unwinding accounts each
+//! view's report states. Built at the end of a capture, and by `top` at
+//! each refresh.
+
+use std::time::Duration;
+
+use crate::probe::{self, Recorded};
+use crate::profile::unwinding::{by_process, Lean};
+use crate::profile::{build, interp, merge, thousands, Kind, Losses, Meta, Profile, RawStack, Unit, Unwinding};
+use crate::profile::{END_UNTRACED, START_UNTRACED};
+use crate::symbolize::Symbolizer;
+
+use super::walks;
+
+/// Which views a recording has.
+#[derive(Clone, Copy, Debug)]
+pub struct Wanted {
+    /// On-CPU samples at this rate.
+    pub frequency: Option<u64>,
+    pub offcpu: bool,
+    pub wakers: bool,
+}
+
+/// The profiles a recording's views are drawn from.
+pub struct Views {
+    pub on: Option<Profile>,
+    pub off: Option<Profile>,
+    /// `--wakers`: off-CPU stacks joined with their wakers' stacks.
+    pub wake: Option<Profile>,
+    pub edges: Edges,
+    oncpu_losses: Losses,
+    offcpu_losses: Losses,
+    shared_losses: Losses,
+    /// Wall-clock captures: each thread's run time, measured.
+    pub runs: Vec<merge::Ran>,
+}
+
+impl Views {
+    pub fn build(
+        rec: Wanted,
+        recorded: Recorded,
+        symbolizer: &mut Symbolizer,
+        target: &str,
+        elapsed: Duration,
+    ) -> Views {
+        let java = walks::java(&recorded, |pid| symbolizer.process_name(pid, ""));
+        let node = walks::node(&recorded, |pid| symbolizer.process_name(pid, ""), |pid| symbolizer.has_perf_map(pid));
+        let (mut off_raw, on_raw): (Vec<RawStack>, Vec<RawStack>) =
+            recorded.stacks.into_iter().partition(|s| s.state.is_some());
+        let mut views = Views {
+            on: None,
+            off: None,
+            wake: None,
+            edges: Edges {
+                open_blocks: recorded.open_blocks,
+                idle: recorded.idle,
+                kthread_switches: recorded.kthread_switches,
+                untraced: (recorded.stats.untraced_ins, recorded.stats.untraced_outs),
+            },
+            oncpu_losses: recorded.oncpu_losses,
+            offcpu_losses: recorded.offcpu_losses,
+            shared_losses: recorded.shared_losses,
+            runs: recorded
+                .runs
+                .iter()
+                .map(|r| merge::Ran {
+                    pid: r.pid,
+                    tid: r.tid,
+                    comm: r.comm.clone(),
+                    us: r.weight,
+                    spans: r.spans.clone(),
+                })
+                .collect(),
+        };
+        let mut unwinding = unwinding(&recorded.stats, recorded.tables.as_ref());
+        if let Some(u) = unwinding.as_mut() {
+            u.refused = recorded.tables_refused.clone();
+            u.python_refused = recorded.python_refused.clone();
+            u.lean = recorded.walkers_joined.map(|after| Lean {
+                after_ms: after.as_millis() as u64,
+                samples: recorded.stats.lean_samples,
+                all_samples: recorded.stats.samples,
+                switches: recorded.stats.lean_switches,
+                all_switches: recorded.stats.switches,
+            });
+            // Weighted as the main view: samples on-CPU, microseconds
+            // off-CPU, and in a wall-clock capture both in microseconds.
+            let period_us = match (rec.frequency, rec.offcpu) {
+                (Some(f), true) => 1_000_000 / f.max(1),
+                _ => 1,
+            };
+            let on = on_raw.iter().map(|r| (r, r.weight * period_us));
+            let off = off_raw.iter().map(|r| (r, r.weight));
+            let name_of = |pid, comm: &str| symbolizer.process_name(pid, comm);
+            let weighed: Vec<(&RawStack, u64)> = match (rec.frequency.is_some(), rec.offcpu) {
+                (true, true) => on.chain(off).collect(),
+                (true, false) => on.collect(),
+                (false, _) => off.collect(),
+            };
+            u.processes = by_process(weighed.iter().copied(), name_of);
+            for (walks, unreadable, found, why) in [
+                (&mut u.python, &mut u.python_unreadable, &recorded.interpreters, &recorded.py_unsupported),
+                (&mut u.ruby, &mut u.ruby_unreadable, &recorded.rubies, &recorded.rb_unsupported),
+                (&mut u.php, &mut u.php_unreadable, &recorded.phps, &recorded.php_unsupported),
+            ] {
+                let versions = found.iter().map(|(pid, v, _)| (*pid, format!("{}.{}", v.0, v.1))).collect();
+                *walks = interp::by_process(weighed.iter().copied(), &versions, name_of);
+                *unreadable = why.iter().map(|(pid, why)| (*pid, symbolizer.process_name(*pid, ""), why.clone())).collect();
+            }
+            u.java = java;
+            u.node = node;
+        }
+        symbolizer.add_runtime_names(recorded.runtime_names);
+        let meta = |kind, frequency, losses| Meta {
+            kind,
+            target: target.to_string(),
+            duration: elapsed,
+            frequency,
+            losses,
+            unwinding: unwinding.clone(),
+            kernel: recorded.kernel.clone(),
+            slice: recorded.slice,
+        };
+        if let Some(frequency) = rec.frequency {
+            let mut p = build::from_raw(&on_raw, Unit::Samples, symbolizer);
+            p.meta = meta(Kind::OnCpu, Some(frequency), views.losses(true, false));
+            views.on = Some(p);
+        }
+        if rec.wakers {
+            let mut p = build::from_raw(&off_raw, Unit::Microseconds, symbolizer);
+            p.meta = meta(Kind::OffCpu, None, views.losses(false, true));
+            views.wake = Some(p);
+            // The off-CPU view sums each wait over its wakers.
+            for r in &mut off_raw {
+                r.waker = None;
+            }
+        }
+        if rec.offcpu {
+            let mut p = build::from_raw(&off_raw, Unit::Microseconds, symbolizer);
+            p.meta = meta(Kind::OffCpu, None, views.losses(false, true));
+            views.off = Some(p);
+        }
+        views
+    }
+
+    /// The losses of the on-CPU side, the off-CPU side, or both, with
+    /// those they share counted once.
+    pub fn losses(&self, on: bool, off: bool) -> Losses {
+        let mut all = Losses::default();
+        let parts = [(on, &self.oncpu_losses), (off, &self.offcpu_losses), (true, &self.shared_losses)];
+        for (_, l) in parts.iter().filter(|(want, _)| *want) {
+            all.entries.extend(l.entries.iter().cloned());
+        }
+        all
+    }
+}
+
+/// The probe's walk counters and table coverage, for the model.
+fn unwinding(stats: &probe::Stats, tables: Option<&probe::TableStats>) -> Option<Unwinding> {
+    let mut u = Unwinding {
+        tables: stats.unw_tables,
+        mixed: stats.unw_mixed,
+        frame_pointers: stats.unw_fp_only,
+        depth: stats.unw_depth,
+        fault: stats.unw_fault,
+        unsupported: stats.unw_unsupported,
+        lost: stats.unw_lost_fp,
+        enabled: tables.is_some(),
+        ..Default::default()
+    };
+    if let Some(t) = tables {
+        u.binaries = t.binaries;
+        u.rows = t.rows;
+        u.capacity = t.capacity;
+        u.build_ms = t.build_time.as_millis() as u64;
+        u.mappings_dropped = t.mappings_dropped;
+        u.without = t
+            .without
+            .iter()
+            .map(|(path, why)| {
+                let why = match why {
+                    probe::NoTable::NoUnwindInfo(e) => format!("{e}; its frames are walked by frame pointers"),
+                    probe::NoTable::NoRoom => "the unwind-table array is full (raise --max-unwind-rows)".to_string(),
+                };
+                (path.clone(), why)
+            })
+            .collect();
+    }
+    (u.total() > 0).then_some(u)
+}
+
+/// What the off-CPU side cut at the capture's end or left out by choice.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Edges {
+    open_blocks: u64,
+    /// Threads blocked for the whole capture, not drawn, and their us.
+    idle: (u64, u64),
+    kthread_switches: u64,
+    /// Switch-ins and switch-outs sched_switch did not report.
+    untraced: (u64, u64),
+}
+
+impl Edges {
+    /// One line each, for the report and the end-of-capture summary.
+    pub fn lines(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.open_blocks > 0 {
+            out.push(format!(
+                "{} off-CPU blocks were still open when the capture ended; their time so far is included.",
+                thousands(self.open_blocks)
+            ));
+        }
+        let (threads, us) = self.idle;
+        if threads > 0 {
+            out.push(format!(
+                "{} threads blocked for the whole capture ({:.1} thread-seconds) are not drawn (idle daemons and pools); --idle-threads draws them.",
+                thousands(threads),
+                us as f64 / 1e6
+            ));
+        }
+        if self.kthread_switches > 0 {
+            out.push(format!(
+                "kernel threads are left out of a whole-system capture ({} of their context switches); --kernel-threads keeps them.",
+                thousands(self.kthread_switches)
+            ));
+        }
+        let (ins, outs) = self.untraced;
+        if ins > 0 {
+            out.push(format!(
+                "the kernel did not report {} switch-ins through sched_switch: those waits end where the scheduler says the thread ran again, their kernel frames drawn as {END_UNTRACED}.",
+                thousands(ins)
+            ));
+        }
+        if outs > 0 {
+            out.push(format!(
+                "the kernel did not report {} switch-outs through sched_switch: those runs end where the scheduler's account of the thread's run time says, and the waits after them are drawn without user stacks, under {START_UNTRACED}.",
+                thousands(outs)
+            ));
+        }
+        out
+    }
+}
+
