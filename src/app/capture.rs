@@ -1,5 +1,7 @@
 //! Steps every capture command takes: checks before the capture (targets,
-//! privileges, kernel, output directory) and writing the outputs after.
+//! privileges, kernel, output directory), starting and stopping the
+//! recording around its window ([`Live`], which `top` drives step by
+//! step), and writing the outputs after.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -236,7 +238,7 @@ pub fn output_names(stems: &[&str], formats: &[Format]) -> Vec<String> {
     names
 }
 
-/// A capture that passed every check and has its output directory.
+/// A capture that passed every check.
 pub struct Prepared {
     /// `--user`: who the command runs as.
     pub run_as: Option<RunAs>,

@@ -78,6 +78,11 @@ pub fn run(args: &TopArgs) -> Result<Option<i32>, CliError> {
     if top.terminal.take().is_some() {
         ratatui::restore();
     }
+    // The view is gone with the terminal's alternate screen: say why when
+    // the user did not end it.
+    if end == EndReason::TargetsGone {
+        summary::say(format_args!("every target has exited: fgbpf top ended (w in the view writes a capture)"));
+    }
     let (_, status) = live.close(&args.capture, end);
     Ok(status)
 }
