@@ -352,12 +352,24 @@ fn a_minute_of_hard_allocation_names_no_function_wrongly() {
             }
         }
     }
-    // The script's top level runs round (inlined into its compiled loop).
+    // The script's top level runs round (inlined into its compiled loop):
+    // at least as much of the main thread under it as V8's own sampler saw
+    // on the same process, less 5 points. V8 puts its collector's samples
+    // at the root, where fgbpf has them under the JavaScript that
+    // allocated, and its compiler's (`new Function`) as `(program)`: fgbpf
+    // read 89.7-92.1% in runs where V8 read 63-81% (13% in its collector).
+    // A fixed 90% bound failed a CI run at 89.7%; a naming that breaks
+    // under compaction read 41%.
     let main = main_thread(&stacks, pid);
     let in_round = pct(weight_in_order_by(&main, &["(anonymous)@churn.js", "round@churn.js"], js), total(&main));
-    eprintln!("{named} weighted JavaScript frames; {in_round:.1}% of the main thread under round; not V8's: {wrong:?}");
+    let v8 = cpuprofile_stacks(&prof);
+    let v8_round = pct(v8.iter().filter(|s| s.contains("round")).count() as u64, v8.len() as u64);
+    let v8_gc = pct(v8.iter().filter(|s| s.contains("(garbage collector)")).count() as u64, v8.len() as u64);
+    eprintln!("--cpu-prof: {v8_gc:.1}% of its samples in the collector, at its root");
+    eprintln!("{named} weighted JavaScript frames; {in_round:.1}% of the main thread under round, --cpu-prof {v8_round:.1}% of {} samples; not V8's: {wrong:?}", v8.len());
     assert!(wrong.is_empty(), "frames named with functions neither the script nor V8 has: {wrong:?}\n{summary}");
-    assert!(in_round >= 90.0, "{in_round:.1}% of the main thread under round\n{summary}");
+    assert!(v8.len() > 1000, "--cpu-prof took {} samples", v8.len());
+    assert!(in_round >= v8_round - 5.0, "{in_round:.1}% of the main thread under round, --cpu-prof {v8_round:.1}%\n{summary}");
     // Frames left unnamed are counted, with why, in the summary.
     let unknown = main.iter().filter(|(f, _)| f.iter().any(|x| x == "[unknown]")).map(|(_, w)| w).sum::<u64>();
     if unknown > 0 {
