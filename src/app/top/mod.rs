@@ -55,6 +55,7 @@ pub fn run(args: &TopArgs) -> Result<Option<i32>, CliError> {
         whole_system: live.prepared.targets.whole_system(),
         started_at: live.started_at.clone(),
         terminal: None,
+        stdin_tty: io::stdin().is_terminal(),
     };
     if io::stdout().is_terminal() {
         let terminal = ratatui::try_init()
@@ -95,6 +96,9 @@ struct Top<'a> {
     whole_system: bool,
     started_at: String,
     terminal: Option<DefaultTerminal>,
+    /// Whether the keys come from stdin (crossterm reads /dev/tty else),
+    /// whose hang-up ends the view.
+    stdin_tty: bool,
 }
 
 impl Top<'_> {
@@ -106,7 +110,7 @@ impl Top<'_> {
             // A bounded number per turn, so that a flood of input never
             // starves the drain; a terminal that fails (hung up, closed)
             // ends the capture, as its SIGHUP does.
-            if io::stdin().is_terminal() && hung_up() {
+            if self.stdin_tty && hung_up() {
                 return Some(EndReason::Interrupted);
             }
             for _ in 0..64 {
@@ -139,10 +143,12 @@ impl Top<'_> {
         }
         // A side switched to is read at once, at the time shown.
         let missing = self.view.side_missing();
-        let due = recorder.drained_through().and_then(|t| match () {
-            _ if missing && self.view.paused => Some(self.view.through),
-            _ if missing || (!self.view.paused && (self.view.views.is_none() || t >= self.view.through + self.view.interval)) => Some(t),
-            _ => None,
+        let due = recorder.drained_through().and_then(|t| {
+            if missing && self.view.paused {
+                return Some(self.view.through);
+            }
+            let next = self.view.views.is_none() || t >= self.view.through + self.view.interval;
+            (missing || (!self.view.paused && next)).then_some(t)
         });
         if let Some(through) = due {
             let views = self.read(recorder, symbolizer, through, false);

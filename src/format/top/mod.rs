@@ -86,7 +86,8 @@ impl Screen<'_> {
         parts.push(format!("{:.0} s", self.elapsed_s));
         parts.push(format!("last {:.0} s: {}", self.interval_s, amount(self.total_now)));
         parts.push(format!("since start: {}", amount(self.total_all)));
-        parts.push(self.target.to_string());
+        // Process names in it are the target's: one line, whatever they hold.
+        parts.push(crate::profile::names::sanitize(self.target));
         format!("fgbpf top: {}", parts.join(" | "))
     }
 }

@@ -1,4 +1,5 @@
-//! `fgbpf top` without a terminal: one table per interval, tab-separated,
+//! `fgbpf top` without a terminal: one table per interval, tab-separated
+//! (names come sanitized, control characters and so tabs made `?`),
 //! under a `#` line that says what it covers, and a blank line after, so
 //! that `awk`, `cut` and scripts read it; no escape codes.
 
@@ -29,7 +30,7 @@ pub fn write(screen: &Screen, w: &mut dyn Write) -> io::Result<()> {
             share(l.total_all, screen.total_all),
             screen.seconds(l.self_all),
             screen.seconds(l.total_all),
-            escape(&l.name),
+            l.name,
         )?;
     }
     let more = screen.lines.iter().filter(|l| l.total_all > 0).count().saturating_sub(ROWS);
@@ -38,10 +39,4 @@ pub fn write(screen: &Screen, w: &mut dyn Write) -> io::Result<()> {
     }
     writeln!(w)?;
     w.flush()
-}
-
-/// A name as one field: tabs and control characters (names are the
-/// target's) become `?`.
-fn escape(name: &str) -> String {
-    name.chars().map(|c| if c.is_control() { '?' } else { c }).collect()
 }
