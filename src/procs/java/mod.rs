@@ -14,6 +14,7 @@
 //! later JDKs an nmethod names its own method only.
 
 pub mod layout;
+pub mod methods;
 pub mod names;
 pub mod stream;
 pub mod vmstructs;
@@ -33,6 +34,7 @@ pub use word::{blob_at, word_blob};
 use crate::procs::elf::load_bias;
 use crate::procs::mem::Mem;
 use layout::{find_name_nmethod, read_live, Offsets};
+use methods::{Method, Methods};
 use stream::{pc_desc_for, pc_descs, scope_chain, Coding, PcDesc};
 use word::Word;
 
@@ -126,8 +128,6 @@ pub fn may_be_jvm(path: &str) -> bool {
     path.ends_with("/libjvm.so")
 }
 
-type Method = Option<Arc<MethodInfo>>;
-
 /// An nmethod as read when announced.
 #[derive(Debug)]
 struct Nmethod {
@@ -154,9 +154,7 @@ pub struct Jvm {
     nmethods: HashMap<(u64, u32), Nmethod>,
     /// Announced nmethods that were gone when read.
     freed: std::collections::HashSet<(u64, u32)>,
-    methods: HashMap<u64, Method>,
-    /// `Method*`s that held two different methods during the capture.
-    reused: std::collections::HashSet<u64>,
+    methods: Methods,
     stubs: HashMap<u64, Option<String>>,
     /// Native method wrappers among the stubs, by blob.
     natives: HashMap<u64, Arc<MethodInfo>>,
@@ -208,8 +206,7 @@ pub fn find(pid: u32, file: &File, path: &str, start: u64, offset: u64) -> Resul
         live: std::cell::Cell::new(None),
         nmethods: HashMap::new(),
         freed: Default::default(),
-        methods: HashMap::new(),
-        reused: Default::default(),
+        methods: Methods::default(),
         stubs: HashMap::new(),
         natives: HashMap::new(),
     }))
@@ -268,28 +265,20 @@ impl Jvm {
         }
     }
 
-    /// The method at `addr`, read once.
+    /// The method at `addr` now (never a name kept from an earlier read:
+    /// see [`methods`]).
     fn method(&mut self, addr: u64) -> Method {
-        if let Some(m) = self.methods.get(&addr) {
-            return m.clone();
-        }
-        let m = names::read_method(&self.mem, &self.offsets.methods, addr).map(Arc::new);
-        self.methods.insert(addr, m.clone());
-        m
+        let (mem, o) = (&self.mem, &self.offsets.methods);
+        self.methods.read_now(addr, |a| names::read_method(mem, o, a))
     }
 
     /// On FG_PROC_JAVA_METHOD: reads a Method* now. The walker announces
     /// a method again each second it is seen: a method that differs from
     /// the one read before at that address marks the address reused, and
-    /// none of its frames is named (which ran when is not known).
+    /// none of its interpreted frames is named (which ran when is not
+    /// known).
     pub fn read_method(&mut self, method: u64) {
-        let before = self.methods.remove(&method).flatten();
-        let now = self.method(method);
-        if let (Some(a), Some(b)) = (before, now) {
-            if a != b {
-                self.reused.insert(method);
-            }
-        }
+        self.method(method);
     }
 
     /// On FG_PROC_JAVA_STUB: reads a code blob's name now. A native
@@ -331,7 +320,10 @@ impl Jvm {
         }
         let method_ptr = self.mem.u64(blob + o.nm.method).unwrap_or(0);
         let level = o.nm.comp_level.and_then(|at| self.mem.i32(blob + at));
-        let method = self.method(method_ptr);
+        // Each method it names read once, now (not from an earlier read).
+        let mut read: HashMap<u64, Method> = HashMap::new();
+        let mut method_at = |jvm: &mut Jvm, at: u64| read.entry(at).or_insert_with(|| jvm.method(at)).clone();
+        let method = method_at(self, method_ptr);
         let mut nm = Nmethod {
             level,
             method,
@@ -354,7 +346,7 @@ impl Jvm {
                                 0 => None,
                                 i => metadata.get(i as usize - 1).copied(),
                             };
-                            (m.and_then(|m| self.method(m)), s.bci)
+                            (m.and_then(|m| method_at(self, m)), s.bci)
                         })
                         .collect();
                     nm.chains.insert(pc.scope, chain);
@@ -397,11 +389,7 @@ impl Jvm {
     pub fn name(&self, word: u64) -> Result<Vec<Frame>, Unnamed> {
         match word::decode(word).ok_or(Unnamed::BadWord)? {
             Word::Interpreted { method, bci } => {
-                if self.reused.contains(&method) {
-                    return Err(Unnamed::Reused);
-                }
-                let m = self.methods.get(&method).ok_or(Unnamed::NotAnnounced)?;
-                let m = m.as_ref().ok_or(Unnamed::Unreadable)?;
+                let m = self.methods.named(method)?;
                 let kind = if m.native {
                     FrameKind::Native
                 } else {

@@ -69,6 +69,17 @@ pub struct MethodInfo {
 }
 
 impl MethodInfo {
+    /// A method without a line table.
+    pub fn new(class: &str, name: &str, signature: &str) -> MethodInfo {
+        MethodInfo {
+            class: class.into(),
+            name: name.into(),
+            signature: signature.into(),
+            native: false,
+            lines: Vec::new(),
+        }
+    }
+
     /// `pkg.Class.method`, fgbpf's frame name.
     pub fn qualified(&self) -> String {
         format!("{}.{}", self.class, self.name)
@@ -219,13 +230,7 @@ mod tests {
 
     #[test]
     fn qualified_names() {
-        let m = MethodInfo {
-            class: "Busy".into(),
-            name: "inner".into(),
-            signature: "(J)J".into(),
-            native: false,
-            lines: vec![],
-        };
+        let m = MethodInfo::new("Busy", "inner", "(J)J");
         assert_eq!(m.qualified(), "Busy.inner");
         assert_eq!(m.with_signature(), "Busy.inner(long)");
     }
