@@ -31,7 +31,7 @@ load=$!
 sleep 2
 start=$(date +%s.%N)
 bin=${FGBPF_SOAK_BIN:-target/release/fgbpf}
-"$bin" wall -d "$secs" -o "$work/capture" --json > "$work/summary.json" 2> "$work/stderr" &
+FGBPF_MEMORY_STAGES=1 "$bin" wall -d "$secs" -o "$work/capture" --json > "$work/summary.json" 2> "$work/stderr" &
 fgbpf=$!
 : > "$work/rows"
 while sleep 10 && kill -0 "$fgbpf" 2>/dev/null; do

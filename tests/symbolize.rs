@@ -448,11 +448,11 @@ fn leaf_name(s: &mut Symbolizer, pid: u32, addr: u64) -> (String, Vec<(Unresolve
         pid,
         tid: pid,
         comm: "t".into(),
-        user: vec![addr],
+        user: vec![addr].into(),
         weight: 1,
         ..Default::default()
     };
-    let p = fgbpf::profile::build::from_raw(&[raw], Unit::Samples, s);
+    let p = fgbpf::profile::build::from_raw(vec![raw], Unit::Samples, s);
     let leaf = *p.stacks()[0].frames.last().unwrap();
     let reasons = p
         .unresolved

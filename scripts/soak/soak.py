@@ -119,6 +119,22 @@ def report(work, minutes):
             f"{held['bytes'] / 1e6:.1f} MB besides the binaries' own data.",
             "",
         ]
+    # FGBPF_MEMORY_STAGES=1 (soak.sh): the peak of each step of the end.
+    stages = [l.split("fgbpf memory: ", 1)[1] for l in (work / "stderr").read_text(errors="replace").splitlines()
+              if l.startswith("fgbpf memory: ")]
+    if stages:
+        capture = None
+        table = ["| step | peak MB | peak / capture's peak |", "|---|---|---|"]
+        for st in stages:
+            name, rest = st.split(": peak ", 1)
+            peak = float(rest.split(" MB", 1)[0])
+            capture = capture or peak
+            table.append(f"| {name} | {peak:.1f} | {peak / capture:.2f}x |")
+        lines += [
+            "Where the end's memory goes (`FGBPF_MEMORY_STAGES=1`: each step's peak resident memory, "
+            "from the end of the step before; the first is the capture's own peak):",
+            "",
+        ] + table + [""]
     # Rows taken while capturing; the last ones may fall in the end's work.
     during = [r for r in rows if float(r[0]) <= int(minutes) * 60]
     if len(during) >= 2:

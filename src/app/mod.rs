@@ -15,6 +15,7 @@ pub mod oncpu;
 pub mod post;
 pub mod record;
 pub mod session;
+pub mod stages;
 pub mod report;
 pub mod summary;
 pub mod top;

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::capture::{capture, output_names, write_view, Finished, Outcome, TIMELINE};
+use super::stages;
 use super::summary::finish;
 use super::views::{Views, Wanted};
 use super::CliError;
@@ -136,12 +137,25 @@ pub fn run(rec: &Recording<'_>) -> Result<Outcome, CliError> {
         command_status,
         started_at,
     } = capture(rec.capture, rec.kind(), &outputs, &rec.what(), |targets| rec.start(targets))?;
+    stages::mark("capturing");
     let recorded = recorder.finish();
+    stages::mark("counts read out");
     drop(recorder);
+    stages::mark("probe dropped");
     let views = Views::build(rec.wanted(), recorded, &mut symbolizer, &prepared.target, elapsed);
+    stages::mark("named");
+    // Every stack is named: the symbolizer's caches (symbol tables, debug
+    // information, processes' maps) are freed before the outputs are
+    // written, which then use that memory (freeing takes 4-21 ms: a 5 s
+    // whole-host capture, a 137 MB binary's debug information, a 2-minute
+    // whole-host soak).
+    let held = symbolizer.held();
+    drop(symbolizer);
     let whole_system = prepared.targets.whole_system();
-    let (written, main) = write(rec, &views, &out_dir, &prepared.target, whole_system, &started_at)?;
-    Ok(finish(&main, &views.edges.lines(), written, symbolizer, end, command_status, rec.capture.json))
+    let edges = views.edges.lines();
+    let (written, main) = write(rec, views, &out_dir, &prepared.target, whole_system, &started_at)?;
+    stages::mark("written");
+    Ok(finish(&main, &edges, written, held, end, command_status, rec.capture.json))
 }
 
 impl Recording<'_> {
@@ -171,10 +185,12 @@ impl Recording<'_> {
 
 /// Writes the recording's views, timeline, reports and sidecar into `dir`;
 /// returns the files written and the main view (the wall-clock one of a
-/// wall capture).
+/// wall capture). Each view is dropped once written, and the wall view
+/// takes the off-CPU view's stacks: a large capture's end holds each
+/// stack as few times as it can.
 pub fn write(
     rec: &Recording<'_>,
-    views: &Views,
+    mut views: Views,
     dir: &Path,
     target: &str,
     whole_system: bool,
@@ -194,18 +210,30 @@ pub fn write(
     let edges = views.edges.lines();
     let edges_note: String = edges.iter().map(|l| format!("\n{l}\n")).collect();
     let mut written = Vec::new();
-    let waker_text = views.wake.as_ref().map(wakers::render).unwrap_or_default();
-    if let Some(wake) = &views.wake {
-        written.extend(write_view(dir, "offwake", wake, formats, &offwake_svg(wake, started_at, thread_roots), None)?);
+    // What capture.json says of each folded file: the views' kinds.
+    let mut side = Sidecar::default();
+    for (stem, p) in [("oncpu", views.on.as_ref()), ("offcpu", views.off.as_ref()), ("offwake", views.wake.as_ref())] {
+        if let Some(p) = p.filter(|_| rec.stems().contains(&stem)) {
+            side.add(&format!("{stem}.folded"), p, thread_roots);
+        }
     }
-    let main = match (&views.on, &views.off) {
-        (Some(on), Some(off)) => {
-            written.extend(write_view(dir, "oncpu", on, formats, &oncpu_svg(on, started_at, thread_roots), None)?);
-            written.extend(write_view(dir, "offcpu", off, formats, &offcpu_svg(off, started_at, thread_roots), None)?);
+    let waker_text = views.wake.as_ref().map(wakers::render).unwrap_or_default();
+    if let Some(wake) = views.wake.take() {
+        written.extend(write_view(dir, "offwake", &wake, formats, &offwake_svg(&wake, started_at, thread_roots), None)?);
+    }
+    let main = match (views.on.take(), views.off.take()) {
+        (Some(on), Some(mut off)) => {
+            written.extend(write_view(dir, "oncpu", &on, formats, &oncpu_svg(&on, started_at, thread_roots), None)?);
+            stages::mark("on-CPU view written");
+            written.extend(write_view(dir, "offcpu", &off, formats, &offcpu_svg(&off, started_at, thread_roots), None)?);
+            stages::mark("off-CPU view written");
             let leading = wall_roots;
-            let mut wall = merge::wall(on, off, &views.runs);
-            wall.meta.losses = views.losses(true, true);
+            let mut wall = merge::wall(&on, &mut off, std::mem::take(&mut views.runs));
             let frequency = on.meta.frequency.unwrap_or(1);
+            let duration = on.meta.duration;
+            drop((on, off));
+            stages::mark("wall view merged");
+            wall.meta.losses = views.losses(true, true);
             let mut text = report::render(&wall, &report::Options { kind: "wall-clock".into(), ..Default::default() });
             text.push_str(&edges_note);
             text.push_str(&unresolved::render(&wall));
@@ -216,7 +244,7 @@ pub fn write(
                 title: format!("Wall-clock flame graph: {}", target),
                 subtitle: Some(format!(
                     "{:.1} s from {started_at}, in us: each thread's on-CPU time as the scheduler measured it, shared among its stacks by {} Hz samples; each box warm if mostly on CPU (red user, orange kernel), blue if mostly waiting",
-                    on.meta.duration.as_secs_f64(),
+                    duration.as_secs_f64(),
                     frequency
                 )),
                 leading,
@@ -224,31 +252,27 @@ pub fn write(
                 ..Default::default()
             };
             written.extend(write_view(dir, "wall", &wall, formats, &svg_opts, Some(&text))?);
+            stages::mark("wall view written");
             wall
         }
         (Some(on), None) => {
-            let text = report::render(on, &report::Options::default())
-                + &unresolved::render(on)
-                + &unwinding_section(on)
-                + &breakdown::render(on, &breakdown::Options::new(thread_roots, Columns::OnCpu));
-            written.extend(write_view(dir, "oncpu", on, formats, &oncpu_svg(on, started_at, thread_roots), Some(&text))?);
-            views.on.clone().expect("matched above")
+            let text = report::render(&on, &report::Options::default())
+                + &unresolved::render(&on)
+                + &unwinding_section(&on)
+                + &breakdown::render(&on, &breakdown::Options::new(thread_roots, Columns::OnCpu));
+            written.extend(write_view(dir, "oncpu", &on, formats, &oncpu_svg(&on, started_at, thread_roots), Some(&text))?);
+            on
         }
         (None, Some(off)) => {
-            let text = offcpu_report(off, &edges_note, thread_roots) + &waker_text;
-            written.extend(write_view(dir, "offcpu", off, formats, &offcpu_svg(off, started_at, thread_roots), Some(&text))?);
-            views.off.clone().expect("matched above")
+            let text = offcpu_report(&off, &edges_note, thread_roots) + &waker_text;
+            written.extend(write_view(dir, "offcpu", &off, formats, &offcpu_svg(&off, started_at, thread_roots), Some(&text))?);
+            off
         }
         (None, None) => unreachable!("every recording has a view"),
     };
     written.push(write_timeline(dir, &main, target, started_at)?);
+    stages::mark("timeline written");
     if folded {
-        let mut side = Sidecar::default();
-        for (stem, p) in [("oncpu", views.on.as_ref()), ("offcpu", views.off.as_ref()), ("offwake", views.wake.as_ref())] {
-            if let Some(p) = p.filter(|_| rec.stems().contains(&stem)) {
-                side.add(&format!("{stem}.folded"), p, thread_roots);
-            }
-        }
         if rec.kind() == "wall" {
             side.add("wall.folded", &main, wall_roots);
         }

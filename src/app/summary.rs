@@ -16,7 +16,6 @@ use crate::profile::analysis::findings::{findings, Finding};
 use crate::profile::analysis::{pct, Lens};
 use crate::profile::{thousands, Profile};
 use crate::procs::Held;
-use crate::symbolize::Symbolizer;
 
 static QUIET: AtomicBool = AtomicBool::new(false);
 
@@ -68,30 +67,27 @@ struct Lost<'a> {
     remedy: &'a str,
 }
 
-/// Ends a capture command: prints the summary and hands the symbolizer to
-/// the exit. Freeing its caches (every symbol table and debug information
-/// it read) takes longer than writing the outputs; the process is about to
-/// exit, which frees them at once.
+/// Ends a capture command: prints the summary, with what the symbolizer's
+/// process registry held (`held`) in `--json`.
 /// `notes`: what the capture cut at its edges or left out (one sentence
 /// each), said after the findings and the losses.
 pub fn finish(
     profile: &Profile,
     notes: &[String],
     written: Vec<PathBuf>,
-    symbolizer: Symbolizer,
+    held: Held,
     end: EndReason,
     command_status: Option<i32>,
     json: bool,
 ) -> Outcome {
     if json {
         let mut j = to_json(profile, &written, end, command_status);
-        j.registry = symbolizer.held();
+        j.registry = held;
         println!("{}", serde_json::to_string(&j).expect("plain data serializes"));
     }
     if !quiet() {
         eprint!("{}", text(profile, notes, &written));
     }
-    symbolizer.leave_to_exit();
     Outcome {
         written,
         end,
@@ -205,6 +201,7 @@ fn own_footprint() -> (f64, f64) {
     let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     (
         secs(usage.ru_utime) + secs(usage.ru_stime),
-        usage.ru_maxrss as f64 / 1024.0,
+        // FGBPF_MEMORY_STAGES resets the kernel's peak at each step.
+        (usage.ru_maxrss as u64).max(super::stages::highest_kb()) as f64 / 1024.0,
     )
 }

@@ -62,17 +62,7 @@ impl Views {
             oncpu_losses: recorded.oncpu_losses,
             offcpu_losses: recorded.offcpu_losses,
             shared_losses: recorded.shared_losses,
-            runs: recorded
-                .runs
-                .iter()
-                .map(|r| merge::Ran {
-                    pid: r.pid,
-                    tid: r.tid,
-                    comm: r.comm.clone(),
-                    us: r.weight,
-                    spans: r.spans.clone(),
-                })
-                .collect(),
+            runs: recorded.runs,
         };
         let mut unwinding = unwinding(&recorded.stats, recorded.tables.as_ref());
         if let Some(u) = unwinding.as_mut() {
@@ -123,13 +113,15 @@ impl Views {
             kernel: recorded.kernel.clone(),
             slice: recorded.slice,
         };
+        // Each side's raw stacks are freed as they are named.
         if let Some(frequency) = rec.frequency {
-            let mut p = build::from_raw(&on_raw, Unit::Samples, symbolizer);
+            let mut p = build::from_raw(on_raw, Unit::Samples, symbolizer);
             p.meta = meta(Kind::OnCpu, Some(frequency), views.losses(true, false));
             views.on = Some(p);
+            super::stages::mark("on-CPU named");
         }
         if rec.wakers {
-            let mut p = build::from_raw(&off_raw, Unit::Microseconds, symbolizer);
+            let mut p = build::from_raw(off_raw.clone(), Unit::Microseconds, symbolizer);
             p.meta = meta(Kind::OffCpu, None, views.losses(false, true));
             views.wake = Some(p);
             // The off-CPU view sums each wait over its wakers.
@@ -138,7 +130,7 @@ impl Views {
             }
         }
         if rec.offcpu {
-            let mut p = build::from_raw(&off_raw, Unit::Microseconds, symbolizer);
+            let mut p = build::from_raw(off_raw, Unit::Microseconds, symbolizer);
             p.meta = meta(Kind::OffCpu, None, views.losses(false, true));
             views.off = Some(p);
         }

@@ -11,6 +11,7 @@ pub mod drawn;
 pub mod files;
 pub mod folded;
 pub mod input;
+pub mod narrow;
 pub mod palette;
 pub mod pprof;
 pub mod recolour;

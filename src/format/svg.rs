@@ -7,7 +7,7 @@ use std::io::{self, Write};
 use inferno::flamegraph::{self, color::PaletteMap, Direction};
 use rayon::slice::ParallelSliceMut;
 
-use super::{drawn, recolour};
+use super::{drawn, narrow, recolour};
 use super::folded::{self, Leading};
 use super::palette::{Heat, Lines, Scheme};
 use crate::profile::{Profile, PARALLEL_FROM};
@@ -37,16 +37,19 @@ impl Default for Options {
     }
 }
 
+/// Draws a profile from its lines cut after their first frame too narrow
+/// to draw ([`narrow`]): its full lines are never all held at once.
 pub fn write(profile: &Profile, opts: &Options, out: &mut dyn Write) -> io::Result<()> {
-    let lines = folded::lines(
+    let folder = folded::Folder::new(
         profile,
         &folded::Options {
             leading: opts.leading,
         },
     );
     let shape = Lines::ours(opts.leading).grouped(profile.is_grouped());
+    let lines = narrow::lines(profile, &folder, opts.min_width, opts.scheme);
     let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
-    render(lines, profile.unit.name(), shape, opts, out)
+    render_sorted(&lines, profile.unit.name(), shape, opts, out)
 }
 
 /// Renders `STACK COUNT` lines in any order; shared by captures and by
@@ -58,9 +61,6 @@ pub fn render(
     opts: &Options,
     out: &mut dyn Write,
 ) -> io::Result<()> {
-    if lines.is_empty() {
-        return write_empty(opts, out);
-    }
     // inferno sorts on one thread; sorting here uses every CPU, and the
     // palette needs the sorted order too.
     if lines.len() >= PARALLEL_FROM {
@@ -68,7 +68,22 @@ pub fn render(
     } else {
         lines.sort_unstable();
     }
-    let mut drawn = drawn::from_sorted(&lines, opts.min_width, opts.scheme, shape);
+    render_sorted(&lines, count_name, shape, opts, out)
+}
+
+/// Renders lines in the order given, the order sorting them gives (or
+/// that of cut lines, see [`narrow`]).
+fn render_sorted(
+    lines: &[&str],
+    count_name: &str,
+    shape: Lines,
+    opts: &Options,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    if lines.is_empty() {
+        return write_empty(opts, out);
+    }
+    let mut drawn = drawn::from_sorted(lines, opts.min_width, opts.scheme, shape);
     let mut svg = Vec::new();
     let frame_height = draw(&drawn.lines, count_name, opts, &mut drawn.palette, &mut svg)?;
     let svg = String::from_utf8(svg).map_err(io::Error::other)?;

@@ -5,6 +5,7 @@
 //! totals are readable at any moment of the capture.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use libbpf_rs::{MapCore, MapFlags};
@@ -14,6 +15,7 @@ use super::wakers::WakerReader;
 use super::skel::{types, FgbpfSkel};
 use super::{state_of_raw, DRAIN_EVERY};
 use crate::procs::groups::Groups;
+use crate::profile::merge::Ran;
 use crate::profile::time::{self, Span};
 use crate::profile::{PyWalk, RawStack, Walk, BEFORE_CAPTURE, END_UNTRACED, LOST_STACK, START_UNTRACED};
 
@@ -96,7 +98,7 @@ pub(super) struct Counts {
     /// Spans held in `totals`, and merged by widening.
     spans: usize,
     merged: u64,
-    stacks: HashMap<u64, Vec<u64>>,
+    stacks: HashMap<u64, Arc<[u64]>>,
     last_drain: Option<Instant>,
     /// (pid, user stack) of keys first seen since the last take_fresh.
     fresh: Vec<(u32, u64)>,
@@ -180,12 +182,12 @@ impl Counts {
         let fresh = std::mem::take(&mut self.fresh);
         fresh
             .into_iter()
-            .filter_map(|(pid, k)| self.stacks.get(&k).map(|s| (pid, s.as_slice())))
+            .filter_map(|(pid, k)| self.stacks.get(&k).map(|s| (pid, &s[..])))
             .collect()
     }
 
     /// The stacks moved out of the kernel so far, for reading the totals.
-    pub fn stacks(&self) -> &HashMap<u64, Vec<u64>> {
+    pub fn stacks(&self) -> &HashMap<u64, Arc<[u64]>> {
         &self.stacks
     }
 
@@ -254,7 +256,7 @@ impl Counts {
         // stack a program stores again under the same key is the same.
         for (k, v) in take_entries(stacks) {
             if let Ok(k) = <[u8; 8]>::try_from(&k[..]) {
-                self.stacks.insert(u64::from_ne_bytes(k), super::drain::ips_of(&v));
+                self.stacks.insert(u64::from_ne_bytes(k), super::drain::ips_of(&v).into());
             }
         }
         self.drains += 1;
@@ -311,13 +313,13 @@ impl Counts {
     }
 
     /// The totals as raw stacks, their stacks read from the stack store,
-    /// and the time threads ran (wall-clock captures: no stacks, state
-    /// `None`). Nanoseconds become microseconds.
+    /// and the time threads ran (wall-clock captures). Nanoseconds become
+    /// microseconds.
     pub fn raw_stacks<M: MapCore, W: MapCore>(
         &self,
         reader: &mut StackReader<'_, M>,
         wakers: &mut WakerReader<'_, W>,
-    ) -> (Vec<RawStack>, Vec<RawStack>) {
+    ) -> (Vec<RawStack>, Vec<Ran>) {
         let mut out = Vec::with_capacity(self.totals.len());
         let mut runs = Vec::new();
         for (k, spans) in &self.totals {
@@ -329,13 +331,12 @@ impl Counts {
             if key.state == RAN {
                 let mut spans = spans.clone();
                 time::normalize(&mut spans);
-                runs.push(RawStack {
+                runs.push(Ran {
                     pid: key.pid,
                     tid: key.tid,
                     comm: c_name(&key.comm),
                     spans: in_microseconds(&spans),
-                    weight: (value + 500) / 1000,
-                    ..Default::default()
+                    us: (value + 500) / 1000,
                 });
                 continue;
             }

@@ -2,6 +2,7 @@
 //! entry of a hash map, per-CPU counters summed, C names.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use libbpf_rs::{MapCore, MapFlags};
 
@@ -9,16 +10,16 @@ use libbpf_rs::{MapCore, MapFlags};
 /// key once.
 pub struct StackReader<'m, M: MapCore> {
     map: &'m M,
-    known: &'m HashMap<u64, Vec<u64>>,
+    known: &'m HashMap<u64, Arc<[u64]>>,
     /// Stacks read from the map, or found missing there.
-    cache: HashMap<u64, Option<Vec<u64>>>,
+    cache: HashMap<u64, Option<Arc<[u64]>>>,
     buf: Vec<u8>,
 }
 
 impl<'m, M: MapCore> StackReader<'m, M> {
     /// `known`: stacks already read out of the map (and deleted from it)
     /// while the capture ran.
-    pub fn new(map: &'m M, known: &'m HashMap<u64, Vec<u64>>) -> Self {
+    pub fn new(map: &'m M, known: &'m HashMap<u64, Arc<[u64]>>) -> Self {
         StackReader {
             map,
             known,
@@ -29,9 +30,9 @@ impl<'m, M: MapCore> StackReader<'m, M> {
 
     /// The instruction pointers under `key`, leaf first: empty for key 0
     /// (no stack taken), `None` for a stack that could not be stored.
-    pub fn get(&mut self, key: u64) -> Option<Vec<u64>> {
+    pub fn get(&mut self, key: u64) -> Option<Arc<[u64]>> {
         if key == 0 {
-            return Some(Vec::new());
+            return Some(Arc::default());
         }
         if let Some(ips) = self.known.get(&key) {
             return Some(ips.clone());
@@ -43,7 +44,7 @@ impl<'m, M: MapCore> StackReader<'m, M> {
             .map
             .lookup_into(&key.to_ne_bytes(), &mut self.buf, MapFlags::ANY)
         {
-            Ok(true) => Some(ips_of(&self.buf)),
+            Ok(true) => Some(ips_of(&self.buf).into()),
             _ => None,
         };
         self.cache.insert(key, ips.clone());

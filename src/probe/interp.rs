@@ -159,7 +159,8 @@ impl<W: Walker> Interp<W> {
 
     fn split(&mut self, r: &mut RawStack) {
         let Some(at) = r.user.iter().position(|&w| w == W::MARKER) else { return };
-        let mut words = r.user.split_off(at);
+        let mut words = r.user[at..].to_vec();
+        r.user = r.user[..at].into();
         if let Some((_, reader)) = self.readers.get(&r.pid) {
             let drop = W::not_running(reader, &words[1..]).min(words.len() - 1);
             words.truncate(words.len() - drop);

@@ -10,6 +10,7 @@ use super::drain::{entries, StackReader};
 use super::skel::types;
 use super::{raw_state, state_of_raw, Targets};
 use crate::procs::groups::Groups;
+use crate::profile::merge::Ran;
 use crate::profile::{RawStack, State, BEFORE_CAPTURE, LOST_STACK};
 
 /// `task_struct.flags` bit of kernel threads (include/linux/sched.h).
@@ -82,7 +83,7 @@ pub(super) struct OpenBlocks {
     /// Wall-clock captures: threads running at the end, with their run
     /// since their last switch-in (from `(pid, tid, comm)`), in
     /// microseconds with its span.
-    pub running: Vec<RawStack>,
+    pub running: Vec<Ran>,
 }
 
 /// Blocks still open at `now` count up to it. Their kernel stacks were
@@ -115,13 +116,12 @@ pub(super) fn open_blocks<M: MapCore, S: MapCore>(
             if probe.oncpu.is_some() {
                 let comm = fs::read_to_string(format!("/proc/{}/task/{tid}/comm", start.pid)).unwrap_or_default();
                 let weight = (ns + 500) / 1000;
-                found.running.push(RawStack {
+                found.running.push(Ran {
                     pid: start.pid,
                     tid,
                     comm: comm.trim_end_matches('\n').to_string(),
-                    weight,
+                    us: weight,
                     spans: vec![slicing.span(start.ts, now, weight)],
-                    ..Default::default()
                 });
             }
             continue;
@@ -159,7 +159,7 @@ pub(super) fn open_blocks<M: MapCore, S: MapCore>(
                 user.is_none().then_some(LOST_STACK)
             },
             user: user.unwrap_or_default(),
-            kernel: Vec::new(),
+            kernel: Default::default(),
             kernel_note: None,
             kernel_names: if kernel_stacks {
                 proc_kernel_stack(start.pid, tid)

@@ -175,7 +175,7 @@ pub struct Recorded {
     /// switches (weight and spans in microseconds; no stacks), up to the
     /// end for those still running. Their on-CPU samples divide it among
     /// their stacks.
-    pub runs: Vec<RawStack>,
+    pub runs: Vec<crate::profile::merge::Ran>,
     /// System-wide: threads blocked from before the capture to its end,
     /// not drawn unless `--idle-threads`: (threads, microseconds).
     pub idle: (u64, u64),

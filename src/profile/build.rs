@@ -20,8 +20,10 @@ use crate::symbolize::{Named, SymKind, Symbolizer};
 type AddrMap<V> = HashMap<u64, V, ahash::RandomState>;
 
 /// Names every frame of `raw` and returns the profile, with the samples
-/// whose leaf frame stayed unnamed in [`Profile::unresolved`].
-pub fn from_raw(raw: &[RawStack], unit: Unit, symbolizer: &mut Symbolizer) -> Profile {
+/// whose leaf frame stayed unnamed in [`Profile::unresolved`]. Each raw
+/// stack's addresses and spans are freed (moved) as its named stack is
+/// made, so that a large capture does not hold both at once.
+pub fn from_raw(mut raw: Vec<RawStack>, unit: Unit, symbolizer: &mut Symbolizer) -> Profile {
     let mut profile = Profile::new(unit);
     // Libraries and JIT code mapped since a process was last read.
     let mut pids: Vec<u32> = raw
@@ -37,27 +39,45 @@ pub fn from_raw(raw: &[RawStack], unit: Unit, symbolizer: &mut Symbolizer) -> Pr
     }
     let hasher = ahash::RandomState::new();
     let mut table = Table::default();
-    let kernel = kernel_entries(raw, symbolizer, &mut profile, &mut table, &hasher);
-    let user = user_entries(raw, symbolizer, &mut profile, &mut table, &hasher);
+    let kernel = kernel_entries(&raw, symbolizer, &mut profile, &mut table, &hasher);
+    let user = user_entries(&raw, symbolizer, &mut profile, &mut table, &hasher);
+    profile.reserve(raw.len());
     let mut next_user = 0;
     let mut waker_frames: HashMap<FrameId, FrameId> = HashMap::new();
 
-    let mut thread_ids: HashMap<(u32, u32, &str, Option<&str>), ThreadId> = HashMap::new();
+    // Each (pid, tid)'s threads by name and group.
+    let mut thread_ids: HashMap<(u32, u32), Vec<(String, Option<String>, ThreadId)>> = HashMap::new();
     let mut process_names: HashMap<u32, String> = HashMap::new();
     let mut unnamed_threads = std::collections::HashSet::new();
     let mut roles: HashMap<ThreadId, &'static str> = HashMap::new();
     // Per process, unresolved weight by reason.
     let mut accounts: HashMap<u32, HashMap<UnresolvedReason, u64>> = HashMap::new();
-    for r in raw {
-        let who = (r.pid, r.tid, r.comm.as_str(), r.group.as_deref());
+    // The raw stacks named so far are dropped a quarter at a time, so
+    // that the named ones take their memory as they come.
+    let mut at = 0;
+    while at < raw.len() {
+        if at >= 4096 && at * 4 >= raw.len() {
+            raw.drain(..at);
+            raw.shrink_to_fit();
+            at = 0;
+        }
+        let r = &mut raw[at];
+        at += 1;
+        // What the stack holds is taken, and freed once it is named.
+        let user_ips = std::mem::take(&mut r.user);
+        let kernel_ips = std::mem::take(&mut r.kernel);
+        let python = std::mem::take(&mut r.python);
+        let spans = std::mem::take(&mut r.spans);
+        let waker = r.waker.take();
+        let r: &RawStack = r;
         // This stack's slots, in the order user_entries recorded them.
-        let slots = &user.frame_slots[next_user..next_user + r.user.len()];
-        next_user += r.user.len();
-        let mut frames = Vec::with_capacity(r.user.len() + r.kernel.len() + 2);
+        let slots = &user.frame_slots[next_user..next_user + user_ips.len()];
+        next_user += user_ips.len();
+        let mut frames = Vec::with_capacity(user_ips.len() + kernel_ips.len() + 2);
         if let Some(note) = r.root_note {
             frames.push(profile.intern_frame(Frame::new(note, FrameKind::Pseudo)));
         }
-        if r.python.is_empty() {
+        if python.is_empty() {
             for &slot in slots.iter().rev() {
                 frames.extend_from_slice(table.frames(user.entries[slot as usize]));
             }
@@ -65,13 +85,13 @@ pub fn from_raw(raw: &[RawStack], unit: Unit, symbolizer: &mut Symbolizer) -> Pr
             let named: Vec<&[FrameId]> =
                 slots.iter().map(|&s| table.frames(user.entries[s as usize])).collect();
             let whole = r.py_walk == Some(super::PyWalk::Whole);
-            merge_python(&named, &r.python, whole, &mut frames, &mut profile);
+            merge_python(&named, &python, whole, &mut frames, &mut profile);
         }
         // A stack taken inside the tracer (off-CPU stacks with raw
         // tracepoints) starts with the tracer's own frames: left out, up
         // to the last of them near the leaf. The program's own frame is
         // often unnamed: it is unloaded before the stacks are named.
-        let entries: Vec<u32> = r.kernel.iter().enumerate().map(|(i, &ip)| kernel[&caller_adjusted(ip, i)]).collect();
+        let entries: Vec<u32> = kernel_ips.iter().enumerate().map(|(i, &ip)| kernel[&caller_adjusted(ip, i)]).collect();
         let tracer = match r.state {
             Some(_) => entries[..entries.len().min(TRACER_DEPTH)]
                 .iter()
@@ -91,7 +111,7 @@ pub fn from_raw(raw: &[RawStack], unit: Unit, symbolizer: &mut Symbolizer) -> Pr
         if let Some(note) = r.state.map(State::frame) {
             frames.push(profile.intern_frame(Frame::new(note, FrameKind::Pseudo)));
         }
-        if let Some(w) = r.waker.as_deref() {
+        if let Some(w) = waker.as_deref() {
             let wslots = &user.frame_slots[next_user..next_user + w.user.len()];
             next_user += w.user.len();
             let ctx = WakerFrames {
@@ -103,7 +123,7 @@ pub fn from_raw(raw: &[RawStack], unit: Unit, symbolizer: &mut Symbolizer) -> Pr
         }
         // The user leaf says which code of the process ran or waited;
         // kernel leaves nearly always resolve and would hide it.
-        let reason = match (slots.first(), r.kernel.first()) {
+        let reason = match (slots.first(), kernel_ips.first()) {
             (Some(&slot), _) => table.unresolved(user.entries[slot as usize]),
             (None, Some(&ip)) if r.kernel_names.is_empty() => table.unresolved(kernel[&ip]),
             _ => None,
@@ -115,16 +135,15 @@ pub fn from_raw(raw: &[RawStack], unit: Unit, symbolizer: &mut Symbolizer) -> Pr
                 .entry(reason.clone())
                 .or_default() += r.weight;
         }
-        let thread = match thread_ids.get(&who) {
-            Some(&t) => t,
+        let known = thread_ids.entry((r.pid, r.tid)).or_default();
+        let thread = match known.iter().find(|(comm, group, _)| *comm == r.comm && *group == r.group) {
+            Some(&(_, _, t)) => t,
             None => {
                 let process = process_names
                     .entry(r.pid)
                     .or_insert_with(|| symbolizer.process_name(r.pid, &r.comm))
                     .clone();
-                if r.tid != r.pid && r.comm == process {
-                    unnamed_threads.insert(who);
-                }
+                let unnamed = r.tid != r.pid && r.comm == process;
                 let t = profile.intern_thread(Thread {
                     pid: r.pid,
                     tid: r.tid,
@@ -132,27 +151,32 @@ pub fn from_raw(raw: &[RawStack], unit: Unit, symbolizer: &mut Symbolizer) -> Pr
                     name: r.comm.clone(),
                     group: r.group.clone(),
                 });
-                thread_ids.insert(who, t);
+                if unnamed {
+                    unnamed_threads.insert(t);
+                }
+                known.push((r.comm.clone(), r.group.clone(), t));
                 t
             }
         };
         // A thread its runtime left named as its process (Node.js's own
         // threads) is named by what it runs, from a stack that shows it.
-        if unnamed_threads.contains(&who) && !roles.contains_key(&thread) {
+        if unnamed_threads.contains(&thread) && !roles.contains_key(&thread) {
             if let Some(role) = super::node::thread_role(frames.iter().map(|&f| profile.frame(f).name.as_str())) {
                 roles.insert(thread, role);
             }
         }
+        frames.shrink_to_fit();
         profile.push(Stack {
             thread: Some(thread),
             frames,
             weight: r.weight,
-            spans: r.spans.clone(),
+            spans,
         });
     }
     for (t, role) in roles {
         profile.rename_thread(t, role);
     }
+    drop(raw);
     profile.coalesce();
     profile.unresolved = unresolved_list(accounts, &process_names);
     profile
@@ -489,99 +513,5 @@ pub fn adjusted(ips: &[u64]) -> impl Iterator<Item = u64> + '_ {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::symbolize::Options;
-
-    #[test]
-    fn callers_step_back_into_the_call() {
-        let v: Vec<u64> = adjusted(&[0x1000, 0x2000, 0x3000]).collect();
-        assert_eq!(v, vec![0x1000, 0x1fff, 0x2fff]);
-    }
-
-    #[test]
-    fn symbolizes_own_function_through_pid() {
-        // A frame of this test binary, named exactly as a capture names a
-        // target's frames: remembered, then symbolized.
-        let addr = symbolizes_own_function_through_pid as *const () as usize as u64;
-        let pid = std::process::id();
-        let mut s = Symbolizer::new(&Options::default());
-        s.remember(pid, "self");
-        let raw = RawStack {
-            pid,
-            tid: pid,
-            comm: "self".into(),
-            user: vec![addr, 0x10],
-            weight: 3,
-            ..Default::default()
-        };
-        let p = from_raw(&[raw], Unit::Samples, &mut s);
-        let names: Vec<String> = p.stacks()[0]
-            .frames
-            .iter()
-            .map(|&f| p.frame(f).to_string())
-            .collect();
-        assert!(
-            names
-                .iter()
-                .any(|n| n.contains("symbolizes_own_function_through_pid")),
-            "{names:?}"
-        );
-        // The caller frame at 0x10 is in no mapping; the leaf resolved.
-        assert!(p.unresolved.is_empty(), "{:?}", p.unresolved);
-    }
-
-    #[test]
-    fn unknown_process_is_reported_gone() {
-        let mut s = Symbolizer::new(&Options::default());
-        // PIDs above pid_max never exist.
-        let raw = RawStack {
-            pid: 0x7fff_fff0,
-            tid: 0x7fff_fff0,
-            comm: "ghost".into(),
-            user: vec![0x401000],
-            weight: 5,
-            ..Default::default()
-        };
-        let p = from_raw(&[raw], Unit::Samples, &mut s);
-        assert_eq!(p.unresolved.len(), 1);
-        assert_eq!(
-            p.unresolved[0].reasons,
-            vec![(UnresolvedReason::ProcessGone, 5)]
-        );
-        assert_eq!(p.unresolved[0].process, "ghost");
-    }
-
-    /// Native frames leaf first, merged with Ruby runs leaf first; the
-    /// names of the result, root first.
-    fn merged(native: &[&str], ruby: &[(&str, bool)], whole: bool) -> Vec<String> {
-        let mut p = Profile::new(Unit::Samples);
-        let ids: Vec<Vec<FrameId>> = native.iter().map(|n| vec![p.intern_frame(Frame::new(*n, FrameKind::User))]).collect();
-        let native: Vec<&[FrameId]> = ids.iter().map(Vec::as_slice).collect();
-        let runs: Vec<PyFrame> = ruby.iter().map(|&(t, entry)| PyFrame { text: t.into(), entry }).collect();
-        let mut frames = Vec::new();
-        merge_python(&native, &runs, whole, &mut frames, &mut p);
-        frames.iter().map(|&f| p.frame(f).name.clone()).collect()
-    }
-
-    #[test]
-    fn ruby_runs_take_the_place_of_rb_vm_exec_and_its_loop() {
-        let native = ["libruby.so+0x24ebd0", "rb_vm_exec", "ruby_run_node", "main"];
-        let ruby = [("inner", false), ("outer", false), ("<main>", true)];
-        assert_eq!(merged(&native, &ruby, true), ["main", "ruby_run_node", "<main>", "outer", "inner"]);
-    }
-
-    #[test]
-    fn an_evaluator_call_left_without_frames_stays_native() {
-        // times (a C method) called a block whose frame was popped, and
-        // the VM call that ran it has yet to return: three rb_vm_exec,
-        // two runs. The runs go to the outer two.
-        let native = ["libruby.so+0x24ebd0", "rb_vm_exec", "rb_yield", "libruby.so+0x24ebd0", "rb_vm_exec", "main"];
-        let ruby = [("times", false), ("bar", true)];
-        let whole = merged(&native[..], &ruby, true);
-        assert_eq!(whole, ["main", "bar", "times", "rb_yield", "rb_vm_exec", "libruby.so+0x24ebd0"]);
-        // Read in part, the runs it has are the innermost.
-        let cut = merged(&native[..], &ruby, false);
-        assert_eq!(cut, ["main", "rb_vm_exec", "libruby.so+0x24ebd0", "rb_yield", "bar", "times"]);
-    }
-}
+#[path = "build_tests.rs"]
+mod tests;

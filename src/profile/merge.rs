@@ -32,15 +32,17 @@ pub struct Ran {
 /// One tree in microseconds: each thread's on-CPU samples share its
 /// measured run time (see the module's documentation), each off-CPU
 /// interval weighs its measured length. Losses are the caller's to set:
-/// both sides may share some.
-pub fn wall(on: &Profile, off: &Profile, runs: &[Ran]) -> Profile {
+/// both sides may share some. The off-CPU stacks are moved into the wall
+/// view (`off` keeps its frames, threads and meta).
+pub fn wall(on: &Profile, off: &mut Profile, runs: Vec<Ran>) -> Profile {
     let hz = on.meta.frequency.unwrap_or(1).max(1);
     let period = 1_000_000 / hz;
-    let mut measured: HashMap<(u32, u32), (u64, Vec<Span>)> = HashMap::default();
+    // Each thread's run time, spans and name (its first run's).
+    let mut measured: HashMap<(u32, u32), (u64, Vec<Span>, String)> = HashMap::default();
     for r in runs {
-        let m = measured.entry((r.pid, r.tid)).or_default();
+        let m = measured.entry((r.pid, r.tid)).or_insert_with(|| (0, Vec::new(), r.comm));
         m.0 += r.us;
-        m.1.extend_from_slice(&r.spans);
+        m.1.extend(r.spans);
     }
     let key = |p: &Profile, s: &Stack| s.thread.map(|t| (p.thread(t).pid, p.thread(t).tid));
     let mut samples: HashMap<(u32, u32), u64> = HashMap::default();
@@ -78,25 +80,40 @@ pub fn wall(on: &Profile, off: &Profile, runs: &[Ran]) -> Profile {
         }
     }
     let mut wall = Profile::new(Unit::Microseconds);
-    wall.absorb_reweighted(on, &weights);
-    wall.absorb(off, |us| us);
-    // Measured threads no sample fell on.
-    // Its own thread elsewhere in the capture, else its process's: the
-    // process name and --group-by group it is drawn under.
-    let like = |pid: u32, tid: u32| {
-        let threads = || [on, off].into_iter().flat_map(|p| p.threads());
-        threads()
-            .find(|t| t.pid == pid && t.tid == tid)
-            .or_else(|| threads().find(|t| t.pid == pid && t.tid == pid))
-            .or_else(|| threads().find(|t| t.pid == pid))
-            .cloned()
-    };
-    type Measured<'a> = (&'a (u32, u32), &'a (u64, Vec<Span>));
+    // Measured threads no sample fell on, each one stack more.
+    type Measured<'a> = (&'a (u32, u32), &'a (u64, Vec<Span>, String));
     let mut unsampled: Vec<Measured<'_>> =
         measured.iter().filter(|(k, m)| m.0 > 0 && !samples.contains_key(k)).collect();
     unsampled.sort_by_key(|(k, _)| **k);
-    for (&(pid, tid), (us, spans)) in unsampled {
-        let comm = runs.iter().find(|r| (r.pid, r.tid) == (pid, tid)).map_or("", |r| r.comm.as_str());
+    // The on-CPU view's frames and threads take the first ids, then the
+    // off-CPU view's; its stacks go first, in their own buffer (the
+    // largest part of the view, not copied), and coalesce orders them all.
+    wall.intern_all(on);
+    wall.absorb(off, |us| us);
+    wall.reserve(on.stacks().len() + unsampled.len());
+    wall.absorb_reweighted(on, &weights);
+    let off = &*off;
+    // An unsampled thread's own thread elsewhere in the capture, else its
+    // process's: the process name and --group-by group it is drawn under.
+    // The first of each found in the on-CPU view's threads, then the
+    // off-CPU view's.
+    let mut own: HashMap<(u32, u32), &Thread> = HashMap::default();
+    let mut main: HashMap<u32, &Thread> = HashMap::default();
+    let mut any: HashMap<u32, &Thread> = HashMap::default();
+    for t in [on, off].into_iter().flat_map(|p| p.threads()) {
+        own.entry((t.pid, t.tid)).or_insert(t);
+        if t.tid == t.pid {
+            main.entry(t.pid).or_insert(t);
+        }
+        any.entry(t.pid).or_insert(t);
+    }
+    let like = |pid: u32, tid: u32| {
+        own.get(&(pid, tid))
+            .or_else(|| main.get(&pid))
+            .or_else(|| any.get(&pid))
+            .map(|&t| t.clone())
+    };
+    for (&(pid, tid), (us, spans, comm)) in unsampled {
         let known = like(pid, tid);
         let thread = wall.intern_thread(Thread {
             pid,
@@ -186,7 +203,7 @@ mod tests {
             // t3: ran, never sampled.
             Ran { pid: 1, tid: 3, comm: "t3".into(), us: 700, spans: vec![Span::at(3, 700)] },
         ];
-        let wall = wall(&on, &off, &runs);
+        let wall = wall(&on, &mut off, runs.to_vec());
         let sum = |tid: u32| -> u64 {
             wall.stacks()
                 .iter()

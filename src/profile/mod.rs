@@ -10,6 +10,7 @@ pub mod java;
 pub mod node;
 pub mod interp;
 pub mod time;
+mod thread_index;
 pub mod unwinding;
 
 pub use raw::{PyFrame, PyWalk, RawStack, State, BEFORE_CAPTURE, END_UNTRACED, LOST_STACK, START_UNTRACED};
@@ -330,7 +331,7 @@ pub struct Profile {
     frames: Vec<Frame>,
     frame_ids: HashMap<Frame, FrameId>,
     threads: Vec<Thread>,
-    thread_ids: HashMap<Thread, ThreadId>,
+    thread_ids: thread_index::ThreadIndex,
     stacks: Vec<Stack>,
 }
 
@@ -343,7 +344,7 @@ impl Profile {
             frames: Vec::new(),
             frame_ids: HashMap::default(),
             threads: Vec::new(),
-            thread_ids: HashMap::default(),
+            thread_ids: Default::default(),
             stacks: Vec::new(),
         }
     }
@@ -360,12 +361,12 @@ impl Profile {
     }
 
     pub fn intern_thread(&mut self, thread: Thread) -> ThreadId {
-        if let Some(&id) = self.thread_ids.get(&thread) {
+        if let Some(id) = self.thread_ids.find(&self.threads, &thread) {
             return id;
         }
         let id = ThreadId::try_from(self.threads.len()).expect("fewer than 2^32 threads");
-        self.threads.push(thread.clone());
-        self.thread_ids.insert(thread, id);
+        self.thread_ids.insert(&thread, id);
+        self.threads.push(thread);
         id
     }
 
@@ -376,6 +377,13 @@ impl Profile {
         }
     }
 
+    /// Makes room for `n` more stacks at once, so that a profile built to a
+    /// known size does not grow by doubling (and for a moment hold its
+    /// stacks twice).
+    pub fn reserve(&mut self, n: usize) {
+        self.stacks.reserve_exact(n);
+    }
+
     /// Keeps only the stacks `keep` accepts.
     pub fn retain(&mut self, keep: impl FnMut(&Stack) -> bool) {
         self.stacks.retain(keep);
@@ -383,15 +391,15 @@ impl Profile {
 
     /// Names a thread anew, keeping its id (and its stacks).
     pub fn rename_thread(&mut self, id: ThreadId, name: &str) {
-        let Some(t) = self.threads.get_mut(id as usize) else { return };
+        let Some(t) = self.threads.get(id as usize) else { return };
         let mut renamed = t.clone();
         renamed.name = name.to_string();
-        if self.thread_ids.contains_key(&renamed) {
+        if self.thread_ids.find(&self.threads, &renamed).is_some() {
             return;
         }
-        self.thread_ids.remove(t);
-        *t = renamed.clone();
-        self.thread_ids.insert(renamed, id);
+        self.thread_ids.remove(t, id);
+        self.thread_ids.insert(&renamed, id);
+        self.threads[id as usize] = renamed;
     }
 
     pub fn frame(&self, id: FrameId) -> &Frame {
@@ -433,48 +441,49 @@ impl Profile {
             .sum()
     }
 
-    /// Adds every stack of `other`, its weight mapped by `scale`; frames and
-    /// threads are re-interned, so the same code path shares frames.
-    pub fn absorb(&mut self, other: &Profile, scale: impl Fn(u64) -> u64) {
-        let frames: Vec<FrameId> = other
-            .frames
-            .iter()
-            .map(|f| self.intern_frame(f.clone()))
-            .collect();
-        let threads: Vec<ThreadId> = other
-            .threads
-            .iter()
-            .map(|t| self.intern_thread(t.clone()))
-            .collect();
-        for s in &other.stacks {
-            let spans: Vec<Span> = s
-                .spans
-                .iter()
-                .map(|p| Span {
-                    weight: scale(p.weight),
-                    ..*p
-                })
-                .collect();
+    /// Moves every stack of `other` in, its weight mapped by `scale`;
+    /// frames and threads are re-interned, so the same code path shares
+    /// frames. `other` keeps its frames, threads and meta. Moved rather
+    /// than copied: a whole host's wall view is built from an off-CPU
+    /// profile as large, which is not held twice.
+    pub fn absorb(&mut self, other: &mut Profile, scale: impl Fn(u64) -> u64) {
+        let (frames, threads) = self.intern_all(other);
+        let mut moved = std::mem::take(&mut other.stacks);
+        for s in &mut moved {
             // Scaled span by span, the parts still add up to the whole.
-            let weight = match spans.is_empty() {
+            for p in &mut s.spans {
+                p.weight = scale(p.weight);
+            }
+            s.weight = match s.spans.is_empty() {
                 true => scale(s.weight),
-                false => spans.iter().map(|p| p.weight).sum(),
+                false => s.spans.iter().map(|p| p.weight).sum(),
             };
-            self.push(Stack {
-                thread: s.thread.map(|t| threads[t as usize]),
-                frames: s.frames.iter().map(|&f| frames[f as usize]).collect(),
-                weight,
-                spans,
-            });
+            s.thread = s.thread.map(|t| threads[t as usize]);
+            for f in &mut s.frames {
+                *f = frames[*f as usize];
+            }
         }
+        moved.retain(|s| s.weight > 0);
+        // Into an empty profile, the stacks keep their own buffer.
+        match self.stacks.is_empty() {
+            true => self.stacks = moved,
+            false => self.stacks.append(&mut moved),
+        }
+    }
+
+    /// Interns every frame and thread of `other` (each once, in its order);
+    /// returns each one's id here, by its id there.
+    pub fn intern_all(&mut self, other: &Profile) -> (Vec<FrameId>, Vec<ThreadId>) {
+        let frames = other.frames.iter().map(|f| self.intern_frame(f.clone())).collect();
+        let threads = other.threads.iter().map(|t| self.intern_thread(t.clone())).collect();
+        (frames, threads)
     }
 
     /// Adds every stack of `other` as [`Profile::absorb`] does, stack `i`
     /// weighing `weights[i]`: its spans rescaled in proportion, rounded so
     /// that they still add up to it.
     pub fn absorb_reweighted(&mut self, other: &Profile, weights: &[u64]) {
-        let frames: Vec<FrameId> = other.frames.iter().map(|f| self.intern_frame(f.clone())).collect();
-        let threads: Vec<ThreadId> = other.threads.iter().map(|t| self.intern_thread(t.clone())).collect();
+        let (frames, threads) = self.intern_all(other);
         for (s, &weight) in other.stacks.iter().zip(weights) {
             let total = u128::from(s.spans.iter().map(|p| p.weight).sum::<u64>().max(1));
             let (mut before, mut given) = (0u128, 0u64);
@@ -559,10 +568,13 @@ impl Profile {
                 .then_with(|| a.thread.cmp(&b.thread))
                 .then_with(|| a.frames.cmp(&b.frames))
         };
+        // The order is total (no two stacks left have the same thread and
+        // frames): an unstable sort gives the same order, without the
+        // stable sort's buffer of half the stacks.
         if parallel {
-            self.stacks.par_sort_by(by_weight);
+            self.stacks.par_sort_unstable_by(by_weight);
         } else {
-            self.stacks.sort_by(by_weight);
+            self.stacks.sort_unstable_by(by_weight);
         }
     }
 }

@@ -74,8 +74,10 @@ pub struct RawStack {
     /// `--group-by cgroup`: the name of the cgroup it ran in, the root
     /// frame of its stacks (see [`super::Thread::group`]).
     pub group: Option<String>,
-    pub user: Vec<u64>,
-    pub kernel: Vec<u64>,
+    /// Instruction pointers, shared among the stacks that hold the same
+    /// stored stack (a capture's keys share their stacks many times over).
+    pub user: std::sync::Arc<[u64]>,
+    pub kernel: std::sync::Arc<[u64]>,
     /// Samples, or microseconds for time-weighted captures.
     pub weight: u64,
     /// When the weight fell (see [`super::time`]), adding up to `weight`.

@@ -82,7 +82,8 @@ fn absorb_shares_frames_and_scales() {
         weight: 5,
         ..Default::default()
     });
-    a.absorb(&b, |w| w * 10);
+    a.absorb(&mut b, |w| w * 10);
+    assert!(b.stacks().is_empty());
     a.coalesce();
     assert_eq!(a.frames().len(), 1);
     assert_eq!(a.stacks().len(), 1);

@@ -140,14 +140,6 @@ impl Symbolizer {
         }
     }
 
-    /// Ends the symbolizer without freeing its caches: freeing every
-    /// symbol table and all debug information it read takes longer than
-    /// writing a capture's outputs, and the process is about to exit,
-    /// which frees them at once. Only for the end of a command.
-    pub fn leave_to_exit(self) {
-        std::mem::forget(self);
-    }
-
     /// Reads and indexes the kernel's symbols now, during the capture,
     /// rather than after it: parsing kallsyms is most of the time between
     /// the end of a capture and its flamegraph.

@@ -42,6 +42,20 @@ impl<'p> Folder<'p> {
         }
     }
 
+    /// The folded frames that stand for `stack`'s thread, joined by `;`;
+    /// `None` when there are none.
+    pub fn lead(&self, stack: &Stack) -> Option<&str> {
+        stack
+            .thread
+            .map(|t| self.threads[t as usize].as_str())
+            .filter(|l| !l.is_empty())
+    }
+
+    /// A frame's folded text.
+    pub fn frame(&self, id: crate::profile::FrameId) -> &str {
+        &self.frames[id as usize]
+    }
+
     /// The folded frames of one stack, root first, without its weight.
     pub fn stack(&self, stack: &Stack) -> String {
         let lead = stack
@@ -85,9 +99,12 @@ pub fn lines(profile: &Profile, opts: &Options) -> Vec<String> {
     Folder::new(profile, opts).lines()
 }
 
+/// Writes every line, one at a time: a large profile's lines are never
+/// all held at once.
 pub fn write(profile: &Profile, opts: &Options, out: &mut dyn Write) -> io::Result<()> {
-    for line in lines(profile, opts) {
-        writeln!(out, "{line}")?;
+    let folder = Folder::new(profile, opts);
+    for s in profile.stacks().iter().filter(|s| !s.frames.is_empty() || s.thread.is_some()) {
+        writeln!(out, "{} {}", folder.stack(s), s.weight)?;
     }
     Ok(())
 }

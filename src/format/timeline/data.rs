@@ -37,8 +37,12 @@ pub(super) const MAX_SLICES: u64 = 2_000_000;
 
 /// The JSON, and what it holds of the profile.
 pub(super) struct Data {
-    /// Plain JSON; [`write_escaped`] embeds it.
-    pub json: Vec<u8>,
+    /// Plain JSON up to the stacks' list; [`Data::write`] embeds it.
+    head: Vec<u8>,
+    /// Each stack's JSON, in the list's order: written one by one rather
+    /// than copied into one buffer first (the page's data is never held
+    /// twice over).
+    stacks: Vec<Vec<u8>>,
     pub kept_stacks: usize,
     pub left_out_stacks: usize,
     pub left_out_weight: u64,
@@ -159,8 +163,8 @@ pub(super) fn build(profile: &Profile, opts: &Options) -> Data {
         roots_of.push(roots);
     }
 
-    // Each kept stack's JSON, with its path from the root in page frames.
-    let mut kept: Vec<(Vec<u32>, Vec<u8>)> = Vec::new();
+    // Each kept stack's JSON, with its index in the profile.
+    let mut kept: Vec<(usize, Vec<u8>)> = Vec::new();
     let mut used = frames.names.len() + frames.colours.len() + threads.len();
     let mut cut = order.len();
     for (n, &i) in order.iter().enumerate() {
@@ -169,7 +173,6 @@ pub(super) fn build(profile: &Profile, opts: &Options) -> Data {
             break;
         }
         let s = &stacks[i];
-        let mut path = s.thread.map_or(Vec::new(), |t| roots_of[t as usize].clone());
         let mut one = Vec::with_capacity(16 + 6 * s.frames.len() + 12 * s.spans.len());
         one.push(b'[');
         match s.thread {
@@ -185,7 +188,6 @@ pub(super) fn build(profile: &Profile, opts: &Options) -> Data {
                 one.push(b',');
             }
             let id = frames.of(profile, f, opts.heat);
-            path.push(id);
             num(&mut one, u64::from(id));
         }
         one.extend_from_slice(b"],[");
@@ -203,19 +205,18 @@ pub(super) fn build(profile: &Profile, opts: &Options) -> Data {
         }
         one.extend_from_slice(b"]]");
         used += one.len() + 1 + frames.names.len() + frames.colours.len() - named;
-        kept.push((path, one));
+        kept.push((i, one));
     }
-    // In the order of their paths, so that the page builds a range's tree
-    // in one pass, stack after stack, without looking children up.
-    kept.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-    let mut body = Vec::with_capacity(used);
-    for (j, (_, one)) in kept.iter().enumerate() {
-        if j > 0 {
-            body.push(b',');
-        }
-        body.extend_from_slice(one);
-    }
-    let kept = kept.len();
+    // In the order of their paths from the root in page frames, so that
+    // the page builds a range's tree in one pass, stack after stack,
+    // without looking children up. Every kept frame has its page index
+    // now: the paths are read, not stored.
+    let path = |i: usize| {
+        let s = &stacks[i];
+        let roots = s.thread.map_or(&[][..], |t| roots_of[t as usize].as_slice());
+        roots.iter().copied().chain(s.frames.iter().map(|&f| frames.by_id[f as usize]))
+    };
+    kept.sort_unstable_by(|a, b| path(a.0).cmp(path(b.0)));
 
     let left = &order[cut..];
     let left_out_weight: u64 = left.iter().map(|&i| stacks[i].weight).sum();
@@ -224,7 +225,7 @@ pub(super) fn build(profile: &Profile, opts: &Options) -> Data {
         false => Vec::new(),
     };
 
-    let mut json = Vec::with_capacity(body.len() + frames.names.len() * 2 + 4096);
+    let mut json = Vec::with_capacity(frames.names.len() + frames.colours.len() + threads.len() + 4096);
     json.extend_from_slice(b"{\"unit\":");
     serde_json::to_writer(&mut json, profile.unit.name()).expect("a string serializes");
     json.extend_from_slice(b",\"slice_us\":");
@@ -256,11 +257,11 @@ pub(super) fn build(profile: &Profile, opts: &Options) -> Data {
     json.extend_from_slice(b"],\"threads\":[");
     json.extend_from_slice(&threads);
     json.extend_from_slice(b"],\"stacks\":[");
-    json.extend_from_slice(&body);
-    json.extend_from_slice(b"]}");
+    let kept_stacks = kept.len();
     Data {
-        json,
-        kept_stacks: kept,
+        head: json,
+        stacks: kept.into_iter().map(|(_, one)| one).collect(),
+        kept_stacks,
         left_out_stacks: left.len(),
         left_out_weight,
         total_weight: profile.total(),
@@ -297,6 +298,20 @@ pub(super) fn spread<'a>(spans: impl Iterator<Item = &'a Span>, slices: u64) -> 
 /// means the same character, so the JSON reads the same; and without them
 /// no `</script`, `<!--` or line terminator JavaScript would trip on is
 /// left.
+impl Data {
+    /// Writes the data as JSON escaped for a script element.
+    pub fn write(&self, out: &mut dyn Write) -> io::Result<()> {
+        write_escaped(&self.head, out)?;
+        for (j, one) in self.stacks.iter().enumerate() {
+            if j > 0 {
+                out.write_all(b",")?;
+            }
+            write_escaped(one, out)?;
+        }
+        out.write_all(b"]}")
+    }
+}
+
 pub(super) fn write_escaped(json: &[u8], out: &mut dyn Write) -> io::Result<()> {
     let mut from = 0;
     let mut i = 0;

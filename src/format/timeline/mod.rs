@@ -128,7 +128,7 @@ Copyright Martin Spier), Apache License 2.0:\n\n{FLAMEGRAPH_LICENSE}\n-->\n"
     out.write_all(b"<script type=\"application/json\" id=\"fgbpf-head\">")?;
     data::write_escaped(head.to_string().as_bytes(), &mut out)?;
     out.write_all(b"</script>\n<script type=\"application/json\" id=\"fgbpf-data\">")?;
-    data::write_escaped(&data.json, &mut out)?;
+    data.write(&mut out)?;
     out.write_all(b"</script>\n")?;
     write!(
         out,

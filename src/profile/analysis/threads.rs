@@ -50,40 +50,60 @@ pub struct Table {
     pub more_weight: u64,
 }
 
-/// One row's sums while the stacks are read.
-#[derive(Default)]
-struct Acc {
-    by_cat: [u64; 4],
-    sites: [FxHashMap<Site, u64>; 4],
-}
-
 /// Time per thread (or per process with [`Leading::Process`]) of the
 /// `rows` heaviest, each with its `sites` heaviest sites per column.
+/// Two passes over the stacks: the sums of every row first, then the
+/// sites of the rows listed only (a whole host has tens of thousands of
+/// threads, each with its own stacks' sites).
 pub fn table(profile: &Profile, leading: Leading, lens: Lens, rows: usize, sites: usize) -> Table {
-    let mut acc: FxHashMap<String, Acc> = FxHashMap::default();
-    // Sites are the costly part: one per distinct stack, not per thread.
+    // The row of each thread, by its name: threads of one name (a
+    // process's, with Leading::Process) share a row.
+    let mut row_of: Vec<u32> = Vec::with_capacity(profile.threads().len());
+    let mut names: Vec<String> = Vec::new();
+    let mut index: FxHashMap<String, u32> = FxHashMap::default();
+    for t in profile.threads() {
+        let name = leading_frames(t, leading).join(" / ");
+        let next = names.len() as u32;
+        let row = *index.entry(name.clone()).or_insert_with(|| {
+            names.push(name);
+            next
+        });
+        row_of.push(row);
+    }
+    drop(index);
+    let mut by_cat: Vec<[u64; 4]> = vec![[0; 4]; names.len()];
     for s in profile.stacks() {
         let Some(t) = s.thread else { continue };
-        let name = leading_frames(profile.thread(t), leading).join(" / ");
-        let cat = category(profile, s);
-        let a = acc.entry(name).or_default();
-        a.by_cat[cat] += s.weight;
-        if sites > 0 {
-            *a.sites[cat].entry(site(profile, s, lens)).or_default() += s.weight;
+        by_cat[row_of[t as usize] as usize][category(profile, s)] += s.weight;
+    }
+    let sum = |c: &[u64; 4]| c.iter().sum::<u64>();
+    let mut order: Vec<u32> = (0..names.len() as u32).filter(|&r| sum(&by_cat[r as usize]) > 0).collect();
+    order.sort_by(|&a, &b| {
+        let (a, b) = (a as usize, b as usize);
+        sum(&by_cat[b]).cmp(&sum(&by_cat[a])).then_with(|| names[a].cmp(&names[b]))
+    });
+    let more = order.len().saturating_sub(rows);
+    let more_weight = order.iter().skip(rows).map(|&r| sum(&by_cat[r as usize])).sum();
+    order.truncate(rows);
+    // The sites of the rows listed.
+    let mut listed: FxHashMap<u32, [FxHashMap<Site, u64>; 4]> = FxHashMap::default();
+    if sites > 0 {
+        for &r in &order {
+            listed.insert(r, Default::default());
+        }
+        for s in profile.stacks() {
+            let Some(t) = s.thread else { continue };
+            if let Some(by_site) = listed.get_mut(&row_of[t as usize]) {
+                *by_site[category(profile, s)].entry(site(profile, s, lens)).or_default() += s.weight;
+            }
         }
     }
-    let mut all: Vec<(String, Acc)> = acc.into_iter().collect();
-    let sum = |a: &Acc| a.by_cat.iter().sum::<u64>();
-    all.sort_by(|a, b| sum(&b.1).cmp(&sum(&a.1)).then_with(|| a.0.cmp(&b.0)));
-    let more = all.len().saturating_sub(rows);
-    let more_weight = all.iter().skip(rows).map(|(_, a)| sum(a)).sum();
-    all.truncate(rows);
-    let rows = all
+    let rows = order
         .into_iter()
-        .map(|(thread, a)| {
-            let total = sum(&a);
+        .map(|r| {
+            let c = by_cat[r as usize];
             let mut shares = Vec::new();
-            for (cat, by_site) in a.sites.into_iter().enumerate() {
+            for (cat, by_site) in listed.remove(&r).unwrap_or_default().into_iter().enumerate() {
                 let mut top: Vec<(Site, u64)> = by_site.into_iter().collect();
                 top.sort_by(|x, y| y.1.cmp(&x.1).then_with(|| x.0.cmp(&y.0)));
                 shares.extend(top.into_iter().take(sites).map(|(s, w)| SiteShare {
@@ -93,12 +113,12 @@ pub fn table(profile: &Profile, leading: Leading, lens: Lens, rows: usize, sites
                 }));
             }
             ThreadRow {
-                total,
-                on_cpu: a.by_cat[0],
-                sleeping: a.by_cat[1],
-                uninterruptible: a.by_cat[2],
-                runqueue: a.by_cat[3],
-                thread,
+                total: sum(&c),
+                on_cpu: c[0],
+                sleeping: c[1],
+                uninterruptible: c[2],
+                runqueue: c[3],
+                thread: std::mem::take(&mut names[r as usize]),
                 sites: shares,
             }
         })
