@@ -12,7 +12,7 @@ use std::cmp::Ordering;
 
 use rayon::slice::ParallelSliceMut;
 
-use super::folded::Folder;
+use super::folded::{has_line, Folder};
 use super::palette::Scheme;
 use crate::profile::{Profile, Stack, State, PARALLEL_FROM};
 
@@ -22,12 +22,7 @@ use crate::profile::{Profile, Stack, State, PARALLEL_FROM};
 /// cut line, so that the frames drawn keep their on/off split.
 pub fn lines(profile: &Profile, folder: &Folder<'_>, min_width: f64, scheme: Scheme) -> Vec<String> {
     let stacks = profile.stacks();
-    let mut order: Vec<u32> = (0..stacks.len() as u32)
-        .filter(|&i| {
-            let s = &stacks[i as usize];
-            !s.frames.is_empty() || s.thread.is_some()
-        })
-        .collect();
+    let mut order: Vec<u32> = (0..stacks.len() as u32).filter(|&i| has_line(&stacks[i as usize])).collect();
     let line = |i: u32| Line::new(folder, &stacks[i as usize]);
     let cmp = |a: &u32, b: &u32| line(*a).cmp(&line(*b));
     if order.len() >= PARALLEL_FROM {
@@ -60,7 +55,7 @@ pub fn lines(profile: &Profile, folder: &Folder<'_>, min_width: f64, scheme: Sch
         let l = line(i);
         if cut == usize::MAX {
             flush(&mut open, &mut out);
-            out.push(format!("{} {}", l.parts().collect::<Vec<_>>().join(";"), l.stack.weight));
+            out.push(format!("{} {}", folder.stack(l.stack), l.stack.weight));
             continue;
         }
         let is_state = |part: &str| State::from_frame(part).is_some();

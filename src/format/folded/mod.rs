@@ -58,10 +58,7 @@ impl<'p> Folder<'p> {
 
     /// The folded frames of one stack, root first, without its weight.
     pub fn stack(&self, stack: &Stack) -> String {
-        let lead = stack
-            .thread
-            .map(|t| self.threads[t as usize].as_str())
-            .filter(|l| !l.is_empty());
+        let lead = self.lead(stack);
         let len = lead.map_or(0, |l| l.len() + 1)
             + stack
                 .frames
@@ -83,28 +80,33 @@ impl<'p> Folder<'p> {
         line
     }
 
-    /// Every line of the profile, heaviest first as stored.
-    pub fn lines(&self) -> Vec<String> {
+    /// Every line of the profile, heaviest first as stored, each made as
+    /// it is read.
+    pub fn each_line(&self) -> impl Iterator<Item = String> + '_ {
         self.profile
             .stacks()
             .iter()
-            .filter(|s| !s.frames.is_empty() || s.thread.is_some())
+            .filter(|s| has_line(s))
             .map(|s| format!("{} {}", self.stack(s), s.weight))
-            .collect()
     }
+}
+
+/// Whether a stack has a folded line: one with neither a thread nor
+/// frames has nothing to write.
+pub fn has_line(stack: &Stack) -> bool {
+    !stack.frames.is_empty() || stack.thread.is_some()
 }
 
 /// Every line of the profile, heaviest first as stored.
 pub fn lines(profile: &Profile, opts: &Options) -> Vec<String> {
-    Folder::new(profile, opts).lines()
+    Folder::new(profile, opts).each_line().collect()
 }
 
 /// Writes every line, one at a time: a large profile's lines are never
 /// all held at once.
 pub fn write(profile: &Profile, opts: &Options, out: &mut dyn Write) -> io::Result<()> {
-    let folder = Folder::new(profile, opts);
-    for s in profile.stacks().iter().filter(|s| !s.frames.is_empty() || s.thread.is_some()) {
-        writeln!(out, "{} {}", folder.stack(s), s.weight)?;
+    for line in Folder::new(profile, opts).each_line() {
+        writeln!(out, "{line}")?;
     }
     Ok(())
 }

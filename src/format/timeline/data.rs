@@ -293,11 +293,6 @@ pub(super) fn spread<'a>(spans: impl Iterator<Item = &'a Span>, slices: u64) -> 
         .collect()
 }
 
-/// Writes `json` with `<`, `>`, `&`, U+2028 and U+2029 as `\uXXXX`
-/// escapes. They can only occur inside JSON strings, where the escape
-/// means the same character, so the JSON reads the same; and without them
-/// no `</script`, `<!--` or line terminator JavaScript would trip on is
-/// left.
 impl Data {
     /// Writes the data as JSON escaped for a script element.
     pub fn write(&self, out: &mut dyn Write) -> io::Result<()> {
@@ -312,6 +307,11 @@ impl Data {
     }
 }
 
+/// Writes `json` with `<`, `>`, `&`, U+2028 and U+2029 as `\uXXXX`
+/// escapes. They can only occur inside JSON strings, where the escape
+/// means the same character, so the JSON reads the same; and without them
+/// no `</script`, `<!--` or line terminator JavaScript would trip on is
+/// left.
 pub(super) fn write_escaped(json: &[u8], out: &mut dyn Write) -> io::Result<()> {
     let mut from = 0;
     let mut i = 0;
