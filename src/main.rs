@@ -29,7 +29,7 @@ fn main() {
     };
     // A capture of `-- COMMAND` exits with the command's status, as perf
     // and strace do.
-    let status = |o: app::capture::Outcome| match o.command_status {
+    let status = |o: app::summary::Outcome| match o.command_status {
         Some(code) if code != 0 => std::process::exit(code.clamp(1, 255)),
         _ => (),
     };

@@ -24,15 +24,6 @@ use crate::app::session::window::{EndReason, Window};
 use crate::app::session::{command, targets};
 use crate::symbolize::{self, Symbolizer};
 
-/// What a finished capture wrote.
-pub struct Outcome {
-    pub written: Vec<PathBuf>,
-    pub end: EndReason,
-    /// The `-- COMMAND`'s exit status (128 + signal when killed) if it
-    /// ended; fgbpf exits with it.
-    pub command_status: Option<i32>,
-}
-
 /// What a finished capture window leaves for the command to write out.
 pub struct Finished {
     pub prepared: Prepared,
@@ -152,6 +143,7 @@ impl Live {
             command: self.held.as_mut(),
             watched: [&args.pids[..], &args.tids[..]].concat(),
             prepare: args.pids.clone(),
+            quiet: args.quiet,
         };
         (window, &mut self.recorder, &mut self.symbolizer)
     }

@@ -1,7 +1,7 @@
 //! `fgbpf offcpu`: measure where threads wait and why, and write
 //! `offcpu.folded` (microseconds), `offcpu.svg` and `report.txt`.
 
-use super::capture::Outcome;
+use super::summary::Outcome;
 use super::record::{self, Recording};
 use super::CliError;
 use crate::cli::OffcpuArgs;

@@ -1,7 +1,7 @@
 //! `fgbpf oncpu`: sample on-CPU stacks and write `oncpu.folded`,
 //! `oncpu.svg` and `report.txt`.
 
-use super::capture::Outcome;
+use super::summary::Outcome;
 use super::record::{self, Recording};
 use super::CliError;
 use crate::cli::OncpuArgs;

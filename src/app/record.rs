@@ -6,9 +6,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::capture::{capture, output_names, write_view, Finished, Outcome, TIMELINE};
+use super::capture::{capture, output_names, write_view, Finished, TIMELINE};
 use super::stages;
-use super::summary::finish;
+use super::summary::{finish, Outcome};
 use super::views::{Views, Wanted};
 use super::CliError;
 use crate::cli::{BlockArgs, CaptureArgs, Format, GroupBy, MapArgs, SamplingArgs};

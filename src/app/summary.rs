@@ -8,7 +8,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::Serialize;
 
-use super::capture::Outcome;
 use super::session::window::EndReason;
 use crate::format::report::FINDINGS;
 use crate::format::unresolved;
@@ -18,6 +17,15 @@ use crate::profile::{thousands, Profile};
 use crate::procs::Held;
 
 static QUIET: AtomicBool = AtomicBool::new(false);
+
+/// What a finished capture wrote.
+pub struct Outcome {
+    pub written: Vec<PathBuf>,
+    pub end: EndReason,
+    /// The `-- COMMAND`'s exit status (128 + signal when killed) if it
+    /// ended; fgbpf exits with it.
+    pub command_status: Option<i32>,
+}
 
 /// `--quiet`: from now on [`say`] prints nothing.
 pub fn set_quiet(quiet: bool) {

@@ -2,7 +2,7 @@
 //! window, written as `oncpu.*`, `offcpu.*` and the combined wall-clock
 //! view `wall.*`, in which both kinds of time share one unit and one tree.
 
-use super::capture::Outcome;
+use super::summary::Outcome;
 use super::record::{self, Recording};
 use super::CliError;
 use crate::cli::WallArgs;

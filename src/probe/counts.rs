@@ -80,6 +80,11 @@ impl Slicing {
 /// a busy host's off-CPU capture a few thousand.
 pub const MAX_SPANS: usize = 1 << 22;
 
+/// How many times wider than asked slices may grow (a 100 ms slice
+/// becomes 29 hours): widening stops there, as it cannot make spans fewer
+/// than one per key.
+const MAX_WIDENED: u32 = 1 << 20;
+
 /// A `struct fg_key`'s bytes, kept inline: a capture holds hundreds of
 /// thousands of keys, and a heap block each would double their cost.
 type Key = [u8; std::mem::size_of::<types::fg_key>()];
@@ -245,7 +250,7 @@ impl Counts {
         if let Some(groups) = self.groups.as_mut() {
             groups.note(cgroups);
         }
-        while self.spans > MAX_SPANS {
+        while self.spans > MAX_SPANS && self.slicing.widened < MAX_WIDENED {
             self.widen();
         }
         // Then every stored stack moves out of the kernel, those of the

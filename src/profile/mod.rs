@@ -511,18 +511,16 @@ impl Profile {
     /// [`Profile::absorb`] adds its stacks (e.g. on-CPU samples into a
     /// wall-clock view in microseconds).
     pub fn absorb_unresolved(&mut self, other: &Profile, scale: impl Fn(u64) -> u64) {
+        let mut at: HashMap<u32, usize> = self.unresolved.iter().enumerate().map(|(i, u)| (u.pid, i)).collect();
         for o in &other.unresolved {
-            let i = match self.unresolved.iter().position(|u| u.pid == o.pid) {
-                Some(i) => i,
-                None => {
-                    self.unresolved.push(Unresolved {
-                        pid: o.pid,
-                        process: o.process.clone(),
-                        reasons: Vec::new(),
-                    });
-                    self.unresolved.len() - 1
-                }
-            };
+            let i = *at.entry(o.pid).or_insert_with(|| {
+                self.unresolved.push(Unresolved {
+                    pid: o.pid,
+                    process: o.process.clone(),
+                    reasons: Vec::new(),
+                });
+                self.unresolved.len() - 1
+            });
             let u = &mut self.unresolved[i];
             for (reason, w) in &o.reasons {
                 match u.reasons.iter_mut().find(|(r, _)| r == reason) {
@@ -530,8 +528,9 @@ impl Profile {
                     None => u.reasons.push((reason.clone(), scale(*w))),
                 }
             }
-            u.reasons
-                .sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        }
+        for u in &mut self.unresolved {
+            u.reasons.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         }
         self.unresolved
             .sort_by(|a, b| b.weight().cmp(&a.weight()).then_with(|| a.pid.cmp(&b.pid)));

@@ -27,6 +27,8 @@ pub struct Window<'a> {
     pub watched: Vec<u32>,
     /// Processes whose symbols to load while the capture runs (`-p`).
     pub prepare: Vec<u32>,
+    /// `--quiet`: no progress line.
+    pub quiet: bool,
 }
 
 const POLL: Duration = Duration::from_millis(50);
@@ -48,7 +50,7 @@ pub struct Steps {
 
 impl Window<'_> {
     pub fn run(mut self, live: &mut Probe, symbolizer: &mut Symbolizer) -> (Duration, EndReason) {
-        let tty = std::io::stderr().is_terminal() && !crate::app::summary::quiet();
+        let tty = std::io::stderr().is_terminal() && !self.quiet;
         let mut steps = self.begin();
         let mut last_status = steps.start;
         let reason = loop {
