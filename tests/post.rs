@@ -481,7 +481,7 @@ fn capture_profile() -> Profile {
     ] {
         p.push(Stack {
             thread: Some(thread),
-            frames,
+            frames: frames.into(),
             weight,
             ..Default::default()
         });

@@ -45,7 +45,7 @@ fn profile(idle_name: &str) -> Profile {
     let mut push = |frames: Vec<u32>, span: Span| {
         p.push(Stack {
             thread: Some(app),
-            frames,
+            frames: frames.into(),
             weight: span.weight,
             spans: vec![span],
         })
@@ -235,7 +235,7 @@ fn even(slice_ms: u64, seconds: u64) -> Profile {
     let slices = (seconds * 1000).div_ceil(slice_ms) as u32;
     p.push(Stack {
         thread: Some(t),
-        frames: vec![f],
+        frames: vec![f].into(),
         weight: u64::from(slices),
         spans: vec![Span { first: 0, last: slices - 1, weight: u64::from(slices) }],
     });

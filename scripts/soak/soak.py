@@ -10,6 +10,7 @@ each of its BPF hash and stack maps (entries / max_entries, read with
 bpftool from the maps fgbpf holds open).
 """
 import json
+import re
 import os
 import subprocess
 import sys
@@ -124,15 +125,20 @@ def report(work, minutes):
               if l.startswith("fgbpf memory: ")]
     if stages:
         capture = None
-        table = ["| step | peak MB | peak / capture's peak |", "|---|---|---|"]
+        table = ["| step | peak MB | peak / capture's peak | at its end: resident MB | of it files mapped | allocated (malloc) MB |",
+                 "|---|---|---|---|---|---|"]
         for st in stages:
             name, rest = st.split(": peak ", 1)
             peak = float(rest.split(" MB", 1)[0])
             capture = capture or peak
-            table.append(f"| {name} | {peak:.1f} | {peak / capture:.2f}x |")
+            m = re.search(r"now ([0-9.]+) MB \(([0-9.]+) MB of it files mapped\), allocated ([0-9.]+) MB", rest)
+            now, files, alloc = m.groups() if m else ("", "", "")
+            table.append(f"| {name} | {peak:.1f} | {peak / capture:.2f}x | {now} | {files} | {alloc} |")
         lines += [
             "Where the end's memory goes (`FGBPF_MEMORY_STAGES=1`: each step's peak resident memory, "
-            "from the end of the step before; the first is the capture's own peak):",
+            "from the end of the step before; the first is the capture's own peak; then what was resident "
+            "at the step's end, how much of it files mapped (the probe's maps, binaries read for names) and "
+            "how much the allocator had handed out):",
             "",
         ] + table + [""]
     # Rows taken while capturing; the last ones may fall in the end's work.

@@ -37,10 +37,15 @@ pub fn mark(stage: &str) {
     };
     let peak = kb("VmHWM:");
     HIGHEST_KB.fetch_max(peak, Ordering::Relaxed);
+    // SAFETY: mallinfo2 only reads the allocator's counters.
+    let m = unsafe { libc::mallinfo2() };
+    let mb = |kb: u64| kb as f64 / 1024.0;
     eprintln!(
-        "fgbpf memory: {stage}: peak {:.1} MB, now {:.1} MB",
-        peak as f64 / 1024.0,
-        kb("VmRSS:") as f64 / 1024.0
+        "fgbpf memory: {stage}: peak {:.1} MB, now {:.1} MB ({:.1} MB of it files mapped), allocated {:.1} MB",
+        mb(peak),
+        mb(kb("VmRSS:")),
+        mb(kb("RssFile:")),
+        (m.uordblks + m.hblkhd) as f64 / 1048576.0
     );
     let _ = std::fs::write("/proc/self/clear_refs", "5");
 }

@@ -124,13 +124,13 @@ mod tests {
         let sleeping = p.intern_frame(Frame::new("[sleeping]", FrameKind::Pseudo));
         p.push(Stack {
             thread: Some(t),
-            frames: vec![work],
+            frames: vec![work].into(),
             weight: 300,
             ..Default::default()
         });
         p.push(Stack {
             thread: Some(t),
-            frames: vec![nap, sleeping],
+            frames: vec![nap, sleeping].into(),
             weight: 700,
             ..Default::default()
         });

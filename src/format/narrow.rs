@@ -181,7 +181,7 @@ impl<'a> Line<'a> {
         // steps below assume a ';' after what the two share.
         let empty = |l: &Line<'_>| l.lead.is_none() && l.stack.frames.is_empty();
         if self.lead == other.lead && !empty(self) && !empty(other) {
-            let same = a.frames.iter().zip(&b.frames).take_while(|(x, y)| x == y).count();
+            let same = a.frames.iter().zip(b.frames.iter()).take_while(|(x, y)| x == y).count();
             match (a.frames.get(same), b.frames.get(same)) {
                 // One line is the other's frames and more: the shorter
                 // goes on with ' ' where the longer has ';', and ' ' sorts
@@ -255,7 +255,7 @@ mod tests {
             }
             p.push(Stack {
                 thread: Some(threads[next(3) as usize]),
-                frames,
+                frames: frames.into(),
                 weight: {
                     let big = heavy && next(10) == 0;
                     1 + next(if big { 5000 } else { 40 })

@@ -298,7 +298,7 @@ mod tests {
         let k = p.intern_frame(Frame::new("main", FrameKind::Kernel));
         p.push(Stack {
             thread: Some(t),
-            frames: vec![main, k],
+            frames: vec![main, k].into(),
             weight: 3,
             ..Default::default()
         });

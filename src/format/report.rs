@@ -265,19 +265,19 @@ mod tests {
         let b = p.intern_frame(Frame::new("b", FrameKind::User));
         p.push(Stack {
             thread: None,
-            frames: vec![main, a],
+            frames: vec![main, a].into(),
             weight: 6,
             ..Default::default()
         });
         p.push(Stack {
             thread: None,
-            frames: vec![main, b],
+            frames: vec![main, b].into(),
             weight: 3,
             ..Default::default()
         });
         p.push(Stack {
             thread: None,
-            frames: vec![main, a, a],
+            frames: vec![main, a, a].into(),
             weight: 1,
             ..Default::default()
         });
@@ -312,7 +312,7 @@ mod tests {
         let a = p.intern_frame(Frame::new("a", FrameKind::Kernel));
         p.push(Stack {
             thread: None,
-            frames: vec![main, a],
+            frames: vec![main, a].into(),
             weight: 4,
             ..Default::default()
         });

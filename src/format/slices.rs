@@ -140,13 +140,13 @@ mod tests {
         let b = p.intern_frame(Frame::new("b", FrameKind::Kernel));
         p.push(Stack {
             thread: Some(t),
-            frames: vec![a],
+            frames: vec![a].into(),
             weight: 1000,
             spans: vec![Span { first: 0, last: 9, weight: 1000 }],
         });
         p.push(Stack {
             thread: Some(t),
-            frames: vec![a, b],
+            frames: vec![a, b].into(),
             weight: 7,
             spans: vec![Span::at(3, 4), Span::at(12, 3)],
         });

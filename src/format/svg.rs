@@ -189,7 +189,7 @@ mod tests {
         let f = p.intern_frame(Frame::new(format!("fn{evil}"), FrameKind::User));
         p.push(Stack {
             thread: Some(t),
-            frames: vec![f],
+            frames: vec![f].into(),
             weight: 5,
             ..Default::default()
         });
@@ -213,13 +213,13 @@ mod tests {
         let b = p.intern_frame(Frame::new("b", FrameKind::Kernel));
         p.push(Stack {
             thread: None,
-            frames: vec![a, b],
+            frames: vec![a, b].into(),
             weight: 3,
             ..Default::default()
         });
         p.push(Stack {
             thread: None,
-            frames: vec![a],
+            frames: vec![a].into(),
             weight: 1,
             ..Default::default()
         });

@@ -184,13 +184,13 @@ mod tests {
         let f = p.intern_frame(Frame::new("main", FrameKind::User));
         p.push(Stack {
             thread: Some(t),
-            frames: vec![f],
+            frames: vec![f].into(),
             weight: 200,
             ..Default::default()
         });
         p.push(Stack {
             thread: Some(u),
-            frames: vec![f],
+            frames: vec![f].into(),
             weight: 1000,
             ..Default::default()
         });

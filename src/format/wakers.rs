@@ -179,10 +179,10 @@ mod tests {
             .collect();
         let mut frames = vec![main, wait, read, pipe, sleeping, sep];
         frames.extend(&waker);
-        p.push(Stack { thread: Some(t), frames, weight: 3_000_000, ..Default::default() });
+        p.push(Stack { thread: Some(t), frames: frames.into(), weight: 3_000_000, ..Default::default() });
         let mut frames = vec![main, wait, read, pipe, sleeping, sep];
         frames.extend(&irq);
-        p.push(Stack { thread: Some(t), frames, weight: 1_000_000, ..Default::default() });
+        p.push(Stack { thread: Some(t), frames: frames.into(), weight: 1_000_000, ..Default::default() });
         let text = render(&p);
         let lines: Vec<&str> = text.trim_start().lines().collect();
         assert!(lines[1].contains("3.00 s") && lines[1].contains("75.0%"), "{text}");

@@ -13,6 +13,7 @@ use libbpf_rs::{MapCore, MapFlags};
 use super::drain::{c_name, StackReader};
 use super::wakers::WakerReader;
 use super::skel::{types, FgbpfSkel};
+use super::totals::{Spans, Totals};
 use super::{state_of_raw, DRAIN_EVERY};
 use crate::procs::groups::Groups;
 use crate::profile::merge::Ran;
@@ -87,7 +88,7 @@ const MAX_WIDENED: u32 = 1 << 20;
 
 /// A `struct fg_key`'s bytes, kept inline: a capture holds hundreds of
 /// thousands of keys, and a heap block each would double their cost.
-type Key = [u8; std::mem::size_of::<types::fg_key>()];
+pub(super) type Key = [u8; std::mem::size_of::<types::fg_key>()];
 
 /// Where struct fg_key keeps its slices, zeroed in the keys of `totals`.
 const SLICE_AT: usize = std::mem::offset_of!(types::fg_key, slice_first);
@@ -98,7 +99,7 @@ const SLICE_END: usize = std::mem::offset_of!(types::fg_key, slice_last) + 4;
 /// nanoseconds off-CPU), and the stacks they name, moved out of the
 /// kernel's `stacks` map as they are drained.
 pub(super) struct Counts {
-    totals: HashMap<Key, Vec<Span>>,
+    totals: Totals<Key>,
     slicing: Slicing,
     /// Spans held in `totals`, and merged by widening.
     spans: usize,
@@ -122,7 +123,7 @@ pub(super) struct Counts {
 impl Counts {
     pub fn new(slicing: Slicing, groups: Option<Groups>) -> Counts {
         Counts {
-            totals: HashMap::new(),
+            totals: Totals::default(),
             slicing,
             spans: 0,
             merged: 0,
@@ -219,7 +220,7 @@ impl Counts {
                 weight: value,
             };
             k[SLICE_AT..SLICE_END].fill(0);
-            if !self.totals.contains_key(&k) {
+            if !self.totals.contains(&k) {
                 let mut key = types::fg_key::default();
                 if plain::copy_from_bytes(&mut key, &k).is_ok() {
                     if self.groups.is_some() {
@@ -237,7 +238,7 @@ impl Counts {
                 }
             }
             // Most keys only ever get one span: no room for more yet.
-            let spans = self.totals.entry(k).or_insert_with(|| Vec::with_capacity(1));
+            let (spans, _) = self.totals.entry(k);
             // A slice that straddles two drains comes in twice.
             match spans.last_mut() {
                 Some(last) if (last.first, last.last) == (span.first, span.last) => last.weight += value,
@@ -272,9 +273,11 @@ impl Counts {
     fn widen(&mut self) {
         let before = self.spans;
         self.spans = 0;
-        for spans in self.totals.values_mut() {
-            time::widen(spans, 2);
-            self.spans += spans.len();
+        for spans in self.totals.spans_mut() {
+            let mut v = std::mem::take(spans).into_vec();
+            time::widen(&mut v, 2);
+            self.spans += v.len();
+            *spans = Spans::from_vec(v);
         }
         self.merged += (before - self.spans) as u64;
         self.slicing.widened *= 2;
@@ -317,25 +320,45 @@ impl Counts {
             .collect()
     }
 
-    /// The totals as raw stacks, their stacks read from the stack store,
-    /// and the time threads ran (wall-clock captures). Nanoseconds become
-    /// microseconds.
+    /// The totals, taken out: the capture's end reads them once
+    /// ([`Self::read_out`]), moving each key's spans instead of copying
+    /// them beside the table.
+    pub fn take_totals(&mut self) -> Totals<Key> {
+        self.spans = 0;
+        std::mem::take(&mut self.totals)
+    }
+
+    /// The totals as raw stacks (see [`Self::read_out`]), copied: the
+    /// capture goes on.
     pub fn raw_stacks<M: MapCore, W: MapCore>(
         &self,
         reader: &mut StackReader<'_, M>,
         wakers: &mut WakerReader<'_, W>,
     ) -> (Vec<RawStack>, Vec<Ran>) {
-        let mut out = Vec::with_capacity(self.totals.len());
+        let entries = self.totals.iter().map(|(k, spans)| (*k, spans.to_vec()));
+        self.read_out(entries, self.totals.len(), reader, wakers)
+    }
+
+    /// `entries` (`n` of them, totals per key) as raw stacks, their stacks
+    /// read from the stack store, and the time threads ran (wall-clock
+    /// captures). Nanoseconds become microseconds.
+    pub fn read_out<M: MapCore, W: MapCore>(
+        &self,
+        entries: impl Iterator<Item = (Key, Vec<Span>)>,
+        n: usize,
+        reader: &mut StackReader<'_, M>,
+        wakers: &mut WakerReader<'_, W>,
+    ) -> (Vec<RawStack>, Vec<Ran>) {
+        let mut out = Vec::with_capacity(n);
         let mut runs = Vec::new();
-        for (k, spans) in &self.totals {
+        for (k, mut spans) in entries {
             let value: u64 = spans.iter().map(|s| s.weight).sum();
             let mut key = types::fg_key::default();
-            if plain::copy_from_bytes(&mut key, k).is_err() {
+            if plain::copy_from_bytes(&mut key, &k).is_err() {
                 continue;
             }
+            time::normalize(&mut spans);
             if key.state == RAN {
-                let mut spans = spans.clone();
-                time::normalize(&mut spans);
                 runs.push(Ran {
                     pid: key.pid,
                     tid: key.tid,
@@ -363,13 +386,9 @@ impl Counts {
                 user: user.unwrap_or_default(),
                 kernel: kernel.unwrap_or_default(),
                 kernel_names: Vec::new(),
-                spans: {
-                    let mut spans = spans.clone();
-                    time::normalize(&mut spans);
-                    match state {
-                        None => spans,
-                        Some(_) => in_microseconds(&spans),
-                    }
+                spans: match state {
+                    None => spans,
+                    Some(_) => in_microseconds(&spans),
                 },
                 weight: match state {
                     None => value,

@@ -16,6 +16,8 @@ mod offcpu;
 mod options;
 pub mod perf;
 mod programs;
+mod read;
+mod totals;
 mod java;
 mod interp;
 mod php;
@@ -446,13 +448,14 @@ impl Probe {
     pub fn finish(&mut self) -> Recorded {
         let now = self.stopped_at.unwrap_or_else(offcpu::monotonic_ns);
         self.counts.drain_all(&self.skel);
-        self.read(now)
+        let totals = self.counts.take_totals();
+        self.read(now, Some(totals))
     }
 
     /// What was recorded up to the last drain, read while recording goes
     /// on (for `top`), with the blocks still open counted to now.
     pub fn snapshot(&mut self) -> Recorded {
-        self.read(offcpu::monotonic_ns())
+        self.read(offcpu::monotonic_ns(), None)
     }
 
     /// The capture's time of the last drain: every count taken before it
@@ -460,66 +463,6 @@ impl Probe {
     pub fn drained_through(&self) -> Option<Duration> {
         let at = self.counts.drained_at()?;
         Some(Duration::from_nanos(at.saturating_sub(self.counts.slicing().origin)))
-    }
-
-    /// The counts drained so far, named as [`Self::finish`] names them.
-    fn read(&mut self, now: u64) -> Recorded {
-        let mut reader = drain::StackReader::new(&self.skel.maps.stacks, self.counts.stacks());
-        let wakers_on = self.opts.offcpu.as_ref().is_some_and(|o| o.wakers);
-        let mut wakers = wakers::WakerReader::new(wakers_on.then_some(&self.skel.maps.wakers));
-        let (mut stacks, mut runs) = self.counts.raw_stacks(&mut reader, &mut wakers);
-        let wakers_missing = wakers.missing;
-        let open = offcpu::open_blocks(
-            &self.skel.maps.starts,
-            &self.opts,
-            (now, self.counts.slicing(), self.counts.groups()),
-            &mut reader,
-            &mut stacks,
-        );
-        let stats = self.stats();
-        let mut rec = Recorded {
-            stacks,
-            stats,
-            open_blocks: open.drawn,
-            runs: {
-                runs.extend(open.running);
-                runs
-            },
-            idle: (open.idle_threads, open.idle_us),
-            kthread_switches: stats.kthread_switches,
-            tables: self.tables.as_ref().map(unwind::Tables::stats),
-            tables_refused: self.tables_refused.clone(),
-            python_refused: self.python_refused.clone(),
-            java_refused: self.java_refused.clone(),
-            node_refused: self.node_refused.clone(),
-            walkers_joined: self.walkers_joined,
-            kernel: self.paths.lines(),
-            slice: Some(self.counts.slicing().width()),
-            ..Default::default()
-        };
-        self.runtimes.finish(&mut rec);
-        let (announcements, follow_lost, inherit_lost) = self
-            .skel
-            .maps
-            .bss_data
-            .as_deref()
-            .map_or((0, 0, 0), |b| (b.proc_events_lost, b.follow_lost, b.inherit_lost));
-        losses::count(
-            &mut rec,
-            &losses::Lost {
-                stats,
-                wakers_missing,
-                // A full perf buffer fails the BPF side's output (counted
-                // there) and is reported to the reader too: the larger
-                // count stands.
-                announcements: announcements.max(self.watcher.lost()),
-                follow_lost,
-                inherit_lost,
-                merged_spans: self.counts.merged_spans(),
-                slice: self.counts.slicing().width(),
-            },
-        );
-        rec
     }
 
     /// Threads already blocked when tracing starts would otherwise go

@@ -6,11 +6,13 @@
 
 use std::collections::HashMap;
 
+use super::frame_lists::FrameLists;
 use super::raw::{INTERRUPT_WAKER, WAKER_SEPARATOR};
 use super::{
     Frame, FrameId, FrameKind, Profile, PyFrame, RawStack, Stack, State, Thread, ThreadId, Unit,
     Unresolved, UnresolvedReason,
 };
+use crate::procs::{BinaryId, Target};
 use crate::symbolize::{Named, SymKind, Symbolizer};
 
 /// Maps keyed by address, looked up millions of times per capture: SipHash
@@ -43,6 +45,8 @@ pub fn from_raw(mut raw: Vec<RawStack>, unit: Unit, symbolizer: &mut Symbolizer)
     let user = user_entries(&raw, symbolizer, &mut profile, &mut table, &hasher);
     profile.reserve(raw.len());
     let mut next_user = 0;
+    let mut lists = FrameLists::default();
+    let mut frames: Vec<FrameId> = Vec::new();
     let mut waker_frames: HashMap<FrameId, FrameId> = HashMap::new();
 
     // Each (pid, tid)'s threads by name and group.
@@ -73,7 +77,8 @@ pub fn from_raw(mut raw: Vec<RawStack>, unit: Unit, symbolizer: &mut Symbolizer)
         // This stack's slots, in the order user_entries recorded them.
         let slots = &user.frame_slots[next_user..next_user + user_ips.len()];
         next_user += user_ips.len();
-        let mut frames = Vec::with_capacity(user_ips.len() + kernel_ips.len() + 2);
+        // One buffer for every stack: each is kept as its shared list.
+        frames.clear();
         if let Some(note) = r.root_note {
             frames.push(profile.intern_frame(Frame::new(note, FrameKind::Pseudo)));
         }
@@ -165,10 +170,9 @@ pub fn from_raw(mut raw: Vec<RawStack>, unit: Unit, symbolizer: &mut Symbolizer)
                 roles.insert(thread, role);
             }
         }
-        frames.shrink_to_fit();
         profile.push(Stack {
             thread: Some(thread),
-            frames,
+            frames: lists.share(&frames),
             weight: r.weight,
             spans,
         });
@@ -378,24 +382,31 @@ fn user_entries(
     table: &mut Table,
     hasher: &ahash::RandomState,
 ) -> UserEntries {
-    // Each distinct (pid, address) gets a slot; each frame of `raw` records
-    // its slot, so that stacks are later assembled without a second lookup
-    // per frame.
-    let mut slots_of: HashMap<u32, AddrMap<u32>> = HashMap::new();
-    let mut slot_keys: Vec<(u32, u64)> = Vec::new();
+    // Each distinct place a frame lies gets a slot: a binary's offset is
+    // one slot for every process that maps the binary (a whole host's
+    // processes of one program, each at its own address), the rest one per
+    // (pid, address). Each frame of `raw` records its slot, so that stacks
+    // are later assembled without a second lookup per frame.
+    let mut slots_of: HashMap<Slot, u32, ahash::RandomState> = HashMap::with_hasher(hasher.clone());
+    let mut slot_keys: Vec<(u32, u64, Target)> = Vec::new();
     let mut frame_slots = Vec::with_capacity(raw.iter().flat_map(parts).map(|r| r.user.len()).sum());
     for r in raw.iter().flat_map(parts).filter(|r| !r.user.is_empty()) {
-        let slots = slots_of
-            .entry(r.pid)
-            .or_insert_with(|| AddrMap::with_hasher(hasher.clone()));
         for a in adjusted(&r.user) {
-            let slot = *slots.entry(a).or_insert_with(|| {
-                slot_keys.push((r.pid, a));
+            let target = symbolizer.locate(r.pid, a);
+            let key = match target {
+                Target::Binary(b, off) => Slot::Binary(b, off),
+                Target::Vdso(off) => Slot::Vdso(off),
+                Target::Gone => Slot::Gone,
+                Target::Jit | Target::Unmapped => Slot::Process(r.pid, a),
+            };
+            let slot = *slots_of.entry(key).or_insert_with(|| {
+                slot_keys.push((r.pid, a, target));
                 (slot_keys.len() - 1) as u32
             });
             frame_slots.push(slot);
         }
     }
+    drop(slots_of);
     let (names, index) = symbolizer.user(&slot_keys);
     let named: Vec<u32> = names.into_iter().map(|n| table.add(profile, n)).collect();
     let entries = index.into_iter().map(|i| named[i as usize]).collect();
@@ -403,6 +414,17 @@ fn user_entries(
         frame_slots,
         entries,
     }
+}
+
+/// Where a user frame lies, as naming it needs: the same offset of one
+/// binary names the same in every process, JIT code and addresses outside
+/// every mapping are looked up per process (its perf map).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum Slot {
+    Binary(BinaryId, u64),
+    Vdso(u64),
+    Gone,
+    Process(u32, u64),
 }
 
 /// What distinct addresses were named: each entry a run of interned frames

@@ -127,7 +127,7 @@ pub fn wall(on: &Profile, off: &mut Profile, runs: Vec<Ran>) -> Profile {
         time::normalize(&mut spans);
         wall.push(Stack {
             thread: Some(thread),
-            frames: vec![frame],
+            frames: [frame].into(),
             weight: *us,
             spans,
         });
@@ -181,7 +181,7 @@ mod tests {
         let f = p.intern_frame(Frame::new(frame, FrameKind::User));
         p.push(Stack {
             thread: Some(thread),
-            frames: vec![f],
+            frames: vec![f].into(),
             weight,
             spans,
         });

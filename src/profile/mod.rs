@@ -3,6 +3,7 @@
 
 pub mod analysis;
 pub mod build;
+pub mod frame_lists;
 pub mod merge;
 pub mod names;
 pub mod raw;
@@ -220,13 +221,18 @@ pub struct Thread {
     pub group: Option<String>,
 }
 
+/// A stack's frames, root first.
+pub type Frames = std::sync::Arc<[FrameId]>;
+
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Stack {
     /// Index into [`Profile::threads`]; `None` for profiles read from
     /// folded files that carry no thread identity.
     pub thread: Option<ThreadId>,
-    /// Root first.
-    pub frames: Vec<FrameId>,
+    /// Root first; shared by the stacks with the same frames (whole-host
+    /// captures hold hundreds of thousands of threads' stacks over a few
+    /// thousand frame lists).
+    pub frames: Frames,
     pub weight: u64,
     /// When the weight fell, in slices of [`Meta::slice`], adding up to
     /// `weight`; empty when the profile has no time (see [`time`]).
@@ -448,6 +454,7 @@ impl Profile {
     /// profile as large, which is not held twice.
     pub fn absorb(&mut self, other: &mut Profile, scale: impl Fn(u64) -> u64) {
         let (frames, threads) = self.intern_all(other);
+        let mut lists = frame_lists::Remap::default();
         let mut moved = std::mem::take(&mut other.stacks);
         for s in &mut moved {
             // Scaled span by span, the parts still add up to the whole.
@@ -459,9 +466,7 @@ impl Profile {
                 false => s.spans.iter().map(|p| p.weight).sum(),
             };
             s.thread = s.thread.map(|t| threads[t as usize]);
-            for f in &mut s.frames {
-                *f = frames[*f as usize];
-            }
+            s.frames = lists.map(&s.frames, &frames);
         }
         moved.retain(|s| s.weight > 0);
         // Into an empty profile, the stacks keep their own buffer.
@@ -484,6 +489,7 @@ impl Profile {
     /// that they still add up to it.
     pub fn absorb_reweighted(&mut self, other: &Profile, weights: &[u64]) {
         let (frames, threads) = self.intern_all(other);
+        let mut lists = frame_lists::Remap::default();
         for (s, &weight) in other.stacks.iter().zip(weights) {
             let total = u128::from(s.spans.iter().map(|p| p.weight).sum::<u64>().max(1));
             let (mut before, mut given) = (0u128, 0u64);
@@ -500,7 +506,7 @@ impl Profile {
                 .collect();
             self.push(Stack {
                 thread: s.thread.map(|t| threads[t as usize]),
-                frames: s.frames.iter().map(|&f| frames[f as usize]).collect(),
+                frames: lists.map(&s.frames, &frames),
                 weight,
                 spans,
             });

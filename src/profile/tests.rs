@@ -27,25 +27,25 @@ fn coalesce_merges_and_orders_by_weight() {
     let b = p.intern_frame(Frame::new("b", FrameKind::User));
     p.push(Stack {
         thread: None,
-        frames: vec![a],
+        frames: vec![a].into(),
         weight: 2,
         ..Default::default()
     });
     p.push(Stack {
         thread: None,
-        frames: vec![a, b],
+        frames: vec![a, b].into(),
         weight: 3,
         ..Default::default()
     });
     p.push(Stack {
         thread: None,
-        frames: vec![a],
+        frames: vec![a].into(),
         weight: 2,
         ..Default::default()
     });
     p.push(Stack {
         thread: None,
-        frames: vec![b],
+        frames: vec![b].into(),
         weight: 0,
         ..Default::default()
     });
@@ -70,7 +70,7 @@ fn absorb_shares_frames_and_scales() {
     let x = b.intern_frame(Frame::new("x", FrameKind::User));
     b.push(Stack {
         thread: Some(bt),
-        frames: vec![x],
+        frames: vec![x].into(),
         weight: 3,
         ..Default::default()
     });
@@ -78,7 +78,7 @@ fn absorb_shares_frames_and_scales() {
     let ax = a.intern_frame(Frame::new("x", FrameKind::User));
     a.push(Stack {
         thread: Some(at),
-        frames: vec![ax],
+        frames: vec![ax].into(),
         weight: 5,
         ..Default::default()
     });
@@ -121,13 +121,13 @@ fn unknown_leaf_weight_counts_only_unknown_leaves() {
     let u = p.intern_frame(Frame::new(UNKNOWN, FrameKind::User));
     p.push(Stack {
         thread: None,
-        frames: vec![a, u],
+        frames: vec![a, u].into(),
         weight: 5,
         ..Default::default()
     });
     p.push(Stack {
         thread: None,
-        frames: vec![u, a],
+        frames: vec![u, a].into(),
         weight: 7,
         ..Default::default()
     });

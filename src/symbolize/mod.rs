@@ -198,6 +198,15 @@ impl Symbolizer {
         self.registry.read_process(pid)
     }
 
+    /// Where `addr` of `pid` lies, for [`Self::user`] (a runtime's frame
+    /// word lies nowhere).
+    pub fn locate(&self, pid: u32, addr: u64) -> Target {
+        match is_runtime_word(addr) {
+            true => Target::Unmapped,
+            false => self.registry.locate(pid, addr),
+        }
+    }
+
     /// See [`Registry::process_name`].
     pub fn process_name(&self, pid: u32, comm: &str) -> String {
         self.registry.process_name(pid, comm)
@@ -228,23 +237,16 @@ impl Symbolizer {
             .collect()
     }
 
-    /// Names user addresses of processes (each (pid, address) once): each
-    /// binary's offsets are gathered from every process that maps it and
-    /// named together. Returns the distinct names, and for each key the
+    /// Names user addresses of processes, each with where it lies
+    /// ([`Self::locate`]), each key once: each binary's offsets are
+    /// gathered from every process that maps it and named together. Returns the distinct names, and for each key the
     /// index of its name: a name is made once however many processes and
     /// addresses share it.
-    pub fn user(&self, keys: &[(u32, u64)]) -> (Vec<Named>, Vec<u32>) {
-        let targets: Vec<Target> = keys
-            .iter()
-            .map(|&(pid, addr)| match is_runtime_word(addr) {
-                true => Target::Unmapped,
-                false => self.registry.locate(pid, addr),
-            })
-            .collect();
+    pub fn user(&self, keys: &[(u32, u64, Target)]) -> (Vec<Named>, Vec<u32>) {
         let mut wanted: HashMap<usize, Vec<u64>> = HashMap::new();
         let mut vdso_offsets = Vec::new();
-        for t in &targets {
-            match *t {
+        for &(_, _, t) in keys {
+            match t {
                 Target::Binary(b, off) => wanted.entry(b).or_default().push(off),
                 Target::Vdso(off) => vdso_offsets.push(off),
                 _ => {}
@@ -282,8 +284,7 @@ impl Symbolizer {
         );
         let index = keys
             .iter()
-            .zip(targets)
-            .map(|(&(pid, addr), target)| {
+            .map(|&(pid, addr, target)| {
                 if is_runtime_word(addr) {
                     let named = self.runtime.get(&(pid, addr)).unwrap_or(&no_name);
                     if let Some(&i) = runtime.get(named) {

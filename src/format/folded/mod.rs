@@ -130,13 +130,13 @@ mod tests {
         let k = p.intern_frame(Frame::new("do_syscall_64", FrameKind::Kernel));
         p.push(Stack {
             thread: Some(t),
-            frames: vec![main, inl, k],
+            frames: vec![main, inl, k].into(),
             weight: 7,
             ..Default::default()
         });
         p.push(Stack {
             thread: Some(t),
-            frames: vec![main],
+            frames: vec![main].into(),
             weight: 3,
             ..Default::default()
         });

@@ -22,6 +22,7 @@ use std::path::Path;
 
 use rustc_hash::FxHashMap;
 
+use crate::profile::frame_lists::FrameLists;
 use crate::profile::names::group_of_frame;
 use crate::profile::{Frame, FrameId, Kind, Profile, Span, Stack, Thread, Unit};
 
@@ -214,6 +215,8 @@ pub fn parse_timed(
     let mut profile = Profile::new(unit);
     // The same frame text recurs on many lines: intern each text once.
     let mut ids: FxHashMap<&str, FrameId> = FxHashMap::default();
+    let mut lists = FrameLists::default();
+    let mut list: Vec<FrameId> = Vec::new();
     let mut frames = Vec::new();
     for &(stack, count) in &lines {
         let spans = spans.next().flatten().unwrap_or_default();
@@ -240,16 +243,14 @@ pub fn parse_timed(
             Layout::Foreign => (None, &frames[..]),
         };
         let ours = layout == Layout::Fgbpf;
-        let ids = code
-            .iter()
-            .map(|f| {
-                *ids.entry(f)
-                    .or_insert_with(|| profile.intern_frame(Frame::from_folded(f, ours)))
-            })
-            .collect();
+        list.clear();
+        list.extend(code.iter().map(|f| {
+            *ids.entry(f)
+                .or_insert_with(|| profile.intern_frame(Frame::from_folded(f, ours)))
+        }));
         profile.push(Stack {
             thread,
-            frames: ids,
+            frames: lists.share(&list),
             weight: count,
             spans,
         });
@@ -399,7 +400,7 @@ mod tests {
         ] {
             p.push(Stack {
                 thread: Some(thread),
-                frames,
+                frames: frames.into(),
                 weight,
                 ..Default::default()
             });
@@ -421,7 +422,7 @@ mod tests {
                 group: Some(group.into()),
             });
             let main = p.intern_frame(Frame::new("main", FrameKind::User));
-            p.push(Stack { thread: Some(t), frames: vec![main], weight: tid.into(), ..Default::default() });
+            p.push(Stack { thread: Some(t), frames: vec![main].into(), weight: tid.into(), ..Default::default() });
         }
         let text = folded::lines(&p, &Options::default()).join("\n");
         assert_eq!(text, "[container 0123456789ab];srv-1;w-1;main 1\n[cgroup /a:b?c]];srv-1;w-2;main 2");

@@ -55,7 +55,7 @@ fn hostile_names_cannot_leave_the_data() {
     let f = p.intern_frame(Frame::new("<b>x</b>\u{2029}&amp;", FrameKind::User));
     p.push(Stack {
         thread: Some(t),
-        frames: vec![f],
+        frames: vec![f].into(),
         weight: 5,
         spans: vec![Span::at(0, 5)],
     });
@@ -106,7 +106,7 @@ fn the_cap_keeps_the_heaviest_and_reports_the_rest() {
         let f = p.intern_frame(Frame::new(format!("f{i}"), FrameKind::User));
         p.push(Stack {
             thread: Some(t),
-            frames: vec![f],
+            frames: vec![f].into(),
             weight: i * 10,
             spans: vec![Span { first: 0, last: 3, weight: i * 10 }],
         });
@@ -151,13 +151,13 @@ fn spans_are_embedded_as_the_profile_has_them() {
     let spans = vec![Span::at(0, 3), Span { first: 5, last: 9, weight: 11 }, Span::at(40, 1)];
     p.push(Stack {
         thread: Some(t),
-        frames: vec![a, k],
+        frames: vec![a, k].into(),
         weight: 15,
         spans: spans.clone(),
     });
     p.push(Stack {
         thread: None,
-        frames: vec![a],
+        frames: vec![a].into(),
         weight: 2,
         spans: vec![Span::at(59, 2)],
     });
@@ -202,7 +202,7 @@ fn a_profile_without_time_has_no_heat_map() {
     let a = p.intern_frame(Frame::new("a", FrameKind::User));
     p.push(Stack {
         thread: None,
-        frames: vec![a],
+        frames: vec![a].into(),
         weight: 4,
         ..Default::default()
     });
@@ -252,7 +252,7 @@ fn two_hundred_thousand_stacks() {
         crate::profile::time::normalize(&mut spans);
         p.push(Stack {
             thread: Some(threads[(next() % 10) as usize]),
-            frames,
+            frames: frames.into(),
             weight: spans.iter().map(|s| s.weight).sum(),
             spans,
         });

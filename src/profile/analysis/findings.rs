@@ -139,13 +139,13 @@ mod tests {
             });
             p.push(Stack {
                 thread: Some(t),
-                frames: vec![handle, read, pipe, sleeping],
+                frames: vec![handle, read, pipe, sleeping].into(),
                 weight: 200,
                 ..Default::default()
             });
             p.push(Stack {
                 thread: Some(t),
-                frames: vec![work],
+                frames: vec![work].into(),
                 weight: 100,
                 ..Default::default()
             });

@@ -30,7 +30,7 @@ fn sample() -> Profile {
     let sleeping = f(&mut p, "[sleeping]", FrameKind::Pseudo);
     let stack = |thread, frames: Vec<u32>, spans: Vec<Span>| Stack {
         thread: Some(thread),
-        frames,
+        frames: frames.into(),
         weight: spans.iter().map(|s| s.weight).sum(),
         spans,
     };

@@ -1,0 +1,79 @@
+//! Reading what the probe recorded into a [`Recorded`]: the counts as raw
+//! stacks, the off-CPU blocks still open, the runtimes' frames and the
+//! losses; copied while the capture goes on (`top`), moved at its end.
+
+use super::counts::Key;
+use super::totals::Totals;
+use super::{drain, losses, offcpu, unwind, wakers, Probe, Recorded};
+
+impl Probe {
+    /// The counts drained so far, named as [`Self::finish`] names them.
+    /// `totals`: the counts taken out at the end, read once, else
+    /// those held (copied) while the capture goes on.
+    pub(super) fn read(&mut self, now: u64, totals: Option<Totals<Key>>) -> Recorded {
+        let mut reader = drain::StackReader::new(&self.skel.maps.stacks, self.counts.stacks());
+        let wakers_on = self.opts.offcpu.as_ref().is_some_and(|o| o.wakers);
+        let mut wakers = wakers::WakerReader::new(wakers_on.then_some(&self.skel.maps.wakers));
+        let (mut stacks, mut runs) = match totals {
+            Some(t) => {
+                let n = t.len();
+                let entries = t.into_entries().map(|(k, spans)| (k, spans.into_vec()));
+                self.counts.read_out(entries, n, &mut reader, &mut wakers)
+            }
+            None => self.counts.raw_stacks(&mut reader, &mut wakers),
+        };
+        let wakers_missing = wakers.missing;
+        let open = offcpu::open_blocks(
+            &self.skel.maps.starts,
+            &self.opts,
+            (now, self.counts.slicing(), self.counts.groups()),
+            &mut reader,
+            &mut stacks,
+        );
+        let stats = self.stats();
+        let mut rec = Recorded {
+            stacks,
+            stats,
+            open_blocks: open.drawn,
+            runs: {
+                runs.extend(open.running);
+                runs
+            },
+            idle: (open.idle_threads, open.idle_us),
+            kthread_switches: stats.kthread_switches,
+            tables: self.tables.as_ref().map(unwind::Tables::stats),
+            tables_refused: self.tables_refused.clone(),
+            python_refused: self.python_refused.clone(),
+            java_refused: self.java_refused.clone(),
+            node_refused: self.node_refused.clone(),
+            walkers_joined: self.walkers_joined,
+            kernel: self.paths.lines(),
+            slice: Some(self.counts.slicing().width()),
+            ..Default::default()
+        };
+        self.runtimes.finish(&mut rec);
+        let (announcements, follow_lost, inherit_lost) = self
+            .skel
+            .maps
+            .bss_data
+            .as_deref()
+            .map_or((0, 0, 0), |b| (b.proc_events_lost, b.follow_lost, b.inherit_lost));
+        losses::count(
+            &mut rec,
+            &losses::Lost {
+                stats,
+                wakers_missing,
+                // A full perf buffer fails the BPF side's output (counted
+                // there) and is reported to the reader too: the larger
+                // count stands.
+                announcements: announcements.max(self.watcher.lost()),
+                follow_lost,
+                inherit_lost,
+                merged_spans: self.counts.merged_spans(),
+                slice: self.counts.slicing().width(),
+            },
+        );
+        rec
+    }
+
+}
