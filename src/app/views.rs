@@ -47,8 +47,7 @@ impl Views {
     ) -> Views {
         let java = walks::java(&recorded, |pid| symbolizer.process_name(pid, ""));
         let node = walks::node(&recorded, |pid| symbolizer.process_name(pid, ""), |pid| symbolizer.has_perf_map(pid));
-        let (mut off_raw, on_raw): (Vec<RawStack>, Vec<RawStack>) =
-            recorded.stacks.into_iter().partition(|s| s.state.is_some());
+        let (on_raw, mut off_raw) = split_sides(recorded.stacks);
         let mut views = Views {
             on: None,
             off: None,
@@ -149,6 +148,22 @@ impl Views {
     }
 }
 
+/// The on-CPU stacks and the off-CPU ones, without a second copy of every
+/// raw stack: the on-CPU ones are moved to the front in place and copied
+/// out; the off-CPU ones keep the buffer.
+fn split_sides(mut stacks: Vec<RawStack>) -> (Vec<RawStack>, Vec<RawStack>) {
+    let mut on = 0;
+    for i in 0..stacks.len() {
+        if stacks[i].state.is_none() {
+            stacks.swap(on, i);
+            on += 1;
+        }
+    }
+    let on_raw: Vec<RawStack> = stacks.drain(..on).collect();
+    stacks.shrink_to_fit();
+    (on_raw, stacks)
+}
+
 /// The probe's walk counters and table coverage, for the model.
 fn unwinding(stats: &probe::Stats, tables: Option<&probe::TableStats>) -> Option<Unwinding> {
     let mut u = Unwinding {
@@ -235,3 +250,33 @@ impl Edges {
     }
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::State;
+
+    #[test]
+    fn sides_split_keep_every_stack() {
+        let stack = |pid, state| RawStack {
+            pid,
+            state,
+            ..Default::default()
+        };
+        let all = vec![
+            stack(1, Some(State::Sleeping)),
+            stack(2, None),
+            stack(3, Some(State::Sleeping)),
+            stack(4, Some(State::Sleeping)),
+            stack(5, None),
+        ];
+        let (on, off) = split_sides(all);
+        let mut on: Vec<u32> = on.iter().map(|s| s.pid).collect();
+        let mut off: Vec<u32> = off.iter().map(|s| s.pid).collect();
+        on.sort_unstable();
+        off.sort_unstable();
+        assert_eq!((on, off), (vec![2, 5], vec![1, 3, 4]));
+        let (on, off) = split_sides(Vec::new());
+        assert!(on.is_empty() && off.is_empty());
+    }
+}
