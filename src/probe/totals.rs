@@ -12,8 +12,7 @@ use smallvec::SmallVec;
 
 use crate::profile::time::Span;
 
-/// Entries per chunk: 4096 entries of 96 bytes, in blocks the allocator
-/// maps and unmaps on their own.
+/// Entries per chunk: 4096 entries of 96 bytes, 384 KB a chunk.
 const CHUNK: usize = 4096;
 
 /// A key's spans.

@@ -173,8 +173,6 @@ pub struct Registry {
     /// is recognised without a system call.
     by_maps_key: HashMap<(u64, u64), BinaryId>,
     by_file_key: HashMap<FileKey, BinaryId>,
-    /// Binaries by build ID and size (see [`Self::open_binary`]).
-    by_build: HashMap<(Vec<u8>, u64), BinaryId>,
     /// Open root directories of other mount namespaces or chroots, kept so
     /// that perf maps inside them can be read after the process exits;
     /// closed when no process held uses it.
@@ -200,7 +198,6 @@ impl Registry {
             binaries: Vec::new(),
             by_maps_key: HashMap::new(),
             by_file_key: HashMap::new(),
-            by_build: HashMap::new(),
             roots: Vec::new(),
             root_users: Vec::new(),
             root_ids: HashMap::new(),
@@ -499,21 +496,6 @@ impl Registry {
             return b;
         }
         let elf = file.as_ref().and_then(ElfInfo::read);
-        // The same build elsewhere (a container's copy of a program, each
-        // container's layer a file of its own) is read once: same build ID
-        // and same size, so a stripped copy of an unstripped binary stays
-        // apart.
-        let same_build = match (&elf, &key) {
-            (Some(info), Some(k)) => info.build_id.clone().map(|id| (id, k.size)),
-            _ => None,
-        };
-        if let Some(&b) = same_build.as_ref().and_then(|id| self.by_build.get(id)) {
-            self.by_maps_key.insert(maps_key, b);
-            if let Some(k) = key {
-                self.by_file_key.insert(k, b);
-            }
-            return b;
-        }
         let debug = match (&elf, &file) {
             (Some(info), Some(_)) if !info.has_dwarf => {
                 debug_file::find(&self.debug_dirs, info, path, root_path.as_deref(), &|f| {
@@ -537,9 +519,6 @@ impl Registry {
         self.by_maps_key.insert(maps_key, b);
         if let Some(k) = key {
             self.by_file_key.insert(k, b);
-        }
-        if let Some(id) = same_build {
-            self.by_build.insert(id, b);
         }
         b
     }
