@@ -8,6 +8,13 @@ use fgbpf::cli::{Cli, Command};
 use fgbpf::app;
 
 fn main() {
+    // Blocks of 256 KB and more (the tables a capture's end builds and
+    // frees) get mappings of their own, given back to the system when
+    // freed. Left to itself glibc raises this threshold each time such a
+    // block is freed, then serves the next ones from its heap, which it
+    // keeps: memory the end no longer uses would stay resident.
+    // SAFETY: sets an allocator parameter before any thread starts.
+    unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, 256 * 1024) };
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {

@@ -47,7 +47,7 @@ fn profile(idle_name: &str) -> Profile {
             thread: Some(app),
             frames: frames.into(),
             weight: span.weight,
-            spans: vec![span],
+            spans: vec![span].into(),
         })
     };
     for s in 0..25 {
@@ -237,7 +237,7 @@ fn even(slice_ms: u64, seconds: u64) -> Profile {
         thread: Some(t),
         frames: vec![f].into(),
         weight: u64::from(slices),
-        spans: vec![Span { first: 0, last: slices - 1, weight: u64::from(slices) }],
+        spans: vec![Span { first: 0, last: slices - 1, weight: u64::from(slices) }].into(),
     });
     p
 }

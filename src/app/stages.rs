@@ -1,5 +1,6 @@
-//! `FGBPF_MEMORY_STAGES=1`: the peak resident memory of each step of a
-//! capture's end, one line each on stderr, so that the soak
+//! The steps of a capture's end, marked: at each mark what the step freed
+//! goes back to the system, and with `FGBPF_MEMORY_STAGES=1` the step's
+//! peak resident memory is printed, one line on stderr, so that the soak
 //! (`scripts/soak.sh`) can say where the end's memory goes. Each mark
 //! prints the peak since the mark before, then starts a new one.
 
@@ -24,6 +25,10 @@ fn enabled() -> bool {
 /// Prints `stage`'s peak and current resident memory in MB, and resets
 /// the kernel's peak (`/proc/self/clear_refs`, 5) for the next stage.
 pub fn mark(stage: &str) {
+    // What the step freed goes back to the system before the next one:
+    // the allocator otherwise keeps the pages of freed blocks resident.
+    // SAFETY: malloc_trim only returns free pages of the allocator's own.
+    unsafe { libc::malloc_trim(0) };
     if !enabled() {
         return;
     }

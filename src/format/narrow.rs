@@ -260,7 +260,7 @@ mod tests {
                     let big = heavy && next(10) == 0;
                     1 + next(if big { 5000 } else { 40 })
                 },
-                spans: Vec::new(),
+                spans: Default::default(),
             });
         }
         p.coalesce();

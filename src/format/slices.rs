@@ -142,13 +142,13 @@ mod tests {
             thread: Some(t),
             frames: vec![a].into(),
             weight: 1000,
-            spans: vec![Span { first: 0, last: 9, weight: 1000 }],
+            spans: smallvec::smallvec![Span { first: 0, last: 9, weight: 1000 }],
         });
         p.push(Stack {
             thread: Some(t),
             frames: vec![a, b].into(),
             weight: 7,
-            spans: vec![Span::at(3, 4), Span::at(12, 3)],
+            spans: smallvec::smallvec![Span::at(3, 4), Span::at(12, 3)],
         });
         let dir = std::env::temp_dir().join(format!("fgbpf-slices-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();

@@ -210,7 +210,7 @@ mod tests {
                 pid: 1,
                 tid,
                 process: "srv".into(),
-                name: format!("w{tid}"),
+                name: format!("w{tid}").into(),
             })
         };
         let (t1, t2) = (thread(&mut p, 1), thread(&mut p, 2));

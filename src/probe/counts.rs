@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use libbpf_rs::{MapCore, MapFlags};
 
-use super::drain::{c_name, StackReader};
+use super::drain::StackReader;
 use super::wakers::WakerReader;
 use super::skel::{types, FgbpfSkel};
 use super::totals::{Spans, Totals};
@@ -18,7 +18,7 @@ use super::{state_of_raw, DRAIN_EVERY};
 use crate::procs::groups::Groups;
 use crate::profile::merge::Ran;
 use crate::profile::time::{self, Span};
-use crate::profile::{PyWalk, RawStack, Walk, BEFORE_CAPTURE, END_UNTRACED, LOST_STACK, START_UNTRACED};
+use crate::profile::{More, PyWalk, RawStack, Walk, BEFORE_CAPTURE, END_UNTRACED, LOST_STACK, START_UNTRACED};
 
 /// Where the flags of struct fg_key and struct fg_start keep the walk
 /// (FG_WALK_SHIFT).
@@ -220,7 +220,17 @@ impl Counts {
                 weight: value,
             };
             k[SLICE_AT..SLICE_END].fill(0);
-            if !self.totals.contains(&k) {
+            // Most keys only ever get one span: no room for more yet.
+            let (spans, new) = self.totals.entry(k);
+            // A slice that straddles two drains comes in twice.
+            match spans.last_mut() {
+                Some(last) if (last.first, last.last) == (span.first, span.last) => last.weight += value,
+                _ => {
+                    spans.push(span);
+                    self.spans += 1;
+                }
+            }
+            if new {
                 let mut key = types::fg_key::default();
                 if plain::copy_from_bytes(&mut key, &k).is_ok() {
                     if self.groups.is_some() {
@@ -235,16 +245,6 @@ impl Counts {
                             self.by_pid.entry(w.pid).or_default().push(w.user_stack);
                         }
                     }
-                }
-            }
-            // Most keys only ever get one span: no room for more yet.
-            let (spans, _) = self.totals.entry(k);
-            // A slice that straddles two drains comes in twice.
-            match spans.last_mut() {
-                Some(last) if (last.first, last.last) == (span.first, span.last) => last.weight += value,
-                _ => {
-                    spans.push(span);
-                    self.spans += 1;
                 }
             }
         }
@@ -274,10 +274,8 @@ impl Counts {
         let before = self.spans;
         self.spans = 0;
         for spans in self.totals.spans_mut() {
-            let mut v = std::mem::take(spans).into_vec();
-            time::widen(&mut v, 2);
-            self.spans += v.len();
-            *spans = Spans::from_vec(v);
+            time::widen(spans, 2);
+            self.spans += spans.len();
         }
         self.merged += (before - self.spans) as u64;
         self.slicing.widened *= 2;
@@ -335,7 +333,7 @@ impl Counts {
         reader: &mut StackReader<'_, M>,
         wakers: &mut WakerReader<'_, W>,
     ) -> (Vec<RawStack>, Vec<Ran>) {
-        let entries = self.totals.iter().map(|(k, spans)| (*k, spans.to_vec()));
+        let entries = self.totals.iter().map(|(k, spans)| (*k, spans.clone()));
         self.read_out(entries, self.totals.len(), reader, wakers)
     }
 
@@ -344,7 +342,7 @@ impl Counts {
     /// captures). Nanoseconds become microseconds.
     pub fn read_out<M: MapCore, W: MapCore>(
         &self,
-        entries: impl Iterator<Item = (Key, Vec<Span>)>,
+        entries: impl Iterator<Item = (Key, Spans)>,
         n: usize,
         reader: &mut StackReader<'_, M>,
         wakers: &mut WakerReader<'_, W>,
@@ -362,8 +360,8 @@ impl Counts {
                 runs.push(Ran {
                     pid: key.pid,
                     tid: key.tid,
-                    comm: c_name(&key.comm),
-                    spans: in_microseconds(&spans),
+                    comm: reader.name(&key.comm),
+                    spans: in_microseconds(spans),
                     us: (value + 500) / 1000,
                 });
                 continue;
@@ -381,14 +379,12 @@ impl Counts {
             out.push(RawStack {
                 pid: key.pid,
                 tid: key.tid,
-                comm: c_name(&key.comm),
-                group: self.groups.as_ref().map(|g| g.label(key.cgroup)),
+                comm: reader.name(&key.comm),
                 user: user.unwrap_or_default(),
                 kernel: kernel.unwrap_or_default(),
-                kernel_names: Vec::new(),
                 spans: match state {
                     None => spans,
-                    Some(_) => in_microseconds(&spans),
+                    Some(_) => in_microseconds(spans),
                 },
                 weight: match state {
                     None => value,
@@ -400,7 +396,10 @@ impl Counts {
                 walk: walk_of(key.flags),
                 waker: wakers.get(key.waker, reader),
                 py_walk: py_walk_of(key.flags),
-                python: Vec::new(),
+                more: RawStack::more_of(More {
+                    group: self.groups.as_ref().map(|g| g.label(key.cgroup)),
+                    ..More::default()
+                }),
             });
         }
         (out, runs)
@@ -410,20 +409,20 @@ impl Counts {
 /// `FG_RAN` of `enum fg_state`: a thread's measured run time.
 const RAN: u32 = 4;
 
-/// Spans of nanoseconds in microseconds, rounded so that they add up to
-/// their total rounded: each span gets the rounded running sum's step.
-fn in_microseconds(spans: &[Span]) -> Vec<Span> {
+/// Spans of nanoseconds in microseconds, in place, rounded so that they
+/// add up to their total rounded: each span gets the rounded running
+/// sum's step (spans left with none are dropped).
+fn in_microseconds(mut spans: Spans) -> Spans {
     let mut sum_ns = 0u64;
     let mut sum_us = 0u64;
+    spans.retain(|s| {
+        sum_ns += s.weight;
+        let us = (sum_ns + 500) / 1000 - sum_us;
+        sum_us += us;
+        s.weight = us;
+        us > 0
+    });
     spans
-        .iter()
-        .filter_map(|s| {
-            sum_ns += s.weight;
-            let us = (sum_ns + 500) / 1000 - sum_us;
-            sum_us += us;
-            (us > 0).then_some(Span { weight: us, ..*s })
-        })
-        .collect()
 }
 
 /// Switches the programs to the other buffer; returns the one now idle.

@@ -7,12 +7,15 @@ use std::sync::Arc;
 use libbpf_rs::{MapCore, MapFlags};
 
 /// Reads stacks from the `stacks` map of `src/bpf/stacks.bpf.h`, each
-/// key once.
+/// key once, and the thread names of the keys that hold them, each
+/// distinct name once (a whole host's hundreds of thousands of keys share
+/// a few thousand names).
 pub struct StackReader<'m, M: MapCore> {
     map: &'m M,
     known: &'m HashMap<u64, Arc<[u64]>>,
     /// Stacks read from the map, or found missing there.
     cache: HashMap<u64, Option<Arc<[u64]>>>,
+    names: HashMap<Box<[i8]>, Arc<str>>,
     buf: Vec<u8>,
 }
 
@@ -24,6 +27,7 @@ impl<'m, M: MapCore> StackReader<'m, M> {
             map,
             known,
             cache: HashMap::new(),
+            names: HashMap::new(),
             buf: vec![0; map.value_size() as usize],
         }
     }
@@ -49,6 +53,17 @@ impl<'m, M: MapCore> StackReader<'m, M> {
         };
         self.cache.insert(key, ips.clone());
         ips
+    }
+
+    /// [`c_name`], shared with every key of the same name.
+    pub fn name(&mut self, raw: &[i8]) -> Arc<str> {
+        let raw = &raw[..raw.iter().position(|&c| c == 0).unwrap_or(raw.len())];
+        if let Some(name) = self.names.get(raw) {
+            return name.clone();
+        }
+        let name: Arc<str> = c_name(raw).into();
+        self.names.insert(raw.into(), name.clone());
+        name
     }
 }
 

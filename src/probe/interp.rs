@@ -165,7 +165,7 @@ impl<W: Walker> Interp<W> {
             let drop = W::not_running(reader, &words[1..]).min(words.len() - 1);
             words.truncate(words.len() - drop);
         }
-        r.python = words[1..]
+        r.more_mut().python = words[1..]
             .iter()
             .map(|&w| PyFrame {
                 text: self.text(r.pid, w),

@@ -11,7 +11,7 @@ use super::skel::types;
 use super::{raw_state, state_of_raw, Targets};
 use crate::procs::groups::Groups;
 use crate::profile::merge::Ran;
-use crate::profile::{RawStack, State, BEFORE_CAPTURE, LOST_STACK};
+use crate::profile::{More, RawStack, State, BEFORE_CAPTURE, LOST_STACK};
 
 /// `task_struct.flags` bit of kernel threads (include/linux/sched.h).
 const PF_KTHREAD: u64 = 0x0020_0000;
@@ -119,9 +119,9 @@ pub(super) fn open_blocks<M: MapCore, S: MapCore>(
                 found.running.push(Ran {
                     pid: start.pid,
                     tid,
-                    comm: comm.trim_end_matches('\n').to_string(),
+                    comm: comm.trim_end_matches('\n').into(),
                     us: weight,
-                    spans: vec![slicing.span(start.ts, now, weight)],
+                    spans: smallvec::smallvec![slicing.span(start.ts, now, weight)],
                 });
             }
             continue;
@@ -151,8 +151,7 @@ pub(super) fn open_blocks<M: MapCore, S: MapCore>(
         out.push(RawStack {
             pid: start.pid,
             tid,
-            comm: comm.trim_end_matches('\n').to_string(),
-            group: groups.map(|g| g.label_of_pid(start.pid)),
+            comm: comm.trim_end_matches('\n').into(),
             root_note: if pre {
                 Some(BEFORE_CAPTURE)
             } else {
@@ -161,19 +160,21 @@ pub(super) fn open_blocks<M: MapCore, S: MapCore>(
             user: user.unwrap_or_default(),
             kernel: Default::default(),
             kernel_note: None,
-            kernel_names: if kernel_stacks {
-                proc_kernel_stack(start.pid, tid)
-            } else {
-                Vec::new()
-            },
-            spans: vec![slicing.span(start.ts, now, weight)],
+            spans: smallvec::smallvec![slicing.span(start.ts, now, weight)],
             weight,
             state: state_of_raw(start.state),
             walk: super::counts::walk_of(start.flags),
             py_walk: super::counts::py_walk_of(start.flags),
-            python: Vec::new(),
             // Still blocked: nobody has woken it.
             waker: None,
+            more: RawStack::more_of(More {
+                group: groups.map(|g| g.label_of_pid(start.pid)),
+                kernel_names: match kernel_stacks {
+                    true => proc_kernel_stack(start.pid, tid),
+                    false => Vec::new(),
+                },
+                python: Vec::new(),
+            }),
         });
     }
     found

@@ -17,7 +17,7 @@ impl Probe {
         let (mut stacks, mut runs) = match totals {
             Some(t) => {
                 let n = t.len();
-                let entries = t.into_entries().map(|(k, spans)| (k, spans.into_vec()));
+                let entries = t.into_entries();
                 self.counts.read_out(entries, n, &mut reader, &mut wakers)
             }
             None => self.counts.raw_stacks(&mut reader, &mut wakers),

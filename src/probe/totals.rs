@@ -8,15 +8,11 @@
 //! inline: most keys only ever get one.
 
 use hashbrown::HashTable;
-use smallvec::SmallVec;
 
-use crate::profile::time::Span;
+pub use crate::profile::Spans;
 
 /// Entries per chunk: 4096 entries of 96 bytes, 384 KB a chunk.
 const CHUNK: usize = 4096;
-
-/// A key's spans.
-pub type Spans = SmallVec<[Span; 1]>;
 
 pub(super) struct Totals<K> {
     chunks: Vec<Vec<(K, Spans)>>,
@@ -63,6 +59,7 @@ impl<K: std::hash::Hash + Eq + Copy> Totals<K> {
         (&mut self.chunks[i / CHUNK][i % CHUNK].1, new)
     }
 
+    #[cfg(test)]
     pub fn contains(&self, key: &K) -> bool {
         let hash = self.hasher.hash_one(key);
         self.index.find(hash, |&i| key_at(&self.chunks, i) == key).is_some()
@@ -91,6 +88,7 @@ fn key_at<K>(chunks: &[Vec<(K, Spans)>], i: u32) -> &K {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::profile::Span;
 
     #[test]
     fn keys_are_found_again_across_chunks() {

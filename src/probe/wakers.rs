@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use libbpf_rs::{MapCore, MapFlags};
 
-use super::drain::{c_name, StackReader};
+use super::drain::StackReader;
 use super::skel::types;
 use crate::profile::RawStack;
 
@@ -41,7 +41,7 @@ impl<'m, M: MapCore> WakerReader<'m, M> {
             Box::new(RawStack {
                 pid: raw.pid,
                 tid: raw.tid,
-                comm: c_name(&raw.comm),
+                comm: stacks.name(&raw.comm),
                 user: stacks.get(raw.user_stack).unwrap_or_default(),
                 kernel: stacks.get(raw.kern_stack).unwrap_or_default(),
                 ..Default::default()

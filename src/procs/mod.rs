@@ -23,4 +23,4 @@ pub mod ruby;
 pub mod unwind;
 pub mod v8;
 
-pub use registry::{Binary, BinaryId, Held, Registry, Target, SYSTEM_DEBUG_DIRS};
+pub use registry::{Binary, BinaryId, Held, Locator, Registry, Target, SYSTEM_DEBUG_DIRS};

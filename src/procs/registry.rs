@@ -127,6 +127,38 @@ struct Retired {
     perf_map: Option<PerfMap>,
 }
 
+/// Where the addresses of one process lie (see [`Registry::locator`]).
+pub struct Locator<'a> {
+    retired: Option<&'a Retired>,
+    proc: Option<&'a Proc>,
+}
+
+impl Locator<'_> {
+    pub fn locate(&self, addr: u64) -> Target {
+        // A retired process's stacks first: its PID may be in use again.
+        if let Some(r) = self.retired {
+            if let Ok(i) = r.located.binary_search_by_key(&addr, |&(a, _)| a) {
+                return r.located[i].1;
+            }
+        }
+        let Some(proc) = self.proc else {
+            return Target::Gone;
+        };
+        let i = proc.vmas.partition_point(|v| v.start <= addr);
+        let Some(vma) = i.checked_sub(1).map(|i| &proc.vmas[i]) else {
+            return Target::Unmapped;
+        };
+        if addr >= vma.end {
+            return Target::Unmapped;
+        }
+        match vma.region {
+            Region::File(b) => Target::Binary(b, addr - vma.start + vma.offset),
+            Region::Anon => Target::Jit,
+            Region::Vdso => Target::Vdso(addr - vma.start),
+        }
+    }
+}
+
 /// How much a registry holds, for the summary: its memory is bounded by
 /// these.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -295,26 +327,15 @@ impl Registry {
 
     /// Where `addr` of `pid` lives.
     pub fn locate(&self, pid: u32, addr: u64) -> Target {
-        // A retired process's stacks first: its PID may be in use again.
-        if let Some(r) = self.retired.get(&pid) {
-            if let Ok(i) = r.located.binary_search_by_key(&addr, |&(a, _)| a) {
-                return r.located[i].1;
-            }
-        }
-        let Some(proc) = self.procs.get(&pid) else {
-            return Target::Gone;
-        };
-        let i = proc.vmas.partition_point(|v| v.start <= addr);
-        let Some(vma) = i.checked_sub(1).map(|i| &proc.vmas[i]) else {
-            return Target::Unmapped;
-        };
-        if addr >= vma.end {
-            return Target::Unmapped;
-        }
-        match vma.region {
-            Region::File(b) => Target::Binary(b, addr - vma.start + vma.offset),
-            Region::Anon => Target::Jit,
-            Region::Vdso => Target::Vdso(addr - vma.start),
+        self.locator(pid).locate(addr)
+    }
+
+    /// [`Self::locate`] for many addresses of one process: the process is
+    /// looked up once.
+    pub fn locator(&self, pid: u32) -> Locator<'_> {
+        Locator {
+            retired: self.retired.get(&pid),
+            proc: self.procs.get(&pid),
         }
     }
 
@@ -413,7 +434,8 @@ impl Registry {
         if !self.procs.contains_key(&pid) {
             return;
         }
-        let located: Vec<(u64, Target)> = addrs.iter().map(|&a| (a, self.locate(pid, a))).collect();
+        let at = self.locator(pid);
+        let located: Vec<(u64, Target)> = addrs.iter().map(|&a| (a, at.locate(a))).collect();
         let jit: Vec<u64> = located
             .iter()
             .filter(|(_, t)| matches!(t, Target::Jit | Target::Unmapped))

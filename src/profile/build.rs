@@ -5,6 +5,7 @@
 //! accounted per process and reason in [`Profile::unresolved`].
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use super::frame_lists::FrameLists;
 use super::raw::{INTERRUPT_WAKER, WAKER_SEPARATOR};
@@ -49,9 +50,12 @@ pub fn from_raw(mut raw: Vec<RawStack>, unit: Unit, symbolizer: &mut Symbolizer)
     let mut frames: Vec<FrameId> = Vec::new();
     let mut waker_frames: HashMap<FrameId, FrameId> = HashMap::new();
 
-    // Each (pid, tid)'s threads by name and group.
-    let mut thread_ids: HashMap<(u32, u32), Vec<(String, Option<String>, ThreadId)>> = HashMap::new();
-    let mut process_names: HashMap<u32, String> = HashMap::new();
+    // Each (pid, tid)'s thread as first met. A thread met again under
+    // another name or group (renamed during the capture) is found by the
+    // profile's own index of its threads: rare, and a whole host's
+    // hundreds of thousands of threads then need one small entry each.
+    let mut thread_ids: HashMap<(u32, u32), ThreadId> = HashMap::new();
+    let mut process_names: HashMap<u32, Arc<str>> = HashMap::new();
     let mut unnamed_threads = std::collections::HashSet::new();
     let mut roles: HashMap<ThreadId, &'static str> = HashMap::new();
     // Per process, unresolved weight by reason.
@@ -70,7 +74,8 @@ pub fn from_raw(mut raw: Vec<RawStack>, unit: Unit, symbolizer: &mut Symbolizer)
         // What the stack holds is taken, and freed once it is named.
         let user_ips = std::mem::take(&mut r.user);
         let kernel_ips = std::mem::take(&mut r.kernel);
-        let python = std::mem::take(&mut r.python);
+        let more = r.more.take().map(|m| *m).unwrap_or_default();
+        let python = more.python;
         let spans = std::mem::take(&mut r.spans);
         let waker = r.waker.take();
         let r: &RawStack = r;
@@ -107,7 +112,7 @@ pub fn from_raw(mut raw: Vec<RawStack>, unit: Unit, symbolizer: &mut Symbolizer)
         for &e in entries[tracer..].iter().rev() {
             frames.extend_from_slice(table.frames(e));
         }
-        for name in r.kernel_names.iter().rev() {
+        for name in more.kernel_names.iter().rev() {
             frames.push(profile.intern_frame(Frame::new(name.as_str(), FrameKind::Kernel)));
         }
         if let Some(note) = r.kernel_note {
@@ -130,7 +135,7 @@ pub fn from_raw(mut raw: Vec<RawStack>, unit: Unit, symbolizer: &mut Symbolizer)
         // kernel leaves nearly always resolve and would hide it.
         let reason = match (slots.first(), kernel_ips.first()) {
             (Some(&slot), _) => table.unresolved(user.entries[slot as usize]),
-            (None, Some(&ip)) if r.kernel_names.is_empty() => table.unresolved(kernel[&ip]),
+            (None, Some(&ip)) if more.kernel_names.is_empty() => table.unresolved(kernel[&ip]),
             _ => None,
         };
         if let Some(reason) = reason.filter(|_| r.weight > 0) {
@@ -140,26 +145,29 @@ pub fn from_raw(mut raw: Vec<RawStack>, unit: Unit, symbolizer: &mut Symbolizer)
                 .entry(reason.clone())
                 .or_default() += r.weight;
         }
-        let known = thread_ids.entry((r.pid, r.tid)).or_default();
-        let thread = match known.iter().find(|(comm, group, _)| *comm == r.comm && *group == r.group) {
-            Some(&(_, _, t)) => t,
+        let first = thread_ids.get(&(r.pid, r.tid)).copied().filter(|&t| {
+            let known = profile.thread(t);
+            *known.name == *r.comm && known.group == more.group
+        });
+        let thread = match first {
+            Some(t) => t,
             None => {
                 let process = process_names
                     .entry(r.pid)
-                    .or_insert_with(|| symbolizer.process_name(r.pid, &r.comm))
+                    .or_insert_with(|| symbolizer.process_name(r.pid, &r.comm).into())
                     .clone();
-                let unnamed = r.tid != r.pid && r.comm == process;
+                let unnamed = r.tid != r.pid && *r.comm == *process;
                 let t = profile.intern_thread(Thread {
                     pid: r.pid,
                     tid: r.tid,
                     process,
                     name: r.comm.clone(),
-                    group: r.group.clone(),
+                    group: more.group.clone(),
                 });
                 if unnamed {
                     unnamed_threads.insert(t);
                 }
-                known.push((r.comm.clone(), r.group.clone(), t));
+                thread_ids.entry((r.pid, r.tid)).or_insert(t);
                 t
             }
         };
@@ -329,7 +337,7 @@ impl WakerFrames<'_> {
                 frames.push(id);
             }
         }
-        let name = if w.comm.is_empty() { "[unknown waker]".to_string() } else { w.comm.clone() };
+        let name = if w.comm.is_empty() { "[unknown waker]".to_string() } else { w.comm.to_string() };
         frames.push(profile.intern_frame(Frame::new(name, FrameKind::Waker)));
     }
 }
@@ -391,8 +399,9 @@ fn user_entries(
     let mut slot_keys: Vec<(u32, u64, Target)> = Vec::new();
     let mut frame_slots = Vec::with_capacity(raw.iter().flat_map(parts).map(|r| r.user.len()).sum());
     for r in raw.iter().flat_map(parts).filter(|r| !r.user.is_empty()) {
+        let locate = symbolizer.locator(r.pid);
         for a in adjusted(&r.user) {
-            let target = symbolizer.locate(r.pid, a);
+            let target = locate(a);
             let key = match target {
                 Target::Binary(b, off) => Slot::Binary(b, off),
                 Target::Vdso(off) => Slot::Vdso(off),
@@ -496,7 +505,7 @@ fn frame_kind(kind: SymKind) -> FrameKind {
 
 fn unresolved_list(
     accounts: HashMap<u32, HashMap<UnresolvedReason, u64>>,
-    names: &HashMap<u32, String>,
+    names: &HashMap<u32, Arc<str>>,
 ) -> Vec<Unresolved> {
     let mut list: Vec<Unresolved> = accounts
         .into_iter()
@@ -505,7 +514,7 @@ fn unresolved_list(
             reasons.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
             Unresolved {
                 pid,
-                process: names.get(&pid).cloned().unwrap_or_default(),
+                process: names.get(&pid).map(|n| n.to_string()).unwrap_or_default(),
                 reasons,
             }
         })

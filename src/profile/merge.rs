@@ -11,7 +11,7 @@
 
 use rustc_hash::FxHashMap as HashMap;
 
-use super::time::{self, Span};
+use super::time::{self, Spans};
 use super::{Frame, FrameKind, Kind, Meta, Profile, Stack, Thread, Unit};
 
 /// The frame of a thread's run time no sample fell in: it ran, measured,
@@ -24,9 +24,9 @@ pub const NOT_SAMPLED: &str = "[on-CPU, not sampled]";
 pub struct Ran {
     pub pid: u32,
     pub tid: u32,
-    pub comm: String,
+    pub comm: std::sync::Arc<str>,
     pub us: u64,
-    pub spans: Vec<Span>,
+    pub spans: Spans,
 }
 
 /// One tree in microseconds: each thread's on-CPU samples share its
@@ -38,9 +38,9 @@ pub fn wall(on: &Profile, off: &mut Profile, runs: Vec<Ran>) -> Profile {
     let hz = on.meta.frequency.unwrap_or(1).max(1);
     let period = 1_000_000 / hz;
     // Each thread's run time, spans and name (its first run's).
-    let mut measured: HashMap<(u32, u32), (u64, Vec<Span>, String)> = HashMap::default();
+    let mut measured: HashMap<(u32, u32), (u64, Spans, std::sync::Arc<str>)> = HashMap::default();
     for r in runs {
-        let m = measured.entry((r.pid, r.tid)).or_insert_with(|| (0, Vec::new(), r.comm));
+        let m = measured.entry((r.pid, r.tid)).or_insert_with(|| (0, Spans::new(), r.comm));
         m.0 += r.us;
         m.1.extend(r.spans);
     }
@@ -81,7 +81,7 @@ pub fn wall(on: &Profile, off: &mut Profile, runs: Vec<Ran>) -> Profile {
     }
     let mut wall = Profile::new(Unit::Microseconds);
     // Measured threads no sample fell on, each one stack more.
-    type Measured<'a> = (&'a (u32, u32), &'a (u64, Vec<Span>, String));
+    type Measured<'a> = (&'a (u32, u32), &'a (u64, Spans, std::sync::Arc<str>));
     let mut unsampled: Vec<Measured<'_>> =
         measured.iter().filter(|(k, m)| m.0 > 0 && !samples.contains_key(k)).collect();
     unsampled.sort_by_key(|(k, _)| **k);
@@ -118,8 +118,8 @@ pub fn wall(on: &Profile, off: &mut Profile, runs: Vec<Ran>) -> Profile {
         let thread = wall.intern_thread(Thread {
             pid,
             tid,
-            process: known.as_ref().map_or_else(|| comm.to_string(), |t| t.process.clone()),
-            name: comm.to_string(),
+            process: known.as_ref().map_or_else(|| comm.clone(), |t| t.process.clone()),
+            name: comm.clone(),
             group: known.and_then(|t| t.group),
         });
         let frame = wall.intern_frame(Frame::new(NOT_SAMPLED, FrameKind::Pseudo));
@@ -165,13 +165,14 @@ pub fn wall(on: &Profile, off: &mut Profile, runs: Vec<Ran>) -> Profile {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::profile::Span;
 
     fn thread(pid: u32, tid: u32) -> Thread {
         Thread {
             pid,
             tid,
             process: "app".into(),
-            name: format!("t{tid}"),
+            name: format!("t{tid}").into(),
             group: None,
         }
     }
@@ -183,7 +184,7 @@ mod tests {
             thread: Some(thread),
             frames: vec![f].into(),
             weight,
-            spans,
+            spans: spans.into(),
         });
     }
 
@@ -199,9 +200,9 @@ mod tests {
         let mut off = Profile::new(Unit::Microseconds);
         push(&mut off, thread(1, 1), "wait", 500, vec![Span::at(2, 500)]);
         let runs = [
-            Ran { pid: 1, tid: 1, comm: "t1".into(), us: 1_000_001, spans: vec![Span::at(0, 1_000_001)] },
+            Ran { pid: 1, tid: 1, comm: "t1".into(), us: 1_000_001, spans: smallvec::smallvec![Span::at(0, 1_000_001)] },
             // t3: ran, never sampled.
-            Ran { pid: 1, tid: 3, comm: "t3".into(), us: 700, spans: vec![Span::at(3, 700)] },
+            Ran { pid: 1, tid: 3, comm: "t3".into(), us: 700, spans: smallvec::smallvec![Span::at(3, 700)] },
         ];
         let wall = wall(&on, &mut off, runs.to_vec());
         let sum = |tid: u32| -> u64 {

@@ -14,8 +14,8 @@ pub mod time;
 mod thread_index;
 pub mod unwinding;
 
-pub use raw::{PyFrame, PyWalk, RawStack, State, BEFORE_CAPTURE, END_UNTRACED, LOST_STACK, START_UNTRACED};
-pub use time::Span;
+pub use raw::{More, PyFrame, PyWalk, RawStack, State, BEFORE_CAPTURE, END_UNTRACED, LOST_STACK, START_UNTRACED};
+pub use time::{Span, Spans};
 pub use unwinding::{Walk, Unwinding};
 
 use rayon::slice::ParallelSliceMut;
@@ -213,8 +213,8 @@ pub type ThreadId = u32;
 pub struct Thread {
     pub pid: u32,
     pub tid: u32,
-    pub process: String,
-    pub name: String,
+    pub process: std::sync::Arc<str>,
+    pub name: std::sync::Arc<str>,
     /// `--group-by cgroup`: the cgroup it ran in, e.g. `container
     /// 3f2a1b4c5d6e` or `cgroup /system.slice/redis.service`, drawn as a
     /// root frame above its process; `None` when not grouped.
@@ -236,7 +236,7 @@ pub struct Stack {
     pub weight: u64,
     /// When the weight fell, in slices of [`Meta::slice`], adding up to
     /// `weight`; empty when the profile has no time (see [`time`]).
-    pub spans: Vec<Span>,
+    pub spans: Spans,
 }
 
 /// Samples or time that the capture could not keep, by cause.
@@ -399,7 +399,7 @@ impl Profile {
     pub fn rename_thread(&mut self, id: ThreadId, name: &str) {
         let Some(t) = self.threads.get(id as usize) else { return };
         let mut renamed = t.clone();
-        renamed.name = name.to_string();
+        renamed.name = name.into();
         if self.thread_ids.find(&self.threads, &renamed).is_some() {
             return;
         }

@@ -70,10 +70,8 @@ pub struct RawStack {
     pub pid: u32,
     pub tid: u32,
     /// The thread's name at the time of the sample (untrusted).
-    pub comm: String,
-    /// `--group-by cgroup`: the name of the cgroup it ran in, the root
-    /// frame of its stacks (see [`super::Thread::group`]).
-    pub group: Option<String>,
+    /// Shared by the stacks of threads of the same name.
+    pub comm: std::sync::Arc<str>,
     /// Instruction pointers, shared among the stacks that hold the same
     /// stored stack (a capture's keys share their stacks many times over).
     pub user: std::sync::Arc<[u64]>,
@@ -81,10 +79,7 @@ pub struct RawStack {
     /// Samples, or microseconds for time-weighted captures.
     pub weight: u64,
     /// When the weight fell (see [`super::time`]), adding up to `weight`.
-    pub spans: Vec<super::Span>,
-    /// Kernel frames already named (leaf first), where no addresses could
-    /// be had, e.g. from /proc/TID/stack.
-    pub kernel_names: Vec<String>,
+    pub spans: super::Spans,
     /// A pseudo-frame standing in for missing frames at the root, e.g. for
     /// a stack that could not be stored.
     pub root_note: Option<&'static str>,
@@ -99,11 +94,37 @@ pub struct RawStack {
     /// `--wakers`: the thread that ended this wait, with its stacks (its
     /// `pid`, `tid`, `comm`, `user`, `kernel`; no weight or state).
     pub waker: Option<Box<RawStack>>,
+    /// How the Python stack was read; `None` outside interpreters.
+    pub py_walk: Option<PyWalk>,
+    /// What only some stacks hold, apart (a whole host's hundreds of
+    /// thousands of stacks mostly hold none of it).
+    pub more: Option<Box<More>>,
+}
+
+/// The rarer parts of a [`RawStack`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct More {
+    /// `--group-by cgroup`: the name of the cgroup it ran in, the root
+    /// frame of its stacks (see [`super::Thread::group`]).
+    pub group: Option<String>,
+    /// Kernel frames already named (leaf first), where no addresses could
+    /// be had, e.g. from /proc/TID/stack.
+    pub kernel_names: Vec<String>,
     /// The Python frames of an interpreter thread, named, leaf first; they
     /// take the place of the evaluator frames of `user` they ran in.
     pub python: Vec<PyFrame>,
-    /// How the Python stack was read; `None` outside interpreters.
-    pub py_walk: Option<PyWalk>,
+}
+
+impl RawStack {
+    /// The rarer parts, to set (made when there were none).
+    pub fn more_mut(&mut self) -> &mut More {
+        self.more.get_or_insert_with(Default::default)
+    }
+
+    /// `more` made of what was given, `None` when nothing was.
+    pub fn more_of(more: More) -> Option<Box<More>> {
+        (more != More::default()).then(|| Box::new(more))
+    }
 }
 
 /// One Python function's frame: its text, e.g. `handler (app.py:42)`, and
@@ -145,3 +166,13 @@ pub const WAKER_SEPARATOR: &str = "--";
 /// The waker frame that stands for an interrupt or softirq: the task it
 /// interrupted had nothing to do with the wakeup.
 pub const INTERRUPT_WAKER: &str = "[interrupt]";
+
+#[cfg(test)]
+mod tests {
+    /// A whole host's end holds hundreds of thousands of raw stacks at
+    /// once: what only some of them need stays boxed apart.
+    #[test]
+    fn a_raw_stack_stays_small() {
+        assert_eq!(std::mem::size_of::<super::RawStack>(), 144);
+    }
+}

@@ -12,6 +12,11 @@ use std::time::Duration;
 
 use super::{Profile, Stack};
 
+/// A stack's spans: most stacks' weight falls in one span, kept inline
+/// (a whole host's hundreds of thousands of stacks, without an allocation
+/// each).
+pub type Spans = smallvec::SmallVec<[Span; 1]>;
+
 /// Weight that fell in slices `first..=last`, spread evenly over them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Span {
@@ -53,7 +58,7 @@ impl Span {
 }
 
 /// Sorts spans and merges those over the same slices.
-pub fn normalize(spans: &mut Vec<Span>) {
+pub fn normalize(spans: &mut Spans) {
     spans.sort_unstable_by_key(|s| (s.first, s.last));
     spans.dedup_by(|later, kept| {
         let same = later.first == kept.first && later.last == kept.last;
@@ -66,7 +71,7 @@ pub fn normalize(spans: &mut Vec<Span>) {
 
 /// Spans at a slice `factor` times wider (slice `s` becomes `s / factor`),
 /// merged: how a capture that outgrows its memory for slices keeps going.
-pub fn widen(spans: &mut Vec<Span>, factor: u32) {
+pub fn widen(spans: &mut Spans, factor: u32) {
     for s in spans.iter_mut() {
         s.first /= factor;
         s.last /= factor;
@@ -162,11 +167,11 @@ mod tests {
 
     #[test]
     fn spans_merge_and_widen() {
-        let mut v = vec![Span::at(3, 1), Span::at(2, 1), Span::at(3, 4)];
+        let mut v: Spans = smallvec::smallvec![Span::at(3, 1), Span::at(2, 1), Span::at(3, 4)];
         normalize(&mut v);
-        assert_eq!(v, vec![Span::at(2, 1), Span::at(3, 5)]);
+        assert_eq!(v[..], [Span::at(2, 1), Span::at(3, 5)]);
         widen(&mut v, 2);
-        assert_eq!(v, vec![Span::at(1, 6)]);
+        assert_eq!(v[..], [Span::at(1, 6)]);
     }
 
     #[test]

@@ -331,7 +331,7 @@ mod tests {
         RawStack {
             pid,
             tid: pid,
-            comm: format!("p{pid}"),
+            comm: format!("p{pid}").into(),
             weight,
             walk,
             ..Default::default()

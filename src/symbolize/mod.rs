@@ -111,6 +111,9 @@ pub fn is_runtime_word(w: u64) -> bool {
     w >> 62 == 2
 }
 
+/// Addresses of one binary named by one call of blazesym.
+const NAME_BATCH: usize = 4096;
+
 /// A symbolizer that lives through a capture: processes are remembered
 /// while they run, so they can be named after they exit.
 pub struct Symbolizer {
@@ -198,12 +201,13 @@ impl Symbolizer {
         self.registry.read_process(pid)
     }
 
-    /// Where `addr` of `pid` lies, for [`Self::user`] (a runtime's frame
-    /// word lies nowhere).
-    pub fn locate(&self, pid: u32, addr: u64) -> Target {
-        match is_runtime_word(addr) {
+    /// Where the addresses of `pid` lie, for [`Self::user`] (a runtime's
+    /// frame word lies nowhere); the process is looked up once.
+    pub fn locator(&self, pid: u32) -> impl Fn(u64) -> Target + '_ {
+        let at = self.registry.locator(pid);
+        move |addr| match is_runtime_word(addr) {
             true => Target::Unmapped,
-            false => self.registry.locate(pid, addr),
+            false => at.locate(addr),
         }
     }
 
@@ -238,10 +242,10 @@ impl Symbolizer {
     }
 
     /// Names user addresses of processes, each with where it lies
-    /// ([`Self::locate`]), each key once: each binary's offsets are
-    /// gathered from every process that maps it and named together. Returns the distinct names, and for each key the
-    /// index of its name: a name is made once however many processes and
-    /// addresses share it.
+    /// ([`Self::locator`]), each key once: each binary's offsets are
+    /// gathered from every process that maps it and named together. Returns
+    /// the distinct names, and for each key the index of its name: a name
+    /// is made once however many processes and addresses share it.
     pub fn user(&self, keys: &[(u32, u64, Target)]) -> (Vec<Named>, Vec<u32>) {
         let mut wanted: HashMap<usize, Vec<u64>> = HashMap::new();
         let mut vdso_offsets = Vec::new();
@@ -389,36 +393,30 @@ impl Symbolizer {
     }
 
     /// Names the still unnamed entries of `out` from the ELF file at
-    /// `path`, given their virtual addresses in it.
-    fn fill(
-        &self,
-        out: &mut [Option<Vec<(String, SymKind)>>],
-        virt: &[Option<u64>],
-        path: &Path,
-        debug: bool,
-    ) {
+    /// `path`, given their virtual addresses in it; a batch at a time, so
+    /// that blazesym's answers for a binary's many thousands of addresses
+    /// are never all held at once.
+    fn fill(&self, out: &mut [Option<Vec<(String, SymKind)>>], virt: &[Option<u64>], path: &Path, debug: bool) {
         let todo: Vec<usize> = (0..out.len())
             .filter(|&i| out[i].is_none() && virt[i].is_some())
             .collect();
-        if todo.is_empty() {
-            return;
-        }
-        let addrs: Vec<u64> = todo.iter().map(|&i| virt[i].unwrap_or(0)).collect();
-        let mut src = Elf::new(path);
-        src.debug_syms = debug;
-        match self
-            .blazesym
-            .symbolize(&Source::Elf(src), Input::VirtOffset(&addrs))
-        {
-            Ok(syms) => {
-                for (&i, sym) in todo.iter().zip(&syms) {
-                    out[i] = named_sym(sym, SymKind::User);
-                }
-            }
+        let symbolize = |addrs: &[u64], debug: bool| {
+            let mut src = Elf::new(path);
+            src.debug_syms = debug;
+            self.blazesym
+                .symbolize(&Source::Elf(src), Input::VirtOffset(addrs))
+        };
+        for batch in todo.chunks(NAME_BATCH) {
+            let addrs: Vec<u64> = batch.iter().map(|&i| virt[i].unwrap_or(0)).collect();
             // A broken debug link or unreadable DWARF: the ELF symbols
             // alone may still name these.
-            Err(_) if debug => self.fill(out, virt, path, false),
-            Err(_) => {}
+            let syms = match symbolize(&addrs, debug) {
+                Err(_) if debug => symbolize(&addrs, false),
+                syms => syms,
+            };
+            for (&i, sym) in batch.iter().zip(syms.iter().flatten()) {
+                out[i] = named_sym(sym, SymKind::User);
+            }
         }
     }
 

@@ -24,7 +24,7 @@ use rustc_hash::FxHashMap;
 
 use crate::profile::frame_lists::FrameLists;
 use crate::profile::names::group_of_frame;
-use crate::profile::{Frame, FrameId, Kind, Profile, Span, Stack, Thread, Unit};
+use crate::profile::{Frame, FrameId, Kind, Profile, Span, Spans, Stack, Thread, Unit};
 
 /// How a file's stacks identify where they ran.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -219,7 +219,7 @@ pub fn parse_timed(
     let mut list: Vec<FrameId> = Vec::new();
     let mut frames = Vec::new();
     for &(stack, count) in &lines {
-        let spans = spans.next().flatten().unwrap_or_default();
+        let spans = spans.next().flatten().map(Spans::from_vec).unwrap_or_default();
         if count == 0 {
             continue;
         }
@@ -472,8 +472,8 @@ mod tests {
         let t = back.profile.threads();
         assert!(t.iter().any(|t| t.pid == 10
             && t.tid == 11
-            && t.process == "kworker/u8:2-events"
-            && t.name == "wo:rk?er"));
+            && &*t.process == "kworker/u8:2-events"
+            && &*t.name == "wo:rk?er"));
     }
 
     #[test]

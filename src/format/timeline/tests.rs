@@ -57,7 +57,7 @@ fn hostile_names_cannot_leave_the_data() {
         thread: Some(t),
         frames: vec![f].into(),
         weight: 5,
-        spans: vec![Span::at(0, 5)],
+        spans: smallvec::smallvec![Span::at(0, 5)],
     });
     let opts = Options {
         title: HOSTILE.into(),
@@ -108,7 +108,7 @@ fn the_cap_keeps_the_heaviest_and_reports_the_rest() {
             thread: Some(t),
             frames: vec![f].into(),
             weight: i * 10,
-            spans: vec![Span { first: 0, last: 3, weight: i * 10 }],
+            spans: smallvec::smallvec![Span { first: 0, last: 3, weight: i * 10 }],
         });
     }
     let opts = Options {
@@ -153,13 +153,13 @@ fn spans_are_embedded_as_the_profile_has_them() {
         thread: Some(t),
         frames: vec![a, k].into(),
         weight: 15,
-        spans: spans.clone(),
+        spans: spans.clone().into(),
     });
     p.push(Stack {
         thread: None,
         frames: vec![a].into(),
         weight: 2,
-        spans: vec![Span::at(59, 2)],
+        spans: smallvec::smallvec![Span::at(59, 2)],
     });
     let (html, w) = page(&p, &Options::default());
     assert_eq!(w.slices, 60);
@@ -247,7 +247,7 @@ fn two_hundred_thousand_stacks() {
     };
     for _ in 0..200_000 {
         let frames: Vec<u32> = (0..12).map(|_| names[(next() % 2000) as usize]).collect();
-        let spans: Vec<Span> = (0..3).map(|_| Span::at((next() % 600) as u32, 1 + next() % 5)).collect();
+        let spans: crate::profile::Spans = (0..3).map(|_| Span::at((next() % 600) as u32, 1 + next() % 5)).collect();
         let mut spans = spans;
         crate::profile::time::normalize(&mut spans);
         p.push(Stack {

@@ -4,6 +4,8 @@
 //! is the time of one site ([`super::waits`]) in the threads of one name,
 //! so that a pool of workers doing the same thing adds up.
 
+use std::sync::Arc;
+
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
 
@@ -54,13 +56,13 @@ pub fn findings(profile: &Profile, lens: Lens, n: usize) -> Vec<Finding> {
     if total == 0 || n == 0 {
         return Vec::new();
     }
-    type Key = (Option<(String, String)>, usize, Site);
+    type Key = (Option<(Arc<str>, Arc<str>)>, usize, Site);
     let mut groups: FxHashMap<Key, (u64, FxHashSet<u32>)> = FxHashMap::default();
     let mut processes = FxHashSet::default();
     for s in profile.stacks() {
         let who = s.thread.map(|t| profile.thread(t));
         if let Some(t) = who {
-            processes.insert(t.process.as_str());
+            processes.insert(&*t.process);
         }
         let key = (
             who.map(|t| (t.process.clone(), t.name.clone())),

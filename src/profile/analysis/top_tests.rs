@@ -32,7 +32,7 @@ fn sample() -> Profile {
         thread: Some(thread),
         frames: frames.into(),
         weight: spans.iter().map(|s| s.weight).sum(),
-        spans,
+        spans: spans.into(),
     };
     p.push(stack(t11, vec![main, a], vec![Span::at(0, 3), Span::at(5, 1)]));
     p.push(stack(t12, vec![main, b, a], vec![Span::at(5, 2)]));
