@@ -44,6 +44,11 @@ fn main() {
         Command::Oncpu(args) => app::oncpu::run(args).map(status),
         Command::Offcpu(args) => app::offcpu::run(args).map(status),
         Command::Wall(args) => app::wall::run(args).map(status),
+        Command::Flight(args) => app::flight::run(args).map(|code| {
+            if let Some(code) = code.filter(|&c| c != 0) {
+                std::process::exit(code.clamp(1, 255))
+            }
+        }),
         Command::Top(args) => app::top::run(args).map(|code| {
             if let Some(code) = code.filter(|&c| c != 0) {
                 std::process::exit(code.clamp(1, 255))

@@ -338,11 +338,16 @@ pub fn default_dir(kind: &str) -> PathBuf {
 }
 
 pub fn local_timestamp(format: &str) -> String {
+    local_timestamp_before(format, Duration::ZERO)
+}
+
+/// [`local_timestamp`] of the moment `ago` before now.
+pub fn local_timestamp_before(format: &str, ago: Duration) -> String {
     let fmt = std::ffi::CString::new(format).expect("format has no NUL");
     let mut buf = [0u8; 64];
     // SAFETY: time/localtime_r/strftime with valid, sized buffers.
     let n = unsafe {
-        let t = libc::time(std::ptr::null_mut());
+        let t = libc::time(std::ptr::null_mut()) - ago.as_secs().min(i32::MAX as u64) as libc::time_t;
         let mut tm: libc::tm = std::mem::zeroed();
         libc::localtime_r(&t, &mut tm);
         libc::strftime(buf.as_mut_ptr().cast(), buf.len(), fmt.as_ptr(), &tm)

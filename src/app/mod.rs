@@ -2,7 +2,8 @@
 //! `offcpu` and `wall` are one recorder ([`record`]) with different views;
 //! [`capture`] holds the steps every capture takes (checks, window,
 //! outputs, summary) and [`session`] the window itself, Ctrl-C and the held
-//! `-- COMMAND`. [`top`] is the live view of the same recorder.
+//! `-- COMMAND`. [`top`] is the live view of the same recorder, [`flight`]
+//! its flight recorder.
 
 pub mod capture;
 pub mod convert;
@@ -10,6 +11,7 @@ pub mod demo;
 pub mod docs;
 pub mod diff;
 pub mod flamegraph;
+pub mod flight;
 pub mod offcpu;
 pub mod oncpu;
 pub mod post;

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+mod flight;
 mod post;
+pub use flight::FlightArgs;
 pub use post::{ConvertArgs, DiffArgs, FlamegraphArgs, RangeArgs, ReportArgs, Target};
 
 /// Highest sampling rate accepted: beyond it the timer interrupts alone
@@ -36,6 +38,8 @@ pub enum Command {
     Wall(WallArgs),
     /// A live view, refreshed every second: the functions on and off the CPU, processes and threads, a flame; `w` writes a capture.
     Top(TopArgs),
+    /// A flight recorder: keeps the last --keep (10 minutes) of on-CPU and off-CPU stacks at 49 Hz, and writes them as a capture directory on SIGUSR1.
+    Flight(FlightArgs),
     /// Profile the built-in demo workload and write its outputs to ./fgbpf-demo/.
     Demo(DemoArgs),
     /// The demo workload itself (run by `fgbpf demo`).
@@ -446,7 +450,7 @@ fn parse_state(s: &str) -> Result<String, String> {
     }
 }
 
-fn parse_frequency(s: &str) -> Result<u64, String> {
+pub(super) fn parse_frequency(s: &str) -> Result<u64, String> {
     let hz: i64 = s
         .parse()
         .map_err(|_| format!("'{s}' is not a whole number of samples per second"))?;

@@ -4,7 +4,7 @@
 //! kernel's counts maps then hold at most one interval's keys, and the
 //! totals are readable at any moment of the capture.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -318,6 +318,36 @@ impl Counts {
             .collect()
     }
 
+    /// Forgets the weight that fell before slice `first` (`fgbpf flight`
+    /// keeps only the recent past): keys left with none go, and with them
+    /// the stacks no key holds any more. Returns the processes whose keys
+    /// are left.
+    pub fn forget_before(&mut self, first: u32) -> HashSet<u32> {
+        let old = std::mem::take(&mut self.totals);
+        self.spans = 0;
+        self.by_pid.clear();
+        let mut held = HashSet::new();
+        let mut pids = HashSet::new();
+        for (k, mut spans) in old.into_entries() {
+            if time::keep_from(&mut spans, first, false) == 0 {
+                continue;
+            }
+            let mut key = types::fg_key::default();
+            if plain::copy_from_bytes(&mut key, &k).is_err() {
+                continue;
+            }
+            held.extend([key.user_stack, key.kern_stack]);
+            pids.insert(key.pid);
+            if key.user_stack != 0 {
+                self.by_pid.entry(key.pid).or_default().push(key.user_stack);
+            }
+            self.spans += spans.len();
+            *self.totals.entry(k).0 = spans;
+        }
+        self.stacks.retain(|id, _| held.contains(id));
+        pids
+    }
+
     /// The totals, taken out: the capture's end reads them once
     /// ([`Self::read_out`]), moving each key's spans instead of copying
     /// them beside the table.
@@ -468,4 +498,49 @@ fn take_entries<M: MapCore>(map: &M) -> Vec<(Vec<u8>, Vec<u8>)> {
             Some((k, v))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(pid: u32, user_stack: u64, kern_stack: u64) -> Key {
+        let k = types::fg_key {
+            pid,
+            tid: pid,
+            user_stack,
+            kern_stack,
+            ..Default::default()
+        };
+        let mut bytes = [0u8; std::mem::size_of::<types::fg_key>()];
+        // SAFETY: fg_key is plain data of exactly this size.
+        bytes.copy_from_slice(unsafe { plain::as_bytes(&k) });
+        bytes
+    }
+
+    #[test]
+    fn forgetting_the_past_keeps_the_window_and_its_stacks_only() {
+        let slicing = Slicing { origin: 0, width: Duration::from_millis(100), widened: 1 };
+        let mut c = Counts::new(slicing, None);
+        // pid 1 ran before slice 10 only; pid 2 across it; pid 3 after.
+        for (pid, spans) in [(1, vec![Span::at(3, 4)]), (2, vec![Span::at(5, 1), Span { first: 8, last: 11, weight: 8 }]), (3, vec![Span::at(12, 2)])] {
+            *c.totals.entry(key(pid, 100 + u64::from(pid), 200 + u64::from(pid))).0 = spans.into_iter().collect();
+            for id in [100 + u64::from(pid), 200 + u64::from(pid)] {
+                c.stacks.insert(id, Arc::from(&[id][..]));
+            }
+        }
+        let held = c.forget_before(10);
+        assert_eq!(held, HashSet::from([2, 3]));
+        let mut left: Vec<(u32, Vec<Span>)> = c
+            .totals
+            .iter()
+            .map(|(k, s)| (u32::from_ne_bytes(k[..4].try_into().unwrap()), s.to_vec()))
+            .collect();
+        left.sort();
+        assert_eq!(left, [(2, vec![Span { first: 10, last: 11, weight: 4 }]), (3, vec![Span::at(12, 2)])]);
+        let mut stacks: Vec<u64> = c.stacks.keys().copied().collect();
+        stacks.sort();
+        assert_eq!(stacks, [102, 103, 202, 203], "the stacks of forgotten keys go with them");
+        assert_eq!(c.spans, 2);
+    }
 }

@@ -458,6 +458,21 @@ impl Probe {
         self.read(offcpu::monotonic_ns(), None)
     }
 
+    /// The slice, as spans count now, that the capture's time `at` falls
+    /// in.
+    pub fn slice_at(&self, at: Duration) -> u32 {
+        let slicing = self.counts.slicing();
+        let ns = slicing.origin.saturating_add(at.as_nanos().min(u64::MAX as u128) as u64);
+        slicing.span(ns, ns, 0).first
+    }
+
+    /// `fgbpf flight`: forgets what was recorded before the capture's time
+    /// `at`; returns the processes whose stacks are left.
+    pub fn forget_before(&mut self, at: Duration) -> std::collections::HashSet<u32> {
+        let first = self.slice_at(at);
+        self.counts.forget_before(first)
+    }
+
     /// The capture's time of the last drain: every count taken before it
     /// is in [`Self::snapshot`]. `None` before the first.
     pub fn drained_through(&self) -> Option<Duration> {

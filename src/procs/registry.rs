@@ -462,6 +462,12 @@ impl Registry {
         }
     }
 
+    /// Lets go of what is kept of exited processes whose stacks are no
+    /// longer held (`fgbpf flight` forgets the past): those not in `held`.
+    pub fn forget_retired(&mut self, held: &std::collections::HashSet<u32>) {
+        self.retired.retain(|pid, _| held.contains(pid));
+    }
+
     /// What the registry holds now.
     pub fn held(&self) -> Held {
         let mappings: usize = self.procs.values().map(|p| p.vmas.len()).sum();

@@ -79,6 +79,27 @@ pub fn widen(spans: &mut Spans, factor: u32) {
     normalize(spans);
 }
 
+/// Keeps the weight that fell from slice `first` on (a span across it
+/// keeps its part), numbered so that `first` becomes slice 0 when
+/// `rebase`; returns the weight left.
+pub fn keep_from(spans: &mut Spans, first: u32, rebase: bool) -> u64 {
+    spans.retain(|s| {
+        if s.first < first {
+            s.weight = s.within(first, u32::MAX);
+            s.first = first;
+        }
+        if s.weight == 0 {
+            return false;
+        }
+        if rebase {
+            s.first -= first;
+            s.last -= first;
+        }
+        true
+    });
+    spans.iter().map(|s| s.weight).sum()
+}
+
 /// The slice index of `offset` from the start of the capture.
 pub fn slice_of(offset: Duration, width: Duration) -> u32 {
     let w = width.as_nanos().max(1);
@@ -163,6 +184,14 @@ mod tests {
         assert_eq!(s.within(20, 30), 0);
         assert_eq!(s.within(0, 10), 0);
         assert_eq!(Span::at(3, 7).within(3, 4), 7);
+    }
+
+    #[test]
+    fn spans_keep_what_fell_from_a_slice_on() {
+        let mut v: Spans = smallvec::smallvec![Span::at(2, 5), Span { first: 8, last: 11, weight: 40 }, Span::at(12, 3)];
+        assert_eq!(keep_from(&mut v.clone(), 10, false), 23);
+        assert_eq!(keep_from(&mut v, 10, true), 23);
+        assert_eq!(v[..], [Span { first: 0, last: 1, weight: 20 }, Span::at(2, 3)]);
     }
 
     #[test]

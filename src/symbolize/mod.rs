@@ -114,10 +114,22 @@ pub fn is_runtime_word(w: u64) -> bool {
 /// Addresses of one binary named by one call of blazesym.
 const NAME_BATCH: usize = 4096;
 
+/// blazesym as fgbpf names with it: code lines, inlined functions,
+/// demangled names, separate debug files looked for in `debug_dirs`.
+fn blazesym_for(debug_dirs: &[PathBuf]) -> Blazesym {
+    Blazesym::builder()
+        .enable_code_info(true)
+        .enable_inlined_fns(true)
+        .enable_demangling(true)
+        .set_debug_dirs(Some(debug_dirs))
+        .build()
+}
+
 /// A symbolizer that lives through a capture: processes are remembered
 /// while they run, so they can be named after they exit.
 pub struct Symbolizer {
     blazesym: Blazesym,
+    debug_dirs: Vec<PathBuf>,
     registry: Registry,
     /// Runtime frame words named by the probe ([`Self::add_runtime_names`]).
     runtime: RuntimeNames,
@@ -129,14 +141,9 @@ impl Symbolizer {
     pub fn new(opts: &Options) -> Self {
         let mut debug_dirs = opts.debug_dirs.clone();
         debug_dirs.extend(SYSTEM_DEBUG_DIRS.iter().map(PathBuf::from));
-        let blazesym = Blazesym::builder()
-            .enable_code_info(true)
-            .enable_inlined_fns(true)
-            .enable_demangling(true)
-            .set_debug_dirs(Some(&debug_dirs))
-            .build();
         Symbolizer {
-            blazesym,
+            blazesym: blazesym_for(&debug_dirs),
+            debug_dirs: debug_dirs.clone(),
             registry: Registry::new(debug_dirs),
             runtime: RuntimeNames::new(),
             own_vdso: own_vdso(),
@@ -183,6 +190,18 @@ impl Symbolizer {
     /// See [`Registry::retire`].
     pub fn retire(&mut self, pid: u32, addrs: &[u64]) {
         self.registry.retire(pid, addrs);
+    }
+
+    /// See [`Registry::forget_retired`].
+    pub fn forget_retired(&mut self, held: &std::collections::HashSet<u32>) {
+        self.registry.forget_retired(held);
+    }
+
+    /// Lets go of the symbol tables and debug information read so far
+    /// (the next names read them again): `fgbpf flight` names a dump now
+    /// and then, and would otherwise keep every binary's tables for weeks.
+    pub fn drop_caches(&mut self) {
+        self.blazesym = blazesym_for(&self.debug_dirs);
     }
 
     /// See [`Registry::held`].

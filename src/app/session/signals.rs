@@ -3,7 +3,7 @@
 //! fgbpf by another process (`kill`) is passed on to the command, as a
 //! terminal passes Ctrl-C to its whole foreground process group; one that
 //! came from the terminal already reached the command and is not sent
-//! twice.
+//! twice. SIGUSR1 asks `fgbpf flight` for a dump.
 
 use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 
@@ -11,6 +11,31 @@ use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal
 
 static HITS: AtomicUsize = AtomicUsize::new(0);
 static COMMAND: AtomicI32 = AtomicI32::new(0);
+static DUMPS: AtomicUsize = AtomicUsize::new(0);
+
+/// Runs in signal context: one atomic add.
+extern "C" fn on_dump(_: libc::c_int) {
+    DUMPS.fetch_add(1, Ordering::SeqCst);
+}
+
+/// `fgbpf flight`: SIGUSR1 asks for a dump.
+pub struct DumpSignal(());
+
+impl DumpSignal {
+    /// Installs the handler; call once, before recording starts.
+    pub fn install() -> Result<Self, String> {
+        let action = SigAction::new(SigHandler::Handler(on_dump), SaFlags::SA_RESTART, SigSet::empty());
+        // SAFETY: the handler only adds to an atomic.
+        unsafe { sigaction(Signal::SIGUSR1, &action) }.map_err(|e| format!("cannot install the SIGUSR1 handler: {e}"))?;
+        Ok(DumpSignal(()))
+    }
+
+    /// Whether a dump was asked for since the last call (signals that came
+    /// together ask for one).
+    pub fn take(&self) -> bool {
+        DUMPS.swap(0, Ordering::SeqCst) > 0
+    }
+}
 
 /// Runs in signal context: only atomics and raw system calls.
 extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {

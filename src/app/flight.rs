@@ -1,0 +1,206 @@
+//! `fgbpf flight`: the flight recorder. It records as `fgbpf wall` does
+//! (same scoping options), at a low rate, until stopped; it forgets what
+//! fell before the last `--keep`, so that its memory is that of the
+//! recent past only; and on SIGUSR1 it writes that past as a new `wall`
+//! capture directory under `--dumps`, the same files, without stopping.
+//! At most `--max-dumps` are kept: the oldest this recorder wrote goes.
+
+use std::collections::VecDeque;
+use std::fs;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use super::capture::{local_timestamp, local_timestamp_before, open, preflight};
+use super::record::{self, Recording};
+use super::session::signals::DumpSignal;
+use super::session::window::EndReason;
+use super::summary;
+use super::views::Views;
+use super::CliError;
+use crate::cli::{FlightArgs, SamplingArgs};
+use crate::format::files::{self, OutDir};
+use crate::probe::{Probe, Recorded};
+use crate::profile::time;
+use crate::symbolize::Symbolizer;
+
+/// How often what fell out of the kept window is forgotten.
+const FORGET_EVERY: Duration = Duration::from_secs(10);
+
+/// Runs the recorder until Ctrl-C, SIGTERM, `-d`, or the targets or
+/// command end; returns the `-- COMMAND`'s exit status.
+pub fn run(args: &FlightArgs) -> Result<Option<i32>, CliError> {
+    if args.capture.output.is_some() {
+        return Err(CliError::usage("fgbpf flight writes its dumps under --dumps DIR, not -o"));
+    }
+    if args.blocks.wakers {
+        return Err(CliError::usage(
+            "fgbpf flight does not keep wakers yet: drop --wakers (fgbpf offcpu --wakers records them)",
+        ));
+    }
+    let sampling = SamplingArgs {
+        frequency: args.frequency,
+        include_idle: args.include_idle,
+    };
+    let rec = Recording {
+        capture: &args.capture,
+        maps: &args.maps,
+        sampling: Some(&sampling),
+        blocks: Some(&args.blocks),
+        per_process: false,
+    };
+    rec.options(Default::default())?;
+    summary::set_quiet(args.capture.quiet);
+    let dumps = dumps_dir(&args.dumps)?;
+    let signal = DumpSignal::install().map_err(CliError::failed)?;
+    let prepared = preflight(&args.capture)?;
+    let mut live = open(&args.capture, prepared, &rec.what(), |t| rec.start(t))?;
+    summary::say(format_args!(
+        "keeping the last {:.0} s; kill -USR1 {} writes them under {}/",
+        args.keep.as_secs_f64(),
+        std::process::id(),
+        dumps.display()
+    ));
+    let mut flight = Flight {
+        rec: &rec,
+        args,
+        dumps,
+        written: VecDeque::new(),
+        target: live.prepared.target.clone(),
+        whole_system: live.prepared.targets.whole_system(),
+        last_forget: Instant::now(),
+    };
+    let end = {
+        let (mut window, recorder, symbolizer) = live.window(&args.capture);
+        let mut steps = window.begin();
+        let end = loop {
+            if let Some(end) = window.step(&mut steps, recorder, symbolizer) {
+                break end;
+            }
+            if signal.take() {
+                flight.dump(recorder, symbolizer);
+            }
+            if flight.last_forget.elapsed() >= FORGET_EVERY {
+                flight.last_forget = Instant::now();
+                flight.forget(recorder, symbolizer);
+            }
+        };
+        window.end(recorder, symbolizer);
+        end
+    };
+    let (_, status) = live.close(&args.capture, end);
+    let why = match end {
+        EndReason::Duration => "-d ran out",
+        EndReason::Interrupted => "stopped",
+        EndReason::CommandExited(_) => "the command exited",
+        EndReason::TargetsGone => "every target has exited",
+    };
+    let n = flight.written.len();
+    summary::say(format_args!(
+        "{why}: recording ended, {n} dump{} of it under {}/",
+        if n == 1 { "" } else { "s" },
+        flight.dumps.display()
+    ));
+    Ok(status)
+}
+
+struct Flight<'a> {
+    rec: &'a Recording<'a>,
+    args: &'a FlightArgs,
+    dumps: PathBuf,
+    /// The dumps this recorder wrote, oldest first.
+    written: VecDeque<PathBuf>,
+    target: String,
+    whole_system: bool,
+    last_forget: Instant,
+}
+
+impl Flight<'_> {
+    /// Where the kept window starts now, in the capture's time.
+    fn window_start(&self, recorder: &Probe) -> Duration {
+        let through = recorder.drained_through().unwrap_or_default();
+        through.saturating_sub(self.args.keep)
+    }
+
+    /// Forgets what fell before the kept window, and what is kept of
+    /// exited processes whose stacks went with it.
+    fn forget(&self, recorder: &mut Probe, symbolizer: &mut Symbolizer) {
+        let held = recorder.forget_before(self.window_start(recorder));
+        symbolizer.forget_retired(&held);
+    }
+
+    /// Writes the kept window as a capture directory, and removes the
+    /// oldest dump past `--max-dumps`.
+    fn dump(&mut self, recorder: &mut Probe, symbolizer: &mut Symbolizer) {
+        let through = recorder.drained_through().unwrap_or_default();
+        let from = self.window_start(recorder);
+        let mut recorded = recorder.snapshot();
+        since(&mut recorded, recorder.slice_at(from));
+        let views = Views::build(self.rec.wanted(), recorded, symbolizer, &self.target, through - from);
+        // Each binary's tables are read again at the next dump: a recorder
+        // that runs for weeks would otherwise hold every one it ever named.
+        symbolizer.drop_caches();
+        let outputs = self.rec.outputs();
+        let names: Vec<&str> = outputs.iter().map(String::as_str).collect();
+        let base = self.dumps.join(format!("dump-{}", local_timestamp("%Y%m%d-%H%M%S")));
+        let ago = recorder.recorded_window().saturating_sub(from);
+        let started_at = local_timestamp_before("%Y-%m-%d %H:%M:%S", ago);
+        let written = files::prepare_dir(OutDir::Fresh(&base), &names)
+            .map_err(CliError::failed)
+            .and_then(|dir| {
+                record::write(self.rec, views, &dir, &self.target, self.whole_system, &started_at).map(|_| dir)
+            });
+        match written {
+            Ok(dir) => {
+                summary::say(format_args!(
+                    "dump: wrote the last {:.1} s to {}/",
+                    (through - from).as_secs_f64(),
+                    dir.display()
+                ));
+                self.written.push_back(dir);
+                while self.written.len() > self.args.max_dumps as usize {
+                    if let Some(old) = self.written.pop_front() {
+                        if let Err(e) = fs::remove_dir_all(&old) {
+                            summary::say(format_args!("dump: could not remove the old dump {}: {e}", old.display()));
+                        }
+                    }
+                }
+            }
+            // A full disk or a removed directory: said, and recording
+            // goes on.
+            Err(e) => summary::say(format_args!("dump: could not write: {e}")),
+        }
+    }
+}
+
+/// Keeps of `recorded` what fell from slice `first` on, renumbered from
+/// it: a dump's slices, and its timeline, start at the kept window.
+fn since(recorded: &mut Recorded, first: u32) {
+    for r in &mut recorded.stacks {
+        r.weight = time::keep_from(&mut r.spans, first, true);
+    }
+    recorded.stacks.retain(|r| r.weight > 0);
+    for r in &mut recorded.runs {
+        r.us = time::keep_from(&mut r.spans, first, true);
+    }
+    recorded.runs.retain(|r| r.us > 0);
+}
+
+/// The dumps' directory, made (readable by root only) when missing; a
+/// symbolic link there is refused, as fgbpf never writes through one.
+fn dumps_dir(dir: &Path) -> Result<PathBuf, CliError> {
+    match fs::symlink_metadata(dir) {
+        Ok(m) if m.file_type().is_symlink() => Err(CliError::usage(format!(
+            "--dumps {}: a symbolic link; give the directory itself",
+            dir.display()
+        ))),
+        Ok(m) if !m.is_dir() => Err(CliError::usage(format!("--dumps {}: not a directory", dir.display()))),
+        Ok(_) => Ok(dir.to_path_buf()),
+        Err(_) => fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map(|_| dir.to_path_buf())
+            .map_err(|e| CliError::usage(format!("--dumps {}: cannot create it: {e}", dir.display()))),
+    }
+}

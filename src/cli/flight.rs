@@ -1,0 +1,66 @@
+//! `fgbpf flight`'s options: the flight recorder keeps the recent past of
+//! the capture commands' recording and writes it out on demand.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::{parse_frequency, BlockArgs, CaptureArgs, MapArgs};
+
+#[derive(Debug, Args, Clone)]
+pub struct FlightArgs {
+    #[command(flatten)]
+    pub capture: CaptureArgs,
+    #[command(flatten)]
+    pub blocks: BlockArgs,
+    #[command(flatten)]
+    pub maps: MapArgs,
+
+    /// Samples per second on each CPU, 1 to 10000: lower than the capture
+    /// commands' 99, for a recorder that runs for weeks.
+    #[arg(short = 'F', long = "frequency", value_name = "HZ", default_value = "49", value_parser = parse_frequency)]
+    pub frequency: u64,
+
+    /// Also count samples of the idle task.
+    #[arg(long)]
+    pub include_idle: bool,
+
+    /// How much of the recent past is kept, and written by a dump: e.g.
+    /// 10m, 90s, 1h (10 s to 24 h). Older time is forgotten.
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_keep)]
+    pub keep: Duration,
+
+    /// The directory dumps are written in, one capture directory each
+    /// (made readable by root only when fgbpf creates it).
+    #[arg(long, value_name = "DIR", default_value = "fgbpf-dumps")]
+    pub dumps: PathBuf,
+
+    /// At most this many dumps kept: past it, the oldest dump this
+    /// recorder wrote is removed.
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub max_dumps: u32,
+}
+
+/// A duration of 10 s to 24 h: a number with `s`, `m` or `h` (seconds
+/// without one).
+pub(super) fn parse_keep(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let (number, unit) = match t.char_indices().last() {
+        Some((i, 's')) => (&t[..i], 1.0),
+        Some((i, 'm')) => (&t[..i], 60.0),
+        Some((i, 'h')) => (&t[..i], 3600.0),
+        _ => (t, 1.0),
+    };
+    let secs = number
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|n| n.is_finite())
+        .map(|n| n * unit)
+        .ok_or_else(|| format!("'{s}' is not a duration: write e.g. 10m, 90s or 1h"))?;
+    if !(10.0..=86_400.0).contains(&secs) {
+        return Err(format!("--keep {s}: keep between 10 s and 24 h"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}

@@ -1,0 +1,123 @@
+//! `fgbpf flight`: the recent past kept, and written on SIGUSR1 as an
+//! ordinary capture directory while recording goes on. The workload
+//! (spike.c, `gcc -O2`) burns 2 s in early_fn, then 5 s in spike_fn at a
+//! random moment 10 to 14 s after its start.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// Per slice of `VIEW.slices`: the weight of stacks with `frame`, and of
+/// all stacks.
+fn slices_with(path: &Path, frame: &str) -> BTreeMap<u32, (u64, u64)> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut out: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let (spans, folded) = line.split_once(' ').expect("SPANS FOLDED-LINE");
+        let has = folded.split(';').any(|f| f == frame || f.starts_with(&format!("{frame} ")));
+        for span in spans.split(',') {
+            let (slices, weight) = span.split_once(':').expect("FIRST[-LAST]:WEIGHT");
+            let weight: u64 = weight.parse().unwrap();
+            let (first, last) = match slices.split_once('-') {
+                Some((a, b)) => (a.parse::<u32>().unwrap(), b.parse::<u32>().unwrap()),
+                None => (slices.parse().unwrap(), slices.parse().unwrap()),
+            };
+            let n = u64::from(last - first + 1);
+            for s in first..=last {
+                let e = out.entry(s).or_default();
+                e.1 += weight / n;
+                if has {
+                    e.0 += weight / n;
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The one dump directory in `dumps`, once its last file is written.
+fn wait_for_dump(dumps: &Path, limit: Duration) -> PathBuf {
+    let since = Instant::now();
+    loop {
+        let done: Vec<PathBuf> = std::fs::read_dir(dumps)
+            .map(|d| d.flatten().map(|e| e.path()).filter(|p| p.join("capture.json").is_file()).collect())
+            .unwrap_or_default();
+        if let [one] = &done[..] {
+            return one.clone();
+        }
+        assert!(done.len() < 2, "one signal, one dump: {done:?}");
+        assert!(since.elapsed() < limit, "no dump under {} after {limit:?}", dumps.display());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_dump_on_sigusr1_holds_the_spike_and_not_what_fell_before_the_window() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let dumps = out_dir("flight-spike");
+    let bin = plain_workload("spike");
+    let started = Instant::now();
+    let mut load = KillOnDrop(Command::new(&bin).stdout(Stdio::piped()).spawn().unwrap());
+    let pid = load.id().to_string();
+    let keep = 20.0;
+    let flight = spawn_attached(fgbpf().args(["flight", "-p", &pid, "--keep", "20s", "-F", "49", "--dumps"]).arg(&dumps));
+    // "spike FROM TO", in seconds since the workload started.
+    let line = first_line(&mut load.0);
+    let times: Vec<f64> = line.split_whitespace().skip(1).map(|t| t.parse().unwrap()).collect();
+    let (from, to) = (times[0], times[1]);
+    // Asked 8 s after the spike: the window (the 20 s before the last
+    // drain) then starts 3 to 7 s after early_fn ended.
+    std::thread::sleep(Duration::from_secs_f64((to + 8.0 - started.elapsed().as_secs_f64()).max(0.0)));
+    let asked = started.elapsed().as_secs_f64();
+    flight.signal(libc::SIGUSR1);
+    let dump = wait_for_dump(&dumps, Duration::from_secs(30));
+    flight.signal(libc::SIGINT);
+    let out = flight.finish_by(Instant::now(), Duration::from_secs(20));
+    assert_ok(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("dump: wrote the last"), "the dump is said");
+    let mode = std::fs::metadata(&dumps).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700, "the dumps' directory fgbpf made is root's only");
+    for file in ["oncpu.folded", "offcpu.folded", "wall.folded", "report.txt", "timeline.html", "wall.svg"] {
+        assert!(dump.join(file).is_file(), "a dump is a capture directory: {file}");
+    }
+    let on = read_folded(&dump.join("oncpu.folded"));
+    assert_eq!(weight_with(&on, "early_fn"), 0, "early_fn burned before the kept window");
+    let per_slice = slices_with(&dump.join("oncpu.slices"), "spike_fn");
+    let spiked: Vec<u32> = per_slice.iter().filter(|(_, w)| w.0 > 0).map(|(&s, _)| s).collect();
+    let (lo, hi) = (spiked[0], *spiked.last().unwrap());
+    let (spike, all) = per_slice
+        .range(lo..=hi)
+        .fold((0, 0), |(a, b), (_, w)| (a + w.0, b + w.1));
+    eprintln!("spike {from:.2}-{to:.2} s, asked at {asked:.2} s; in the dump slices {lo}-{hi}, spike_fn {spike} of {all}");
+    let seconds = f64::from(hi - lo + 1) * 0.1;
+    assert!((4.5..=5.6).contains(&seconds), "the spike spans {seconds:.1} s of slices (want 5)");
+    assert!(pct(spike, all) >= 90.0, "spike_fn {:.1}% of the spike's slices (want at least 90)", pct(spike, all));
+    // The dump's time 0 is the start of the kept window: the 20 s before
+    // the last drain (at most a second before the signal).
+    let expected = from - (asked - keep);
+    let at = f64::from(lo) * 0.1;
+    assert!(
+        (expected - 0.5..=expected + 1.6).contains(&at),
+        "the spike starts {at:.1} s into the dump (want about {expected:.1})"
+    );
+    // The same range drawn again from the dump's slices.
+    let range = dump.join("spike.folded");
+    assert_ok(&run(fgbpf()
+        .args(["convert", "--from", &format!("{at}"), "--to", &format!("{}", f64::from(hi + 1) * 0.1), "-o"])
+        .arg(&range)
+        .arg(dump.join("oncpu.folded"))));
+    let part = read_folded(&range);
+    assert!(share(&part, "spike_fn") >= 90.0, "convert --from/--to: spike_fn {:.1}%", share(&part, "spike_fn"));
+    let timeline = std::fs::read_to_string(dump.join("timeline.html")).unwrap();
+    assert!(timeline.contains("spike_fn"), "the timeline names the spike");
+}
