@@ -121,3 +121,42 @@ fn a_dump_on_sigusr1_holds_the_spike_and_not_what_fell_before_the_window() {
     let timeline = std::fs::read_to_string(dump.join("timeline.html")).unwrap();
     assert!(timeline.contains("spike_fn"), "the timeline names the spike");
 }
+
+#[test]
+fn a_process_above_the_cpu_threshold_asks_for_one_dump_by_itself() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let dumps = out_dir("flight-cpu");
+    let bin = plain_workload("spike");
+    let mut load = KillOnDrop(Command::new(&bin).stdout(Stdio::piped()).spawn().unwrap());
+    let pid = load.id().to_string();
+    let flight = spawn_attached(
+        fgbpf()
+            .args(["flight", "-p", &pid, "--keep", "30s", "-F", "49"])
+            .args(["--cpu-above", "50", "--cpu-for", "3", "--after", "5", "--dumps"])
+            .arg(&dumps),
+    );
+    let line = first_line(&mut load.0);
+    eprintln!("workload: {line}");
+    // Fired 3 s into the spike, written 5 s later; no second one within
+    // the default 10-minute cool-down, though the process stays watched.
+    let dump = wait_for_dump(&dumps, Duration::from_secs(30));
+    std::thread::sleep(Duration::from_secs(3));
+    flight.signal(libc::SIGINT);
+    let out = flight.finish_by(Instant::now(), Duration::from_secs(20));
+    assert_ok(&out);
+    let dirs = std::fs::read_dir(&dumps).unwrap().count();
+    assert_eq!(dirs, 1, "one trigger, one dump");
+    let trigger = std::fs::read_to_string(dump.join("trigger.txt")).unwrap();
+    assert!(
+        trigger.starts_with(&format!("cpu: pid {pid} (")) && trigger.contains("above 50% of a CPU for 3 s, fired at"),
+        "trigger.txt says why: {trigger}"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("trigger cpu: pid"), "the trigger is said");
+    // The whole spike is in it: 5 s at 49 Hz.
+    let on = read_folded(&dump.join("oncpu.folded"));
+    let spike = weight_with(&on, "spike_fn");
+    assert!(spike >= 220, "spike_fn has {spike} samples in the dump (want about 245)");
+}

@@ -4,6 +4,9 @@
 //! recent past only; and on SIGUSR1 it writes that past as a new `wall`
 //! capture directory under `--dumps`, the same files, without stopping.
 //! At most `--max-dumps` are kept: the oldest this recorder wrote goes.
+//! With `--cpu-above`, a process on the CPU above a threshold for
+//! `--cpu-for` asks for a dump by itself, written `--after` later, at most
+//! once per `--cooldown`; such a dump says why in `trigger.txt`.
 
 use std::collections::VecDeque;
 use std::fs;
@@ -24,6 +27,9 @@ use crate::probe::{Probe, Recorded};
 use crate::profile::time;
 use crate::symbolize::Symbolizer;
 
+/// What a triggered dump says of its trigger.
+const TRIGGER: &str = "trigger.txt";
+
 /// How often what fell out of the kept window is forgotten.
 const FORGET_EVERY: Duration = Duration::from_secs(10);
 
@@ -32,6 +38,13 @@ const FORGET_EVERY: Duration = Duration::from_secs(10);
 pub fn run(args: &FlightArgs) -> Result<Option<i32>, CliError> {
     if args.capture.output.is_some() {
         return Err(CliError::usage("fgbpf flight writes its dumps under --dumps DIR, not -o"));
+    }
+    if args.cpu_above.is_some() && args.after >= args.keep.as_secs() {
+        return Err(CliError::usage(format!(
+            "--after {} s is not shorter than --keep {} s: a triggered dump would not hold what fired it",
+            args.after,
+            args.keep.as_secs()
+        )));
     }
     if args.blocks.wakers {
         return Err(CliError::usage(
@@ -55,6 +68,9 @@ pub fn run(args: &FlightArgs) -> Result<Option<i32>, CliError> {
     let signal = DumpSignal::install().map_err(CliError::failed)?;
     let prepared = preflight(&args.capture)?;
     let mut live = open(&args.capture, prepared, &rec.what(), |t| rec.start(t))?;
+    if args.cpu_above.is_some() {
+        live.recorder.tally_cpu();
+    }
     summary::say(format_args!(
         "keeping the last {:.0} s; kill -USR1 {} writes them under {}/",
         args.keep.as_secs_f64(),
@@ -69,6 +85,8 @@ pub fn run(args: &FlightArgs) -> Result<Option<i32>, CliError> {
         target: live.prepared.target.clone(),
         whole_system: live.prepared.targets.whole_system(),
         last_forget: Instant::now(),
+        cpu: CpuWatch::default(),
+        pending: None,
     };
     let end = {
         let (mut window, recorder, symbolizer) = live.window(&args.capture);
@@ -78,7 +96,11 @@ pub fn run(args: &FlightArgs) -> Result<Option<i32>, CliError> {
                 break end;
             }
             if signal.take() {
-                flight.dump(recorder, symbolizer);
+                flight.dump(recorder, symbolizer, None);
+            }
+            flight.watch_cpu(recorder, symbolizer);
+            if let Some(fired) = flight.pending.take_if(|f| Instant::now() >= f.due) {
+                flight.dump(recorder, symbolizer, Some(&fired));
             }
             if flight.last_forget.elapsed() >= FORGET_EVERY {
                 flight.last_forget = Instant::now();
@@ -113,6 +135,25 @@ struct Flight<'a> {
     target: String,
     whole_system: bool,
     last_forget: Instant,
+    cpu: CpuWatch,
+    /// A trigger fired, its dump not yet written.
+    pending: Option<Fired>,
+}
+
+/// A trigger that fired: why, when, and when its dump is due.
+struct Fired {
+    why: String,
+    at: String,
+    due: Instant,
+}
+
+/// `--cpu-above`: how long each process has been above it, through which
+/// drain, and when it last fired.
+#[derive(Default)]
+struct CpuWatch {
+    above: std::collections::HashMap<u32, Duration>,
+    through: Option<Duration>,
+    fired: Option<Instant>,
 }
 
 impl Flight<'_> {
@@ -129,9 +170,50 @@ impl Flight<'_> {
         symbolizer.forget_retired(&held);
     }
 
-    /// Writes the kept window as a capture directory, and removes the
-    /// oldest dump past `--max-dumps`.
-    fn dump(&mut self, recorder: &mut Probe, symbolizer: &mut Symbolizer) {
+    /// After each drain: which processes were above `--cpu-above` over the
+    /// second it read, and for how long in a row; one above it for
+    /// `--cpu-for` fires the trigger, unless it fired within `--cooldown`.
+    fn watch_cpu(&mut self, recorder: &Probe, symbolizer: &Symbolizer) {
+        let Some(pct) = self.args.cpu_above else { return };
+        let through = recorder.drained_through();
+        if through == self.cpu.through {
+            return;
+        }
+        self.cpu.through = through;
+        let Some((samples, counted)) = recorder.cpu_last_drain() else { return };
+        let per_pct = self.args.frequency as f64 * counted.as_secs_f64() / 100.0;
+        let before = std::mem::take(&mut self.cpu.above);
+        for (&pid, &n) in samples {
+            if n as f64 / per_pct >= f64::from(pct) {
+                self.cpu.above.insert(pid, before.get(&pid).copied().unwrap_or_default() + counted);
+            }
+        }
+        let cooling = self.cpu.fired.is_some_and(|t| t.elapsed() < self.args.cooldown);
+        let wanted = Duration::from_secs(self.args.cpu_for);
+        let Some((&pid, _)) = self.cpu.above.iter().find(|(_, &d)| d >= wanted) else { return };
+        if cooling || self.pending.is_some() {
+            return;
+        }
+        self.cpu.fired = Some(Instant::now());
+        // A process's name is its own choice: no control characters.
+        let name: String = symbolizer
+            .process_name(pid, "")
+            .chars()
+            .map(|c| if c.is_control() { '?' } else { c })
+            .collect();
+        let fired = Fired {
+            why: format!("cpu: pid {pid} ({name}) above {pct}% of a CPU for {} s", self.args.cpu_for),
+            at: local_timestamp("%Y-%m-%d %H:%M:%S"),
+            due: Instant::now() + Duration::from_secs(self.args.after),
+        };
+        summary::say(format_args!("trigger {}; its dump in {} s", fired.why, self.args.after));
+        self.pending = Some(fired);
+    }
+
+    /// Writes the kept window as a capture directory (with `trigger.txt`
+    /// when a trigger asked for it), and removes the oldest dump past
+    /// `--max-dumps`.
+    fn dump(&mut self, recorder: &mut Probe, symbolizer: &mut Symbolizer, fired: Option<&Fired>) {
         let through = recorder.drained_through().unwrap_or_default();
         let from = self.window_start(recorder);
         let mut recorded = recorder.snapshot();
@@ -140,7 +222,10 @@ impl Flight<'_> {
         // Each binary's tables are read again at the next dump: a recorder
         // that runs for weeks would otherwise hold every one it ever named.
         symbolizer.drop_caches();
-        let outputs = self.rec.outputs();
+        let mut outputs = self.rec.outputs();
+        if fired.is_some() {
+            outputs.push(TRIGGER.to_string());
+        }
         let names: Vec<&str> = outputs.iter().map(String::as_str).collect();
         let base = self.dumps.join(format!("dump-{}", local_timestamp("%Y%m%d-%H%M%S")));
         let ago = recorder.recorded_window().saturating_sub(from);
@@ -148,12 +233,21 @@ impl Flight<'_> {
         let written = files::prepare_dir(OutDir::Fresh(&base), &names)
             .map_err(CliError::failed)
             .and_then(|dir| {
-                record::write(self.rec, views, &dir, &self.target, self.whole_system, &started_at).map(|_| dir)
+                record::write(self.rec, views, &dir, &self.target, self.whole_system, &started_at)?;
+                if let Some(f) = fired {
+                    let path = dir.join(TRIGGER);
+                    files::write_atomic(&path, files::Durability::Synced, |w: &mut dyn std::io::Write| {
+                        writeln!(w, "{}, fired at {}", f.why, f.at)
+                    })
+                    .map_err(|e| CliError::failed(format!("writing {}: {e}", path.display())))?;
+                }
+                Ok(dir)
             });
         match written {
             Ok(dir) => {
                 summary::say(format_args!(
-                    "dump: wrote the last {:.1} s to {}/",
+                    "dump{}: wrote the last {:.1} s to {}/",
+                    fired.map_or_else(String::new, |f| format!(" ({})", f.why)),
                     (through - from).as_secs_f64(),
                     dir.display()
                 ));

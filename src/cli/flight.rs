@@ -40,9 +40,29 @@ pub struct FlightArgs {
     /// recorder wrote is removed.
     #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub max_dumps: u32,
+
+    /// Dump by itself when one process uses more than PCT percent of a CPU
+    /// (100: a whole CPU) for --cpu-for seconds.
+    #[arg(long, value_name = "PCT", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub cpu_above: Option<u32>,
+
+    /// How long a process stays above --cpu-above before the dump is
+    /// asked for, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub cpu_for: u64,
+
+    /// How long after a trigger fires its dump is written, in seconds: the
+    /// dump then holds what led to it and this much of what followed.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(0..=3600))]
+    pub after: u64,
+
+    /// The least time between two dumps of one trigger: e.g. 10m (10 s to
+    /// 24 h).
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_keep)]
+    pub cooldown: Duration,
 }
 
-/// A duration of 10 s to 24 h: a number with `s`, `m` or `h` (seconds
+/// A duration of 10 s to 24 h (`--keep`, `--cooldown`): a number with `s`, `m` or `h` (seconds
 /// without one).
 pub(super) fn parse_keep(s: &str) -> Result<Duration, String> {
     let t = s.trim();

@@ -93,6 +93,8 @@ pub(super) type Key = [u8; std::mem::size_of::<types::fg_key>()];
 /// Where struct fg_key keeps its slices, zeroed in the keys of `totals`.
 const SLICE_AT: usize = std::mem::offset_of!(types::fg_key, slice_first);
 const SLICE_END: usize = std::mem::offset_of!(types::fg_key, slice_last) + 4;
+const STATE_AT: usize = std::mem::offset_of!(types::fg_key, state);
+const PID_AT: usize = std::mem::offset_of!(types::fg_key, pid);
 
 /// Totals per key (the raw bytes of a `struct fg_key` without its slices)
 /// over every drain, as spans of when they fell (raw units: samples, or
@@ -115,6 +117,9 @@ pub(super) struct Counts {
     exits: Vec<(u32, u64)>,
     drains: u64,
     drained_at: Option<u64>,
+    /// `fgbpf flight`'s CPU trigger: on-CPU samples per process in the
+    /// buffer the last drain read, and how long that buffer counted.
+    cpu: Option<(HashMap<u32, u64>, Duration)>,
     /// `--group-by cgroup`: the names of the cgroups keys carry, looked
     /// up as they are first drained.
     groups: Option<Groups>,
@@ -134,8 +139,20 @@ impl Counts {
             exits: Vec::new(),
             drains: 0,
             drained_at: None,
+            cpu: None,
             groups,
         }
+    }
+
+    /// From now on, tallies each drain's on-CPU samples per process.
+    pub fn tally_cpu(&mut self) {
+        self.cpu.get_or_insert_with(Default::default);
+    }
+
+    /// On-CPU samples per process in the buffer the last drain read, and
+    /// how long it counted (`None` before two drains, or untallied).
+    pub fn cpu(&self) -> Option<(&HashMap<u32, u64>, Duration)> {
+        self.cpu.as_ref().filter(|(_, d)| !d.is_zero()).map(|(c, d)| (c, *d))
     }
 
     /// The names of cgroups, with `--group-by cgroup`.
@@ -168,6 +185,10 @@ impl Counts {
                 let flipped = super::offcpu::monotonic_ns();
                 let idle = flip(skel);
                 std::thread::sleep(SETTLE);
+                if let (Some((cpu, counted)), Some(before)) = (self.cpu.as_mut(), self.drained_at) {
+                    cpu.clear();
+                    *counted = Duration::from_nanos(flipped.saturating_sub(before));
+                }
                 self.drain(map_of(skel, idle), &skel.maps.stacks, Some(&skel.maps.wakers));
                 self.drained_at = Some(flipped);
             }
@@ -214,6 +235,9 @@ impl Counts {
             }
             let value = u64::from_ne_bytes(v[..8].try_into().expect("8 bytes"));
             let slice = |at: usize| u32::from_ne_bytes(k[at..at + 4].try_into().expect("4 bytes"));
+            if let Some((cpu, _)) = self.cpu.as_mut().filter(|_| slice(STATE_AT) == 0) {
+                *cpu.entry(slice(PID_AT)).or_default() += value;
+            }
             let span = Span {
                 first: self.slicing.current(slice(SLICE_AT)),
                 last: self.slicing.current(slice(SLICE_END - 4)),

@@ -473,6 +473,18 @@ impl Probe {
         self.counts.forget_before(first)
     }
 
+    /// `fgbpf flight`'s CPU trigger: from now on, each drain tallies its
+    /// on-CPU samples per process ([`Self::cpu_last_drain`]).
+    pub fn tally_cpu(&mut self) {
+        self.counts.tally_cpu();
+    }
+
+    /// On-CPU samples per process that the last drain read, and the time
+    /// they were counted over (about a second); `None` before two drains.
+    pub fn cpu_last_drain(&self) -> Option<(&std::collections::HashMap<u32, u64>, Duration)> {
+        self.counts.cpu()
+    }
+
     /// The capture's time of the last drain: every count taken before it
     /// is in [`Self::snapshot`]. `None` before the first.
     pub fn drained_through(&self) -> Option<Duration> {

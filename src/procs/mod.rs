@@ -8,6 +8,7 @@
 //! symbolizer, the probe and the capture's checks alike; it knows nothing
 //! of any of them.
 
+pub mod builds;
 pub mod cgroup;
 pub mod debug_file;
 pub mod elf;

@@ -19,6 +19,7 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use super::builds::Builds;
 use super::debug_file;
 use super::elf::ElfInfo;
 use super::maps::{self, fd_path, MapsLine};
@@ -205,6 +206,8 @@ pub struct Registry {
     /// is recognised without a system call.
     by_maps_key: HashMap<(u64, u64), BinaryId>,
     by_file_key: HashMap<FileKey, BinaryId>,
+    /// Copies of one build, read once (see [`Builds`]).
+    builds: Builds,
     /// Open root directories of other mount namespaces or chroots, kept so
     /// that perf maps inside them can be read after the process exits;
     /// closed when no process held uses it.
@@ -230,6 +233,7 @@ impl Registry {
             binaries: Vec::new(),
             by_maps_key: HashMap::new(),
             by_file_key: HashMap::new(),
+            builds: Builds::default(),
             roots: Vec::new(),
             root_users: Vec::new(),
             root_ids: HashMap::new(),
@@ -524,6 +528,22 @@ impl Registry {
             return b;
         }
         let elf = file.as_ref().and_then(ElfInfo::read);
+        let build = match (&file, &elf) {
+            (Some(f), Some(info)) => Builds::key(f, info),
+            _ => None,
+        };
+        let binaries = &self.binaries;
+        let copy_of = build
+            .as_ref()
+            .zip(file.as_ref())
+            .and_then(|(k, f)| self.builds.find(k, f, |b| binaries.get(b).and_then(|b| b.file.as_ref())));
+        if let Some(b) = copy_of {
+            self.by_maps_key.insert(maps_key, b);
+            if let Some(k) = key {
+                self.by_file_key.insert(k, b);
+            }
+            return b;
+        }
         let debug = match (&elf, &file) {
             (Some(info), Some(_)) if !info.has_dwarf => {
                 debug_file::find(&self.debug_dirs, info, path, root_path.as_deref(), &|f| {
@@ -547,6 +567,9 @@ impl Registry {
         self.by_maps_key.insert(maps_key, b);
         if let Some(k) = key {
             self.by_file_key.insert(k, b);
+        }
+        if let Some(k) = build {
+            self.builds.note(k, b);
         }
         b
     }

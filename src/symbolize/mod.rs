@@ -112,7 +112,7 @@ pub fn is_runtime_word(w: u64) -> bool {
 }
 
 /// Addresses of one binary named by one call of blazesym.
-const NAME_BATCH: usize = 4096;
+const NAME_BATCH: usize = 1024;
 
 /// blazesym as fgbpf names with it: code lines, inlined functions,
 /// demangled names, separate debug files looked for in `debug_dirs`.
