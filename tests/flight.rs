@@ -160,3 +160,31 @@ fn a_process_above_the_cpu_threshold_asks_for_one_dump_by_itself() {
     let spike = weight_with(&on, "spike_fn");
     assert!(spike >= 220, "spike_fn has {spike} samples in the dump (want about 245)");
 }
+
+#[test]
+fn a_process_started_by_name_asks_for_a_dump_by_itself() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let dumps = out_dir("flight-start");
+    let bin = plain_workload("spike");
+    // The whole host: the process is not there yet.
+    let flight = spawn_attached(
+        fgbpf()
+            .args(["flight", "--keep", "20s", "-F", "49", "--on-start", "spike-O2", "--after", "4", "--dumps"])
+            .arg(&dumps),
+    );
+    let load = KillOnDrop(Command::new(&bin).stdout(Stdio::null()).spawn().unwrap());
+    let pid = load.id();
+    let dump = wait_for_dump(&dumps, Duration::from_secs(20));
+    flight.signal(libc::SIGINT);
+    let out = flight.finish_by(Instant::now(), Duration::from_secs(30));
+    assert_ok(&out);
+    let trigger = std::fs::read_to_string(dump.join("trigger.txt")).unwrap();
+    assert!(trigger.starts_with(&format!("start: pid {pid} (spike-O2) started, fired at")), "trigger.txt: {trigger}");
+    // Written 4 s after the start: the 2 s the program burned first are in.
+    let on = read_folded(&dump.join("oncpu.folded"));
+    let early = weight_with(&on, "early_fn");
+    assert!(early >= 60, "early_fn has {early} samples in the dump (want about 98)");
+}

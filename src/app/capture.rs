@@ -144,6 +144,7 @@ impl Live {
             watched: [&args.pids[..], &args.tids[..]].concat(),
             prepare: args.pids.clone(),
             quiet: args.quiet,
+            started: None,
         };
         (window, &mut self.recorder, &mut self.symbolizer)
     }

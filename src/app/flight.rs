@@ -4,9 +4,10 @@
 //! recent past only; and on SIGUSR1 it writes that past as a new `wall`
 //! capture directory under `--dumps`, the same files, without stopping.
 //! At most `--max-dumps` are kept: the oldest this recorder wrote goes.
-//! With `--cpu-above`, a process on the CPU above a threshold for
-//! `--cpu-for` asks for a dump by itself, written `--after` later, at most
-//! once per `--cooldown`; such a dump says why in `trigger.txt`.
+//! Triggers ask for a dump by themselves: a process on the CPU above
+//! `--cpu-above` for `--cpu-for`, a process named by `--on-start` started.
+//! The dump is written `--after` later, at most once per trigger per
+//! `--cooldown`, and says why in `trigger.txt`.
 
 use std::collections::VecDeque;
 use std::fs;
@@ -39,7 +40,7 @@ pub fn run(args: &FlightArgs) -> Result<Option<i32>, CliError> {
     if args.capture.output.is_some() {
         return Err(CliError::usage("fgbpf flight writes its dumps under --dumps DIR, not -o"));
     }
-    if args.cpu_above.is_some() && args.after >= args.keep.as_secs() {
+    if (args.cpu_above.is_some() || !args.on_start.is_empty()) && args.after >= args.keep.as_secs() {
         return Err(CliError::usage(format!(
             "--after {} s is not shorter than --keep {} s: a triggered dump would not hold what fired it",
             args.after,
@@ -86,10 +87,14 @@ pub fn run(args: &FlightArgs) -> Result<Option<i32>, CliError> {
         whole_system: live.prepared.targets.whole_system(),
         last_forget: Instant::now(),
         cpu: CpuWatch::default(),
-        pending: None,
+        start_fired: None,
+        pending: Vec::new(),
     };
     let end = {
         let (mut window, recorder, symbolizer) = live.window(&args.capture);
+        if !args.on_start.is_empty() {
+            window.started = Some(Vec::new());
+        }
         let mut steps = window.begin();
         let end = loop {
             if let Some(end) = window.step(&mut steps, recorder, symbolizer) {
@@ -99,7 +104,13 @@ pub fn run(args: &FlightArgs) -> Result<Option<i32>, CliError> {
                 flight.dump(recorder, symbolizer, None);
             }
             flight.watch_cpu(recorder, symbolizer);
-            if let Some(fired) = flight.pending.take_if(|f| Instant::now() >= f.due) {
+            if let Some(started) = window.started.as_mut() {
+                flight.watch_starts(std::mem::take(started));
+            }
+            let now = Instant::now();
+            let (due, later): (Vec<Fired>, Vec<Fired>) = std::mem::take(&mut flight.pending).into_iter().partition(|f| now >= f.due);
+            flight.pending = later;
+            for fired in due {
                 flight.dump(recorder, symbolizer, Some(&fired));
             }
             if flight.last_forget.elapsed() >= FORGET_EVERY {
@@ -136,8 +147,11 @@ struct Flight<'a> {
     whole_system: bool,
     last_forget: Instant,
     cpu: CpuWatch,
-    /// A trigger fired, its dump not yet written.
-    pending: Option<Fired>,
+    /// When `--on-start` last fired.
+    start_fired: Option<Instant>,
+    /// Triggers that fired, their dumps not yet written (two at once
+    /// write two).
+    pending: Vec<Fired>,
 }
 
 /// A trigger that fired: why, when, and when its dump is due.
@@ -183,7 +197,8 @@ impl Flight<'_> {
         let Some((samples, counted)) = recorder.cpu_last_drain() else { return };
         let per_pct = self.args.frequency as f64 * counted.as_secs_f64() / 100.0;
         let before = std::mem::take(&mut self.cpu.above);
-        for (&pid, &n) in samples {
+        // pid 0: the idle task (--include-idle), not a process.
+        for (&pid, &n) in samples.iter().filter(|(&pid, _)| pid != 0) {
             if n as f64 / per_pct >= f64::from(pct) {
                 self.cpu.above.insert(pid, before.get(&pid).copied().unwrap_or_default() + counted);
             }
@@ -191,23 +206,40 @@ impl Flight<'_> {
         let cooling = self.cpu.fired.is_some_and(|t| t.elapsed() < self.args.cooldown);
         let wanted = Duration::from_secs(self.args.cpu_for);
         let Some((&pid, _)) = self.cpu.above.iter().find(|(_, &d)| d >= wanted) else { return };
-        if cooling || self.pending.is_some() {
+        if cooling {
             return;
         }
         self.cpu.fired = Some(Instant::now());
-        // A process's name is its own choice: no control characters.
-        let name: String = symbolizer
-            .process_name(pid, "")
-            .chars()
-            .map(|c| if c.is_control() { '?' } else { c })
-            .collect();
-        let fired = Fired {
-            why: format!("cpu: pid {pid} ({name}) above {pct}% of a CPU for {} s", self.args.cpu_for),
+        let name = printable(&symbolizer.process_name(pid, ""));
+        self.fire(format!("cpu: pid {pid} ({name}) above {pct}% of a CPU for {} s", self.args.cpu_for));
+    }
+
+    /// `--on-start`: the processes started since the last turn, by name
+    /// (a process's name is at most 15 bytes: longer names given match
+    /// their first 15).
+    fn watch_starts(&mut self, started: Vec<(u32, String)>) {
+        for (pid, name) in started {
+            let wanted = self.args.on_start.iter().any(|n| {
+                let cut = (0..=n.len().min(15)).rev().find(|&i| n.is_char_boundary(i)).unwrap_or(0);
+                n[..cut] == name
+            });
+            let cooling = self.start_fired.is_some_and(|t| t.elapsed() < self.args.cooldown);
+            if !wanted || cooling {
+                continue;
+            }
+            self.start_fired = Some(Instant::now());
+            self.fire(format!("start: pid {pid} ({}) started", printable(&name)));
+        }
+    }
+
+    /// A trigger fired for `why`: its dump is due `--after` from now.
+    fn fire(&mut self, why: String) {
+        summary::say(format_args!("trigger {why}; its dump in {} s", self.args.after));
+        self.pending.push(Fired {
+            why,
             at: local_timestamp("%Y-%m-%d %H:%M:%S"),
             due: Instant::now() + Duration::from_secs(self.args.after),
-        };
-        summary::say(format_args!("trigger {}; its dump in {} s", fired.why, self.args.after));
-        self.pending = Some(fired);
+        });
     }
 
     /// Writes the kept window as a capture directory (with `trigger.txt`
@@ -265,6 +297,12 @@ impl Flight<'_> {
             Err(e) => summary::say(format_args!("dump: could not write: {e}")),
         }
     }
+}
+
+/// A process's name as it may be printed: it is the process's own choice,
+/// so control characters become `?`.
+fn printable(name: &str) -> String {
+    name.chars().map(|c| if c.is_control() { '?' } else { c }).collect()
 }
 
 /// Keeps of `recorded` what fell from slice `first` on, renumbered from

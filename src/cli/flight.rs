@@ -51,6 +51,11 @@ pub struct FlightArgs {
     #[arg(long, value_name = "SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub cpu_for: u64,
 
+    /// Dump by itself when a process of this name starts (its name as ps
+    /// shows it, up to 15 characters; repeat for more names).
+    #[arg(long, value_name = "NAME")]
+    pub on_start: Vec<String>,
+
     /// How long after a trigger fires its dump is written, in seconds: the
     /// dump then holds what led to it and this much of what followed.
     #[arg(long, value_name = "SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(0..=3600))]

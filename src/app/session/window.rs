@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use super::command::HeldCommand;
 use super::signals::StopFlag;
 use super::targets::task_alive;
+use crate::probe::events::{ProcEvent, ProcEventKind};
 use crate::probe::Probe;
 use crate::symbolize::Symbolizer;
 
@@ -29,6 +30,9 @@ pub struct Window<'a> {
     pub prepare: Vec<u32>,
     /// `--quiet`: no progress line.
     pub quiet: bool,
+    /// When set, each process started or exec'd is noted here (pid, name),
+    /// for `fgbpf flight`'s start trigger to take.
+    pub started: Option<Vec<(u32, String)>>,
 }
 
 const POLL: Duration = Duration::from_millis(50);
@@ -100,6 +104,10 @@ impl Window<'_> {
         let events = live.poll_processes(wait);
         for ev in &events {
             symbolizer.remember(ev.pid, &ev.comm);
+        }
+        if let Some(started) = self.started.as_mut() {
+            let new = |e: &&ProcEvent| matches!(e.kind, ProcEventKind::New | ProcEventKind::Exec);
+            started.extend(events.iter().filter(new).map(|e| (e.pid, e.comm.clone())));
         }
         live.track_processes(&events);
         if self
