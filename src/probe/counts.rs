@@ -107,6 +107,9 @@ pub(super) struct Counts {
     spans: usize,
     merged: u64,
     stacks: HashMap<u64, Arc<[u64]>>,
+    /// The stacks the last drain moved out of the kernel: counts not yet
+    /// drained (the other buffer's) may hold them.
+    moved: Vec<u64>,
     last_drain: Option<Instant>,
     /// (pid, user stack) of keys first seen since the last take_fresh.
     fresh: Vec<(u32, u64)>,
@@ -133,6 +136,7 @@ impl Counts {
             spans: 0,
             merged: 0,
             stacks: HashMap::new(),
+            moved: Vec::new(),
             last_drain: None,
             fresh: Vec::new(),
             by_pid: HashMap::new(),
@@ -284,9 +288,12 @@ impl Counts {
         // capture on a host with ever new stacks (new processes, new
         // addresses) never fills it. A key is the hash of its frames, so a
         // stack a program stores again under the same key is the same.
+        self.moved.clear();
         for (k, v) in take_entries(stacks) {
             if let Ok(k) = <[u8; 8]>::try_from(&k[..]) {
-                self.stacks.insert(u64::from_ne_bytes(k), super::drain::ips_of(&v).into());
+                let id = u64::from_ne_bytes(k);
+                self.moved.push(id);
+                self.stacks.insert(id, super::drain::ips_of(&v).into());
             }
         }
         self.drains += 1;
@@ -344,13 +351,14 @@ impl Counts {
 
     /// Forgets the weight that fell before slice `first` (`fgbpf flight`
     /// keeps only the recent past): keys left with none go, and with them
-    /// the stacks no key holds any more. Returns the processes whose keys
-    /// are left.
+    /// the stacks no key holds any more, but those the last drain moved,
+    /// which counts still in the kernel may hold. Returns the processes
+    /// whose keys are left.
     pub fn forget_before(&mut self, first: u32) -> HashSet<u32> {
         let old = std::mem::take(&mut self.totals);
         self.spans = 0;
         self.by_pid.clear();
-        let mut held = HashSet::new();
+        let mut held: HashSet<u64> = self.moved.iter().copied().collect();
         let mut pids = HashSet::new();
         for (k, mut spans) in old.into_entries() {
             if time::keep_from(&mut spans, first, false) == 0 {
@@ -553,6 +561,9 @@ mod tests {
                 c.stacks.insert(id, Arc::from(&[id][..]));
             }
         }
+        // Moved out by the last drain, held by no key yet.
+        c.stacks.insert(300, Arc::from(&[300][..]));
+        c.moved.push(300);
         let held = c.forget_before(10);
         assert_eq!(held, HashSet::from([2, 3]));
         let mut left: Vec<(u32, Vec<Span>)> = c
@@ -564,7 +575,7 @@ mod tests {
         assert_eq!(left, [(2, vec![Span { first: 10, last: 11, weight: 4 }]), (3, vec![Span::at(12, 2)])]);
         let mut stacks: Vec<u64> = c.stacks.keys().copied().collect();
         stacks.sort();
-        assert_eq!(stacks, [102, 103, 202, 203], "the stacks of forgotten keys go with them");
+        assert_eq!(stacks, [102, 103, 202, 203, 300], "the stacks of forgotten keys go with them");
         assert_eq!(c.spans, 2);
     }
 }
