@@ -329,13 +329,8 @@ impl Registry {
         }
     }
 
-    /// Where `addr` of `pid` lives.
-    pub fn locate(&self, pid: u32, addr: u64) -> Target {
-        self.locator(pid).locate(addr)
-    }
-
-    /// [`Self::locate`] for many addresses of one process: the process is
-    /// looked up once.
+    /// Where the addresses of `pid` live ([`Locator::locate`]): the
+    /// process is looked up once for all of them.
     pub fn locator(&self, pid: u32) -> Locator<'_> {
         Locator {
             retired: self.retired.get(&pid),
