@@ -309,11 +309,11 @@ fn printable(name: &str) -> String {
 /// it: a dump's slices, and its timeline, start at the kept window.
 fn since(recorded: &mut Recorded, first: u32) {
     for r in &mut recorded.stacks {
-        r.weight = time::keep_from(&mut r.spans, first, true);
+        r.weight = time::keep_from(&mut r.spans, first);
     }
     recorded.stacks.retain(|r| r.weight > 0);
     for r in &mut recorded.runs {
-        r.us = time::keep_from(&mut r.spans, first, true);
+        r.us = time::keep_from(&mut r.spans, first);
     }
     recorded.runs.retain(|r| r.us > 0);
 }

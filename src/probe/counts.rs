@@ -361,7 +361,7 @@ impl Counts {
         let mut held: HashSet<u64> = self.moved.iter().copied().collect();
         let mut pids = HashSet::new();
         for (k, mut spans) in old.into_entries() {
-            if time::keep_from(&mut spans, first, false) == 0 {
+            if time::keep_within(&mut spans, first, u32::MAX) == 0 {
                 continue;
             }
             let mut key = types::fg_key::default();

@@ -79,25 +79,28 @@ pub fn widen(spans: &mut Spans, factor: u32) {
     normalize(spans);
 }
 
-/// Keeps the weight that fell from slice `first` on (a span across it
-/// keeps its part), numbered so that `first` becomes slice 0 when
-/// `rebase`; returns the weight left.
-pub fn keep_from(spans: &mut Spans, first: u32, rebase: bool) -> u64 {
-    spans.retain(|s| {
-        if s.first < first {
-            s.weight = s.within(first, u32::MAX);
-            s.first = first;
-        }
-        if s.weight == 0 {
-            return false;
-        }
-        if rebase {
-            s.first -= first;
-            s.last -= first;
-        }
-        true
+/// Keeps the weight that fell in slices `from..to`: each span its part in
+/// the range, spans with none left dropped; returns the weight left.
+pub fn keep_within(spans: &mut Spans, from: u32, to: u32) -> u64 {
+    spans.retain(|span| {
+        let w = span.within(from, to);
+        span.first = span.first.max(from);
+        span.last = span.last.min(to.saturating_sub(1));
+        span.weight = w;
+        w > 0
     });
     spans.iter().map(|s| s.weight).sum()
+}
+
+/// Keeps the weight that fell from slice `first` on, numbered so that
+/// `first` becomes slice 0; returns the weight left.
+pub fn keep_from(spans: &mut Spans, first: u32) -> u64 {
+    let weight = keep_within(spans, first, u32::MAX);
+    for s in spans.iter_mut() {
+        s.first -= first;
+        s.last -= first;
+    }
+    weight
 }
 
 /// The slice index of `offset` from the start of the capture.
@@ -129,14 +132,7 @@ impl Profile {
     pub fn keep_slices(&mut self, from: u32, to: u32) {
         let end = to.min(self.slice_count()).max(from);
         for s in &mut self.stacks {
-            s.spans.retain_mut(|span| {
-                let w = span.within(from, to);
-                span.first = span.first.max(from);
-                span.last = span.last.min(to.saturating_sub(1));
-                span.weight = w;
-                w > 0
-            });
-            s.weight = s.spans.iter().map(|p| p.weight).sum();
+            s.weight = keep_within(&mut s.spans, from, to);
         }
         self.stacks.retain(|s| s.weight > 0);
         self.meta.duration = self
@@ -189,8 +185,8 @@ mod tests {
     #[test]
     fn spans_keep_what_fell_from_a_slice_on() {
         let mut v: Spans = smallvec::smallvec![Span::at(2, 5), Span { first: 8, last: 11, weight: 40 }, Span::at(12, 3)];
-        assert_eq!(keep_from(&mut v.clone(), 10, false), 23);
-        assert_eq!(keep_from(&mut v, 10, true), 23);
+        assert_eq!(keep_within(&mut v.clone(), 10, u32::MAX), 23);
+        assert_eq!(keep_from(&mut v, 10), 23);
         assert_eq!(v[..], [Span { first: 0, last: 1, weight: 20 }, Span::at(2, 3)]);
     }
 
