@@ -22,7 +22,7 @@ use super::session::window::EndReason;
 use super::summary;
 use super::views::Views;
 use super::CliError;
-use crate::cli::{FlightArgs, SamplingArgs};
+use crate::cli::FlightArgs;
 use crate::format::files::{self, OutDir};
 use crate::probe::{Probe, Recorded};
 use crate::profile::time;
@@ -52,14 +52,10 @@ pub fn run(args: &FlightArgs) -> Result<Option<i32>, CliError> {
             "fgbpf flight does not keep wakers yet: drop --wakers (fgbpf offcpu --wakers records them)",
         ));
     }
-    let sampling = SamplingArgs {
-        frequency: args.frequency,
-        include_idle: args.include_idle,
-    };
     let rec = Recording {
         capture: &args.capture,
         maps: &args.maps,
-        sampling: Some(&sampling),
+        sampling: Some(&args.sampling),
         blocks: Some(&args.blocks),
         per_process: false,
     };
@@ -195,7 +191,7 @@ impl Flight<'_> {
         }
         self.cpu.through = through;
         let Some((samples, counted)) = recorder.cpu_last_drain() else { return };
-        let per_pct = self.args.frequency as f64 * counted.as_secs_f64() / 100.0;
+        let per_pct = self.args.sampling.frequency as f64 * counted.as_secs_f64() / 100.0;
         let before = std::mem::take(&mut self.cpu.above);
         // pid 0: the idle task (--include-idle), not a process.
         for (&pid, &n) in samples.iter().filter(|(&pid, _)| pid != 0) {

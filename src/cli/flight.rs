@@ -6,25 +6,21 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::{parse_frequency, BlockArgs, CaptureArgs, MapArgs};
+use super::{BlockArgs, CaptureArgs, MapArgs, SamplingArgs};
 
+/// The capture commands' options; sampling at 49 Hz by default instead of
+/// 99, for a recorder that runs for weeks.
 #[derive(Debug, Args, Clone)]
+#[command(mut_arg("frequency", |a| a.default_value("49")))]
 pub struct FlightArgs {
     #[command(flatten)]
     pub capture: CaptureArgs,
     #[command(flatten)]
+    pub sampling: SamplingArgs,
+    #[command(flatten)]
     pub blocks: BlockArgs,
     #[command(flatten)]
     pub maps: MapArgs,
-
-    /// Samples per second on each CPU, 1 to 10000: lower than the capture
-    /// commands' 99, for a recorder that runs for weeks.
-    #[arg(short = 'F', long = "frequency", value_name = "HZ", default_value = "49", value_parser = parse_frequency)]
-    pub frequency: u64,
-
-    /// Also count samples of the idle task.
-    #[arg(long)]
-    pub include_idle: bool,
 
     /// How much of the recent past is kept, and written by a dump: e.g.
     /// 10m, 90s, 1h (10 s to 24 h). Older time is forgotten.

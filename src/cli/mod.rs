@@ -450,7 +450,7 @@ fn parse_state(s: &str) -> Result<String, String> {
     }
 }
 
-pub(super) fn parse_frequency(s: &str) -> Result<u64, String> {
+fn parse_frequency(s: &str) -> Result<u64, String> {
     let hz: i64 = s
         .parse()
         .map_err(|_| format!("'{s}' is not a whole number of samples per second"))?;
