@@ -1,7 +1,9 @@
 //! `fgbpf flight`: the recent past kept, and written on SIGUSR1 as an
-//! ordinary capture directory while recording goes on. The workload
-//! (spike.c, `gcc -O2`) burns 2 s in early_fn, then 5 s in spike_fn at a
-//! random moment 10 to 14 s after its start.
+//! ordinary capture directory while recording goes on, or by a trigger.
+//! The workloads (`gcc -O2`): spike.c burns 2 s in early_fn, then 5 s in
+//! spike_fn at a random moment 10 to 14 s after its start; stall.c's
+//! threads wait 5 ms at a time in a pipe read, but one that waits 2 s once,
+//! 6 to 10 s after its start.
 
 mod common;
 
@@ -80,10 +82,7 @@ fn a_dump_on_sigusr1_holds_the_spike_and_not_what_fell_before_the_window() {
     let asked = started.elapsed().as_secs_f64();
     flight.signal(libc::SIGUSR1);
     let dump = wait_for_dump(&dumps, Duration::from_secs(30));
-    flight.signal(libc::SIGINT);
-    let out = flight.finish_by(Instant::now(), Duration::from_secs(20));
-    assert_ok(&out);
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = stop(flight);
     assert!(stderr.contains("dump: wrote the last"), "the dump is said");
     let mode = std::fs::metadata(&dumps).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o700, "the dumps' directory fgbpf made is root's only");
@@ -144,9 +143,7 @@ fn a_process_above_the_cpu_threshold_asks_for_one_dump_by_itself() {
     // the default 10-minute cool-down, though the process stays watched.
     let dump = wait_for_dump(&dumps, Duration::from_secs(30));
     std::thread::sleep(Duration::from_secs(3));
-    flight.signal(libc::SIGINT);
-    let out = flight.finish_by(Instant::now(), Duration::from_secs(20));
-    assert_ok(&out);
+    let stderr = stop(flight);
     let dirs = std::fs::read_dir(&dumps).unwrap().count();
     assert_eq!(dirs, 1, "one trigger, one dump");
     let trigger = std::fs::read_to_string(dump.join("trigger.txt")).unwrap();
@@ -154,11 +151,69 @@ fn a_process_above_the_cpu_threshold_asks_for_one_dump_by_itself() {
         trigger.starts_with(&format!("cpu: pid {pid} (")) && trigger.contains("above 50% of a CPU for 3 s, fired at"),
         "trigger.txt says why: {trigger}"
     );
-    assert!(String::from_utf8_lossy(&out.stderr).contains("trigger cpu: pid"), "the trigger is said");
+    assert!(stderr.contains("trigger cpu: pid"), "the trigger is said");
     // The whole spike is in it: 5 s at 49 Hz.
     let on = read_folded(&dump.join("oncpu.folded"));
     let spike = weight_with(&on, "spike_fn");
     assert!(spike >= 220, "spike_fn has {spike} samples in the dump (want about 245)");
+}
+
+/// Stops the recorder, which must end well; its stderr.
+fn stop(flight: Attached) -> String {
+    flight.signal(libc::SIGINT);
+    let out = flight.finish_by(Instant::now(), Duration::from_secs(30));
+    assert_ok(&out);
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn one_long_wait_among_short_ones_asks_for_a_dump_naming_it_and_its_stack() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let dumps = out_dir("flight-wait");
+    let bin = plain_workload("stall");
+    let mut load = KillOnDrop(Command::new(&bin).stdout(Stdio::piped()).spawn().unwrap());
+    let pid = load.id().to_string();
+    let flight = spawn_attached(
+        fgbpf()
+            .args(["flight", "-p", &pid, "--keep", "30s", "--wait-above", "1s", "--after", "3", "--dumps"])
+            .arg(&dumps),
+    );
+    let line = first_line(&mut load.0);
+    eprintln!("workload: {line}");
+    let dump = wait_for_dump(&dumps, Duration::from_secs(20));
+    // Its 5 ms waits go on: none of them fires another.
+    std::thread::sleep(Duration::from_secs(2));
+    let stderr = stop(flight);
+    assert_eq!(std::fs::read_dir(&dumps).unwrap().count(), 1, "one long wait, one dump");
+    let trigger = std::fs::read_to_string(dump.join("trigger.txt")).unwrap();
+    eprintln!("{trigger}");
+    let head = "wait: thread ";
+    let first = trigger.lines().next().unwrap();
+    assert!(
+        first.starts_with(head) && first.contains(&format!(" (stalled) of pid {pid} (stall-O2) waited ")),
+        "trigger.txt names the thread: {first}"
+    );
+    let secs: f64 = first.split(" waited ").nth(1).and_then(|r| r.split(' ').next()).unwrap().parse().unwrap();
+    assert!((1.95..=2.3).contains(&secs), "the wait lasted {secs} s (want 2)");
+    assert!(stderr.contains("trigger wait: thread "), "the trigger is said");
+    // Its stack: the pipe read under reader_loop, in the kernel's frames.
+    let frames: Vec<&str> = trigger.lines().skip(2).map(str::trim).collect();
+    assert!(frames.contains(&"reader_loop"), "the stack is named: {frames:?}");
+    assert!(frames.iter().any(|f| f.ends_with("pipe_read_[k]")), "down to the pipe read: {frames:?}");
+    // The dump holds that wait: one span of the thread, 2 s long.
+    let tid = first[head.len()..].split(' ').next().unwrap();
+    let slices = std::fs::read_to_string(dump.join("offcpu.slices")).unwrap();
+    let longest = slices
+        .lines()
+        .filter(|l| l.contains(&format!(";stalled-{tid};")) && l.contains(";reader_loop;"))
+        .flat_map(|l| l.split(' ').next().unwrap().split(','))
+        .filter_map(|span| span.split_once(':').map(|(_, w)| w.parse::<u64>().unwrap()))
+        .max()
+        .unwrap_or(0);
+    assert!((1_950_000..=2_300_000).contains(&longest), "its longest span in the dump: {longest} us (want 2 s)");
 }
 
 #[test]
@@ -178,9 +233,7 @@ fn a_process_started_by_name_asks_for_a_dump_by_itself() {
     let load = KillOnDrop(Command::new(&bin).stdout(Stdio::null()).spawn().unwrap());
     let pid = load.id();
     let dump = wait_for_dump(&dumps, Duration::from_secs(20));
-    flight.signal(libc::SIGINT);
-    let out = flight.finish_by(Instant::now(), Duration::from_secs(30));
-    assert_ok(&out);
+    stop(flight);
     let trigger = std::fs::read_to_string(dump.join("trigger.txt")).unwrap();
     assert!(trigger.starts_with(&format!("start: pid {pid} (spike-O2) started, fired at")), "trigger.txt: {trigger}");
     // Written 4 s after the start: the 2 s the program burned first are in.

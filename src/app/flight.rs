@@ -5,7 +5,9 @@
 //! capture directory under `--dumps`, the same files, without stopping.
 //! At most `--max-dumps` are kept: the oldest this recorder wrote goes.
 //! Triggers ask for a dump by themselves: a process on the CPU above
-//! `--cpu-above` for `--cpu-for`, a process named by `--on-start` started.
+//! `--cpu-above` for `--cpu-for`, a process named by `--on-start` started,
+//! a thread's wait that lasted `--wait-above` (told by the kernel as it
+//! ends; its stack is named in the dump's `trigger.txt`).
 //! The dump is written `--after` later, at most once per trigger per
 //! `--cooldown`, and says why in `trigger.txt`.
 
@@ -40,7 +42,8 @@ pub fn run(args: &FlightArgs) -> Result<Option<i32>, CliError> {
     if args.capture.output.is_some() {
         return Err(CliError::usage("fgbpf flight writes its dumps under --dumps DIR, not -o"));
     }
-    if (args.cpu_above.is_some() || !args.on_start.is_empty()) && args.after >= args.keep.as_secs() {
+    let triggered = args.cpu_above.is_some() || !args.on_start.is_empty() || args.wait_above.is_some();
+    if triggered && args.after >= args.keep.as_secs() {
         return Err(CliError::usage(format!(
             "--after {} s is not shorter than --keep {} s: a triggered dump would not hold what fired it",
             args.after,
@@ -64,7 +67,13 @@ pub fn run(args: &FlightArgs) -> Result<Option<i32>, CliError> {
     let dumps = dumps_dir(&args.dumps)?;
     let signal = DumpSignal::install().map_err(CliError::failed)?;
     let prepared = preflight(&args.capture)?;
-    let mut live = open(&args.capture, prepared, &rec.what(), |t| rec.start(t))?;
+    let mut live = open(&args.capture, prepared, &rec.what(), |t| {
+        let mut opts = rec.options(t)?;
+        if let Some(off) = opts.offcpu.as_mut() {
+            off.announce_wait = args.wait_above;
+        }
+        Ok(Probe::start(&opts)?)
+    })?;
     if args.cpu_above.is_some() {
         live.recorder.tally_cpu();
     }
@@ -84,6 +93,7 @@ pub fn run(args: &FlightArgs) -> Result<Option<i32>, CliError> {
         last_forget: Instant::now(),
         cpu: CpuWatch::default(),
         start_fired: None,
+        wait_fired: None,
         pending: Vec::new(),
     };
     let end = {
@@ -100,6 +110,7 @@ pub fn run(args: &FlightArgs) -> Result<Option<i32>, CliError> {
                 flight.dump(recorder, symbolizer, None);
             }
             flight.watch_cpu(recorder, symbolizer);
+            flight.watch_waits(recorder, symbolizer);
             if let Some(started) = window.started.as_mut() {
                 flight.watch_starts(std::mem::take(started));
             }
@@ -145,6 +156,8 @@ struct Flight<'a> {
     cpu: CpuWatch,
     /// When `--on-start` last fired.
     start_fired: Option<Instant>,
+    /// When `--wait-above` last fired.
+    wait_fired: Option<Instant>,
     /// Triggers that fired, their dumps not yet written (two at once
     /// write two).
     pending: Vec<Fired>,
@@ -155,6 +168,14 @@ struct Fired {
     why: String,
     at: String,
     due: Instant,
+    /// `--wait-above`: the wait, whose stack the dump names.
+    wait: Option<Waited>,
+}
+
+/// A long wait: the thread, and when it began in the capture's time.
+struct Waited {
+    tid: u32,
+    began: Duration,
 }
 
 /// `--cpu-above`: how long each process has been above it, through which
@@ -228,13 +249,38 @@ impl Flight<'_> {
         }
     }
 
+    /// `--wait-above`: the waits that long ended since the last turn
+    /// (the kernel tells them); the longest fires, unless the trigger
+    /// fired within `--cooldown`.
+    fn watch_waits(&mut self, recorder: &mut Probe, symbolizer: &Symbolizer) {
+        let waits = recorder.take_long_waits();
+        let Some((pid, w, began)) = waits.into_iter().max_by_key(|(_, w, _)| w.ns) else { return };
+        if self.wait_fired.is_some_and(|t| t.elapsed() < self.args.cooldown) {
+            return;
+        }
+        self.wait_fired = Some(Instant::now());
+        let process = printable(&symbolizer.process_name(pid, ""));
+        let why = format!(
+            "wait: thread {} ({}) of pid {pid} ({process}) waited {:.3} s off the CPU",
+            w.tid,
+            printable(&w.thread),
+            w.ns as f64 / 1e9
+        );
+        self.fire_with(why, Some(Waited { tid: w.tid, began }));
+    }
+
     /// A trigger fired for `why`: its dump is due `--after` from now.
     fn fire(&mut self, why: String) {
+        self.fire_with(why, None);
+    }
+
+    fn fire_with(&mut self, why: String, wait: Option<Waited>) {
         summary::say(format_args!("trigger {why}; its dump in {} s", self.args.after));
         self.pending.push(Fired {
             why,
             at: local_timestamp("%Y-%m-%d %H:%M:%S"),
             due: Instant::now() + Duration::from_secs(self.args.after),
+            wait,
         });
     }
 
@@ -245,8 +291,13 @@ impl Flight<'_> {
         let through = recorder.drained_through().unwrap_or_default();
         let from = self.window_start(recorder);
         let mut recorded = recorder.snapshot();
-        since(&mut recorded, recorder.slice_at(from));
+        let first = recorder.slice_at(from);
+        since(&mut recorded, first);
         let views = Views::build(self.rec.wanted(), recorded, symbolizer, &self.target, through - from);
+        let wait_stack = fired.and_then(|f| f.wait.as_ref()).map(|w| {
+            let slice = recorder.slice_at(w.began).saturating_sub(first);
+            views.off.as_ref().and_then(|off| stack_of_wait(off, w.tid, slice))
+        });
         // Each binary's tables are read again at the next dump: a recorder
         // that runs for weeks would otherwise hold every one it ever named.
         symbolizer.drop_caches();
@@ -265,7 +316,15 @@ impl Flight<'_> {
                 if let Some(f) = fired {
                     let path = dir.join(TRIGGER);
                     files::write_atomic(&path, files::Durability::Synced, |w: &mut dyn std::io::Write| {
-                        writeln!(w, "{}, fired at {}", f.why, f.at)
+                        writeln!(w, "{}, fired at {}", f.why, f.at)?;
+                        match &wait_stack {
+                            Some(Some(frames)) => {
+                                writeln!(w, "its stack in offcpu.folded, root first:")?;
+                                frames.iter().try_for_each(|f| writeln!(w, "  {f}"))
+                            }
+                            Some(None) => writeln!(w, "its stack is not in this dump (the report's losses say why)"),
+                            None => Ok(()),
+                        }
                     })
                     .map_err(|e| CliError::failed(format!("writing {}: {e}", path.display())))?;
                 }
@@ -293,6 +352,23 @@ impl Flight<'_> {
             Err(e) => summary::say(format_args!("dump: could not write: {e}")),
         }
     }
+}
+
+/// The frames of the off-CPU stack of thread `tid` with the most weight in
+/// a span that begins at `slice` (a long wait is one span, from the slice
+/// it began in; one that began before the window, from its start), each
+/// printable.
+fn stack_of_wait(off: &crate::profile::Profile, tid: u32, slice: u32) -> Option<Vec<String>> {
+    let (stack, _) = off
+        .stacks()
+        .iter()
+        .filter(|s| s.thread.is_some_and(|t| off.thread(t).tid == tid))
+        .filter_map(|s| {
+            let w = s.spans.iter().filter(|p| p.first == slice).map(|p| p.weight).max()?;
+            Some((s, w))
+        })
+        .max_by_key(|(_, w)| *w)?;
+    Some(stack.frames.iter().map(|&id| printable(&off.frame(id).to_string())).collect())
 }
 
 /// A process's name as it may be printed: it is the process's own choice,

@@ -119,6 +119,7 @@ fn offcpu_options(blocks: &BlockArgs) -> Result<OffcpuOptions, CliError> {
         wakers: blocks.wakers,
         kernel_threads: blocks.kernel_threads,
         idle_threads: blocks.idle_threads,
+        announce_wait: None,
     })
 }
 

@@ -514,6 +514,10 @@ enum fg_proc_event_kind {
 	/* A PHP zend_function (addr) a frame word names, seen for the first
 	 * time in a process. */
 	FG_PROC_PHP_FUNCTION = 11,
+	/* fgbpf flight --wait-above: a wait at least that long just ended
+	 * (addr: its length in ns, unsampled; addr2: its first slice << 32 |
+	 * the thread's id; comm: the thread's name, not its process's). */
+	FG_PROC_LONG_WAIT = 12,
 };
 
 /* Sent through a ring buffer once per process (not per sample). */

@@ -47,6 +47,9 @@ const volatile bool state_from_task = false;
 const volatile bool kstack_at_switch_out = false;
 /* Wall-clock captures: measure the time traced threads run (FG_RAN). */
 const volatile bool measure_runs = false;
+/* fgbpf flight --wait-above: waits at least this long are announced
+ * (FG_PROC_LONG_WAIT) as they end; 0: none. */
+const volatile __u64 announce_wait_ns = 0;
 
 /* A field of a task: read directly through its BTF pointer where the hook
  * passes one (tp_btf: a load), else with a helper (raw tracepoints). */
@@ -179,6 +182,26 @@ static __always_inline void switch_out_rest(void *ctx, struct fg_stats *st, stru
 	keep_start(st, tid, start, cur);
 }
 
+/* A wait of `ns` in `key` has just ended: told to user space, for the
+ * flight recorder's wait trigger. Through the ring buffer only, like the
+ * runtimes' objects: counted lost with perf buffers. */
+static __always_inline void announce_wait(const struct fg_key *key, __u64 ns)
+{
+	struct fg_proc_event *e;
+
+	if (events_perf) {
+		__sync_fetch_and_add(&proc_events_lost, 1);
+		return;
+	}
+	e = reserve_proc_event(key->pid, FG_PROC_LONG_WAIT);
+	if (!e)
+		return;
+	__builtin_memcpy(e->comm, key->comm, sizeof(e->comm));
+	e->addr = ns;
+	e->addr2 = (__u64)key->slice_first << 32 | key->tid;
+	bpf_ringbuf_submit(e, 0);
+}
+
 /* Adds the wait in `start` (pid and user stack from its switch-out, or a
  * wait noted without one) that ends now, at next's switch-in. */
 static __always_inline void record_wait(void *ctx, struct fg_stats *st, struct task_struct *next, __u32 tid,
@@ -215,6 +238,9 @@ static __always_inline void record_wait(void *ctx, struct fg_stats *st, struct t
 	key.tid = tid;
 	key.cgroup = group_of(next);
 	task_comm(next, key.comm, btf);
+	/* Its own length, before sampling scaled it. */
+	if (announce_wait_ns && !(key.flags & FG_PRE_EXISTING) && now - start->ts >= announce_wait_ns)
+		announce_wait(&key, now - start->ts);
 	if (untraced) {
 		/* `next` runs now: the wait's kernel stack is gone. */
 		key.flags |= FG_END_UNTRACED;

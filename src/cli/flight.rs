@@ -52,6 +52,12 @@ pub struct FlightArgs {
     #[arg(long, value_name = "NAME")]
     pub on_start: Vec<String>,
 
+    /// Dump by itself when one thread's wait off the CPU lasts this long:
+    /// e.g. 2s, 500ms (1 ms to 1 h), any thread of the targets (scope it
+    /// with -p or --cgroup: on a whole host, idle threads wait for long).
+    #[arg(long, value_name = "DURATION", value_parser = parse_wait)]
+    pub wait_above: Option<Duration>,
+
     /// How long after a trigger fires its dump is written, in seconds: the
     /// dump then holds what led to it and this much of what followed.
     #[arg(long, value_name = "SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(0..=3600))]
@@ -61,6 +67,32 @@ pub struct FlightArgs {
     /// 24 h).
     #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_keep)]
     pub cooldown: Duration,
+}
+
+/// A wait's length of 1 ms to 1 h (`--wait-above`): a number with `ms`,
+/// `s` or `m` (seconds without one).
+fn parse_wait(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let (number, unit) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 0.001)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60.0)
+    } else {
+        (t, 1.0)
+    };
+    let secs = number
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|n| n.is_finite())
+        .map(|n| n * unit)
+        .ok_or_else(|| format!("'{s}' is not a duration: write e.g. 2s or 500ms"))?;
+    if !(0.001..=3600.0).contains(&secs) {
+        return Err(format!("--wait-above {s}: give between 1 ms and 1 h"));
+    }
+    Ok(Duration::from_secs_f64(secs))
 }
 
 /// A duration of 10 s to 24 h (`--keep`, `--cooldown`): a number with `s`, `m` or `h` (seconds

@@ -37,6 +37,20 @@ pub enum ProcEventKind {
     RbObject { addr: u64, with: u64 },
     /// A PHP function first seen in the process's stacks.
     PhpFunction(u64),
+    /// `fgbpf flight --wait-above`: a wait at least that long just ended.
+    LongWait(LongWait),
+}
+
+/// A long wait of one thread, as the kernel saw it end.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LongWait {
+    pub tid: u32,
+    /// Its length, unsampled.
+    pub ns: u64,
+    /// The capture's time slice it began in.
+    pub first_slice: u32,
+    /// The thread's name, untrusted.
+    pub thread: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -91,6 +105,15 @@ impl ProcWatcher {
                     }
                     10 => e.kind = ProcEventKind::RbObject { addr: raw.addr, with: raw.addr2 },
                     11 => e.kind = ProcEventKind::PhpFunction(raw.addr),
+                    // The name is the thread's, not its process's.
+                    12 => {
+                        e.kind = ProcEventKind::LongWait(LongWait {
+                            tid: raw.addr2 as u32,
+                            ns: raw.addr,
+                            first_slice: (raw.addr2 >> 32) as u32,
+                            thread: std::mem::take(&mut e.comm),
+                        })
+                    }
                     _ => {}
                 }
                 sink.borrow_mut().push(e);

@@ -66,6 +66,8 @@ pub const DEFAULT_MAX_ENTRIES: u32 = 65536;
 pub const DEFAULT_MAX_UNWIND_ROWS: u32 = 1 << 21;
 /// How often the counts are drained while the capture runs.
 pub const DRAIN_EVERY: Duration = Duration::from_secs(1);
+/// Long waits held for a recorder that has not taken them.
+const MAX_LONG_WAITS: usize = 1024;
 
 /// A running (or stopped) capture. Dropping it detaches and unloads
 /// everything it attached.
@@ -100,6 +102,8 @@ pub struct Probe {
     /// When recording stopped: blocks still open are counted up to here,
     /// however long draining takes.
     stopped_at: Option<u64>,
+    /// `--wait-above`'s long waits not yet taken (pid, wait).
+    long_waits: Vec<(u32, events::LongWait)>,
 }
 
 impl Probe {
@@ -143,6 +147,7 @@ impl Probe {
                 ro.record_wakers = off.wakers;
                 ro.skip_kthreads = off.skips_kernel_threads(&opts.targets);
                 ro.measure_runs = opts.measures_runs();
+                ro.announce_wait_ns = off.announce_wait.map_or(0, |d| (d.as_nanos() as u64).max(1));
             }
         }
         let size = |map: &mut libbpf_rs::OpenMapMut, n: u32, what: &str| {
@@ -279,6 +284,7 @@ impl Probe {
             attach_time: started.elapsed(),
             cpus,
             stopped_at: None,
+            long_waits: Vec::new(),
         };
         // A command started by fgbpf has no history before the capture.
         if off.is_some() && !opts.targets.follow_children {
@@ -330,9 +336,18 @@ impl Probe {
         // lives; the rest is for the caller.
         let runtimes = &mut self.runtimes;
         let counts = &mut self.counts;
+        let long_waits = &mut self.long_waits;
         events.retain(|e| match &e.kind {
             events::ProcEventKind::Exit => {
                 counts.exited(e.pid);
+                false
+            }
+            events::ProcEventKind::LongWait(w) => {
+                // Bounded: a recorder that does not take them keeps the
+                // first few.
+                if long_waits.len() < MAX_LONG_WAITS {
+                    long_waits.push((e.pid, w.clone()));
+                }
                 false
             }
             _ => runtimes.take_event(e),
@@ -464,6 +479,20 @@ impl Probe {
         let slicing = self.counts.slicing();
         let ns = slicing.origin.saturating_add(at.as_nanos().min(u64::MAX as u128) as u64);
         slicing.span(ns, ns, 0).first
+    }
+
+    /// `fgbpf flight --wait-above`: the long waits that ended since the
+    /// last call, each with the pid and the capture's time it began at
+    /// (to the slice).
+    pub fn take_long_waits(&mut self) -> Vec<(u32, events::LongWait, Duration)> {
+        let width = self.counts.slicing().width;
+        std::mem::take(&mut self.long_waits)
+            .into_iter()
+            .map(|(pid, w)| {
+                let began = width * w.first_slice;
+                (pid, w, began)
+            })
+            .collect()
     }
 
     /// `fgbpf flight`: forgets what was recorded before the capture's time

@@ -33,6 +33,9 @@ pub struct OffcpuOptions {
     /// System-wide: also draw threads blocked for the whole capture
     /// (`--idle-threads`); otherwise they are counted in [`Recorded::idle`].
     pub idle_threads: bool,
+    /// `fgbpf flight --wait-above`: waits at least this long are told as
+    /// they end ([`super::Probe::take_long_waits`]).
+    pub announce_wait: Option<Duration>,
 }
 
 impl OffcpuOptions {
@@ -54,6 +57,7 @@ impl Default for OffcpuOptions {
             wakers: false,
             kernel_threads: false,
             idle_threads: false,
+            announce_wait: None,
         }
     }
 }
