@@ -49,6 +49,7 @@ fn main() {
                 std::process::exit(code.clamp(1, 255))
             }
         }),
+        Command::Dump(args) => app::dump::run(args),
         Command::Top(args) => app::top::run(args).map(|code| {
             if let Some(code) = code.filter(|&c| c != 0) {
                 std::process::exit(code.clamp(1, 255))

@@ -43,13 +43,20 @@ fn slices_with(path: &Path, frame: &str) -> BTreeMap<u32, (u64, u64)> {
     out
 }
 
+/// The dump directories in `dumps` whose last file is written.
+fn dumps_in(dumps: &Path) -> Vec<PathBuf> {
+    let mut done: Vec<PathBuf> = std::fs::read_dir(dumps)
+        .map(|d| d.flatten().map(|e| e.path()).filter(|p| p.join("trigger.txt").is_file()).collect())
+        .unwrap_or_default();
+    done.sort();
+    done
+}
+
 /// The one dump directory in `dumps`, once its last file is written.
 fn wait_for_dump(dumps: &Path, limit: Duration) -> PathBuf {
     let since = Instant::now();
     loop {
-        let done: Vec<PathBuf> = std::fs::read_dir(dumps)
-            .map(|d| d.flatten().map(|e| e.path()).filter(|p| p.join("capture.json").is_file()).collect())
-            .unwrap_or_default();
+        let done = dumps_in(dumps);
         if let [one] = &done[..] {
             return one.clone();
         }
@@ -83,7 +90,9 @@ fn a_dump_on_sigusr1_holds_the_spike_and_not_what_fell_before_the_window() {
     flight.signal(libc::SIGUSR1);
     let dump = wait_for_dump(&dumps, Duration::from_secs(30));
     let stderr = stop(flight);
-    assert!(stderr.contains("dump: wrote the last"), "the dump is said");
+    assert!(stderr.contains("dump (asked by SIGUSR1): wrote the last"), "the dump is said");
+    let why = std::fs::read_to_string(dump.join("trigger.txt")).unwrap();
+    assert!(why.starts_with("asked by SIGUSR1, at "), "trigger.txt says who asked: {why}");
     let mode = std::fs::metadata(&dumps).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o700, "the dumps' directory fgbpf made is root's only");
     for file in ["oncpu.folded", "offcpu.folded", "wall.folded", "report.txt", "timeline.html", "wall.svg"] {
@@ -148,7 +157,7 @@ fn a_process_above_the_cpu_threshold_asks_for_one_dump_by_itself() {
     assert_eq!(dirs, 1, "one trigger, one dump");
     let trigger = std::fs::read_to_string(dump.join("trigger.txt")).unwrap();
     assert!(
-        trigger.starts_with(&format!("cpu: pid {pid} (")) && trigger.contains("above 50% of a CPU for 3 s, fired at"),
+        trigger.starts_with(&format!("cpu: pid {pid} (")) && trigger.contains("above 50% of a CPU for 3 s, at "),
         "trigger.txt says why: {trigger}"
     );
     assert!(stderr.contains("trigger cpu: pid"), "the trigger is said");
@@ -235,9 +244,133 @@ fn a_process_started_by_name_asks_for_a_dump_by_itself() {
     let dump = wait_for_dump(&dumps, Duration::from_secs(20));
     stop(flight);
     let trigger = std::fs::read_to_string(dump.join("trigger.txt")).unwrap();
-    assert!(trigger.starts_with(&format!("start: pid {pid} (spike-O2) started, fired at")), "trigger.txt: {trigger}");
+    assert!(trigger.starts_with(&format!("start: pid {pid} (spike-O2) started, at ")), "trigger.txt: {trigger}");
     // Written 4 s after the start: the 2 s the program burned first are in.
     let on = read_folded(&dump.join("oncpu.folded"));
     let early = weight_with(&on, "early_fn");
     assert!(early >= 60, "early_fn has {early} samples in the dump (want about 98)");
+}
+
+/// `fgbpf dump --dumps DIR`, run as `uid` (0: root).
+fn ask(dumps: &Path, uid: u32) -> std::process::Output {
+    let mut cmd = Command::new("setpriv");
+    cmd.args(["--reuid", &uid.to_string(), "--regid", &uid.to_string(), "--clear-groups"]);
+    cmd.arg(env!("CARGO_BIN_EXE_fgbpf")).args(["dump", "--dumps"]).arg(dumps);
+    cmd.output().expect("running setpriv (util-linux)")
+}
+
+#[test]
+fn fgbpf_dump_asks_the_recorder_through_a_socket_only_root_may_use() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    // Under /tmp: another user must reach the socket's directory for the
+    // recorder's own check to be what refuses it.
+    let dumps = std::env::temp_dir().join(format!("fgbpf-test-flight-ask-{}", std::process::id()));
+    let bin = plain_workload("spike");
+    let load = KillOnDrop(Command::new(&bin).stdout(Stdio::null()).spawn().unwrap());
+    let pid = load.id().to_string();
+    let flight = spawn_attached(fgbpf().args(["flight", "-p", &pid, "--keep", "20s", "--dumps"]).arg(&dumps));
+    // early_fn burns the program's first 2 s.
+    std::thread::sleep(Duration::from_secs(3));
+    let socket = dumps.join("flight.sock");
+    let mode = std::fs::symlink_metadata(&socket).expect("the recorder listens in --dumps").permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "the socket is root's only");
+    let out = ask(&dumps, 0);
+    assert_ok(&out);
+    let said = String::from_utf8_lossy(&out.stdout);
+    let dir = PathBuf::from(said.trim_end());
+    assert_eq!(dumps_in(&dumps), vec![dir.clone()], "fgbpf dump prints the dump it asked for, written when it returns");
+    let why = std::fs::read_to_string(dir.join("trigger.txt")).unwrap();
+    assert!(why.starts_with("asked by fgbpf dump, pid "), "trigger.txt says who asked: {why}");
+    let early = weight_with(&read_folded(&dir.join("oncpu.folded")), "early_fn");
+    assert!(early >= 60, "early_fn has {early} samples in the dump (want about 98)");
+    // Another user: refused by the socket's mode, and by the recorder
+    // when the mode lets it in.
+    let nobody = ask(&dumps, 65534);
+    assert_eq!(nobody.status.code(), Some(2), "{nobody:?}");
+    assert!(String::from_utf8_lossy(&nobody.stderr).contains("answers root only"), "{nobody:?}");
+    std::fs::set_permissions(&dumps, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let nobody = ask(&dumps, 65534);
+    assert_eq!(nobody.status.code(), Some(1), "{nobody:?}");
+    assert!(String::from_utf8_lossy(&nobody.stderr).contains("only root may ask"), "{nobody:?}");
+    assert_eq!(dumps_in(&dumps).len(), 1, "no dump for another user");
+    stop(flight);
+    assert!(!socket.exists(), "the recorder removes its socket at its end");
+    std::fs::remove_dir_all(&dumps).unwrap();
+}
+
+#[test]
+fn two_dumps_asked_at_the_same_moment_write_two_directories() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let dumps = out_dir("flight-two");
+    let bin = plain_workload("spike");
+    let load = KillOnDrop(Command::new(&bin).stdout(Stdio::null()).spawn().unwrap());
+    let pid = load.id().to_string();
+    let flight = spawn_attached(fgbpf().args(["flight", "-p", &pid, "--keep", "20s", "--dumps"]).arg(&dumps));
+    std::thread::sleep(Duration::from_secs(3));
+    flight.signal(libc::SIGUSR1);
+    let out = ask(&dumps, 0);
+    assert_ok(&out);
+    let stderr = stop(flight);
+    let done = dumps_in(&dumps);
+    assert_eq!(done.len(), 2, "two asked, two dumps: {done:?}\n{stderr}");
+    let mut whys: Vec<String> = done
+        .iter()
+        .map(|d| std::fs::read_to_string(d.join("trigger.txt")).unwrap())
+        .map(|t| t.split(',').next().unwrap().to_string())
+        .collect();
+    whys.sort();
+    assert_eq!(whys, ["asked by SIGUSR1", "asked by fgbpf dump"], "each says who asked");
+    for d in &done {
+        let early = weight_with(&read_folded(&d.join("oncpu.folded")), "early_fn");
+        assert!(early >= 60, "{}: early_fn has {early} samples (want about 98)", d.display());
+    }
+}
+
+/// A tmpfs mounted for one test, unmounted at its end.
+struct Mounted(PathBuf);
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_dump_on_a_full_disk_is_said_and_the_recorder_goes_on() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let dumps = out_dir("flight-full");
+    std::fs::create_dir_all(&dumps).unwrap();
+    let mounted = Command::new("mount").args(["-t", "tmpfs", "-o", "size=200k,mode=0700", "tmpfs"]).arg(&dumps).status();
+    assert!(mounted.is_ok_and(|s| s.success()), "mounting a small tmpfs at {}", dumps.display());
+    let _mount = Mounted(dumps.clone());
+    let bin = plain_workload("spike");
+    let load = KillOnDrop(Command::new(&bin).stdout(Stdio::null()).spawn().unwrap());
+    let pid = load.id().to_string();
+    let flight = spawn_attached(fgbpf().args(["flight", "-p", &pid, "--keep", "20s", "--dumps"]).arg(&dumps));
+    std::thread::sleep(Duration::from_secs(3));
+    // A dump is about 500 KB: it does not fit, and what it wrote goes.
+    let full = ask(&dumps, 0);
+    assert_eq!(full.status.code(), Some(1), "{full:?}");
+    let said = String::from_utf8_lossy(&full.stderr);
+    assert!(said.contains("could not dump") && said.contains("No space left on device"), "the error says why: {said}");
+    let left: Vec<_> = std::fs::read_dir(&dumps).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert_eq!(left, ["flight.sock"], "the failed dump's files are removed");
+    // Room again: the recorder, still running, writes the next one.
+    let grown = Command::new("mount").args(["-o", "remount,size=16m"]).arg(&dumps).status();
+    assert!(grown.is_ok_and(|s| s.success()), "growing the tmpfs");
+    let out = ask(&dumps, 0);
+    assert_ok(&out);
+    let stderr = stop(flight);
+    assert!(stderr.contains("could not write") && stderr.contains("recording goes on"), "the recorder says it: {stderr}");
+    assert_eq!(dumps_in(&dumps).len(), 1, "the dump asked after is written");
 }

@@ -10,6 +10,7 @@ pub mod convert;
 pub mod demo;
 pub mod docs;
 pub mod diff;
+pub mod dump;
 pub mod flamegraph;
 pub mod flight;
 pub mod offcpu;

@@ -69,6 +69,14 @@ pub struct FlightArgs {
     pub cooldown: Duration,
 }
 
+/// `fgbpf dump`: asks a running `fgbpf flight` for a dump.
+#[derive(Debug, Args, Clone)]
+pub struct DumpArgs {
+    /// The recorder's --dumps directory, where it listens.
+    #[arg(long, value_name = "DIR", default_value = "fgbpf-dumps")]
+    pub dumps: PathBuf,
+}
+
 /// A wait's length of 1 ms to 1 h (`--wait-above`): a number with `ms`,
 /// `s` or `m` (seconds without one).
 fn parse_wait(s: &str) -> Result<Duration, String> {
@@ -116,4 +124,20 @@ pub(super) fn parse_keep(s: &str) -> Result<Duration, String> {
         return Err(format!("--keep {s}: keep between 10 s and 24 h"));
     }
     Ok(Duration::from_secs_f64(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wait_lengths_take_ms_s_and_m() {
+        assert_eq!(parse_wait("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_wait("2s"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_wait("2"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_wait("1m"), Ok(Duration::from_secs(60)));
+        assert!(parse_wait("0.5ms").is_err(), "under 1 ms");
+        assert!(parse_wait("2h").is_err(), "h is not a unit here");
+        assert!(parse_wait("nan").is_err());
+    }
 }

@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand};
 
 mod flight;
 mod post;
-pub use flight::FlightArgs;
+pub use flight::{DumpArgs, FlightArgs};
 pub use post::{ConvertArgs, DiffArgs, FlamegraphArgs, RangeArgs, ReportArgs, Target};
 
 /// Highest sampling rate accepted: beyond it the timer interrupts alone
@@ -38,8 +38,10 @@ pub enum Command {
     Wall(WallArgs),
     /// A live view, refreshed every second: the functions on and off the CPU, processes and threads, a flame; `w` writes a capture.
     Top(TopArgs),
-    /// A flight recorder: keeps the last --keep (10 minutes) of on-CPU and off-CPU stacks at 49 Hz, and writes them as a capture directory on SIGUSR1.
+    /// A flight recorder: keeps the last --keep (10 minutes) of on-CPU and off-CPU stacks at 49 Hz, and writes them as a capture directory on `fgbpf dump`, SIGUSR1 or a trigger.
     Flight(FlightArgs),
+    /// Ask a running `fgbpf flight` for a dump now, through its socket in --dumps; prints the dump's directory.
+    Dump(DumpArgs),
     /// Profile the built-in demo workload and write its outputs to ./fgbpf-demo/.
     Demo(DemoArgs),
     /// The demo workload itself (run by `fgbpf demo`).

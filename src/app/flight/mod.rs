@@ -1,0 +1,296 @@
+//! `fgbpf flight`: the flight recorder. It records as `fgbpf wall` does
+//! (same scoping options), at a low rate, until stopped; it forgets what
+//! fell before the last `--keep`, so that its memory is that of the
+//! recent past only; and when asked (SIGUSR1, or `fgbpf dump` through its
+//! socket, [`control`]) or when a trigger fires ([`triggers`]) it writes
+//! that past as a new `wall` capture directory under `--dumps`, the same
+//! files and a `trigger.txt` saying who asked, without stopping. At most
+//! `--max-dumps` are kept: the oldest this recorder wrote goes.
+
+use std::collections::VecDeque;
+use std::fs;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use super::capture::{local_timestamp, local_timestamp_before, open, preflight};
+use super::record::{self, Recording};
+use super::session::signals::DumpSignal;
+use super::session::window::EndReason;
+use super::summary;
+use super::views::Views;
+use super::CliError;
+use crate::cli::FlightArgs;
+use crate::format::files::{self, OutDir};
+use crate::probe::{Probe, Recorded};
+use crate::profile::time;
+use crate::symbolize::Symbolizer;
+use control::Control;
+use triggers::{stack_of_wait, Fired, Triggers};
+
+pub mod control;
+mod triggers;
+
+/// What a dump says of who asked for it.
+const TRIGGER: &str = "trigger.txt";
+
+/// How often what fell out of the kept window is forgotten.
+const FORGET_EVERY: Duration = Duration::from_secs(10);
+
+/// Runs the recorder until Ctrl-C, SIGTERM, `-d`, or the targets or
+/// command end; returns the `-- COMMAND`'s exit status.
+pub fn run(args: &FlightArgs) -> Result<Option<i32>, CliError> {
+    if args.capture.output.is_some() {
+        return Err(CliError::usage("fgbpf flight writes its dumps under --dumps DIR, not -o"));
+    }
+    let triggered = args.cpu_above.is_some() || !args.on_start.is_empty() || args.wait_above.is_some();
+    if triggered && args.after >= args.keep.as_secs() {
+        return Err(CliError::usage(format!(
+            "--after {} s is not shorter than --keep {} s: a triggered dump would not hold what fired it",
+            args.after,
+            args.keep.as_secs()
+        )));
+    }
+    if args.blocks.wakers {
+        return Err(CliError::usage(
+            "fgbpf flight does not keep wakers yet: drop --wakers (fgbpf offcpu --wakers records them)",
+        ));
+    }
+    let rec = Recording {
+        capture: &args.capture,
+        maps: &args.maps,
+        sampling: Some(&args.sampling),
+        blocks: Some(&args.blocks),
+        per_process: false,
+    };
+    rec.options(Default::default())?;
+    summary::set_quiet(args.capture.quiet);
+    let dumps = dumps_dir(&args.dumps)?;
+    let signal = DumpSignal::install().map_err(CliError::failed)?;
+    let prepared = preflight(&args.capture)?;
+    let mut live = open(&args.capture, prepared, &rec.what(), |t| {
+        let mut opts = rec.options(t)?;
+        if let Some(off) = opts.offcpu.as_mut() {
+            off.announce_wait = args.wait_above;
+        }
+        Ok(Probe::start(&opts)?)
+    })?;
+    if args.cpu_above.is_some() {
+        live.recorder.tally_cpu();
+    }
+    let control = Control::open(&dumps)?;
+    summary::say(format_args!(
+        "keeping the last {:.0} s; `fgbpf dump --dumps {}` (listening at {}) or kill -USR1 {} writes them under {}/",
+        args.keep.as_secs_f64(),
+        dumps.display(),
+        control.path().display(),
+        std::process::id(),
+        dumps.display()
+    ));
+    let mut flight = Flight {
+        rec: &rec,
+        args,
+        dumps,
+        written: VecDeque::new(),
+        target: live.prepared.target.clone(),
+        whole_system: live.prepared.targets.whole_system(),
+        last_forget: Instant::now(),
+        triggers: Triggers::new(args),
+        pending: Vec::new(),
+    };
+    let end = {
+        let (mut window, recorder, symbolizer) = live.window(&args.capture);
+        if !args.on_start.is_empty() {
+            window.started = Some(Vec::new());
+        }
+        let mut steps = window.begin();
+        let end = loop {
+            if let Some(end) = window.step(&mut steps, recorder, symbolizer) {
+                break end;
+            }
+            if signal.take() {
+                flight.pending.push(Fired::now("asked by SIGUSR1".to_string(), None));
+            }
+            while let Some(asker) = control.take() {
+                let why = format!("asked by fgbpf dump, pid {}", asker.pid);
+                flight.pending.push(Fired::now(why, Some(asker)));
+            }
+            let triggers = &mut flight.triggers;
+            let mut fired: Vec<Fired> = triggers.cpu(recorder, symbolizer).into_iter().collect();
+            fired.extend(triggers.waits(recorder, symbolizer));
+            if let Some(started) = window.started.as_mut() {
+                fired.extend(triggers.starts(std::mem::take(started)));
+            }
+            flight.pending.extend(fired);
+            flight.write_due(recorder, symbolizer);
+            if flight.last_forget.elapsed() >= FORGET_EVERY {
+                flight.last_forget = Instant::now();
+                flight.forget(recorder, symbolizer);
+            }
+        };
+        window.end(recorder, symbolizer);
+        end
+    };
+    let (_, status) = live.close(&args.capture, end);
+    let why = match end {
+        EndReason::Duration => "-d ran out",
+        EndReason::Interrupted => "stopped",
+        EndReason::CommandExited(_) => "the command exited",
+        EndReason::TargetsGone => "every target has exited",
+    };
+    let n = flight.written.len();
+    summary::say(format_args!(
+        "{why}: recording ended, {n} dump{} of it under {}/",
+        if n == 1 { "" } else { "s" },
+        flight.dumps.display()
+    ));
+    Ok(status)
+}
+
+struct Flight<'a> {
+    rec: &'a Recording<'a>,
+    args: &'a FlightArgs,
+    dumps: PathBuf,
+    /// The dumps this recorder wrote, oldest first.
+    written: VecDeque<PathBuf>,
+    target: String,
+    whole_system: bool,
+    last_forget: Instant,
+    triggers: Triggers<'a>,
+    /// Dumps asked for, not yet written (two triggers that fire together
+    /// write two).
+    pending: Vec<Fired>,
+}
+
+impl Flight<'_> {
+    /// Where the kept window starts now, in the capture's time.
+    fn window_start(&self, recorder: &Probe) -> Duration {
+        let through = recorder.drained_through().unwrap_or_default();
+        through.saturating_sub(self.args.keep)
+    }
+
+    /// Forgets what fell before the kept window, and what is kept of
+    /// exited processes whose stacks went with it.
+    fn forget(&self, recorder: &mut Probe, symbolizer: &mut Symbolizer) {
+        let held = recorder.forget_before(self.window_start(recorder));
+        symbolizer.forget_retired(&held);
+    }
+
+    /// Writes the dumps that are due, answering those who asked.
+    fn write_due(&mut self, recorder: &mut Probe, symbolizer: &mut Symbolizer) {
+        let now = Instant::now();
+        let (due, later): (Vec<Fired>, Vec<Fired>) =
+            std::mem::take(&mut self.pending).into_iter().partition(|f| now >= f.due);
+        self.pending = later;
+        for mut fired in due {
+            let written = self.dump(recorder, symbolizer, &fired);
+            if let Some(asker) = fired.asker.take() {
+                asker.answer(&written);
+            }
+        }
+    }
+
+    /// Writes the kept window as a capture directory, with `trigger.txt`
+    /// saying who asked, and removes the oldest dump past `--max-dumps`.
+    /// One that cannot be written (a full disk) is said, what it wrote
+    /// removed, and recording goes on.
+    fn dump(&mut self, recorder: &mut Probe, symbolizer: &mut Symbolizer, fired: &Fired) -> Result<PathBuf, String> {
+        let through = recorder.drained_through().unwrap_or_default();
+        let from = self.window_start(recorder);
+        let mut recorded = recorder.snapshot();
+        let first = recorder.slice_at(from);
+        since(&mut recorded, first);
+        let views = Views::build(self.rec.wanted(), recorded, symbolizer, &self.target, through - from);
+        let wait_stack = fired.wait.as_ref().map(|w| {
+            let slice = recorder.slice_at(w.began).saturating_sub(first);
+            views.off.as_ref().and_then(|off| stack_of_wait(off, w.tid, slice))
+        });
+        // Each binary's tables are read again at the next dump: a recorder
+        // that runs for weeks would otherwise hold every one it ever named.
+        symbolizer.drop_caches();
+        let mut outputs = self.rec.outputs();
+        outputs.push(TRIGGER.to_string());
+        let names: Vec<&str> = outputs.iter().map(String::as_str).collect();
+        let base = self.dumps.join(format!("dump-{}", local_timestamp("%Y%m%d-%H%M%S")));
+        let ago = recorder.recorded_window().saturating_sub(from);
+        let started_at = local_timestamp_before("%Y-%m-%d %H:%M:%S", ago);
+        let dir = match files::prepare_dir(OutDir::Fresh(&base), &names) {
+            Ok(dir) => dir,
+            Err(e) => {
+                summary::say(format_args!("dump ({}): could not write: {e}", fired.why));
+                return Err(e);
+            }
+        };
+        let written = record::write(self.rec, views, &dir, &self.target, self.whole_system, &started_at)
+            .map_err(|e| e.to_string())
+            .and_then(|_| {
+                let path = dir.join(TRIGGER);
+                files::write_atomic(&path, files::Durability::Synced, |w: &mut dyn std::io::Write| {
+                    writeln!(w, "{}, at {}", fired.why, fired.at)?;
+                    match &wait_stack {
+                        Some(Some(frames)) => {
+                            writeln!(w, "its stack in offcpu.folded, root first:")?;
+                            frames.iter().try_for_each(|f| writeln!(w, "  {f}"))
+                        }
+                        Some(None) => writeln!(w, "its stack is not in this dump (the report's losses say why)"),
+                        None => Ok(()),
+                    }
+                })
+                .map_err(|e| format!("writing {}: {e}", path.display()))
+            });
+        if let Err(e) = written {
+            // A full disk: what was written goes (the directory is new,
+            // and this recorder's), so that the next dump has room.
+            let _ = fs::remove_dir_all(&dir);
+            summary::say(format_args!("dump ({}): could not write: {e}; recording goes on", fired.why));
+            return Err(e);
+        }
+        summary::say(format_args!(
+            "dump ({}): wrote the last {:.1} s to {}/",
+            fired.why,
+            (through - from).as_secs_f64(),
+            dir.display()
+        ));
+        self.written.push_back(dir.clone());
+        while self.written.len() > self.args.max_dumps as usize {
+            if let Some(old) = self.written.pop_front() {
+                if let Err(e) = fs::remove_dir_all(&old) {
+                    summary::say(format_args!("dump: could not remove the old dump {}: {e}", old.display()));
+                }
+            }
+        }
+        Ok(dir)
+    }
+}
+
+/// Keeps of `recorded` what fell from slice `first` on, renumbered from
+/// it: a dump's slices, and its timeline, start at the kept window.
+fn since(recorded: &mut Recorded, first: u32) {
+    for r in &mut recorded.stacks {
+        r.weight = time::keep_from(&mut r.spans, first);
+    }
+    recorded.stacks.retain(|r| r.weight > 0);
+    for r in &mut recorded.runs {
+        r.us = time::keep_from(&mut r.spans, first);
+    }
+    recorded.runs.retain(|r| r.us > 0);
+}
+
+/// The dumps' directory, made (readable by root only) when missing; a
+/// symbolic link there is refused, as fgbpf never writes through one.
+fn dumps_dir(dir: &Path) -> Result<PathBuf, CliError> {
+    match fs::symlink_metadata(dir) {
+        Ok(m) if m.file_type().is_symlink() => Err(CliError::usage(format!(
+            "--dumps {}: a symbolic link; give the directory itself",
+            dir.display()
+        ))),
+        Ok(m) if !m.is_dir() => Err(CliError::usage(format!("--dumps {}: not a directory", dir.display()))),
+        Ok(_) => Ok(dir.to_path_buf()),
+        Err(_) => fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map(|_| dir.to_path_buf())
+            .map_err(|e| CliError::usage(format!("--dumps {}: cannot create it: {e}", dir.display()))),
+    }
+}
