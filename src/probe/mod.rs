@@ -381,9 +381,12 @@ impl Probe {
         }
     }
 
-    pub fn track_processes(&mut self, events: &[ProcEvent]) {
-        for e in events {
-            runtimes::track(&mut self.skel, self.tables.as_mut(), &mut self.runtimes, e.pid);
+    /// Gives the walkers what they need of processes just announced, from
+    /// their maps as the symbolizer read them (pid, /proc/PID/maps text):
+    /// read once, not once for names and once for tables.
+    pub fn track_processes(&mut self, read: &[(u32, String)]) {
+        for (pid, text) in read {
+            runtimes::track_read(&mut self.skel, self.tables.as_mut(), &mut self.runtimes, *pid, text);
         }
     }
 

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use libbpf_rs::{MapCore, MapFlags};
 
 use super::skel::types;
-use crate::procs::elf::load_bias;
+use crate::procs::elf::{bias_in, exec_segments, ExecSegment};
 use crate::procs::maps;
 use crate::procs::unwind::{self as compile, Row};
 
@@ -70,6 +70,9 @@ pub(super) struct Tables {
     rows: Shared,
     pages: Shared,
     by_binary: HashMap<(u64, u64), Result<Placed, NoTable>>,
+    /// The executable segments of the binaries in `by_binary` with rows:
+    /// a process that maps one again is placed without opening it.
+    segments: HashMap<(u64, u64), Vec<ExecSegment>>,
     tracked: HashMap<u32, u64>,
     /// The last `gen` given to a process's mapping list.
     generations: u64,
@@ -161,6 +164,7 @@ impl Tables {
             rows,
             pages: Shared::map(pages, PAGE_STRIDE, "unwind page index")?,
             by_binary: HashMap::new(),
+            segments: HashMap::new(),
             tracked: HashMap::new(),
             generations: 0,
             young: Vec::new(),
@@ -301,6 +305,16 @@ impl Tables {
     /// The rows of the binary mapped at `m`, and the mapping's `load`
     /// (runtime address minus table pc).
     fn table_for(&mut self, pid: u32, m: &MapsLine) -> (Option<Placed>, Option<u64>) {
+        let key = (m.dev, m.inode);
+        // Known already (the vDSO, device 0, is read from memory).
+        match (self.by_binary.get(&key), self.segments.get(&key)) {
+            (Some(Err(_)), _) if m.path != VDSO => return (None, None),
+            (Some(Ok(placed)), Some(segments)) => {
+                let load = bias_in(segments, m.start, m.offset).map(|b| b.wrapping_add(placed.base));
+                return (Some(placed.clone()), load);
+            }
+            _ => {}
+        }
         let mapped;
         let data: &[u8] = if m.path == VDSO {
             // Every process maps the kernel's one vDSO image: ours.
@@ -321,7 +335,6 @@ impl Tables {
             mapped = map;
             &mapped
         };
-        let key = (m.dev, m.inode);
         let placed = match self.by_binary.get(&key) {
             Some(r) => r.clone(),
             None => {
@@ -336,7 +349,8 @@ impl Tables {
         let Ok(placed) = placed else {
             return (None, None);
         };
-        let load = load_bias(data, m.start, m.offset).map(|b| b.wrapping_add(placed.base));
+        let segments = self.segments.entry(key).or_insert_with(|| exec_segments(data));
+        let load = bias_in(segments, m.start, m.offset).map(|b| b.wrapping_add(placed.base));
         (Some(placed), load)
     }
 

@@ -132,29 +132,53 @@ pub fn crc32(file: &File) -> Option<u32> {
     Some(hasher.finalize())
 }
 
+/// An executable loadable segment of an ELF file: where it lies in the
+/// file, and its virtual address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExecSegment {
+    pub offset: u64,
+    pub size: u64,
+    pub vaddr: u64,
+}
+
+/// The executable loadable segments of an ELF file (none when it is not
+/// one).
+pub fn exec_segments(data: &[u8]) -> Vec<ExecSegment> {
+    use object::{Object, ObjectSegment, SegmentFlags};
+    const PF_X: u32 = 1;
+    let Ok(file) = object::File::parse(data) else {
+        return Vec::new();
+    };
+    file.segments()
+        .filter(|s| matches!(s.flags(), SegmentFlags::Elf { p_flags } if p_flags & PF_X != 0))
+        .map(|s| {
+            let (offset, size) = s.file_range();
+            ExecSegment {
+                offset,
+                size,
+                vaddr: s.address(),
+            }
+        })
+        .collect()
+}
+
 /// runtime address - ELF virtual address for code mapped from file offset
 /// `offset` at `start`: from the executable loadable segment holding that
 /// offset. A segment need not start on a page: the mapping then starts at
 /// the page below it (ld.bfd lays out debug builds so), and the mapping's
 /// offset lies below the segment's.
-pub fn load_bias(data: &[u8], start: u64, offset: u64) -> Option<u64> {
-    use object::{Object, ObjectSegment, SegmentFlags};
+pub fn bias_in(segments: &[ExecSegment], start: u64, offset: u64) -> Option<u64> {
     const PAGE: u64 = 4096;
-    const PF_X: u32 = 1;
-    let file = object::File::parse(data).ok()?;
-    let seg = file.segments().find(|s| {
-        let (off, size) = s.file_range();
-        let exec = matches!(s.flags(), SegmentFlags::Elf { p_flags } if p_flags & PF_X != 0);
-        exec && off & !(PAGE - 1) <= offset && offset < off + size.max(1)
-    })?;
-    let (seg_off, _) = seg.file_range();
+    let seg = segments
+        .iter()
+        .find(|s| s.offset & !(PAGE - 1) <= offset && offset < s.offset + s.size.max(1))?;
     // vaddr = runtime - start + offset - seg_off + seg_vaddr
-    Some(
-        start
-            .wrapping_sub(offset)
-            .wrapping_add(seg_off)
-            .wrapping_sub(seg.address()),
-    )
+    Some(start.wrapping_sub(offset).wrapping_add(seg.offset).wrapping_sub(seg.vaddr))
+}
+
+/// [`bias_in`] the segments of the ELF file `data`.
+pub fn load_bias(data: &[u8], start: u64, offset: u64) -> Option<u64> {
+    bias_in(&exec_segments(data), start, offset)
 }
 
 #[cfg(test)]

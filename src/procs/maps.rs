@@ -50,6 +50,20 @@ pub fn parse_line(line: &str) -> Option<MapsLine<'_>> {
     })
 }
 
+/// The lines of maps `text` that map executable code: all the walkers'
+/// readers look at (a process maps ten times more lines than code).
+pub fn exec_lines(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() / 4);
+    for line in text.lines() {
+        let perms = line.split_once(' ').map_or("", |(_, rest)| rest.trim_start());
+        if perms.as_bytes().get(2) == Some(&b'x') {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
 /// Mappings JIT compilers put code in: anonymous memory, named or not,
 /// and memory-backed files.
 pub fn is_anon(path: &str) -> bool {
@@ -77,20 +91,33 @@ pub fn vsize(pid: u32) -> Option<u64> {
     after.split_whitespace().nth(20)?.parse().ok()
 }
 
-/// The PID the process sees itself as (innermost PID namespace).
+/// The PID the process sees itself as (innermost PID namespace). One in
+/// fgbpf's PID namespace is asked by its namespace's link alone: the
+/// kernel writes the whole status file to answer the rest, which a host
+/// starting hundreds of processes a second feels.
 pub fn ns_pid(pid: u32) -> Option<u32> {
+    static OWN: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
+    let own = OWN.get_or_init(|| fs::read_link("/proc/self/ns/pid").ok());
+    if own.is_some() && fs::read_link(format!("/proc/{pid}/ns/pid")).ok() == *own {
+        return Some(pid);
+    }
     let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = status.lines().find_map(|l| l.strip_prefix("NStgid:"))?;
     line.split_whitespace().last()?.parse().ok()
 }
 
-/// This process's vDSO: every process of a kernel maps the same one.
+/// This process's vDSO: every process of a kernel maps the same one. Read
+/// once: it stays where it is for the process's life.
 pub fn own_vdso() -> Option<Range<u64>> {
-    let maps = fs::read_to_string("/proc/self/maps").ok()?;
-    maps.lines()
-        .filter_map(parse_line)
-        .find(|m| m.path == "[vdso]")
-        .map(|m| m.start..m.end)
+    static OWN: std::sync::OnceLock<Option<Range<u64>>> = std::sync::OnceLock::new();
+    OWN.get_or_init(|| {
+        let maps = fs::read_to_string("/proc/self/maps").ok()?;
+        maps.lines()
+            .filter_map(parse_line)
+            .find(|m| m.path == "[vdso]")
+            .map(|m| m.start..m.end)
+    })
+    .clone()
 }
 
 /// Binaries are held open for the whole capture, one descriptor each (two
@@ -133,5 +160,17 @@ mod tests {
         let anon = parse_line("7f00-7f80 rw-p 00000000 00:00 0").unwrap();
         assert!(!anon.exec && is_anon(anon.path));
         assert!(!is_anon("[stack]") && is_anon("[anon:v8]"));
+    }
+
+    #[test]
+    fn exec_lines_keep_the_code_mappings_as_parse_line_reads_them() {
+        let own = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let code = exec_lines(&own);
+        let parsed = |t: &str| -> Vec<(u64, u64)> {
+            t.lines().filter_map(parse_line).filter(|m| m.exec).map(|m| (m.start, m.inode)).collect()
+        };
+        assert!(!code.is_empty());
+        assert!(code.lines().filter_map(parse_line).all(|m| m.exec), "only code");
+        assert_eq!(parsed(&code), parsed(&own), "all of it");
     }
 }

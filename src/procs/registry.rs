@@ -251,15 +251,16 @@ impl Registry {
 
     /// Reads what naming `pid`'s frames will need while it lives. Call
     /// again after it execs; earlier mappings are kept where the new ones
-    /// do not cover them.
-    pub fn remember(&mut self, pid: u32, name: &str) {
+    /// do not cover them. Gives the text of its maps it read (the walkers
+    /// need it too); `None` when the process is gone.
+    pub fn remember(&mut self, pid: u32, name: &str) -> Option<String> {
         if pid == 0 {
-            return;
+            return None;
         }
         if !name.is_empty() {
             self.names.insert(pid, name.to_string());
         }
-        self.read_process(pid);
+        self.read_maps(pid)
     }
 
     /// The name a process was announced with, else its current one, else
@@ -362,21 +363,31 @@ impl Registry {
     /// Reads `pid`'s memory map and whatever it references that is not
     /// held yet; false when the process is gone.
     pub fn read_process(&mut self, pid: u32) -> bool {
-        let Some(text) = maps::read(pid) else {
-            return false;
-        };
+        self.read_maps(pid).is_some()
+    }
+
+    /// [`Self::read_process`], giving the text of /proc/PID/maps it read.
+    fn read_maps(&mut self, pid: u32) -> Option<String> {
+        let text = maps::read(pid)?;
         // A zombie keeps its /proc entry but has no address space left.
         if text.is_empty() {
-            return false;
+            return None;
         }
         let root = self.root_of(pid);
         let ns_pid = maps::ns_pid(pid).unwrap_or(pid);
-        let size = maps::vsize(pid).unwrap_or(0);
+        // What /proc/PID/stat's vsize says ([`maps::vsize`], which the
+        // refresh compares with it), without reading it: the process's
+        // mappings added up, [vsyscall] aside (the kernel's, in every
+        // process's map but not its own memory).
+        let mut size = 0u64;
         let mut vmas = Vec::new();
         for line in text.lines() {
             let Some(m) = maps::parse_line(line) else {
                 continue;
             };
+            if m.path != "[vsyscall]" {
+                size = size.wrapping_add(m.end.wrapping_sub(m.start));
+            }
             let region = match m.path {
                 "[vdso]" => Region::Vdso,
                 p if maps::is_anon(p) => Region::Anon,
@@ -422,7 +433,7 @@ impl Registry {
                 alive: true,
             },
         );
-        true
+        Some(text)
     }
 
     /// Lets go of an exited process whose stacks are all drained, keeping
@@ -591,3 +602,7 @@ impl Registry {
         Some(r)
     }
 }
+
+#[cfg(test)]
+#[path = "registry_tests.rs"]
+mod tests;

@@ -183,8 +183,8 @@ impl Symbolizer {
     }
 
     /// See [`Registry::remember`].
-    pub fn remember(&mut self, pid: u32, name: &str) {
-        self.registry.remember(pid, name);
+    pub fn remember(&mut self, pid: u32, name: &str) -> Option<String> {
+        self.registry.remember(pid, name)
     }
 
     /// See [`Registry::retire`].

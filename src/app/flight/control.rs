@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
 use nix::sys::stat::{umask, Mode};
@@ -19,6 +19,9 @@ use super::super::CliError;
 /// The socket's name in the dumps directory.
 pub const SOCKET: &str = "flight.sock";
 
+/// How often the recorder looks for askers: its loop turns at each batch
+/// of process announcements, hundreds of times a second on a busy host.
+const LOOK_EVERY: Duration = Duration::from_millis(100);
 /// How long the recorder waits for an asker's request once connected.
 const REQUEST_WAIT: Duration = Duration::from_secs(1);
 /// How long `fgbpf dump` waits for the dump: a whole host's 10-minute
@@ -32,6 +35,7 @@ pub(super) struct Control {
     /// The socket file this recorder made (device, inode): removed at the
     /// end only while it is still that one.
     made: (u64, u64),
+    looked: Instant,
 }
 
 /// A root process that asked for a dump and waits for the answer.
@@ -80,6 +84,7 @@ impl Control {
             listener,
             path,
             made: (m.dev(), m.ino()),
+            looked: Instant::now(),
         })
     }
 
@@ -89,12 +94,18 @@ impl Control {
 
     /// A root process that asked for a dump since the last call, if any.
     /// Others are answered that they may not, and dropped.
-    pub fn take(&self) -> Option<Asker> {
+    pub fn take(&mut self) -> Option<Asker> {
+        if self.looked.elapsed() < LOOK_EVERY {
+            return None;
+        }
         loop {
             let (stream, _) = match self.listener.accept() {
                 Ok(s) => s,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(_) => return None,
+                Err(_) => {
+                    self.looked = Instant::now();
+                    return None;
+                }
             };
             if let Some(asker) = Self::request(stream) {
                 return Some(asker);

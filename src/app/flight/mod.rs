@@ -78,7 +78,7 @@ pub fn run(args: &FlightArgs) -> Result<Option<i32>, CliError> {
     if args.cpu_above.is_some() {
         live.recorder.tally_cpu();
     }
-    let control = Control::open(&dumps)?;
+    let mut control = Control::open(&dumps)?;
     summary::say(format_args!(
         "keeping the last {:.0} s; `fgbpf dump --dumps {}` (listening at {}) or kill -USR1 {} writes them under {}/",
         args.keep.as_secs_f64(),

@@ -102,14 +102,16 @@ impl Window<'_> {
                 .min(POLL)
         });
         let events = live.poll_processes(wait);
-        for ev in &events {
-            symbolizer.remember(ev.pid, &ev.comm);
-        }
+        // Each process's maps read once, for its names and its walkers.
+        let read: Vec<(u32, String)> = events
+            .iter()
+            .filter_map(|ev| symbolizer.remember(ev.pid, &ev.comm).map(|text| (ev.pid, text)))
+            .collect();
         if let Some(started) = self.started.as_mut() {
             let new = |e: &&ProcEvent| matches!(e.kind, ProcEventKind::New | ProcEventKind::Exec);
             started.extend(events.iter().filter(new).map(|e| (e.pid, e.comm.clone())));
         }
-        live.track_processes(&events);
+        live.track_processes(&read);
         if self
             .duration
             .is_some_and(|d| start.elapsed() + PREPARE_AHEAD >= d)
