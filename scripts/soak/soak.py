@@ -3,6 +3,8 @@
 
   soak.py sample PID T0          one row, tab-separated, on stdout
   soak.py report DIR MINUTES     the "## Soak" section of BENCHMARKS.md
+  soak.py flight-report DIR MINUTES SECONDS
+                                 the "## Flight soak" section (scripts/flight-soak.sh)
 
 A row: seconds since T0, fgbpf's resident and peak memory (VmRSS, VmHWM),
 its CPU seconds so far (utime + stime of all its threads), and the fill of
@@ -156,10 +158,63 @@ def report(work, minutes):
     replace_section(heading, "\n".join(lines))
 
 
+def flight_report(work, minutes, seconds):
+    from bench import replace_section
+    work = Path(work)
+    rows = [line.split("\t") for line in (work / "rows").read_text().splitlines() if line.strip()]
+    load = (work / "load.out").read_text().split()
+    made = dict(zip(load[0::2], load[1::2]))
+    dumps = [line.split(" ", 2) for line in (work / "dumps.log").read_text().splitlines() if line.strip()]
+    said = (work / "stderr").read_text(errors="replace").splitlines()
+    cpus = os.cpu_count() or 1
+    peak = max(float(r[2]) for r in rows)
+    top_rss = max(float(r[1]) for r in rows)
+    cpu = float(rows[-1][3])
+    span = float(rows[-1][0])
+    share = 100 * cpu / span / cpus
+    heading = "## Flight soak"
+    lines = [
+        heading,
+        "",
+        f"`scripts/flight-soak.sh {minutes}`: `fgbpf flight` with its defaults (49 Hz, `--keep 10m`) on the whole",
+        f"system for {minutes} minutes against `scripts/soak/load.c` (as in the Soak section), `fgbpf dump` every",
+        "15 minutes and at the end. The load made " + ", ".join(f"{v} {k}" for k, v in made.items()) + ".",
+        "",
+        f"**Resident memory at most {top_rss:.1f} MB in the 10-s rows; peak (VmHWM, dumps included) {peak:.1f} MB**"
+        f" (ceiling 200 MB: {'met' if peak <= 200 else 'NOT met'}). **Own CPU {cpu:.1f} s over {span:.0f} s:"
+        f" {share:.2f}% of the {cpus}-CPU machine** (goal 1%: {'met' if share <= 1 else 'NOT met'}).",
+        "",
+        "| dump asked at s | took s | its report's losses |",
+        "|---|---|---|",
+    ]
+    for at, took, where in dumps:
+        report = Path(where) / "report.txt"
+        lost = f"(no dump: {where})"
+        if report.is_file():
+            # One "lost: N WHAT (REMEDY)" line per cause, or "lost: none".
+            lost = "; ".join(l.split(":", 1)[1].strip() for l in report.read_text(errors="replace").splitlines()
+                             if l.startswith("lost:")) or "?"
+        lines.append(f"| {float(at):.0f} | {float(took):.1f} | {lost} |")
+    notes = [l for l in said if "could not" in l or "lost" in l]
+    lines += [
+        "",
+        f"fgbpf said {len(said)} lines; of them about losses or failures: "
+        + ("none" if not notes else "; ".join(notes[:10])) + ".",
+        "",
+        "| s | RSS MB | peak RSS MB | CPU s | BPF map fill (entries/max) |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [f"| {' | '.join(r)} |" for r in rows[:: max(1, len(rows) // 40)]]
+    lines.append("")
+    replace_section(heading, "\n".join(lines))
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "sample":
         sample(int(sys.argv[2]), float(sys.argv[3]))
     elif sys.argv[1] == "report":
         report(sys.argv[2], sys.argv[3])
+    elif sys.argv[1] == "flight-report":
+        flight_report(sys.argv[2], sys.argv[3], sys.argv[4])
     else:
         sys.exit(__doc__)

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Flight-recorder soak (not part of scripts/test.sh): `fgbpf flight` on the
+# whole system as its service runs it (defaults: 49 Hz, --keep 10m) for
+# MINUTES (default 60) against scripts/soak.sh's churning load
+# (scripts/soak/load.c). `fgbpf dump` every 15 minutes and at the end, each
+# timed. Every 10 s it records fgbpf's resident and peak memory, CPU and
+# BPF map fill; at the end each dump's losses and what fgbpf said; and
+# writes the "## Flight soak" section of BENCHMARKS.md. Run as root:
+#   scripts/flight-soak.sh [MINUTES]
+# Nothing else should run meanwhile: whole-host fgbpf reads what every
+# process maps (a Rust build maps 150 MB of compiler).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ "$(id -u)" -ne 0 ]; then
+    exec sudo --preserve-env=PATH,CARGO_HOME,RUSTUP_HOME "$0" "$@"
+fi
+minutes=${1:-60}
+case "$minutes" in
+    ''|*[!0-9]*|0) echo "flight-soak: MINUTES must be a whole number above 0, not '$minutes'" >&2; exit 2 ;;
+esac
+scripts/setup.sh
+work=$(mktemp -d /tmp/fgbpf-flight-soak.XXXXXX)
+load=""
+fgbpf=""
+cleanup() {
+    [ -n "$fgbpf" ] && kill -INT "$fgbpf" 2>/dev/null || true
+    [ -n "$load" ] && kill "$load" 2>/dev/null || true
+    rm -rf -- "$work"
+}
+trap cleanup EXIT
+gcc -O2 -pthread -o "$work/load" scripts/soak/load.c -ldl
+secs=$((minutes * 60))
+"$work/load" $((secs + 30)) > "$work/load.out" &
+load=$!
+sleep 2
+start=$(date +%s.%N)
+bin=target/release/fgbpf
+"$bin" flight --dumps "$work/dumps" 2> "$work/stderr" &
+fgbpf=$!
+: > "$work/rows"
+: > "$work/dumps.log"
+# A dump asked through the socket, timed: "SECONDS_IN TOOK DIR".
+ask() {
+    local t0 t1 dir
+    t0=$(date +%s.%N)
+    dir=$("$bin" dump --dumps "$work/dumps" 2>> "$work/dumps.err") || dir="failed"
+    t1=$(date +%s.%N)
+    echo "$(echo "$t0 - $start" | bc) $(echo "$t1 - $t0" | bc) $dir" >> "$work/dumps.log"
+}
+elapsed=0
+while [ "$elapsed" -lt "$secs" ]; do
+    sleep 10
+    elapsed=$((elapsed + 10))
+    kill -0 "$fgbpf" 2>/dev/null || { echo "flight-soak: fgbpf flight stopped:" >&2; cat "$work/stderr" >&2; exit 1; }
+    python3 scripts/soak/soak.py sample "$fgbpf" "$start" >> "$work/rows" || true
+    tail -n 1 "$work/rows" >&2
+    if [ $((elapsed % 900)) -eq 0 ] || [ "$elapsed" -eq "$secs" ]; then
+        ask
+        tail -n 1 "$work/dumps.log" >&2
+        python3 scripts/soak/soak.py sample "$fgbpf" "$start" >> "$work/rows" || true
+    fi
+done
+end=$(date +%s.%N)
+kill -INT "$fgbpf"
+wait "$fgbpf" || { echo "flight-soak: fgbpf flight failed:" >&2; cat "$work/stderr" >&2; exit 1; }
+fgbpf=""
+# The load ends by itself 30 s after the recording, saying what it made.
+wait "$load" || true
+load=""
+python3 scripts/soak/soak.py flight-report "$work" "$minutes" "$(echo "$end - $start" | bc)"
