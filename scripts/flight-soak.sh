@@ -47,19 +47,23 @@ ask() {
     t1=$(date +%s.%N)
     echo "$(echo "$t0 - $start" | bc) $(echo "$t1 - $t0" | bc) $dir" >> "$work/dumps.log"
 }
-elapsed=0
-while [ "$elapsed" -lt "$secs" ]; do
+# Paced by the clock, not by counting turns (a turn takes more than its
+# 10 s of sleep): the load ends 30 s after the last dump.
+t_end=$(( $(date +%s) + secs ))
+next_dump=$(( $(date +%s) + 900 ))
+while [ "$(date +%s)" -lt "$t_end" ]; do
     sleep 10
-    elapsed=$((elapsed + 10))
     kill -0 "$fgbpf" 2>/dev/null || { echo "flight-soak: fgbpf flight stopped:" >&2; cat "$work/stderr" >&2; exit 1; }
     python3 scripts/soak/soak.py sample "$fgbpf" "$start" >> "$work/rows" || true
     tail -n 1 "$work/rows" >&2
-    if [ $((elapsed % 900)) -eq 0 ] || [ "$elapsed" -eq "$secs" ]; then
+    if [ "$(date +%s)" -ge "$next_dump" ] && [ "$(date +%s)" -lt "$t_end" ]; then
+        next_dump=$((next_dump + 900))
         ask
         tail -n 1 "$work/dumps.log" >&2
         python3 scripts/soak/soak.py sample "$fgbpf" "$start" >> "$work/rows" || true
     fi
 done
+ask
 end=$(date +%s.%N)
 kill -INT "$fgbpf"
 wait "$fgbpf" || { echo "flight-soak: fgbpf flight failed:" >&2; cat "$work/stderr" >&2; exit 1; }

@@ -88,6 +88,7 @@ impl Recording<'_> {
             py_lines: !self.capture.no_py_lines,
             slice: Duration::from_millis(self.maps.slice.into()),
             group_cgroup: self.capture.group_by == Some(GroupBy::Cgroup),
+            events_ring: probe::DEFAULT_EVENTS_RING,
         })
     }
 }

@@ -22,13 +22,19 @@ fn enabled() -> bool {
     *ON.get_or_init(|| std::env::var_os("FGBPF_MEMORY_STAGES").is_some_and(|v| v == "1"))
 }
 
+/// Gives the allocator's free pages back to the system: a long-running
+/// recorder frees much at once (the past it forgets, a dump's tables),
+/// and glibc otherwise keeps those pages resident.
+pub fn trim() {
+    // SAFETY: malloc_trim only returns free pages of the allocator's own.
+    unsafe { libc::malloc_trim(0) };
+}
+
 /// Prints `stage`'s peak and current resident memory in MB, and resets
 /// the kernel's peak (`/proc/self/clear_refs`, 5) for the next stage.
 pub fn mark(stage: &str) {
-    // What the step freed goes back to the system before the next one:
-    // the allocator otherwise keeps the pages of freed blocks resident.
-    // SAFETY: malloc_trim only returns free pages of the allocator's own.
-    unsafe { libc::malloc_trim(0) };
+    // What the step freed goes back to the system before the next one.
+    trim();
     if !enabled() {
         return;
     }

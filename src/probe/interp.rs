@@ -129,6 +129,15 @@ impl<W: Walker> Interp<W> {
         false
     }
 
+    /// Lets go of what was read of the processes `keep` refuses (exited,
+    /// their stacks forgotten: `fgbpf flight`).
+    pub fn forget(&mut self, keep: &dyn Fn(u32) -> bool) {
+        self.readers.retain(|&pid, _| keep(pid));
+        self.found_at.retain(|&pid, _| keep(pid));
+        self.unsupported.retain(|&pid, _| keep(pid));
+        self.texts.retain(|&(pid, _), _| keep(pid));
+    }
+
     /// Reads the objects a freshly stored stack of `pid` names, while it
     /// lives (in case their announcement was lost).
     pub fn read(&mut self, pid: u32, user: &[u64]) {

@@ -50,6 +50,14 @@ pub use super::runtimes::Unnamed;
 const RUNTIME: u64 = 0;
 
 impl Java {
+    /// See [`super::interp::Interp::forget`].
+    pub fn forget(&mut self, keep: &dyn Fn(u32) -> bool) {
+        self.jvms.retain(|&pid, _| keep(pid));
+        self.found_at.retain(|&pid, _| keep(pid));
+        self.put.retain(|&pid, _| keep(pid));
+        self.unsupported.retain(|&pid, _| keep(pid));
+    }
+
     /// Looks for a HotSpot JVM in `pid`'s executable mappings (`text`, its
     /// /proc/PID/maps) and gives the walker its layout once the JVM has
     /// set up its code cache ([`Java::refresh`] retries). True when it

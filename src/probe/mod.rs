@@ -8,6 +8,7 @@
 mod counts;
 mod losses;
 mod fallback;
+mod flight;
 mod libbpf;
 pub mod drain;
 pub mod events;
@@ -47,7 +48,7 @@ use libbpf::{quiet_libbpf, raise_memlock};
 use skel::FgbpfSkel;
 
 pub use runtimes::Unnamed as RuntimeUnnamed;
-pub use options::{OffcpuOptions, OncpuOptions, Options, Recorded, DEFAULT_SLICE};
+pub use options::{OffcpuOptions, OncpuOptions, Options, Recorded, DEFAULT_EVENTS_RING, DEFAULT_SLICE};
 pub use targets::Targets;
 pub use unwind::{NoTable, TableStats};
 
@@ -161,6 +162,11 @@ impl Probe {
         // The blocked threads: off-CPU only.
         size(&mut open.maps.starts, if off.is_some() { 65536 } else { 1 }, "blocked-thread")?;
         size(&mut open.maps.unwind_rows, opts.max_unwind_rows.max(1), "unwind rows")?;
+        // A ring buffer's size is a power of two pages (a perf buffer's
+        // is set per CPU by the reader).
+        if !paths.perf_buffer.taken() {
+            size(&mut open.maps.proc_events, opts.events_ring.next_power_of_two().max(4096), "process event")?;
+        }
         // A table's page index has a fifth to a third as many entries as
         // it has rows (src/procs/unwind/tests.rs prints them).
         size(&mut open.maps.unwind_pages, (opts.max_unwind_rows / 2).max(1), "unwind page index")?;
@@ -482,39 +488,6 @@ impl Probe {
         let slicing = self.counts.slicing();
         let ns = slicing.origin.saturating_add(at.as_nanos().min(u64::MAX as u128) as u64);
         slicing.span(ns, ns, 0).first
-    }
-
-    /// `fgbpf flight --wait-above`: the long waits that ended since the
-    /// last call, each with the pid and the capture's time it began at
-    /// (to the slice).
-    pub fn take_long_waits(&mut self) -> Vec<(u32, events::LongWait, Duration)> {
-        let width = self.counts.slicing().width;
-        std::mem::take(&mut self.long_waits)
-            .into_iter()
-            .map(|(pid, w)| {
-                let began = width * w.first_slice;
-                (pid, w, began)
-            })
-            .collect()
-    }
-
-    /// `fgbpf flight`: forgets what was recorded before the capture's time
-    /// `at`; returns the processes whose stacks are left.
-    pub fn forget_before(&mut self, at: Duration) -> std::collections::HashSet<u32> {
-        let first = self.slice_at(at);
-        self.counts.forget_before(first)
-    }
-
-    /// `fgbpf flight`'s CPU trigger: from now on, each drain tallies its
-    /// on-CPU samples per process ([`Self::cpu_last_drain`]).
-    pub fn tally_cpu(&mut self) {
-        self.counts.tally_cpu();
-    }
-
-    /// On-CPU samples per process that the last drain read, and the time
-    /// they were counted over (about a second); `None` before two drains.
-    pub fn cpu_last_drain(&self) -> Option<(&std::collections::HashMap<u32, u64>, Duration)> {
-        self.counts.cpu()
     }
 
     /// The capture's time of the last drain: every count taken before it

@@ -102,7 +102,14 @@ pub struct Options {
     pub slice: Duration,
     /// Key stacks by their thread's cgroup too (`--group-by cgroup`).
     pub group_cgroup: bool,
+    /// Bytes of the process-announcement ring buffer: `fgbpf flight`
+    /// does not read it for seconds while it writes a dump.
+    pub events_ring: u32,
 }
+
+/// The process-announcement ring buffer of a capture (targets.bpf.h):
+/// about 4,600 announcements.
+pub const DEFAULT_EVENTS_RING: u32 = 256 * 1024;
 
 impl Default for Options {
     fn default() -> Self {
@@ -123,6 +130,7 @@ impl Default for Options {
             php: true,
             py_lines: true,
             slice: DEFAULT_SLICE,
+            events_ring: DEFAULT_EVENTS_RING,
             group_cgroup: false,
         }
     }

@@ -180,6 +180,27 @@ impl Runtimes {
         }
     }
 
+    /// Lets go of what the walkers read of processes `keep` refuses:
+    /// `fgbpf flight` keeps a process's frame names only while it lives or
+    /// its stacks are in the kept window.
+    pub fn forget(&mut self, keep: &dyn Fn(u32) -> bool) {
+        if let Some(py) = self.python.as_mut() {
+            py.forget(keep);
+        }
+        if let Some(rb) = self.ruby.as_mut() {
+            rb.forget(keep);
+        }
+        if let Some(php) = self.php.as_mut() {
+            php.forget(keep);
+        }
+        if let Some(java) = self.java.as_mut() {
+            java.forget(keep);
+        }
+        if let Some(v8) = self.v8.as_mut() {
+            v8.forget(keep);
+        }
+    }
+
     pub fn any(&self) -> bool {
         self.python.is_some() || self.ruby.is_some() || self.php.is_some() || self.java.is_some() || self.v8.is_some()
     }

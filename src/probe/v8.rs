@@ -31,6 +31,13 @@ pub(super) struct V8 {
 }
 
 impl V8 {
+    /// See [`super::interp::Interp::forget`].
+    pub fn forget(&mut self, keep: &dyn Fn(u32) -> bool) {
+        self.isolates.retain(|&pid, _| keep(pid));
+        self.found_at.retain(|&pid, _| keep(pid));
+        self.unsupported.retain(|&pid, _| keep(pid));
+    }
+
     /// Looks for V8 in `pid`'s executable mappings (`text`, its
     /// /proc/PID/maps) and gives the walker its layout. True when the
     /// walker has a new process.

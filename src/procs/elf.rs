@@ -171,7 +171,7 @@ pub fn bias_in(segments: &[ExecSegment], start: u64, offset: u64) -> Option<u64>
     const PAGE: u64 = 4096;
     let seg = segments
         .iter()
-        .find(|s| s.offset & !(PAGE - 1) <= offset && offset < s.offset + s.size.max(1))?;
+        .find(|s| s.offset & !(PAGE - 1) <= offset && offset < s.offset.saturating_add(s.size.max(1)))?;
     // vaddr = runtime - start + offset - seg_off + seg_vaddr
     Some(start.wrapping_sub(offset).wrapping_add(seg.offset).wrapping_sub(seg.vaddr))
 }

@@ -476,6 +476,9 @@ impl Registry {
     /// longer held (`fgbpf flight` forgets the past): those not in `held`.
     pub fn forget_retired(&mut self, held: &std::collections::HashSet<u32>) {
         self.retired.retain(|pid, _| held.contains(pid));
+        // Names too, but of the processes still read (alive).
+        let procs = &self.procs;
+        self.names.retain(|pid, _| held.contains(pid) || procs.contains_key(pid));
     }
 
     /// What the registry holds now.
