@@ -311,7 +311,7 @@ impl Tables {
             (Some(Err(_)), _) if m.path != VDSO => return (None, None),
             (Some(Ok(placed)), Some(segments)) => {
                 let load = bias_in(segments, m.start, m.offset).map(|b| b.wrapping_add(placed.base));
-                return (Some(placed.clone()), load);
+                return (Some(*placed), load);
             }
             _ => {}
         }
