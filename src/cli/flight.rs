@@ -80,23 +80,7 @@ pub struct DumpArgs {
 /// A wait's length of 1 ms to 1 h (`--wait-above`): a number with `ms`,
 /// `s` or `m` (seconds without one).
 fn parse_wait(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    let (number, unit) = if let Some(n) = t.strip_suffix("ms") {
-        (n, 0.001)
-    } else if let Some(n) = t.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = t.strip_suffix('m') {
-        (n, 60.0)
-    } else {
-        (t, 1.0)
-    };
-    let secs = number
-        .trim()
-        .parse::<f64>()
-        .ok()
-        .filter(|n| n.is_finite())
-        .map(|n| n * unit)
-        .ok_or_else(|| format!("'{s}' is not a duration: write e.g. 2s or 500ms"))?;
+    let secs = seconds(s, &[("ms", 0.001), ("s", 1.0), ("m", 60.0)], "2s or 500ms")?;
     if !(0.001..=3600.0).contains(&secs) {
         return Err(format!("--wait-above {s}: give between 1 ms and 1 h"));
     }
@@ -106,24 +90,28 @@ fn parse_wait(s: &str) -> Result<Duration, String> {
 /// A duration of 10 s to 24 h (`--keep`, `--cooldown`): a number with `s`, `m` or `h` (seconds
 /// without one).
 pub(super) fn parse_keep(s: &str) -> Result<Duration, String> {
+    let secs = seconds(s, &[("s", 1.0), ("m", 60.0), ("h", 3600.0)], "10m, 90s or 1h")?;
+    if !(10.0..=86_400.0).contains(&secs) {
+        return Err(format!("--keep {s}: keep between 10 s and 24 h"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// The seconds `s` stands for: a finite number, followed by the first of
+/// `units` (suffix, seconds each) it ends with, or none (seconds).
+fn seconds(s: &str, units: &[(&str, f64)], example: &str) -> Result<f64, String> {
     let t = s.trim();
-    let (number, unit) = match t.char_indices().last() {
-        Some((i, 's')) => (&t[..i], 1.0),
-        Some((i, 'm')) => (&t[..i], 60.0),
-        Some((i, 'h')) => (&t[..i], 3600.0),
-        _ => (t, 1.0),
-    };
-    let secs = number
+    let (number, unit) = units
+        .iter()
+        .find_map(|&(suffix, secs)| t.strip_suffix(suffix).map(|n| (n, secs)))
+        .unwrap_or((t, 1.0));
+    number
         .trim()
         .parse::<f64>()
         .ok()
         .filter(|n| n.is_finite())
         .map(|n| n * unit)
-        .ok_or_else(|| format!("'{s}' is not a duration: write e.g. 10m, 90s or 1h"))?;
-    if !(10.0..=86_400.0).contains(&secs) {
-        return Err(format!("--keep {s}: keep between 10 s and 24 h"));
-    }
-    Ok(Duration::from_secs_f64(secs))
+        .ok_or_else(|| format!("'{s}' is not a duration: write e.g. {example}"))
 }
 
 #[cfg(test)]
@@ -139,5 +127,15 @@ mod tests {
         assert!(parse_wait("0.5ms").is_err(), "under 1 ms");
         assert!(parse_wait("2h").is_err(), "h is not a unit here");
         assert!(parse_wait("nan").is_err());
+    }
+
+    #[test]
+    fn kept_durations_take_s_m_and_h_only() {
+        assert_eq!(parse_keep("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_keep("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_keep("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_keep("30"), Ok(Duration::from_secs(30)));
+        assert!(parse_keep("15000ms").is_err(), "ms is not a unit here");
+        assert!(parse_keep("5s").is_err(), "under 10 s");
     }
 }

@@ -6,6 +6,9 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use crate::profile::analysis::pct;
+// Process and file names come from the target: terminal controls are
+// kept out of the summary and the report.
+use crate::profile::names::printable;
 use crate::profile::{Profile, Unresolved, UnresolvedReason};
 
 /// Processes listed in report.txt; the rest are counted.
@@ -30,11 +33,11 @@ pub fn leaf_weight(profile: &Profile) -> u64 {
 pub fn explain(reason: &UnresolvedReason) -> (String, &'static str) {
     match reason {
         UnresolvedReason::NoSymbols { module } => (
-            format!("no symbols in {}", clean(module)),
+            format!("no symbols in {}", printable(module)),
             "install its debug symbols (the -dbgsym, -dbg or -debuginfo package), or pass --debug-dir DIR holding its .build-id/xx/*.debug file",
         ),
         UnresolvedReason::Unreadable { module } => (
-            format!("{} could not be opened", clean(module)),
+            format!("{} could not be opened", printable(module)),
             "run fgbpf as root: reading another process's mapped files needs CAP_SYS_ADMIN",
         ),
         UnresolvedReason::JitWithoutPerfMap => (
@@ -82,7 +85,7 @@ pub fn render(profile: &Profile) -> String {
         let _ = writeln!(
             out,
             "  {} (pid {}): {:.1}% of its {total} {unit}",
-            clean(&u.process),
+            printable(&u.process),
             u.pid,
             pct(u.weight(), total)
         );
@@ -121,7 +124,7 @@ pub fn summary_lines(profile: &Profile) -> Vec<String> {
             let (what, remedy) = explain(reason);
             let mut line = format!(
                 "{} (pid {}): {:.1}% of its {} unresolved: {:.1}% {what} ({remedy})",
-                clean(&u.process),
+                printable(&u.process),
                 u.pid,
                 pct(u.weight(), total),
                 profile.unit.name(),
@@ -150,14 +153,6 @@ fn process_totals(profile: &Profile) -> HashMap<u32, u64> {
         }
     }
     totals
-}
-
-/// Process and file names come from the target: keep terminal controls
-/// out of the summary and the report.
-fn clean(s: &str) -> String {
-    s.chars()
-        .map(|c| if c.is_control() { '?' } else { c })
-        .collect()
 }
 
 #[cfg(test)]

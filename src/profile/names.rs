@@ -35,6 +35,13 @@ pub fn sanitize(name: &str) -> String {
     }
 }
 
+/// Makes a name safe to print on a terminal or in a text file: control
+/// characters (an untrusted process, thread or file name may hold
+/// escapes) become `?`.
+pub fn printable(name: &str) -> String {
+    name.chars().map(|c| if c.is_control() { '?' } else { c }).collect()
+}
+
 /// The pseudo-frames that stand for `thread` at the root of its stacks.
 ///
 /// A thread with a [`Thread::group`] has the group's frame first,

@@ -13,6 +13,7 @@ use super::super::summary;
 use super::control::Asker;
 use crate::cli::FlightArgs;
 use crate::probe::Probe;
+use crate::profile::names::printable;
 use crate::profile::Profile;
 use crate::symbolize::Symbolizer;
 
@@ -168,10 +169,4 @@ pub(super) fn stack_of_wait(off: &Profile, tid: u32, slice: u32) -> Option<Vec<S
         })
         .max_by_key(|(_, w)| *w)?;
     Some(stack.frames.iter().map(|&id| printable(&off.frame(id).to_string())).collect())
-}
-
-/// A name as it may be printed: a process's or thread's name is its own
-/// choice, so control characters become `?`.
-pub(super) fn printable(name: &str) -> String {
-    name.chars().map(|c| if c.is_control() { '?' } else { c }).collect()
 }
