@@ -374,3 +374,38 @@ fn a_dump_on_a_full_disk_is_said_and_the_recorder_goes_on() {
     assert!(stderr.contains("could not write") && stderr.contains("recording goes on"), "the recorder says it: {stderr}");
     assert_eq!(dumps_in(&dumps).len(), 1, "the dump asked after is written");
 }
+
+#[test]
+fn a_memory_ceiling_below_the_recorders_own_keeps_ten_seconds_and_says_so() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let dumps = out_dir("flight-ceiling");
+    let bin = plain_workload("spike");
+    let load = KillOnDrop(Command::new(&bin).stdout(Stdio::null()).spawn().unwrap());
+    let pid = load.id().to_string();
+    // fgbpf itself needs more than 32 MB: the ceiling cuts the window to
+    // its floor, 10 s, and early_fn (the workload's first 2 s) goes.
+    let args = ["flight", "-p", &pid, "--keep", "60s", "--max-memory", "32", "--dumps"];
+    let flight = spawn_attached(fgbpf().args(args).arg(&dumps));
+    std::thread::sleep(Duration::from_secs(24));
+    let out = ask(&dumps, 0);
+    assert_ok(&out);
+    let stderr = stop(flight);
+    let dump = wait_for_dump(&dumps, Duration::from_secs(5));
+    assert!(
+        stderr.contains("memory: even the last 10 s leave fgbpf above --max-memory 32 MB; raise it"),
+        "the log says the ceiling is too low: {stderr}"
+    );
+    let wrote = stderr.split("wrote the last ").nth(1).and_then(|t| t.split(' ').next()).expect("the dump is said");
+    let seconds: f64 = wrote.parse().unwrap();
+    assert!((9.5..=11.0).contains(&seconds), "the dump holds {seconds} s (want the 10 s floor)");
+    let why = std::fs::read_to_string(dump.join("trigger.txt")).unwrap();
+    assert!(
+        why.contains("this dump holds the last 10 s, not --keep 60 s: fgbpf's memory ceiling (--max-memory 32 MB"),
+        "the dump says what the ceiling dropped: {why}"
+    );
+    assert_eq!(weight_with(&read_folded(&dump.join("oncpu.folded")), "early_fn"), 0, "early_fn fell before the cut");
+    assert!(stderr.contains("memory: the ceiling (--max-memory 32 MB) cut the kept window"), "the end says it: {stderr}");
+}

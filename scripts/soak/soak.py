@@ -184,9 +184,16 @@ def flight_report(work, minutes, seconds):
         f" (ceiling 200 MB: {'met' if peak <= 200 else 'NOT met'}). **Own CPU {cpu:.1f} s over {span:.0f} s:"
         f" {share:.2f}% of the {cpus}-CPU machine** (goal 1%: {'met' if share <= 1 else 'NOT met'}).",
         "",
-        "| dump asked at s | took s | its report's losses |",
-        "|---|---|---|",
+        "| dump asked at s | took s | window held s | its report's losses |",
+        "|---|---|---|---|",
     ]
+    # "dump (WHY): wrote the last SECONDS s to DIR/": the window each held
+    # (shorter than --keep when the memory ceiling cut it).
+    held = {}
+    for l in said:
+        if ": wrote the last " in l:
+            secs, _, rest = l.split(": wrote the last ", 1)[1].partition(" s to ")
+            held[rest.rstrip("/")] = secs
     for at, took, where in dumps:
         report = Path(where) / "report.txt"
         lost = f"(no dump: {where})"
@@ -194,12 +201,12 @@ def flight_report(work, minutes, seconds):
             # One "lost: N WHAT (REMEDY)" line per cause, or "lost: none".
             lost = "; ".join(l.split(":", 1)[1].strip() for l in report.read_text(errors="replace").splitlines()
                              if l.startswith("lost:")) or "?"
-        lines.append(f"| {float(at):.0f} | {float(took):.1f} | {lost} |")
-    notes = [l for l in said if "could not" in l or "lost" in l]
+        lines.append(f"| {float(at):.0f} | {float(took):.1f} | {held.get(where.rstrip('/'), '?')} | {lost} |")
+    notes = [l for l in said if "could not" in l or "lost" in l or "memory:" in l]
     lines += [
         "",
         f"fgbpf said {len(said)} lines; of them about losses or failures: "
-        + ("none" if not notes else "; ".join(notes[:10])) + ".",
+        + ("none" if not notes else "; ".join(notes[:12])) + ".",
         "",
         "| s | RSS MB | peak RSS MB | CPU s | BPF map fill (entries/max) |",
         "|---|---|---|---|---|",

@@ -27,6 +27,13 @@ pub struct FlightArgs {
     #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_keep)]
     pub keep: Duration,
 
+    /// fgbpf's own memory ceiling, in MB (resident, dumps included): when
+    /// the kept past and what a dump needs on top of it would pass it, the
+    /// oldest of the past is dropped before --keep is up, and the dumps
+    /// and the log say how much is kept.
+    #[arg(long, value_name = "MB", default_value_t = 200, value_parser = clap::value_parser!(u64).range(32..=1_000_000))]
+    pub max_memory: u64,
+
     /// The directory dumps are written in, one capture directory each
     /// (made readable by root only when fgbpf creates it).
     #[arg(long, value_name = "DIR", default_value = "fgbpf-dumps")]

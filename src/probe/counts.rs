@@ -175,6 +175,19 @@ impl Counts {
     }
 
     /// Spans merged into wider slices to bound memory (0 when none were).
+    /// The addresses of the user stacks `pid`'s kept keys hold.
+    pub fn held_addresses(&self, pid: u32) -> HashSet<u64> {
+        let ids = self.by_pid.get(&pid).map(Vec::as_slice).unwrap_or_default();
+        ids.iter().filter_map(|id| self.stacks.get(id)).flat_map(|s| s.iter().copied()).collect()
+    }
+
+    /// About how many bytes the totals and the stacks they name hold.
+    pub fn bytes(&self) -> usize {
+        let stacks: usize = self.stacks.values().map(|s| s.len() * 8 + 16 + 32).sum();
+        let by_pid: usize = self.by_pid.values().map(|v| v.capacity() * 8 + 40).sum();
+        self.totals.bytes() + stacks + by_pid
+    }
+
     pub fn merged_spans(&self) -> u64 {
         self.merged
     }

@@ -42,6 +42,17 @@ impl Probe {
         held
     }
 
+    /// The user addresses the kept stacks of `pid` hold (what is kept
+    /// located of an exited process need not be more).
+    pub fn held_addresses(&self, pid: u32) -> HashSet<u64> {
+        self.counts.held_addresses(pid)
+    }
+
+    /// About how many bytes the kept counts and their stacks hold.
+    pub fn held_bytes(&self) -> usize {
+        self.counts.bytes()
+    }
+
     /// `fgbpf flight`'s CPU trigger: from now on, each drain tallies its
     /// on-CPU samples per process ([`Self::cpu_last_drain`]).
     pub fn tally_cpu(&mut self) {

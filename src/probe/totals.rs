@@ -65,6 +65,18 @@ impl<K: std::hash::Hash + Eq + Copy> Totals<K> {
         self.index.find(hash, |&i| key_at(&self.chunks, i) == key).is_some()
     }
 
+    /// About how many bytes the totals hold: their chunks, index and the
+    /// spans that did not fit inline.
+    pub fn bytes(&self) -> usize {
+        let entry = std::mem::size_of::<(K, Spans)>();
+        let spilled: usize = self
+            .iter()
+            .filter(|(_, s)| s.spilled())
+            .map(|(_, s)| s.capacity() * std::mem::size_of::<crate::profile::time::Span>())
+            .sum();
+        self.chunks.len() * CHUNK * entry + self.index.capacity() * 5 + spilled
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = &(K, Spans)> {
         self.chunks.iter().flatten()
     }

@@ -436,51 +436,6 @@ impl Registry {
         Some(text)
     }
 
-    /// Lets go of an exited process whose stacks are all drained, keeping
-    /// where each of `addrs` (the distinct user addresses of its stacks)
-    /// lies, and the lines of its perf map they need. A process running
-    /// under the PID again (reused since) keeps its map.
-    pub fn retire(&mut self, pid: u32, addrs: &[u64]) {
-        if !self.procs.contains_key(&pid) {
-            return;
-        }
-        let at = self.locator(pid);
-        let located: Vec<(u64, Target)> = addrs.iter().map(|&a| (a, at.locate(a))).collect();
-        let jit: Vec<u64> = located
-            .iter()
-            .filter(|(_, t)| matches!(t, Target::Jit | Target::Unmapped))
-            .map(|&(a, _)| a)
-            .collect();
-        let perf_map = match jit.is_empty() {
-            true => None,
-            false => self.perf_map(pid).map(|m| m.keep_only(&jit)),
-        };
-        let r = self.retired.entry(pid).or_default();
-        r.located.extend(located);
-        r.located.sort_by_key(|&(a, _)| a);
-        r.located.dedup_by_key(|&mut (a, _)| a);
-        if perf_map.is_some() {
-            r.perf_map = perf_map;
-        }
-        // A zombie's vsize is 0.
-        if maps::vsize(pid).is_some_and(|size| size != 0) {
-            return;
-        }
-        if let Some(old) = self.procs.remove(&pid) {
-            self.release_root(old.root);
-            self.retired_count += 1;
-        }
-    }
-
-    /// Lets go of what is kept of exited processes whose stacks are no
-    /// longer held (`fgbpf flight` forgets the past): those not in `held`.
-    pub fn forget_retired(&mut self, held: &std::collections::HashSet<u32>) {
-        self.retired.retain(|pid, _| held.contains(pid));
-        // Names too, but of the processes still read (alive).
-        let procs = &self.procs;
-        self.names.retain(|pid, _| held.contains(pid) || procs.contains_key(pid));
-    }
-
     /// What the registry holds now.
     pub fn held(&self) -> Held {
         let mappings: usize = self.procs.values().map(|p| p.vmas.len()).sum();
@@ -605,6 +560,9 @@ impl Registry {
         Some(r)
     }
 }
+
+#[path = "retired.rs"]
+mod retired;
 
 #[cfg(test)]
 #[path = "registry_tests.rs"]

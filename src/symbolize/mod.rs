@@ -7,7 +7,7 @@
 //! map it. When an address cannot be named, the reason comes with it.
 //! Building a profile from named frames is [`crate::profile::build`]'s.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
@@ -193,8 +193,8 @@ impl Symbolizer {
     }
 
     /// See [`Registry::forget_retired`].
-    pub fn forget_retired(&mut self, held: &std::collections::HashSet<u32>) {
-        self.registry.forget_retired(held);
+    pub fn forget_retired(&mut self, held: &HashSet<u32>, addresses: &dyn Fn(u32) -> HashSet<u64>) {
+        self.registry.forget_retired(held, addresses);
     }
 
     /// Lets go of the symbol tables and debug information read so far

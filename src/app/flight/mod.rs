@@ -26,9 +26,11 @@ use crate::format::files::{self, OutDir};
 use crate::probe::{Probe, Recorded};
 use crate::profile::time;
 use crate::symbolize::Symbolizer;
+use ceiling::Ceiling;
 use control::Control;
 use triggers::{stack_of_wait, Fired, Triggers};
 
+mod ceiling;
 pub mod control;
 mod triggers;
 
@@ -105,6 +107,7 @@ pub fn run(args: &FlightArgs) -> Result<Option<i32>, CliError> {
         last_forget: Instant::now(),
         triggers: Triggers::new(args),
         pending: Vec::new(),
+        ceiling: Ceiling::new(args.max_memory),
     };
     let end = {
         let (mut window, recorder, symbolizer) = live.window(&args.capture);
@@ -146,6 +149,9 @@ pub fn run(args: &FlightArgs) -> Result<Option<i32>, CliError> {
         EndReason::CommandExited(_) => "the command exited",
         EndReason::TargetsGone => "every target has exited",
     };
+    if let Some(said) = flight.ceiling.summary() {
+        summary::say(format_args!("{said}"));
+    }
     let n = flight.written.len();
     summary::say(format_args!(
         "{why}: recording ended, {n} dump{} of it under {}/",
@@ -168,21 +174,51 @@ struct Flight<'a> {
     /// Dumps asked for, not yet written (two triggers that fire together
     /// write two).
     pending: Vec<Fired>,
+    ceiling: Ceiling,
 }
 
 impl Flight<'_> {
-    /// Where the kept window starts now, in the capture's time.
-    fn window_start(&self, recorder: &Probe) -> Duration {
+    /// Where `--keep` starts the window now, in the capture's time.
+    fn keep_start(&self, recorder: &Probe) -> Duration {
         let through = recorder.drained_through().unwrap_or_default();
         through.saturating_sub(self.args.keep)
     }
 
+    /// Where the kept window starts now: `--keep`'s start, or later where
+    /// the memory ceiling cut it.
+    fn window_start(&self, recorder: &Probe) -> Duration {
+        let keep = self.keep_start(recorder);
+        self.ceiling.from.map_or(keep, |f| f.max(keep))
+    }
+
     /// Forgets what fell before the kept window, and what is kept of
-    /// exited processes whose stacks went with it.
-    fn forget(&self, recorder: &mut Probe, symbolizer: &mut Symbolizer) {
-        let held = recorder.forget_before(self.window_start(recorder));
-        symbolizer.forget_retired(&held);
-        stages::trim();
+    /// exited processes whose stacks went with it; then, when the memory
+    /// ceiling asks, the oldest of what is left.
+    fn forget(&mut self, recorder: &mut Probe, symbolizer: &mut Symbolizer) {
+        let start = self.window_start(recorder);
+        forget_before(recorder, symbolizer, start);
+        let through = recorder.drained_through().unwrap_or_default();
+        let held = (recorder.held_bytes() + symbolizer.held().bytes) as u64;
+        let resident = stages::resident_kb().0 << 10;
+        if let Some(at) = self.ceiling.cut(resident, held, start, through) {
+            forget_before(recorder, symbolizer, at);
+        }
+        let keep_start = self.keep_start(recorder);
+        let window = through.saturating_sub(self.window_start(recorder));
+        if let Some(news) = self.ceiling.news(self.args.keep, window, keep_start) {
+            summary::say(format_args!("{news}"));
+        }
+        let h = symbolizer.held();
+        stages::note(format_args!(
+            "kept {:.0} s: counts {:.1} MB, registry {:.1} MB ({} processes, {} mappings, {} located, {} binaries)",
+            window.as_secs_f64(),
+            recorder.held_bytes() as f64 / 1048576.0,
+            h.bytes as f64 / 1048576.0,
+            h.processes,
+            h.mappings,
+            h.located,
+            h.binaries
+        ));
     }
 
     /// Writes the dumps that are due, answering those who asked.
@@ -204,8 +240,20 @@ impl Flight<'_> {
     /// One that cannot be written (a full disk) is said, what it wrote
     /// removed, and recording goes on.
     fn dump(&mut self, recorder: &mut Probe, symbolizer: &mut Symbolizer, fired: &Fired) -> Result<PathBuf, String> {
+        // The ceiling holds through the dump: what it needs is made room for.
+        self.forget(recorder, symbolizer);
+        let held = (recorder.held_bytes() + symbolizer.held().bytes) as u64;
+        let before = stages::resident_kb().0 << 10;
+        stages::reset_peak();
+        let written = self.write_dump(recorder, symbolizer, fired);
+        self.ceiling.learn(before, stages::peak_kb() << 10, held);
+        written
+    }
+
+    fn write_dump(&mut self, recorder: &mut Probe, symbolizer: &mut Symbolizer, fired: &Fired) -> Result<PathBuf, String> {
         let through = recorder.drained_through().unwrap_or_default();
         let from = self.window_start(recorder);
+        let cut = self.ceiling.cutting(self.keep_start(recorder)).then(|| self.ceiling.in_dump(self.args.keep, through - from));
         let mut recorded = recorder.snapshot();
         let first = recorder.slice_at(from);
         since(&mut recorded, first);
@@ -236,6 +284,9 @@ impl Flight<'_> {
                 let path = dir.join(TRIGGER);
                 files::write_atomic(&path, files::Durability::Synced, |w: &mut dyn std::io::Write| {
                     writeln!(w, "{}, at {}", fired.why, fired.at)?;
+                    if let Some(cut) = &cut {
+                        writeln!(w, "{cut}")?;
+                    }
                     match &wait_stack {
                         Some(Some(frames)) => {
                             writeln!(w, "its stack in offcpu.folded, root first:")?;
@@ -272,6 +323,14 @@ impl Flight<'_> {
         }
         Ok(dir)
     }
+}
+
+/// Forgets what was recorded before the capture's time `at`, and what is
+/// kept of exited processes whose stacks went with it.
+fn forget_before(recorder: &mut Probe, symbolizer: &mut Symbolizer, at: Duration) {
+    let held = recorder.forget_before(at);
+    symbolizer.forget_retired(&held, &|pid| recorder.held_addresses(pid));
+    stages::trim();
 }
 
 /// Keeps of `recorded` what fell from slice `first` on, renumbered from
