@@ -132,6 +132,7 @@ impl Views {
             let mut p = build::from_raw(off_raw, Unit::Microseconds, symbolizer);
             p.meta = meta(Kind::OffCpu, None, views.losses(false, true));
             views.off = Some(p);
+            super::stages::mark("off-CPU named");
         }
         views
     }

@@ -47,6 +47,12 @@ struct FileKey {
     mtime_nsec: i64,
 }
 
+/// fgbpf's own executable's device and inode, read once.
+fn own_exe() -> Option<(u64, u64)> {
+    static OWN: std::sync::OnceLock<Option<(u64, u64)>> = std::sync::OnceLock::new();
+    *OWN.get_or_init(|| fs::metadata("/proc/self/exe").ok().map(|m| (m.dev(), m.ino())))
+}
+
 impl FileKey {
     fn of(file: &File) -> Option<FileKey> {
         let m = file.metadata().ok()?;
@@ -73,6 +79,9 @@ pub struct Binary {
     pub elf: Option<ElfInfo>,
     /// A separate debug file, found by build ID or debuglink.
     pub debug: Option<File>,
+    /// fgbpf's own executable (a `fgbpf dump` waiting for its dump is in
+    /// every dump it asks for).
+    pub own: bool,
 }
 
 impl Binary {
@@ -521,12 +530,14 @@ impl Registry {
         let fallback =
             (file.is_none() && root.is_none() && path == m.path).then(|| PathBuf::from(path));
         let b = self.binaries.len();
+        let own = key.is_some_and(|k| own_exe() == Some((k.dev, k.ino)));
         self.binaries.push(Binary {
             name,
             file,
             fallback,
             elf,
             debug,
+            own,
         });
         self.by_maps_key.insert(maps_key, b);
         if let Some(k) = key {

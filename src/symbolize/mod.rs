@@ -361,10 +361,14 @@ impl Symbolizer {
             match &bin.elf {
                 Some(elf) => {
                     let virt: Vec<Option<u64>> = offsets.iter().map(|&o| elf.virt(o)).collect();
-                    if let Some(debug) = &bin.debug {
+                    // fgbpf's own frames from its symbols only: its debug
+                    // information would cost each dump `fgbpf dump` asks
+                    // for some 50 MB (measured), for inlined frames of the
+                    // tracer's own that nobody reads.
+                    if let Some(debug) = bin.debug.as_ref().filter(|_| !bin.own) {
                         self.fill(&mut out, &virt, &fd_path(debug), true);
                     }
-                    self.fill(&mut out, &virt, path, true);
+                    self.fill(&mut out, &virt, path, !bin.own);
                 }
                 None => {
                     // Not an ELF layout fgbpf reads: let blazesym map the

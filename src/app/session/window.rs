@@ -102,9 +102,14 @@ impl Window<'_> {
                 .min(POLL)
         });
         let events = live.poll_processes(wait);
-        // Each process's maps read once, for its names and its walkers.
-        let read: Vec<(u32, String)> = events
-            .iter()
+        // Each process's maps read once, for its names and its walkers; a
+        // process announced twice in one turn (forked, then exec'd) once,
+        // as it is now, under its last name.
+        let mut seen = std::collections::HashSet::new();
+        let last: Vec<&ProcEvent> = events.iter().rev().filter(|ev| seen.insert(ev.pid)).collect();
+        let read: Vec<(u32, String)> = last
+            .into_iter()
+            .rev()
             .filter_map(|ev| symbolizer.remember(ev.pid, &ev.comm).map(|text| (ev.pid, text)))
             .collect();
         if let Some(started) = self.started.as_mut() {
