@@ -409,3 +409,40 @@ fn a_memory_ceiling_below_the_recorders_own_keeps_ten_seconds_and_says_so() {
     assert_eq!(weight_with(&read_folded(&dump.join("oncpu.folded")), "early_fn"), 0, "early_fn fell before the cut");
     assert!(stderr.contains("memory: the ceiling (--max-memory 32 MB) cut the kept window"), "the end says it: {stderr}");
 }
+
+#[test]
+fn an_exited_process_keeps_its_names_when_the_recorder_forgets() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let dumps = out_dir("flight-exited");
+    let bin = plain_workload("spike");
+    let flight = spawn_attached(fgbpf().args(["flight", "--keep", "60s", "--dumps"]).arg(&dumps));
+    // spike.c burns early_fn (called by main) for its first 2 s; killed at
+    // 3 s, it exits, and its stacks stay in the window through the
+    // recorder's forgetting (every 10 s) until the dump.
+    let load = KillOnDrop(Command::new(&bin).stdout(Stdio::null()).spawn().unwrap());
+    std::thread::sleep(Duration::from_secs(3));
+    drop(load);
+    std::thread::sleep(Duration::from_secs(12));
+    let out = ask(&dumps, 0);
+    assert_ok(&out);
+    stop(flight);
+    let dump = wait_for_dump(&dumps, Duration::from_secs(5));
+    let on = read_folded(&dump.join("oncpu.folded"));
+    let early = weight_with(&on, "early_fn");
+    assert!(early >= 60, "early_fn has {early} samples in the dump (want about 98)");
+    // Walked past early_fn (all but a process's first few samples, taken
+    // before its unwind tables were placed): every caller named.
+    let walked: Vec<&(Vec<String>, u64)> =
+        on.iter().filter(|(f, _)| f.iter().any(|x| x == "early_fn") && f.len() > 3).collect();
+    let weight: u64 = walked.iter().map(|(_, w)| w).sum();
+    assert!(weight * 10 >= early * 8, "{weight} of early_fn's {early} samples walked past it");
+    for (frames, _) in walked {
+        assert!(
+            frames.iter().any(|x| x == "main") && !frames.iter().any(|x| x.contains("[unknown]")),
+            "the exited process's callers are named: {frames:?}"
+        );
+    }
+}

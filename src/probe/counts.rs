@@ -128,6 +128,16 @@ pub(super) struct Counts {
     groups: Option<Groups>,
 }
 
+/// The native frames' addresses of a user stack, as naming looks them up
+/// (a caller's return address moved into its call): those before an
+/// interpreter's marker.
+fn native_addresses(stack: &[u64]) -> impl Iterator<Item = u64> + '_ {
+    let native = stack
+        .iter()
+        .position(|&a| a == super::python::MARKER || a == super::ruby::MARKER || a == super::php::MARKER);
+    crate::profile::build::adjusted(&stack[..native.unwrap_or(stack.len())])
+}
+
 impl Counts {
     pub fn new(slicing: Slicing, groups: Option<Groups>) -> Counts {
         Counts {
@@ -174,11 +184,12 @@ impl Counts {
         self.slicing
     }
 
-    /// Spans merged into wider slices to bound memory (0 when none were).
-    /// The addresses of the user stacks `pid`'s kept keys hold.
+    /// The user addresses `pid`'s kept keys' stacks hold, as
+    /// [`Self::take_retired`] gives them (where the symbolizer keeps them
+    /// located).
     pub fn held_addresses(&self, pid: u32) -> HashSet<u64> {
         let ids = self.by_pid.get(&pid).map(Vec::as_slice).unwrap_or_default();
-        ids.iter().filter_map(|id| self.stacks.get(id)).flat_map(|s| s.iter().copied()).collect()
+        ids.iter().filter_map(|id| self.stacks.get(id)).flat_map(|s| native_addresses(s)).collect()
     }
 
     /// About how many bytes the totals and the stacks they name hold.
@@ -188,6 +199,7 @@ impl Counts {
         self.totals.bytes() + stacks + by_pid
     }
 
+    /// Spans merged into wider slices to bound memory (0 when none were).
     pub fn merged_spans(&self) -> u64 {
         self.merged
     }
@@ -348,12 +360,7 @@ impl Counts {
                     .unwrap_or_default()
                     .iter()
                     .filter_map(|k| self.stacks.get(k))
-                    .flat_map(|s| {
-                        let native = s
-                            .iter()
-                            .position(|&a| a == super::python::MARKER || a == super::ruby::MARKER || a == super::php::MARKER);
-                        crate::profile::build::adjusted(&s[..native.unwrap_or(s.len())])
-                    })
+                    .flat_map(|s| native_addresses(s))
                     .collect();
                 addrs.sort_unstable();
                 addrs.dedup();
@@ -590,5 +597,24 @@ mod tests {
         stacks.sort();
         assert_eq!(stacks, [102, 103, 202, 203, 300], "the stacks of forgotten keys go with them");
         assert_eq!(c.spans, 2);
+    }
+
+    #[test]
+    fn what_is_held_of_a_process_is_what_its_retiring_located() {
+        let slicing = Slicing { origin: 0, width: Duration::from_millis(100), widened: 1 };
+        let mut c = Counts::new(slicing, None);
+        // Leaf first, then two callers' return addresses.
+        let user: Arc<[u64]> = Arc::from(&[0x1000, 0x2005, 0x3009][..]);
+        *c.totals.entry(key(7, 70, 0)).0 = [Span::at(12, 1)].into_iter().collect();
+        c.stacks.insert(70, user);
+        c.by_pid.insert(7, vec![70]);
+        c.exits.push((7, 0));
+        c.drains = 2;
+        let retired = c.take_retired();
+        assert_eq!(retired.len(), 1);
+        c.forget_before(10);
+        let held = c.held_addresses(7);
+        let located: HashSet<u64> = retired[0].1.iter().copied().collect();
+        assert_eq!(held, located, "the addresses kept located are those the window still holds");
     }
 }
