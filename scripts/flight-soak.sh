@@ -4,7 +4,9 @@
 # MINUTES (default 60) against scripts/soak.sh's churning load
 # (scripts/soak/load.c). `fgbpf dump` every 15 minutes and at the end, each
 # timed. Every 10 s it records fgbpf's resident and peak memory, CPU and
-# BPF map fill; at the end each dump's losses and what fgbpf said; and
+# BPF map fill; over the run its BPF programs' run time (with
+# kernel.bpf_stats_enabled on); at the end each dump's losses and what
+# fgbpf said; and
 # writes the "## Flight soak" section of BENCHMARKS.md. Run as root:
 #   scripts/flight-soak.sh [MINUTES]
 # Nothing else should run meanwhile: whole-host fgbpf reads what every
@@ -23,6 +25,7 @@ work=$(mktemp -d /tmp/fgbpf-flight-soak.XXXXXX)
 load=""
 fgbpf=""
 cleanup() {
+    sysctl -q kernel.bpf_stats_enabled=0 || true
     [ -n "$fgbpf" ] && kill -INT "$fgbpf" 2>/dev/null || true
     [ -n "$load" ] && kill "$load" 2>/dev/null || true
     rm -rf -- "$work"
@@ -33,10 +36,15 @@ secs=$((minutes * 60))
 "$work/load" $((secs + 30)) > "$work/load.out" &
 load=$!
 sleep 2
+python3 scripts/soak/soak.py bpf-programs "$work/bpf-before"
 start=$(date +%s.%N)
 bin=target/release/fgbpf
 "$bin" flight --dumps "$work/dumps" 2> "$work/stderr" &
 fgbpf=$!
+# Its programs' run time, counted by the kernel from when they are loaded.
+sleep 2
+sysctl -q kernel.bpf_stats_enabled=1
+python3 scripts/soak/soak.py bpf-programs "$work/bpf-start"
 : > "$work/rows"
 : > "$work/dumps.log"
 # A dump asked through the socket, timed: "SECONDS_IN TOOK DIR".
@@ -65,6 +73,8 @@ while [ "$(date +%s)" -lt "$t_end" ]; do
 done
 ask
 end=$(date +%s.%N)
+python3 scripts/soak/soak.py bpf-programs "$work/bpf-end"
+sysctl -q kernel.bpf_stats_enabled=0
 kill -INT "$fgbpf"
 wait "$fgbpf" || { echo "flight-soak: fgbpf flight failed:" >&2; cat "$work/stderr" >&2; exit 1; }
 fgbpf=""

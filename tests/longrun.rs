@@ -130,7 +130,8 @@ fn exited_processes_are_let_go_of_and_still_named() {
     // each is announced, read and exits. What the registry holds at the
     // end must not grow with them, and every child's wait must still be
     // named after it was let go of, walked whole from its first stack
-    // with the tables it shares with its parent.
+    // with the tables it shares with its parent. Not read either: a child
+    // forked and not exec'd takes what was read of its parent.
     // The shell sleeps 3 s after them: two drains, for the last ones to
     // be let go of too.
     let children = 1000;
@@ -156,6 +157,11 @@ fn exited_processes_are_let_go_of_and_still_named() {
     );
     // The shell and its sleep; nothing of the children.
     assert!(processes <= 5, "{processes} processes still held: {held}");
+    let inherited = held["inherited"].as_u64().unwrap_or(0);
+    assert!(
+        inherited >= children * 9 / 10,
+        "{inherited} of {children} children took their parent's maps: {held}"
+    );
     let stacks = read_folded(&dir.join("offcpu.folded"));
     let mut named: Vec<&str> = stacks
         .iter()

@@ -5,6 +5,8 @@
   soak.py report DIR MINUTES     the "## Soak" section of BENCHMARKS.md
   soak.py flight-report DIR MINUTES SECONDS
                                  the "## Flight soak" section (scripts/flight-soak.sh)
+  soak.py bpf-programs OUT       the BPF programs loaded now, with their run time
+                                 (kernel.bpf_stats_enabled), as JSON in OUT
 
 A row: seconds since T0, fgbpf's resident and peak memory (VmRSS, VmHWM),
 its CPU seconds so far (utime + stime of all its threads), and the fill of
@@ -76,6 +78,23 @@ def sample(pid, t0):
     row = [f"{time.time() - t0:.0f}", f"{s['VmRSS']:.1f}", f"{s['VmHWM']:.1f}",
            f"{cpu_seconds(pid):.2f}", fills(pid)]
     print("\t".join(row), flush=True)
+
+
+def bpf_programs(out):
+    from measures import bpf_progs
+    Path(out).write_text(json.dumps(bpf_progs()))
+
+
+def bpf_cost(work):
+    """The run time (s) of the programs fgbpf loaded (those in bpf-start
+    and not in bpf-before) between bpf-start and bpf-end: what the
+    recorder costs in the kernel, in the tasks it records."""
+    try:
+        before, start, end = (json.loads((work / f"bpf-{n}").read_text()) for n in ("before", "start", "end"))
+    except (OSError, ValueError):
+        return None
+    ours = [i for i in start if i not in before]
+    return sum(end.get(i, {}).get("run_time_ns", 0) - start[i].get("run_time_ns", 0) for i in ours) / 1e9
 
 
 def report(work, minutes):
@@ -172,6 +191,7 @@ def flight_report(work, minutes, seconds):
     cpu = float(rows[-1][3])
     span = float(rows[-1][0])
     share = 100 * cpu / span / cpus
+    bpf = bpf_cost(work)
     heading = "## Flight soak"
     lines = [
         heading,
@@ -183,6 +203,10 @@ def flight_report(work, minutes, seconds):
         f"**Resident memory at most {top_rss:.1f} MB in the 10-s rows; peak (VmHWM, dumps included) {peak:.1f} MB**"
         f" (ceiling 200 MB: {'met' if peak <= 200 else 'NOT met'}). **Own CPU {cpu:.1f} s over {span:.0f} s:"
         f" {share:.2f}% of the {cpus}-CPU machine** (goal 1%: {'met' if share <= 1 else 'NOT met'}).",
+        "",
+        ("Its BPF programs ran " + (f"{bpf:.1f} s over the run ({100 * bpf / float(seconds) / cpus:.2f}% of the machine), "
+         f"in the tasks they recorded (`kernel.bpf_stats_enabled`, on for the run): {share + 100 * bpf / float(seconds) / cpus:.2f}% "
+         "of the machine with the process's own." if bpf is not None else "Its BPF programs' run time was not read.")),
         "",
         "| dump asked at s | took s | window held s | its report's losses |",
         "|---|---|---|---|",
@@ -221,6 +245,8 @@ if __name__ == "__main__":
         sample(int(sys.argv[2]), float(sys.argv[3]))
     elif sys.argv[1] == "report":
         report(sys.argv[2], sys.argv[3])
+    elif sys.argv[1] == "bpf-programs":
+        bpf_programs(sys.argv[2])
     elif sys.argv[1] == "flight-report":
         flight_report(sys.argv[2], sys.argv[3], sys.argv[4])
     else:

@@ -17,7 +17,7 @@ pub fn highest_kb() -> u64 {
 }
 
 /// Whether the marks print (read once).
-fn enabled() -> bool {
+pub fn enabled() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
     *ON.get_or_init(|| std::env::var_os("FGBPF_MEMORY_STAGES").is_some_and(|v| v == "1"))
 }

@@ -199,7 +199,7 @@ static __always_inline void announce_wait(const struct fg_key *key, __u64 ns)
 	__builtin_memcpy(e->comm, key->comm, sizeof(e->comm));
 	e->addr = ns;
 	e->addr2 = (__u64)key->slice_first << 32 | key->tid;
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, FG_WAKE);
 }
 
 /* Adds the wait in `start` (pid and user stack from its switch-out, or a

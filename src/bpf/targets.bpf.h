@@ -126,8 +126,13 @@ static __always_inline bool is_target(__u32 pid, __u32 tid)
 	return false;
 }
 
+/* How an event that user space must read at once is submitted: it wakes
+ * user space even when events that do not wake it (send_proc_event) wait
+ * unread before it, which would otherwise keep it from waking it. */
+#define FG_WAKE BPF_RB_FORCE_WAKEUP
+
 /* A ring buffer event for pid, of kind; NULL (counted lost) when the
- * buffer is full. The caller fills the rest and submits it. */
+ * buffer is full. The caller fills the rest and submits it (FG_WAKE). */
 static __always_inline struct fg_proc_event *reserve_proc_event(__u32 pid, __u32 kind)
 {
 	struct fg_proc_event *e = bpf_ringbuf_reserve(&proc_events, sizeof(*e), 0);
@@ -159,11 +164,14 @@ static __always_inline void announce_object(__u32 pid, __u32 kind, __u64 addr, _
 	e->comm[0] = 0;
 	e->addr = addr;
 	e->addr2 = addr2;
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, FG_WAKE);
 }
 
-/* `ctx` is the program's own context, which bpf_perf_event_output needs. */
-static __always_inline void send_proc_event(void *ctx, __u32 pid, __u32 kind, struct task_struct *task)
+/* `ctx` is the program's own context, which bpf_perf_event_output needs;
+ * `addr` and `addr2` the event's (FG_PROC_NEW: forked_from's). False when
+ * the event could not be sent (counted lost). */
+static __always_inline bool send_proc_event(void *ctx, __u32 pid, __u32 kind, struct task_struct *task,
+					    __u64 addr, __u64 addr2)
 {
 	struct fg_proc_event *e;
 
@@ -172,27 +180,61 @@ static __always_inline void send_proc_event(void *ctx, __u32 pid, __u32 kind, st
 
 		ev.pid = pid;
 		ev.kind = kind;
+		ev.addr = addr;
+		ev.addr2 = addr2;
 		BPF_CORE_READ_STR_INTO(&ev.comm, task, group_leader, comm);
 		/* Fails (and the event is counted lost) when this CPU's
 		 * buffer is full. */
-		if (bpf_perf_event_output(ctx, &proc_events, BPF_F_CURRENT_CPU, &ev, sizeof(ev)))
+		if (bpf_perf_event_output(ctx, &proc_events, BPF_F_CURRENT_CPU, &ev, sizeof(ev))) {
 			__sync_fetch_and_add(&proc_events_lost, 1);
-		return;
+			return false;
+		}
+		return true;
 	}
 	e = reserve_proc_event(pid, kind);
 	if (!e)
-		return;
-	e->addr = 0;
-	e->addr2 = 0;
+		return false;
+	e->addr = addr;
+	e->addr2 = addr2;
 	BPF_CORE_READ_STR_INTO(&e->comm, task, group_leader, comm);
-	bpf_ringbuf_submit(e, 0);
+	/* An exit, or a child that is a copy of its parent, needs nothing
+	 * read at once: user space takes it at its next turn (within 50 ms)
+	 * instead of being woken for it (a fork-and-exec load woke it 400
+	 * times a second). */
+	bpf_ringbuf_submit(e, kind == FG_PROC_EXIT || (kind == FG_PROC_NEW && addr) ? BPF_RB_NO_WAKEUP : FG_WAKE);
+	return true;
 }
 
-/* known_procs values: announced with its current image, or announced
- * before its last execve (so announced again at its next stack, and
- * announced gone at its exit all the same). */
+/* known_procs values: announced with its current image, or its last
+ * execve's announcement was lost (so announced again at its next stack,
+ * and announced gone at its exit all the same). */
 #define FG_KNOWN 1
 #define FG_KNOWN_BEFORE_EXEC 2
+
+/* A new process's announcement: the process `task` was forked from, when
+ * neither has exec'd since, and its size now in pages (what
+ * /proc/PID/stat's vsize says). Its memory is a copy of that one's: user
+ * space takes what it read of the parent, if of that size, instead of
+ * reading the child's maps (a fork-and-exec child's first stack is often
+ * before its exec). The parent is the one it was forked from, not a reaper
+ * it was given to, when both share the layout exec randomized (mmap base
+ * and stack). Both 0 otherwise. */
+static __always_inline bool send_new(void *ctx, __u32 pid, struct task_struct *task)
+{
+	struct task_struct *parent = BPF_CORE_READ(task, real_parent);
+	__u64 exec_id = BPF_CORE_READ(task, parent_exec_id);
+	__u32 from = 0;
+	__u64 pages = 0;
+
+	if (parent && BPF_CORE_READ(task, self_exec_id) == exec_id &&
+	    BPF_CORE_READ(parent, self_exec_id) == exec_id &&
+	    BPF_CORE_READ(task, mm, mmap_base) == BPF_CORE_READ(parent, mm, mmap_base) &&
+	    BPF_CORE_READ(task, mm, start_stack) == BPF_CORE_READ(parent, mm, start_stack)) {
+		from = BPF_CORE_READ(parent, tgid);
+		pages = BPF_CORE_READ(task, mm, total_vm);
+	}
+	return send_proc_event(ctx, pid, FG_PROC_NEW, task, from, pages);
+}
 
 /* Tells user space about a process the first time one of its stacks is
  * stored, so it can read the process's mappings while the process lives. */
@@ -206,11 +248,11 @@ static __always_inline void note_process(void *ctx, __u32 pid, struct task_struc
 		return;
 	if (v) {
 		*v = FG_KNOWN;
-		send_proc_event(ctx, pid, FG_PROC_NEW, task);
+		send_proc_event(ctx, pid, FG_PROC_NEW, task, 0, 0);
 		return;
 	}
 	if (bpf_map_update_elem(&known_procs, &pid, &one, BPF_NOEXIST) == 0)
-		send_proc_event(ctx, pid, FG_PROC_NEW, task);
+		send_new(ctx, pid, task);
 }
 
 /* True when the child is a new process (not a thread). */
@@ -245,14 +287,14 @@ static __always_inline bool on_exit(void *ctx, struct task_struct *task)
 		return false;
 	pid = BPF_CORE_READ(task, tgid);
 	if (bpf_map_delete_elem(&known_procs, &pid) == 0)
-		send_proc_event(ctx, pid, FG_PROC_EXIT, task);
+		send_proc_event(ctx, pid, FG_PROC_EXIT, task, 0, 0);
 	if (follow_children)
 		bpf_map_delete_elem(&target_pids, &pid);
 	return true;
 }
 
-/* After execve the old mappings are gone: mark the process so that its
- * next sample announces it again, with the new mappings in place. The held
+/* After execve the old mappings are gone: an announced process is
+ * announced again (FG_PROC_EXEC), the new mappings in place. The held
  * `-- COMMAND` child becomes a target here. */
 static __always_inline void on_exec(void *ctx, struct task_struct *task)
 {
@@ -270,13 +312,18 @@ static __always_inline void on_exec(void *ctx, struct task_struct *task)
 
 		*v = FG_TARGET;
 		bpf_map_update_elem(&known_procs, &pid, &one, BPF_ANY);
-		send_proc_event(ctx, pid, FG_PROC_NEW, task);
+		send_proc_event(ctx, pid, FG_PROC_NEW, task, 0, 0);
 		return;
 	}
+	/* The new image is mapped by now and user space reads it at this
+	 * announcement: the process stays known, not announced again at its
+	 * next stack (which read most exec'd processes twice). Only when this
+	 * announcement is lost is it. */
 	known = bpf_map_lookup_elem(&known_procs, &pid);
 	if (known && *known == FG_KNOWN) {
 		*known = FG_KNOWN_BEFORE_EXEC;
-		send_proc_event(ctx, pid, FG_PROC_EXEC, task);
+		if (send_proc_event(ctx, pid, FG_PROC_EXEC, task, 0, 0))
+			*known = FG_KNOWN;
 	}
 }
 

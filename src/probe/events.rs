@@ -17,7 +17,9 @@ use super::drain::c_name;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ProcEventKind {
-    New,
+    /// The first stack of a process, or of its new image after an exec
+    /// whose announcement was lost.
+    New { forked: Option<Forked> },
     Exec,
     /// A Python code object first seen in the process's stacks.
     PyCode(u64),
@@ -39,6 +41,16 @@ pub enum ProcEventKind {
     PhpFunction(u64),
     /// `fgbpf flight --wait-above`: a wait at least that long just ended.
     LongWait(LongWait),
+}
+
+/// A new process forked from another, neither having exec'd since, as the
+/// kernel tells (targets.bpf.h: send_new): its memory is a copy of the
+/// parent's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Forked {
+    pub parent: u32,
+    /// Its size when announced, in bytes (/proc/PID/stat's vsize).
+    pub size: u64,
 }
 
 /// A long wait of one thread, as the kernel saw it end.
@@ -88,7 +100,7 @@ impl ProcWatcher {
         let push = move |data: &[u8]| {
             let mut raw = types::fg_proc_event::default();
             if plain::copy_from_bytes(&mut raw, data).is_ok() {
-                let mut e = decode(raw.pid, raw.kind, &raw.comm);
+                let mut e = decode(&raw);
                 use super::java::JavaObject;
                 match raw.kind {
                     3 => e.kind = ProcEventKind::PyCode(raw.addr),
@@ -153,7 +165,13 @@ impl ProcWatcher {
         // EINTR (a signal such as Ctrl-C) is expected here; events that
         // did arrive are still returned.
         let _ = match &self.source {
-            Source::Ring(ring) => ring.poll(timeout),
+            // Events sent without waking (targets.bpf.h: send_proc_event)
+            // wake no poll: taken after it, from memory.
+            Source::Ring(ring) => {
+                let polled = ring.poll(timeout);
+                let _ = ring.consume();
+                polled
+            }
             Source::Perf(perf) => perf.poll(timeout),
         };
         std::mem::take(&mut *self.pending.borrow_mut())
@@ -166,14 +184,31 @@ impl ProcWatcher {
     }
 }
 
-fn decode(pid: u32, kind: u32, comm: &[i8]) -> ProcEvent {
+/// The kernel's page size, which sizes memory in pages.
+fn page_size() -> u64 {
+    static SIZE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *SIZE.get_or_init(|| {
+        // SAFETY: sysconf reads a constant of the system.
+        let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        u64::try_from(n).unwrap_or(4096)
+    })
+}
+
+fn decode(raw: &types::fg_proc_event) -> ProcEvent {
+    let pid = raw.pid;
     ProcEvent {
         pid,
-        kind: match kind {
+        kind: match raw.kind {
             2 => ProcEventKind::Exec,
             4 => ProcEventKind::Exit,
-            _ => ProcEventKind::New,
+            // No parent is PID 0.
+            _ => ProcEventKind::New {
+                forked: u32::try_from(raw.addr)
+                    .ok()
+                    .filter(|&p| p != 0 && p != pid)
+                    .map(|parent| Forked { parent, size: raw.addr2.saturating_mul(page_size()) }),
+            },
         },
-        comm: c_name(comm),
+        comm: c_name(&raw.comm),
     }
 }

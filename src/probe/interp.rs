@@ -129,6 +129,11 @@ impl<W: Walker> Interp<W> {
         false
     }
 
+    /// Whether `pid` was found to run this interpreter (read or not).
+    pub fn knows(&self, pid: u32) -> bool {
+        self.found_at.contains_key(&pid) || self.unsupported.contains_key(&pid)
+    }
+
     /// Lets go of what was read of the processes `keep` refuses (exited,
     /// their stacks forgotten: `fgbpf flight`).
     pub fn forget(&mut self, keep: &dyn Fn(u32) -> bool) {

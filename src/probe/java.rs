@@ -50,6 +50,11 @@ pub use super::runtimes::Unnamed;
 const RUNTIME: u64 = 0;
 
 impl Java {
+    /// See [`super::interp::Interp::knows`].
+    pub fn knows(&self, pid: u32) -> bool {
+        self.found_at.contains_key(&pid) || self.unsupported.contains_key(&pid)
+    }
+
     /// See [`super::interp::Interp::forget`].
     pub fn forget(&mut self, keep: &dyn Fn(u32) -> bool) {
         self.jvms.retain(|&pid, _| keep(pid));

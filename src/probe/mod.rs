@@ -105,6 +105,8 @@ pub struct Probe {
     stopped_at: Option<u64>,
     /// `--wait-above`'s long waits not yet taken (pid, wait).
     long_waits: Vec<(u32, events::LongWait)>,
+    /// Processes announced gone by the last poll.
+    exited: Vec<u32>,
 }
 
 impl Probe {
@@ -291,6 +293,7 @@ impl Probe {
             cpus,
             stopped_at: None,
             long_waits: Vec::new(),
+            exited: Vec::new(),
         };
         // A command started by fgbpf has no history before the capture.
         if off.is_some() && !opts.targets.follow_children {
@@ -336,6 +339,7 @@ impl Probe {
     }
 
     /// Process announcements since the last call, waiting up to `timeout`.
+    /// A process's exit is kept to [`Self::exited`] (until the next poll).
     pub fn poll_processes(&mut self, timeout: Duration) -> Vec<ProcEvent> {
         let mut events = self.watcher.poll(timeout);
         // Python code objects are named here, at once, while the process
@@ -343,9 +347,17 @@ impl Probe {
         let runtimes = &mut self.runtimes;
         let counts = &mut self.counts;
         let long_waits = &mut self.long_waits;
+        let exited = &mut self.exited;
+        exited.clear();
+        let mut tables = self.tables.as_mut().map(|t| (t, &self.skel.maps.proc_unwind));
         events.retain(|e| match &e.kind {
             events::ProcEventKind::Exit => {
                 counts.exited(e.pid);
+                exited.push(e.pid);
+                // Its maps are not read again: it has no memory left.
+                if let Some((t, procs)) = tables.as_mut() {
+                    t.exited(e.pid, *procs);
+                }
                 false
             }
             events::ProcEventKind::LongWait(w) => {
@@ -359,6 +371,26 @@ impl Probe {
             _ => runtimes.take_event(e),
         });
         events
+    }
+
+    /// Gives a process forked from `parent`, running its image still, what
+    /// the walkers have of `parent`, without reading its maps. False when
+    /// its maps must be read: the parent has no unwind tables, or runs a
+    /// runtime (whose walkers read each process on their own).
+    pub fn inherit(&mut self, child: u32, parent: u32) -> bool {
+        if self.runtimes.knows(parent) {
+            return false;
+        }
+        match self.tables.as_mut() {
+            Some(t) => t.inherit(child, parent, &self.skel.maps.proc_unwind),
+            None => true,
+        }
+    }
+
+    /// The processes the last [`Self::poll_processes`] was told are gone, in
+    /// the order told: a PID announced again after is a new process.
+    pub fn exited(&self) -> &[u32] {
+        &self.exited
     }
 
     /// Processes that exited and whose stacks are all out of the kernel,
@@ -418,8 +450,8 @@ impl Probe {
     /// interval's keys, and re-reads the maps of processes on the unwind
     /// tables' schedule. Call it from the capture loop. Returns the
     /// processes it re-read (young ones, and those whose code mappings
-    /// changed), for the symbolizer to read again.
-    pub fn tick(&mut self) -> Vec<u32> {
+    /// changed), with the maps read, for the symbolizer to take too.
+    pub fn tick(&mut self) -> Vec<(u32, String)> {
         self.counts.tick(&mut self.skel);
         let reread = match self.tables.as_mut() {
             Some(t) => t.refresh(&self.skel.maps.proc_unwind),
@@ -435,7 +467,7 @@ impl Probe {
             let fresh = self.counts.take_fresh();
             self.runtimes.fresh(fresh);
         }
-        reread.into_iter().map(|(pid, _)| pid).collect()
+        reread
     }
 
     /// Moves the capture's time 0 to now: for a `-- COMMAND` capture, whose

@@ -201,6 +201,16 @@ impl Runtimes {
         }
     }
 
+    /// Whether any runtime was found in `pid` (whether it can be read or
+    /// not).
+    pub fn knows(&self, pid: u32) -> bool {
+        self.python.as_ref().is_some_and(|r| r.knows(pid))
+            || self.ruby.as_ref().is_some_and(|r| r.knows(pid))
+            || self.php.as_ref().is_some_and(|r| r.knows(pid))
+            || self.java.as_ref().is_some_and(|r| r.knows(pid))
+            || self.v8.as_ref().is_some_and(|r| r.knows(pid))
+    }
+
     pub fn any(&self) -> bool {
         self.python.is_some() || self.ruby.is_some() || self.php.is_some() || self.java.is_some() || self.v8.is_some()
     }

@@ -80,6 +80,9 @@ pub(super) struct Tables {
     /// maps its libraries (and dlopens its modules) as it starts, after
     /// the exec that announced it.
     young: Vec<(u32, Instant, usize)>,
+    /// Processes given their parent's mappings at fork: the first read of
+    /// their own (after an exec) makes them young.
+    inherited: std::collections::HashSet<u32>,
     last_refresh: Instant,
     stats: TableStats,
 }
@@ -168,6 +171,7 @@ impl Tables {
             tracked: HashMap::new(),
             generations: 0,
             young: Vec::new(),
+            inherited: std::collections::HashSet::new(),
             last_refresh: Instant::now(),
             stats: TableStats {
                 capacity: capacity as u64,
@@ -229,11 +233,47 @@ impl Tables {
         if procs
             .update(&pid.to_ne_bytes(), bytes, MapFlags::ANY)
             .is_ok()
-            && self.tracked.insert(pid, digest).is_none()
+            && (self.tracked.insert(pid, digest).is_none() || self.inherited.remove(&pid))
         {
             self.young.push((pid, Instant::now(), 0));
         }
         true
+    }
+
+    /// Gives `child`, forked from `parent` and running its image still,
+    /// the walker's mappings of `parent` (the same, as memory is copied at
+    /// fork) instead of reading its maps. False when `parent` has none.
+    pub fn inherit<M: MapCore>(&mut self, child: u32, parent: u32, procs: &M) -> bool {
+        let Some(&digest) = self.tracked.get(&parent) else { return false };
+        let Ok(Some(bytes)) = procs.lookup(&parent.to_ne_bytes(), MapFlags::ANY) else {
+            return false;
+        };
+        let mut value = types::fg_proc_unwind::default();
+        if plain::copy_from_bytes(&mut value, &bytes).is_err() {
+            return false;
+        }
+        // A generation of its own, as in track.
+        self.generations += 1;
+        value.gen = self.generations;
+        // SAFETY: fg_proc_unwind is a plain struct of integers.
+        let bytes = unsafe { plain::as_bytes(&value) };
+        if procs.update(&child.to_ne_bytes(), bytes, MapFlags::ANY).is_err() {
+            return false;
+        }
+        self.tracked.insert(child, digest);
+        self.inherited.insert(child);
+        true
+    }
+
+    /// `pid` exited (its last thread did, with its memory): no more
+    /// re-reading it, young or not, and the walker lets go of its
+    /// mappings. A process given its PID later is tracked afresh.
+    pub fn exited<M: MapCore>(&mut self, pid: u32, procs: &M) {
+        self.inherited.remove(&pid);
+        if self.tracked.remove(&pid).is_some() {
+            self.young.retain(|&(p, _, _)| p != pid);
+            let _ = procs.delete(&pid.to_ne_bytes());
+        }
     }
 
     /// Builds the rows of the binary at `path` ahead of any process that
@@ -296,6 +336,7 @@ impl Tables {
                 }
             } else {
                 self.tracked.remove(&pid);
+                self.inherited.remove(&pid);
                 let _ = procs.delete(&pid.to_ne_bytes());
             }
         }

@@ -31,6 +31,11 @@ pub(super) struct V8 {
 }
 
 impl V8 {
+    /// See [`super::interp::Interp::knows`].
+    pub fn knows(&self, pid: u32) -> bool {
+        self.found_at.contains_key(&pid) || self.unsupported.contains_key(&pid)
+    }
+
     /// See [`super::interp::Interp::forget`].
     pub fn forget(&mut self, keep: &dyn Fn(u32) -> bool) {
         self.isolates.retain(|&pid, _| keep(pid));

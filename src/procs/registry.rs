@@ -114,10 +114,14 @@ struct Vma {
 struct Proc {
     /// Sorted by start and disjoint.
     vmas: Vec<Vma>,
-    /// Its PID as it sees itself, which names its perf map.
-    ns_pid: u32,
+    /// Its PID as it sees itself, which names its perf map: read with the
+    /// root, only for a process that maps code it compiled.
+    ns_pid: Option<u32>,
     /// Its root directory when it is not ours (a container, a chroot).
     root: Option<RootId>,
+    /// Whether `root` was found: only when a binary not seen before or a
+    /// perf map had to be opened (two system calls fewer for most).
+    root_known: bool,
     /// Its perf map, held open once seen: a /tmp private to its mount
     /// namespace goes away with the namespace, the open file does not.
     perf_map: Option<File>,
@@ -126,6 +130,10 @@ struct Proc {
     vsize: u64,
     /// False once it is known to have exited.
     alive: bool,
+    /// Exits told of processes under its PID and not yet retired: a
+    /// process given the PID again, that exited too before the first was
+    /// retired, is let go of only at its own retiring.
+    exits: u32,
 }
 
 /// What is kept of a process that exited once its stacks were drained.
@@ -177,6 +185,9 @@ pub struct Held {
     pub processes: usize,
     /// Processes that exited and were let go of, over the capture.
     pub retired: usize,
+    /// Processes forked that took what was read of their parent instead
+    /// of having their maps read, over the capture.
+    pub inherited: usize,
     /// Mappings held for the processes above.
     pub mappings: usize,
     /// Addresses kept located for retired processes' stacks.
@@ -225,6 +236,8 @@ pub struct Registry {
     root_ids: HashMap<(String, u64, u64), RootId>,
     retired: HashMap<u32, Retired>,
     retired_count: usize,
+    /// See [`Held::inherited`].
+    inherited_count: usize,
     own_root: Option<(String, u64, u64)>,
     last_refresh: Instant,
     /// Where the next refresh resumes, in PID order.
@@ -248,6 +261,7 @@ impl Registry {
             root_ids: HashMap::new(),
             retired: HashMap::new(),
             retired_count: 0,
+            inherited_count: 0,
             own_root: maps::root_key("self"),
             last_refresh: Instant::now(),
             refresh_from: 0,
@@ -256,20 +270,6 @@ impl Registry {
 
     pub fn binary(&self, b: BinaryId) -> &Binary {
         &self.binaries[b]
-    }
-
-    /// Reads what naming `pid`'s frames will need while it lives. Call
-    /// again after it execs; earlier mappings are kept where the new ones
-    /// do not cover them. Gives the text of its maps it read (the walkers
-    /// need it too); `None` when the process is gone.
-    pub fn remember(&mut self, pid: u32, name: &str) -> Option<String> {
-        if pid == 0 {
-            return None;
-        }
-        if !name.is_empty() {
-            self.names.insert(pid, name.to_string());
-        }
-        self.read_maps(pid)
     }
 
     /// The name a process was announced with, else its current one, else
@@ -301,44 +301,6 @@ impl Registry {
         firsts
     }
 
-    /// Re-reads the memory maps of remembered processes that changed since
-    /// they were read, so that libraries and JIT code mapped later (Node
-    /// remaps its builtins after start-up) still resolve if the process
-    /// exits before the capture ends. Call it often during the capture
-    /// (every poll): it limits itself to a few milliseconds twice a second.
-    pub fn refresh(&mut self) {
-        if self.last_refresh.elapsed() < REFRESH_EVERY {
-            return;
-        }
-        let start = Instant::now();
-        self.last_refresh = start;
-        let mut pids: Vec<u32> = self
-            .procs
-            .iter()
-            .filter(|(_, p)| p.alive)
-            .map(|(&pid, _)| pid)
-            .collect();
-        pids.sort_unstable();
-        let first = pids.partition_point(|&p| p < self.refresh_from);
-        pids.rotate_left(first);
-        self.refresh_from = 0;
-        for pid in pids {
-            if start.elapsed() >= REFRESH_BUDGET {
-                self.refresh_from = pid;
-                break;
-            }
-            let changed = match maps::vsize(pid) {
-                Some(size) => self.procs.get(&pid).is_some_and(|p| p.vsize != size),
-                None => true,
-            };
-            if changed && !self.read_process(pid) {
-                if let Some(p) = self.procs.get_mut(&pid) {
-                    p.alive = false;
-                }
-            }
-        }
-    }
-
     /// Where the addresses of `pid` live ([`Locator::locate`]): the
     /// process is looked up once for all of them.
     pub fn locator(&self, pid: u32) -> Locator<'_> {
@@ -358,91 +320,24 @@ impl Registry {
         let path = match &proc.perf_map {
             Some(file) => fd_path(file),
             None => {
-                let rel = format!("tmp/perf-{}.map", proc.ns_pid);
-                match proc.root.and_then(|r| self.roots[r].as_ref()) {
-                    Some(root) => fd_path(root).join(rel),
-                    None => Path::new("/").join(rel),
+                // Not known for a process read without compiled code:
+                // asked of it while it lives, else there is none to find.
+                let ns_pid = match proc.ns_pid {
+                    Some(n) => n,
+                    None if proc.alive => maps::ns_pid(pid)?,
+                    None => return None,
+                };
+                let rel = format!("tmp/perf-{ns_pid}.map");
+                match (proc.root_known, proc.root.and_then(|r| self.roots[r].as_ref())) {
+                    (true, Some(root)) => fd_path(root).join(rel),
+                    (true, None) => Path::new("/").join(rel),
+                    (false, _) if proc.alive => PathBuf::from(format!("/proc/{pid}/root/{rel}")),
+                    (false, _) => return None,
                 }
             }
         };
         let text = fs::read(path).ok()?;
         Some(PerfMap::parse(&text))
-    }
-
-    /// Reads `pid`'s memory map and whatever it references that is not
-    /// held yet; false when the process is gone.
-    pub fn read_process(&mut self, pid: u32) -> bool {
-        self.read_maps(pid).is_some()
-    }
-
-    /// [`Self::read_process`], giving the text of /proc/PID/maps it read.
-    fn read_maps(&mut self, pid: u32) -> Option<String> {
-        let text = maps::read(pid)?;
-        // A zombie keeps its /proc entry but has no address space left.
-        if text.is_empty() {
-            return None;
-        }
-        let root = self.root_of(pid);
-        let ns_pid = maps::ns_pid(pid).unwrap_or(pid);
-        // What /proc/PID/stat's vsize says ([`maps::vsize`], which the
-        // refresh compares with it), without reading it: the process's
-        // mappings added up, [vsyscall] aside (the kernel's, in every
-        // process's map but not its own memory).
-        let mut size = 0u64;
-        let mut vmas = Vec::new();
-        for line in text.lines() {
-            let Some(m) = maps::parse_line(line) else {
-                continue;
-            };
-            if m.path != "[vsyscall]" {
-                size = size.wrapping_add(m.end.wrapping_sub(m.start));
-            }
-            let region = match m.path {
-                "[vdso]" => Region::Vdso,
-                p if maps::is_anon(p) => Region::Anon,
-                p if p.starts_with('/') && m.exec && m.inode != 0 => {
-                    Region::File(self.open_binary(pid, &m, root))
-                }
-                _ => continue,
-            };
-            vmas.push(Vma {
-                start: m.start,
-                end: m.end,
-                offset: m.offset,
-                region,
-            });
-        }
-        let mut perf_map = None;
-        if let Some(r) = root {
-            self.root_users[r] += 1;
-        }
-        if let Some(old) = self.procs.remove(&pid) {
-            self.release_root(old.root);
-            perf_map = old.perf_map;
-            // Mappings gone since the last read still name the stacks
-            // taken before (a library unloaded, the image before execve).
-            for v in old.vmas {
-                let i = vmas.partition_point(|n: &Vma| n.end <= v.start);
-                if vmas.get(i).is_none_or(|n| n.start >= v.end) {
-                    vmas.insert(i, v);
-                }
-            }
-        }
-        if perf_map.is_none() {
-            perf_map = File::open(format!("/proc/{pid}/root/tmp/perf-{ns_pid}.map")).ok();
-        }
-        self.procs.insert(
-            pid,
-            Proc {
-                vmas,
-                ns_pid,
-                root,
-                perf_map,
-                vsize: size,
-                alive: true,
-            },
-        );
-        Some(text)
     }
 
     /// What the registry holds now.
@@ -452,6 +347,7 @@ impl Registry {
         Held {
             processes: self.procs.len(),
             retired: self.retired_count,
+            inherited: self.inherited_count,
             mappings,
             located,
             binaries: self.binaries.len(),
@@ -572,6 +468,8 @@ impl Registry {
     }
 }
 
+#[path = "reading.rs"]
+mod reading;
 #[path = "retired.rs"]
 mod retired;
 

@@ -10,7 +10,9 @@ impl Registry {
     /// Lets go of an exited process whose stacks are all drained, keeping
     /// where each of `addrs` (the distinct user addresses of its stacks)
     /// lies, and the lines of its perf map they need. A process running
-    /// under the PID again (reused since) keeps its map.
+    /// under the PID again (reused since), or whose exit is still to be
+    /// retired (it exited since, its last stacks not yet drained), keeps
+    /// its map: its stacks are named with it.
     pub fn retire(&mut self, pid: u32, addrs: &[u64]) {
         if !self.procs.contains_key(&pid) {
             return;
@@ -33,8 +35,14 @@ impl Registry {
         if perf_map.is_some() {
             r.perf_map = perf_map;
         }
-        // A zombie's vsize is 0.
-        if maps::vsize(pid).is_some_and(|size| size != 0) {
+        let Some(p) = self.procs.get_mut(&pid) else { return };
+        p.exits = p.exits.saturating_sub(1);
+        if p.exits > 0 {
+            return;
+        }
+        // Running under the PID again (a zombie's vsize is 0); not asked
+        // of one whose exit was told and that was not announced since.
+        if p.alive && maps::vsize(pid).is_some_and(|size| size != 0) {
             return;
         }
         if let Some(old) = self.procs.remove(&pid) {

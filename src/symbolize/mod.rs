@@ -192,6 +192,16 @@ impl Symbolizer {
         self.registry.retire(pid, addrs);
     }
 
+    /// See [`Registry::inherit`].
+    pub fn inherit(&mut self, child: u32, parent: u32, size: u64, name: &str) -> bool {
+        self.registry.inherit(child, parent, size, name)
+    }
+
+    /// See [`Registry::exited`].
+    pub fn exited(&mut self, pid: u32) {
+        self.registry.exited(pid);
+    }
+
     /// See [`Registry::forget_retired`].
     pub fn forget_retired(&mut self, held: &HashSet<u32>, addresses: &dyn Fn(u32) -> HashSet<u64>) {
         self.registry.forget_retired(held, addresses);
@@ -218,6 +228,11 @@ impl Symbolizer {
     /// false when it is gone.
     pub fn reread(&mut self, pid: u32) -> bool {
         self.registry.read_process(pid)
+    }
+
+    /// [`Self::reread`] with the map read already (`text`).
+    pub fn reread_from(&mut self, pid: u32, text: &str) -> bool {
+        self.registry.read_from(pid, text)
     }
 
     /// Where the addresses of `pid` lie, for [`Self::user`] (a runtime's

@@ -193,32 +193,38 @@ impl Flight<'_> {
 
     /// Forgets what fell before the kept window, and what is kept of
     /// exited processes whose stacks went with it; then, when the memory
-    /// ceiling asks, the oldest of what is left.
-    fn forget(&mut self, recorder: &mut Probe, symbolizer: &mut Symbolizer) {
+    /// ceiling asks, the oldest of what is left. Gives the bytes the
+    /// recorder holds after (what [`Ceiling`] plans with).
+    fn forget(&mut self, recorder: &mut Probe, symbolizer: &mut Symbolizer) -> u64 {
         let start = self.window_start(recorder);
         forget_before(recorder, symbolizer, start);
         let through = recorder.drained_through().unwrap_or_default();
-        let held = (recorder.held_bytes() + symbolizer.held().bytes) as u64;
+        let held_now = |recorder: &Probe, symbolizer: &Symbolizer| (recorder.held_bytes() + symbolizer.held().bytes) as u64;
+        let mut held = held_now(recorder, symbolizer);
         let resident = stages::resident_kb().0 << 10;
         if let Some(at) = self.ceiling.cut(resident, held, start, through) {
             forget_before(recorder, symbolizer, at);
+            held = held_now(recorder, symbolizer);
         }
         let keep_start = self.keep_start(recorder);
         let window = through.saturating_sub(self.window_start(recorder));
         if let Some(news) = self.ceiling.news(self.args.keep, window, keep_start) {
             summary::say(format_args!("{news}"));
         }
-        let h = symbolizer.held();
-        stages::note(format_args!(
-            "kept {:.0} s: counts {:.1} MB, registry {:.1} MB ({} processes, {} mappings, {} located, {} binaries)",
-            window.as_secs_f64(),
-            recorder.held_bytes() as f64 / 1048576.0,
-            h.bytes as f64 / 1048576.0,
-            h.processes,
-            h.mappings,
-            h.located,
-            h.binaries
-        ));
+        if stages::enabled() {
+            let h = symbolizer.held();
+            stages::note(format_args!(
+                "kept {:.0} s: counts {:.1} MB, registry {:.1} MB ({} processes, {} mappings, {} located, {} binaries)",
+                window.as_secs_f64(),
+                held.saturating_sub(h.bytes as u64) as f64 / 1048576.0,
+                h.bytes as f64 / 1048576.0,
+                h.processes,
+                h.mappings,
+                h.located,
+                h.binaries
+            ));
+        }
+        held
     }
 
     /// Writes the dumps that are due, answering those who asked.
@@ -241,8 +247,7 @@ impl Flight<'_> {
     /// removed, and recording goes on.
     fn dump(&mut self, recorder: &mut Probe, symbolizer: &mut Symbolizer, fired: &Fired) -> Result<PathBuf, String> {
         // The ceiling holds through the dump: what it needs is made room for.
-        self.forget(recorder, symbolizer);
-        let held = (recorder.held_bytes() + symbolizer.held().bytes) as u64;
+        let held = self.forget(recorder, symbolizer);
         let before = stages::resident_kb().0 << 10;
         stages::reset_peak();
         let written = self.write_dump(recorder, symbolizer, fired);

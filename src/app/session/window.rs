@@ -102,6 +102,11 @@ impl Window<'_> {
                 .min(POLL)
         });
         let events = live.poll_processes(wait);
+        // Exits first: a PID announced after its exit in the same turn is
+        // a new process, read as such.
+        for &pid in live.exited() {
+            symbolizer.exited(pid);
+        }
         // Each process's maps read once, for its names and its walkers; a
         // process announced twice in one turn (forked, then exec'd) once,
         // as it is now, under its last name.
@@ -110,10 +115,13 @@ impl Window<'_> {
         let read: Vec<(u32, String)> = last
             .into_iter()
             .rev()
-            .filter_map(|ev| symbolizer.remember(ev.pid, &ev.comm).map(|text| (ev.pid, text)))
+            .filter_map(|ev| match inherited(ev, live, symbolizer) {
+                true => None,
+                false => symbolizer.remember(ev.pid, &ev.comm).map(|text| (ev.pid, text)),
+            })
             .collect();
         if let Some(started) = self.started.as_mut() {
-            let new = |e: &&ProcEvent| matches!(e.kind, ProcEventKind::New | ProcEventKind::Exec);
+            let new = |e: &&ProcEvent| matches!(e.kind, ProcEventKind::New { .. } | ProcEventKind::Exec);
             started.extend(events.iter().filter(new).map(|e| (e.pid, e.comm.clone())));
         }
         live.track_processes(&read);
@@ -128,14 +136,14 @@ impl Window<'_> {
             }
         }
         // Picks up code mapped since a process was first seen; it paces
-        // itself, as does draining the counts. A young process re-read for
-        // its unwind tables (20, 100 and 500 ms after it appears) is
-        // re-read for names too: the first read may have come before the
-        // loader mapped its libraries, and a short command may exit before
-        // the symbolizer's own round.
+        // itself, as does draining the counts. The map of a young process
+        // re-read for its unwind tables (20, 100 and 500 ms after it
+        // appears) is taken for names too: the first read may have come
+        // before the loader mapped its libraries, and a short command may
+        // exit before the symbolizer's own round.
         symbolizer.refresh();
-        for pid in live.tick() {
-            symbolizer.reread(pid);
+        for (pid, text) in live.tick() {
+            symbolizer.reread_from(pid, &text);
         }
         // Processes gone whose stacks are all drained: what naming them
         // needs is kept, the rest let go.
@@ -168,4 +176,15 @@ impl Window<'_> {
             symbolizer.remember(ev.pid, &ev.comm);
         }
     }
+}
+
+/// A child forked from a process read already, and running its image still,
+/// takes what was read of it (its unwind tables, its mappings for names)
+/// instead of having its maps read: a fork-and-exec child's first stack is
+/// often before its exec. True when it did.
+fn inherited(ev: &ProcEvent, live: &mut Probe, symbolizer: &mut Symbolizer) -> bool {
+    let ProcEventKind::New { forked: Some(f) } = ev.kind else {
+        return false;
+    };
+    live.inherit(ev.pid, f.parent) && symbolizer.inherit(ev.pid, f.parent, f.size, &ev.comm)
 }
