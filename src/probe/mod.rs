@@ -349,14 +349,14 @@ impl Probe {
         let long_waits = &mut self.long_waits;
         let exited = &mut self.exited;
         exited.clear();
-        let mut tables = self.tables.as_mut().map(|t| (t, &self.skel.maps.proc_unwind));
+        let mut tables = self.tables.as_mut();
         events.retain(|e| match &e.kind {
             events::ProcEventKind::Exit => {
                 counts.exited(e.pid);
                 exited.push(e.pid);
                 // Its maps are not read again: it has no memory left.
-                if let Some((t, procs)) = tables.as_mut() {
-                    t.exited(e.pid, *procs);
+                if let Some(t) = tables.as_mut() {
+                    t.exited(e.pid);
                 }
                 false
             }

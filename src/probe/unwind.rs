@@ -266,13 +266,14 @@ impl Tables {
     }
 
     /// `pid` exited (its last thread did, with its memory): no more
-    /// re-reading it, young or not, and the walker lets go of its
-    /// mappings. A process given its PID later is tracked afresh.
-    pub fn exited<M: MapCore>(&mut self, pid: u32, procs: &M) {
+    /// re-reading it, young or not. A process given its PID later is
+    /// tracked afresh. Its entry in the walker's map went at its exit
+    /// (lifecycle.bpf.h), and may be a new process's already (given its
+    /// parent's at fork): left alone.
+    pub fn exited(&mut self, pid: u32) {
         self.inherited.remove(&pid);
         if self.tracked.remove(&pid).is_some() {
             self.young.retain(|&(p, _, _)| p != pid);
-            let _ = procs.delete(&pid.to_ne_bytes());
         }
     }
 
