@@ -80,8 +80,7 @@ pub(super) struct Tables {
     /// maps its libraries (and dlopens its modules) as it starts, after
     /// the exec that announced it.
     young: Vec<(u32, Instant, usize)>,
-    /// Processes given their parent's mappings at fork: the first read of
-    /// their own (after an exec) makes them young.
+    /// Processes given their parent's mappings at fork, not read since.
     inherited: std::collections::HashSet<u32>,
     last_refresh: Instant,
     stats: TableStats,
@@ -230,34 +229,43 @@ impl Tables {
         value.gen = self.generations;
         // SAFETY: fg_proc_unwind is a plain struct of integers.
         let bytes = unsafe { plain::as_bytes(&value) };
-        if procs
-            .update(&pid.to_ne_bytes(), bytes, MapFlags::ANY)
-            .is_ok()
-            && (self.tracked.insert(pid, digest).is_none() || self.inherited.remove(&pid))
-        {
-            self.young.push((pid, Instant::now(), 0));
+        // New code (a first read, an exec, whose libraries the loader maps
+        // after it): re-read on the young schedule, unless on it already.
+        if procs.update(&pid.to_ne_bytes(), bytes, MapFlags::ANY).is_ok() {
+            self.tracked.insert(pid, digest);
+            self.inherited.remove(&pid);
+            if !self.young.iter().any(|&(p, _, _)| p == pid) {
+                self.young.push((pid, Instant::now(), 0));
+            }
         }
         true
     }
 
-    /// Gives `child`, forked from `parent` and running its image still,
-    /// the walker's mappings of `parent` (the same, as memory is copied at
-    /// fork) instead of reading its maps. False when `parent` has none.
+    /// Takes for `child`, forked from `parent` and running its image
+    /// still, the walker's mappings it was given at fork (its parent's,
+    /// lifecycle.bpf.h: the same, as memory is copied) as read, instead of
+    /// reading its maps. False when it has none: `parent` had none then,
+    /// or the child exec'd or exited since (the kernel side let go of
+    /// them; written again, they would keep a new process given the PID
+    /// from its parent's).
     pub fn inherit<M: MapCore>(&mut self, child: u32, parent: u32, procs: &M) -> bool {
         let Some(&digest) = self.tracked.get(&parent) else { return false };
-        let Ok(Some(bytes)) = procs.lookup(&parent.to_ne_bytes(), MapFlags::ANY) else {
+        let key = child.to_ne_bytes();
+        let Ok(Some(bytes)) = procs.lookup(&key, MapFlags::ANY) else {
             return false;
         };
         let mut value = types::fg_proc_unwind::default();
         if plain::copy_from_bytes(&mut value, &bytes).is_err() {
             return false;
         }
+        value.flags |= 1; // FG_PROC_READ
         // A generation of its own, as in track.
         self.generations += 1;
         value.gen = self.generations;
         // SAFETY: fg_proc_unwind is a plain struct of integers.
         let bytes = unsafe { plain::as_bytes(&value) };
-        if procs.update(&child.to_ne_bytes(), bytes, MapFlags::ANY).is_err() {
+        // Only over the entry still there: not for a child gone meanwhile.
+        if procs.update(&key, bytes, MapFlags::EXIST).is_err() {
             return false;
         }
         self.tracked.insert(child, digest);

@@ -179,12 +179,14 @@ impl Window<'_> {
 }
 
 /// A child forked from a process read already, and running its image still,
-/// takes what was read of it (its unwind tables, its mappings for names)
+/// takes what was read of it (its mappings for names, its unwind tables)
 /// instead of having its maps read: a fork-and-exec child's first stack is
-/// often before its exec. True when it did.
+/// often before its exec. True when it did. The names are taken even when
+/// the tables are not (the child is gone, or exec'd: its maps are read
+/// then, if it still lives).
 fn inherited(ev: &ProcEvent, live: &mut Probe, symbolizer: &mut Symbolizer) -> bool {
     let ProcEventKind::New { forked: Some(f) } = ev.kind else {
         return false;
     };
-    live.inherit(ev.pid, f.parent) && symbolizer.inherit(ev.pid, f.parent, f.size, &ev.comm)
+    symbolizer.inherit(ev.pid, f.parent, f.size, &ev.comm) && live.inherit(ev.pid, f.parent)
 }
