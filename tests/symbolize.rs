@@ -284,6 +284,30 @@ fn binary_deleted_and_replaced_while_running_is_named_from_the_mapped_file() {
 
 #[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
+fn program_run_from_a_memory_file_is_named_not_taken_for_jit_code() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let bin = workload("shortlived");
+    let dir = scratch("memfd");
+    // As container runtimes re-execute themselves and self-unpacking tools
+    // run: the program copied into a memfd and executed from it (its
+    // mappings: "/memfd:memlived (deleted)"); the link only gives it its
+    // name.
+    let link = dir.join("memlived");
+    std::os::unix::fs::symlink("/proc/self/fd/3", &link).unwrap();
+    let script = format!(
+        "python3 -c 'import os, sys; fd = os.memfd_create(\"memlived\", 0); os.write(fd, open(sys.argv[1], \"rb\").read()); fd == 3 or os.dup2(fd, 3); os.execv(sys.argv[2], [\"memlived\", \"1.2\"])' {b} {l}; sleep 1",
+        b = bin.display(),
+        l = link.display()
+    );
+    let (stacks, _) = capture_script("memfd", "3", &script);
+    assert_mostly_in(&stacks, "memlived", BURN);
+}
+
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+#[test]
 fn node_javascript_functions_are_named_from_the_perf_map() {
     if !require_root() {
         return;

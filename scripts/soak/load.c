@@ -1,7 +1,7 @@
 /* The churning load of scripts/soak.sh: what a busy host does to a
  * profiler over hours, compressed.
  *
- *   load SECONDS
+ *   load SECONDS [SLOWER]
  *
  * Threads, each in a loop until SECONDS pass:
  *   - spawner: fork + exec /bin/true (short processes, execs);
@@ -12,6 +12,8 @@
  *     copies this binary onto a tmpfs only it can see and execs it as
  *     `load burn`, which computes 100 ms in burn_in_namespace();
  *   - main: computes in churn_compute() a fifth of the time.
+ * SLOWER (default 1) multiplies the churning threads' pauses: 10 makes a
+ * tenth of the processes, threads and dlopens (scripts/flight-cost.sh).
  * At the end it prints how many of each it made. Built with gcc -O2 and no
  * frame-pointer flags, as users' programs are. */
 #define _GNU_SOURCE
@@ -29,7 +31,12 @@
 #include <time.h>
 #include <unistd.h>
 
-static double until;
+static double until, slower = 1;
+
+static void pause_for(double usecs)
+{
+	usleep((useconds_t)(usecs * slower));
+}
 static volatile unsigned long sink;
 static unsigned long spawned, threads, loads, namespaced;
 
@@ -63,7 +70,7 @@ static void *spawner(void *arg)
 		}
 		if (pid > 0 && waitpid(pid, NULL, 0) == pid)
 			spawned++;
-		usleep(2000);
+		pause_for(2000);
 	}
 	return NULL;
 }
@@ -84,7 +91,7 @@ static void *threader(void *arg)
 			pthread_join(t, NULL);
 			threads++;
 		}
-		usleep(1000);
+		pause_for(1000);
 	}
 	return NULL;
 }
@@ -105,7 +112,7 @@ static void *loader(void *arg)
 				loads++;
 			dlclose(h);
 		}
-		usleep(10000);
+		pause_for(10000);
 	}
 	return NULL;
 }
@@ -150,7 +157,7 @@ static void *namespacer(void *arg)
 		if (pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
 		    WEXITSTATUS(status) == 0)
 			namespaced++;
-		usleep(500000);
+		pause_for(500000);
 	}
 	rmdir(dir);
 	return NULL;
@@ -165,10 +172,12 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (argc < 2) {
-		fprintf(stderr, "usage: load SECONDS\n");
+		fprintf(stderr, "usage: load SECONDS [SLOWER]\n");
 		return 2;
 	}
 	until = now() + atof(argv[1]);
+	if (argc > 2 && atof(argv[2]) >= 1)
+		slower = atof(argv[2]);
 	pthread_create(&t[0], NULL, spawner, NULL);
 	pthread_create(&t[1], NULL, threader, NULL);
 	pthread_create(&t[2], NULL, loader, NULL);

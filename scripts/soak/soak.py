@@ -7,6 +7,12 @@
                                  the "## Flight soak" section (scripts/flight-soak.sh)
   soak.py bpf-programs OUT       the BPF programs loaded now, with their run time
                                  (kernel.bpf_stats_enabled), as JSON in OUT
+  soak.py cpu PID                PID's CPU seconds so far
+  soak.py bpf-cost DIR           run time (s) of the programs loaded between
+                                 DIR/bpf-before and DIR/bpf-start, to DIR/bpf-end
+  soak.py flight-cost DIR SECS PERF_SECS REV
+                                 the "## Flight cost by churn" section
+                                 (scripts/flight-cost.sh)
 
 A row: seconds since T0, fgbpf's resident and peak memory (VmRSS, VmHWM),
 its CPU seconds so far (utime + stime of all its threads), and the fill of
@@ -240,6 +246,42 @@ def flight_report(work, minutes, seconds):
     replace_section(heading, "\n".join(lines))
 
 
+def flight_cost(work, secs, perf_secs, rev):
+    """DIR/rows: one line a pace: PACE CLONES_PER_S FGBPF_CPU BPF_S PERF_CPU
+    and what the load made ("processes N threads N ...")."""
+    from bench import replace_section
+    secs, perf_secs = float(secs), float(perf_secs)
+    cpus = os.cpu_count() or 1
+    heading = "## Flight cost by churn"
+    lines = [
+        heading,
+        "",
+        f"`scripts/flight-cost.sh` on {rev}: whole-host `fgbpf flight` with its defaults (49 Hz, `--keep 10m`) for"
+        f" {secs:.0f} s at each pace of `scripts/soak/load.c` (`load SECONDS SLOWER`: its fork-and-exec,"
+        " thread and dlopen loops' pauses multiplied by SLOWER; 1 is the soak's load), then"
+        f" `perf record -a -g -F 49` for {perf_secs:.0f} s on the same load. Shares are of the {cpus}-CPU machine;"
+        " fgbpf's BPF programs' run time is from `kernel.bpf_stats_enabled`, perf's sampling in the kernel is not"
+        " counted (as fgbpf's own column does not count its BPF).",
+        "",
+        "| load pace | new processes /s | clones /s (all) | fgbpf own CPU | its BPF programs | fgbpf in all | perf record -a -g own CPU |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for line in (Path(work) / "rows").read_text().splitlines():
+        f = line.split()
+        if len(f) < 5:
+            continue
+        pace, clones, cpu, bpf, perf = f[0], int(f[1]), float(f[2]), float(f[3]), float(f[4])
+        made = dict(zip(f[5::2], f[6::2]))
+        # The load runs SECS + PERF_SECS + 25 s (scripts/flight-cost.sh).
+        procs = int(made.get("processes", 0)) / (secs + perf_secs + 25)
+        own, kern = 100 * cpu / secs / cpus, 100 * bpf / secs / cpus
+        lines.append(
+            f"| {'idle' if pace == 'idle' else 'x' + pace} | {procs:.0f} | {clones} | {own:.2f}% | {kern:.2f}% |"
+            f" {own + kern:.2f}% | {100 * perf / perf_secs / cpus:.2f}% |")
+    lines.append("")
+    replace_section(heading, "\n".join(lines))
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "sample":
         sample(int(sys.argv[2]), float(sys.argv[3]))
@@ -249,5 +291,11 @@ if __name__ == "__main__":
         bpf_programs(sys.argv[2])
     elif sys.argv[1] == "flight-report":
         flight_report(sys.argv[2], sys.argv[3], sys.argv[4])
+    elif sys.argv[1] == "cpu":
+        print(f"{cpu_seconds(int(sys.argv[2])):.2f}")
+    elif sys.argv[1] == "bpf-cost":
+        print(f"{bpf_cost(Path(sys.argv[2])) or 0:.3f}")
+    elif sys.argv[1] == "flight-cost":
+        flight_cost(*sys.argv[2:6])
     else:
         sys.exit(__doc__)

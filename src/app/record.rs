@@ -53,6 +53,10 @@ impl Recording<'_> {
         if self.blocks.is_some_and(|b| b.wakers) {
             stems.push("offwake");
         }
+        // Go programs' goroutines, when any is found.
+        if self.blocks.is_some() && !self.capture.no_go {
+            stems.push("goroutines");
+        }
         stems
     }
 
@@ -85,6 +89,7 @@ impl Recording<'_> {
             node: !self.capture.no_node,
             ruby: !self.capture.no_ruby,
             php: !self.capture.no_php,
+            goroutines: !self.capture.no_go && self.blocks.is_some(),
             py_lines: !self.capture.no_py_lines,
             slice: Duration::from_millis(self.maps.slice.into()),
             group_cgroup: self.capture.group_by == Some(GroupBy::Cgroup),
@@ -219,7 +224,13 @@ pub fn write(
             side.add(&format!("{stem}.folded"), p, thread_roots);
         }
     }
-    let waker_text = views.wake.as_ref().map(wakers::render).unwrap_or_default();
+    let mut waker_text = views.wake.as_ref().map(wakers::render).unwrap_or_default();
+    // The report's goroutine section comes last, as the wakers' do.
+    waker_text.push_str(&views.goroutines_text);
+    if let Some(g) = views.goroutines.take() {
+        written.extend(write_view(dir, "goroutines", &g, formats, &goroutines_svg(&g, started_at), None)?);
+        side.add("goroutines.folded", &g, Leading::ProcessAndThread);
+    }
     if let Some(wake) = views.wake.take() {
         written.extend(write_view(dir, "offwake", &wake, formats, &offwake_svg(&wake, started_at, thread_roots), None)?);
     }
@@ -261,7 +272,8 @@ pub fn write(
             let text = report::render(&on, &report::Options::default())
                 + &unresolved::render(&on)
                 + &unwinding_section(&on)
-                + &breakdown::render(&on, &breakdown::Options::new(thread_roots, Columns::OnCpu));
+                + &breakdown::render(&on, &breakdown::Options::new(thread_roots, Columns::OnCpu))
+                + &waker_text;
             written.extend(write_view(dir, "oncpu", &on, formats, &oncpu_svg(&on, started_at, thread_roots), Some(&text))?);
             on
         }
@@ -339,6 +351,19 @@ fn offcpu_svg(profile: &Profile, started_at: &str, leading: Leading) -> svg::Opt
             profile.meta.duration.as_secs_f64(),
         )),
         leading,
+        scheme: Scheme::Heat(Heat::OffCpu),
+        ..Default::default()
+    }
+}
+
+fn goroutines_svg(profile: &Profile, started_at: &str) -> svg::Options {
+    svg::Options {
+        title: format!("Goroutines: {}", profile.meta.target),
+        subtitle: Some(format!(
+            "goroutine time in us over {:.1} s from {started_at}, read from outside every 100 ms or more: each goroutine's stack where it parked, ending in its state or Go's wait reason",
+            profile.meta.duration.as_secs_f64(),
+        )),
+        leading: Leading::ProcessAndThread,
         scheme: Scheme::Heat(Heat::OffCpu),
         ..Default::default()
     }

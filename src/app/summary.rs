@@ -199,7 +199,7 @@ fn text(profile: &Profile, notes: &[String], written: &[PathBuf]) -> String {
 
 /// fgbpf's own CPU time (user + system) and peak resident memory, so that
 /// its cost on the host is visible after every capture.
-fn own_footprint() -> (f64, f64) {
+pub(super) fn own_footprint() -> (f64, f64) {
     // SAFETY: getrusage fills the zeroed struct it is given.
     let usage = unsafe {
         let mut u: libc::rusage = std::mem::zeroed();

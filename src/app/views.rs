@@ -10,6 +10,7 @@ use crate::probe::{self, Recorded};
 use crate::profile::unwinding::{by_process, Lean};
 use crate::profile::{build, interp, merge, thousands, Kind, Losses, Meta, Profile, RawStack, Unit, Unwinding};
 use crate::profile::{END_UNTRACED, START_UNTRACED};
+use crate::format::goroutines as format_goroutines;
 use crate::symbolize::Symbolizer;
 
 use super::walks;
@@ -35,6 +36,10 @@ pub struct Views {
     shared_losses: Losses,
     /// Wall-clock captures: each thread's run time, measured.
     pub runs: Vec<merge::Ran>,
+    /// Go programs: their goroutines' time by stack and state, and the
+    /// report's section on them (see [`goroutines`]).
+    pub goroutines: Option<Profile>,
+    pub goroutines_text: String,
 }
 
 impl Views {
@@ -62,6 +67,8 @@ impl Views {
             offcpu_losses: recorded.offcpu_losses,
             shared_losses: recorded.shared_losses,
             runs: recorded.runs,
+            goroutines: None,
+            goroutines_text: String::new(),
         };
         let mut unwinding = unwinding(&recorded.stats, recorded.tables.as_ref());
         if let Some(u) = unwinding.as_mut() {
@@ -100,6 +107,11 @@ impl Views {
             }
             u.java = java;
             u.node = node;
+            u.go_unreadable = recorded
+                .go_unsupported
+                .iter()
+                .map(|(pid, why)| (*pid, symbolizer.process_name(*pid, ""), why.clone()))
+                .collect();
         }
         symbolizer.add_runtime_names(recorded.runtime_names);
         let meta = |kind, frequency, losses| Meta {
@@ -134,6 +146,10 @@ impl Views {
             views.off = Some(p);
             super::stages::mark("off-CPU named");
         }
+        (views.goroutines, views.goroutines_text) = goroutines(recorded.goroutines, &recorded.go_snapshots, symbolizer);
+        if let Some(p) = views.goroutines.as_mut() {
+            p.meta = meta(Kind::Wall, None, Losses::default());
+        }
         views
     }
 
@@ -147,6 +163,35 @@ impl Views {
         }
         all
     }
+}
+
+/// Go programs' goroutine view (named; its meta left to the caller) and
+/// the report's section: each process's last snapshot, named (those
+/// whose goroutines could not be read are the unwinding account's).
+fn goroutines(
+    time: Vec<RawStack>,
+    snapshots: &[probe::GoSnapshot],
+    symbolizer: &mut Symbolizer,
+) -> (Option<Profile>, String) {
+    let view = (!time.is_empty()).then(|| build::from_raw(time, Unit::Microseconds, symbolizer));
+    let named: Vec<(String, Profile)> = snapshots
+        .iter()
+        .map(|s| (symbolizer.process_name(s.pid, ""), build::from_raw(s.stacks.clone(), Unit::Samples, symbolizer)))
+        .collect();
+    let parts: Vec<format_goroutines::Snapshot<'_>> = snapshots
+        .iter()
+        .zip(&named)
+        .map(|(s, (process, profile))| format_goroutines::Snapshot {
+            process,
+            pid: s.pid,
+            version: &s.version,
+            reads: s.reads,
+            at_secs: s.at.as_secs_f64(),
+            not_read: s.not_read,
+            profile,
+        })
+        .collect();
+    (view, format_goroutines::render(&parts))
 }
 
 /// The on-CPU stacks and the off-CPU ones, without a second copy of every

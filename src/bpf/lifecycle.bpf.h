@@ -12,7 +12,8 @@
 #include "python.bpf.h"
 
 /* Forked children that could not be given their parent's mappings (the
- * proc_unwind map was full); user space reports it. */
+ * proc_unwind map was full: the update of a new key failed); user space
+ * reports it. */
 __u64 inherit_lost = 0;
 
 /* A forked child has its parent's address space: it walks with its
@@ -27,7 +28,10 @@ static __always_inline void inherit(struct task_struct *parent, struct task_stru
 	struct fg_py_proc *py = bpf_map_lookup_elem(&py_procs, &ppid);
 
 	if (u) {
-		if (bpf_map_update_elem(&proc_unwind, &cpid, u, BPF_NOEXIST)) {
+		/* BPF_ANY: an entry already there under the child's PID is
+		 * stale (written by user space for a process that has exited
+		 * since) and must not keep the child from its parent's. */
+		if (bpf_map_update_elem(&proc_unwind, &cpid, u, BPF_ANY)) {
 			__sync_fetch_and_add(&inherit_lost, 1);
 		} else {
 			/* Not read by user space yet: announce its first stacks. */
@@ -35,9 +39,13 @@ static __always_inline void inherit(struct task_struct *parent, struct task_stru
 			if (u)
 				u->flags &= ~FG_PROC_READ;
 		}
+	} else {
+		bpf_map_delete_elem(&proc_unwind, &cpid);
 	}
 	if (py)
-		bpf_map_update_elem(&py_procs, &cpid, py, BPF_NOEXIST);
+		bpf_map_update_elem(&py_procs, &cpid, py, BPF_ANY);
+	else
+		bpf_map_delete_elem(&py_procs, &cpid);
 }
 
 /* The mappings of a process that execs or exits are gone with it. */

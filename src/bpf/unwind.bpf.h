@@ -119,10 +119,11 @@ static __always_inline long walk_frame(struct walk_ref *ref, const bool by_pid)
 		 * walked by rbp (v8.bpf.h). */
 		if (!by_pid && ref->proc)
 			v8_frame(w, ref->buf, w->pid, have_table);
-		/* Code of a binary with tables but no row for it, and rbp zero:
-		 * the ABI's mark of the outermost frame (`_start` without CFI,
-		 * often below the first row). */
-		if (have_table && w->bp == 0) {
+		/* Code without a row for it, and rbp zero: the ABI's mark of the
+		 * outermost frame (`_start` without CFI, often below the first
+		 * row; the bottom of a Go program's stacks, walked by frame
+		 * pointers: Go writes no .eh_frame). */
+		if (w->bp == 0) {
 			w->end = WALK_DONE;
 			return 1;
 		}

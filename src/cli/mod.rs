@@ -160,6 +160,12 @@ pub struct CaptureArgs {
     #[arg(long)]
     pub no_php: bool,
 
+    /// Do not read Go programs' goroutines (`offcpu` and `wall` write
+    /// their goroutine view, `goroutines.folded`, and the report their
+    /// counts).
+    #[arg(long)]
+    pub no_go: bool,
+
     /// Python, Ruby and PHP frames without their line, `handler (app.py)`
     /// rather than `handler (app.py:42)`, so that each function is one
     /// frame.
@@ -403,6 +409,7 @@ impl Default for CaptureArgs {
             no_node: false,
             no_ruby: false,
             no_php: false,
+            no_go: false,
             no_py_lines: false,
             formats: vec![Format::Svg, Format::Folded],
             symbols: SymbolArgs::default(),

@@ -10,6 +10,7 @@ pub mod diff;
 pub mod drawn;
 pub mod files;
 pub mod folded;
+pub mod goroutines;
 pub mod input;
 pub mod narrow;
 pub mod palette;

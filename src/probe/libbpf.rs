@@ -1,6 +1,7 @@
 //! How fgbpf talks to libbpf: its messages kept off stderr unless asked
 //! for, the memory limit older kernels charge BPF maps to, and libbpf's
-//! failures explained as what the user can check or do.
+//! failures explained as what the user can check or do; the storage an
+//! opened object lives in and the seed its stack hashing takes.
 
 use super::CaptureError;
 
@@ -45,4 +46,26 @@ pub(super) fn raise_memlock() {
     };
     // SAFETY: plain syscall with a valid pointer to a stack value.
     let _ = unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &unlimited) };
+}
+
+/// A seed no profiled process can predict: the kernel's random bytes.
+pub(super) fn random_seed() -> u64 {
+    let mut seed = [0u8; 8];
+    // SAFETY: getrandom writes at most `seed.len()` bytes into `seed`.
+    let n = unsafe { libc::getrandom(seed.as_mut_ptr().cast(), seed.len(), 0) };
+    if n != seed.len() as isize {
+        // Never expected; still unpredictable enough from outside.
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        return t ^ (std::process::id() as u64).rotate_left(32);
+    }
+    u64::from_ne_bytes(seed)
+}
+
+/// Storage for an opened BPF object. libbpf-rs skeletons borrow it for
+/// their whole life; a capture lives until the process ends, so the few
+/// bytes are leaked rather than threaded through every caller's stack frame.
+pub(super) fn object_storage() -> &'static mut std::mem::MaybeUninit<libbpf_rs::OpenObject> {
+    Box::leak(Box::new(std::mem::MaybeUninit::uninit()))
 }

@@ -6,9 +6,11 @@
 //! [`RawStack`](crate::profile::RawStack)s. Nothing here names a frame or builds a profile.
 
 mod counts;
+mod error;
 mod losses;
 mod fallback;
 mod flight;
+mod go;
 mod libbpf;
 pub mod drain;
 pub mod events;
@@ -32,21 +34,22 @@ pub mod targets;
 mod unwind;
 mod wakers;
 
-use std::fmt;
-use std::mem::MaybeUninit;
 use std::time::{Duration, Instant};
 
 use libbpf_rs::skel::OpenSkel;
-use libbpf_rs::{Link, OpenObject};
+use libbpf_rs::Link;
 
-use crate::profile::State;
 use counts::Counts;
 use crate::procs::groups::Groups;
 use events::{ProcEvent, ProcWatcher};
 pub(crate) use libbpf::bpf_error;
-use libbpf::{quiet_libbpf, raise_memlock};
+use libbpf::{object_storage, quiet_libbpf, random_seed, raise_memlock};
+use offcpu::raw_state;
+pub(crate) use offcpu::state_of_raw;
+pub use error::CaptureError;
 use skel::FgbpfSkel;
 
+pub use go::Snapshot as GoSnapshot;
 pub use runtimes::Unnamed as RuntimeUnnamed;
 pub use options::{OffcpuOptions, OncpuOptions, Options, Recorded, DEFAULT_EVENTS_RING, DEFAULT_SLICE};
 pub use targets::Targets;
@@ -370,6 +373,9 @@ impl Probe {
             }
             _ => runtimes.take_event(e),
         });
+        if let Some(go) = self.runtimes.go.as_mut() {
+            go.tick();
+        }
         events
     }
 
@@ -496,6 +502,11 @@ impl Probe {
     /// [`Self::finish`].
     pub fn stop(&mut self) {
         self.links.clear();
+        if self.stopped_at.is_none() {
+            if let Some(go) = self.runtimes.go.as_mut() {
+                go.read_all();
+            }
+        }
         self.stopped_at.get_or_insert_with(offcpu::monotonic_ns);
     }
 
@@ -544,67 +555,3 @@ impl Probe {
         );
     }
 }
-
-/// The BPF side's number for an off-CPU state (enum fg_state).
-fn raw_state(state: State) -> u32 {
-    match state {
-        State::Sleeping => 1,
-        State::Uninterruptible => 2,
-        State::Runqueue => 3,
-    }
-}
-
-/// The off-CPU state for the BPF side's number; `None` for on-CPU.
-fn state_of_raw(raw: u32) -> Option<State> {
-    match raw {
-        0 => None,
-        2 => Some(State::Uninterruptible),
-        3 => Some(State::Runqueue),
-        _ => Some(State::Sleeping),
-    }
-}
-
-/// A seed no profiled process can predict: the kernel's random bytes.
-fn random_seed() -> u64 {
-    let mut seed = [0u8; 8];
-    // SAFETY: getrandom writes at most `seed.len()` bytes into `seed`.
-    let n = unsafe { libc::getrandom(seed.as_mut_ptr().cast(), seed.len(), 0) };
-    if n != seed.len() as isize {
-        // Never expected; still unpredictable enough from outside.
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
-        return t ^ (std::process::id() as u64).rotate_left(32);
-    }
-    u64::from_ne_bytes(seed)
-}
-
-/// Storage for an opened BPF object. libbpf-rs skeletons borrow it for
-/// their whole life; a capture lives until the process ends, so the few
-/// bytes are leaked rather than threaded through every caller's stack frame.
-pub(super) fn object_storage() -> &'static mut MaybeUninit<OpenObject> {
-    Box::leak(Box::new(MaybeUninit::uninit()))
-}
-
-/// A failure to set up a capture, with what the user can do about it.
-#[derive(Debug)]
-pub struct CaptureError {
-    pub message: String,
-}
-
-impl CaptureError {
-    pub fn new(message: impl Into<String>) -> Self {
-        CaptureError {
-            message: message.into(),
-        }
-    }
-}
-
-impl fmt::Display for CaptureError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for CaptureError {}
-

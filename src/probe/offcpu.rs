@@ -1,6 +1,7 @@
 //! What the off-CPU tracer needs from user space: clocks for threads that
 //! were already blocked when it started (seeded from /proc), and the
-//! blocks still open when it stops, counted up to the end.
+//! blocks still open when it stops, counted up to the end; the BPF side's
+//! numbers for off-CPU states.
 
 use std::fs;
 
@@ -8,7 +9,7 @@ use libbpf_rs::{MapCore, MapFlags};
 
 use super::drain::{entries, StackReader};
 use super::skel::types;
-use super::{raw_state, state_of_raw, Targets};
+use super::Targets;
 use crate::procs::groups::Groups;
 use crate::profile::merge::Ran;
 use crate::profile::{More, RawStack, State, BEFORE_CAPTURE, LOST_STACK};
@@ -253,4 +254,23 @@ fn thread_states(targets: &Targets, skip_kthreads: bool) -> Vec<(u32, u32, Optio
         }
     }
     out
+}
+
+/// The BPF side's number for an off-CPU state (enum fg_state).
+pub(super) fn raw_state(state: State) -> u32 {
+    match state {
+        State::Sleeping => 1,
+        State::Uninterruptible => 2,
+        State::Runqueue => 3,
+    }
+}
+
+/// The off-CPU state for the BPF side's number; `None` for on-CPU.
+pub(crate) fn state_of_raw(raw: u32) -> Option<State> {
+    match raw {
+        0 => None,
+        2 => Some(State::Uninterruptible),
+        3 => Some(State::Runqueue),
+        _ => Some(State::Sleeping),
+    }
 }

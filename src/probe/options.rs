@@ -96,6 +96,9 @@ pub struct Options {
     pub ruby: bool,
     /// Read the PHP frames of PHP processes (`--no-php` not given).
     pub php: bool,
+    /// Read Go programs' goroutines (`--no-go` not given, off-CPU time
+    /// recorded).
+    pub goroutines: bool,
     /// Python frames carry their line: `f (app.py:42)`, else `f (app.py)`.
     pub py_lines: bool,
     /// The width of the time slices counts are kept in (`--slice`).
@@ -128,6 +131,7 @@ impl Default for Options {
             node: true,
             ruby: true,
             php: true,
+            goroutines: true,
             py_lines: true,
             slice: DEFAULT_SLICE,
             events_ring: DEFAULT_EVENTS_RING,
@@ -234,6 +238,12 @@ pub struct Recorded {
     pub v8s: Vec<u32>,
     pub v8_unsupported: Vec<(u32, String)>,
     pub v8_unnamed: super::runtimes::Unnamed,
+    /// Go programs: their goroutines' time by stack and state
+    /// (microseconds, thread 0 of the process), each one's last read, and
+    /// those whose goroutines could not be read, with why.
+    pub goroutines: Vec<RawStack>,
+    pub go_snapshots: Vec<super::go::Snapshot>,
+    pub go_unsupported: Vec<(u32, String)>,
     /// Runtime (Java, JavaScript) frame words named, for the symbolizer.
     pub runtime_names: crate::symbolize::RuntimeNames,
     /// The width of the time slices the stacks' spans count in, widened

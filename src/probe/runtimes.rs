@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 
 use super::events::{ProcEvent, ProcEventKind};
+use super::go::Go;
 use super::java::Java;
 use super::options::{Options, Recorded};
 use super::python::Python;
@@ -29,6 +30,8 @@ pub(super) struct Runtimes {
     pub php: Option<Php>,
     pub java: Option<Java>,
     pub v8: Option<V8>,
+    /// Not a walker: goroutines are read from user space ([`super::go`]).
+    pub go: Option<Go>,
 }
 
 impl Runtimes {
@@ -39,6 +42,7 @@ impl Runtimes {
             php: (opts.user_stacks && opts.php).then(|| Php::new(!opts.py_lines)),
             java: (opts.user_stacks && opts.java).then(Java::default),
             v8: (opts.user_stacks && opts.node).then(V8::default),
+            go: (opts.user_stacks && opts.goroutines && opts.offcpu.is_some()).then(Go::new),
         }
     }
 
@@ -112,6 +116,9 @@ impl Runtimes {
                 v8_added(skel);
             }
         }
+        if let Some(go) = self.go.as_mut() {
+            go.track(pid, text);
+        }
     }
 
     /// At each drain: what the walkers could not have yet of the JVMs.
@@ -178,6 +185,11 @@ impl Runtimes {
             rec.v8_unsupported = v8.unsupported.iter().map(|(&p, u)| (p, u.clone())).collect();
             rec.v8_unsupported.sort_by_key(|(p, _)| *p);
         }
+        if let Some(go) = self.go.as_ref() {
+            (rec.goroutines, rec.go_snapshots) = go.finish();
+            rec.go_unsupported = go.unsupported.iter().map(|(&p, why)| (p, why.clone())).collect();
+            rec.go_unsupported.sort_by_key(|(p, _)| *p);
+        }
     }
 
     /// Lets go of what the walkers read of processes `keep` refuses:
@@ -209,10 +221,16 @@ impl Runtimes {
             || self.php.as_ref().is_some_and(|r| r.knows(pid))
             || self.java.as_ref().is_some_and(|r| r.knows(pid))
             || self.v8.as_ref().is_some_and(|r| r.knows(pid))
+            || self.go.as_ref().is_some_and(|r| r.knows(pid))
     }
 
     pub fn any(&self) -> bool {
-        self.python.is_some() || self.ruby.is_some() || self.php.is_some() || self.java.is_some() || self.v8.is_some()
+        self.python.is_some()
+            || self.ruby.is_some()
+            || self.php.is_some()
+            || self.java.is_some()
+            || self.v8.is_some()
+            || self.go.is_some()
     }
 }
 

@@ -73,7 +73,9 @@ pub(super) struct Tables {
     /// The executable segments of the binaries in `by_binary` with rows:
     /// a process that maps one again is placed without opening it.
     segments: HashMap<(u64, u64), Vec<ExecSegment>>,
-    tracked: HashMap<u32, u64>,
+    /// Tracked processes: the digest of their code mappings as last read
+    /// and the `gen` written for them.
+    tracked: HashMap<u32, (u64, u64)>,
     /// The last `gen` given to a process's mapping list.
     generations: u64,
     /// Processes tracked lately, re-read on [`YOUNG_STEPS`]: a program
@@ -195,7 +197,7 @@ impl Tables {
         // a new process is read afresh.
         let code: Vec<MapsLine> = maps.lines().filter_map(MapsLine::parse).collect();
         let digest = digest(&code);
-        if self.tracked.get(&pid) == Some(&digest) {
+        if self.tracked.get(&pid).is_some_and(|&(d, _)| d == digest) {
             return false;
         }
         let mut value = types::fg_proc_unwind::default();
@@ -232,7 +234,7 @@ impl Tables {
         // New code (a first read, an exec, whose libraries the loader maps
         // after it): re-read on the young schedule, unless on it already.
         if procs.update(&pid.to_ne_bytes(), bytes, MapFlags::ANY).is_ok() {
-            self.tracked.insert(pid, digest);
+            self.tracked.insert(pid, (digest, value.gen));
             self.inherited.remove(&pid);
             if !self.young.iter().any(|&(p, _, _)| p == pid) {
                 self.young.push((pid, Instant::now(), 0));
@@ -249,13 +251,18 @@ impl Tables {
     /// them; written again, they would keep a new process given the PID
     /// from its parent's).
     pub fn inherit<M: MapCore>(&mut self, child: u32, parent: u32, procs: &M) -> bool {
-        let Some(&digest) = self.tracked.get(&parent) else { return false };
+        let Some(&(digest, parent_gen)) = self.tracked.get(&parent) else { return false };
         let key = child.to_ne_bytes();
         let Ok(Some(bytes)) = procs.lookup(&key, MapFlags::ANY) else {
             return false;
         };
         let mut value = types::fg_proc_unwind::default();
         if plain::copy_from_bytes(&mut value, &bytes).is_err() {
+            return false;
+        }
+        // The parent's entry as last written is the one it forked with:
+        // a fork between a re-read and its writing gave the child the older.
+        if value.gen != parent_gen {
             return false;
         }
         value.flags |= 1; // FG_PROC_READ
@@ -268,7 +275,7 @@ impl Tables {
         if procs.update(&key, bytes, MapFlags::EXIST).is_err() {
             return false;
         }
-        self.tracked.insert(child, digest);
+        self.tracked.insert(child, (digest, value.gen));
         self.inherited.insert(child);
         true
     }
@@ -344,9 +351,10 @@ impl Tables {
                     changed.push((pid, text));
                 }
             } else {
+                // Gone: its entry went at its exit (lifecycle.bpf.h); the
+                // PID's may be a new process's already.
                 self.tracked.remove(&pid);
                 self.inherited.remove(&pid);
-                let _ = procs.delete(&pid.to_ne_bytes());
             }
         }
         changed

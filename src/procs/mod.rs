@@ -3,6 +3,7 @@
 //! symbolization ([`elf`]) and their separate debug files ([`debug_file`]),
 //! JIT perf maps ([`perf_map`]), unwind tables compiled from `.eh_frame`
 //! ([`unwind`]), CPython interpreters ([`python`]), HotSpot JVMs ([`java`]),
+//! Go runtimes and their goroutines ([`go`]),
 //! bounded reads of their memory ([`mem`]) and the cgroups a capture
 //! can be scoped to ([`cgroup`]) and grouped by ([`groups`]). Used by the
 //! symbolizer, the probe and the capture's checks alike; it knows nothing
@@ -12,6 +13,7 @@ pub mod builds;
 pub mod cgroup;
 pub mod debug_file;
 pub mod elf;
+pub mod go;
 pub mod groups;
 pub mod java;
 pub mod maps;

@@ -139,10 +139,11 @@ impl Registry {
             }
             let region = match m.path {
                 "[vdso]" => Region::Vdso,
-                p if maps::is_anon(p) => {
+                p if maps::is_anon(p) && !(m.exec && p.starts_with("/memfd:") && self.memfd_program(pid, &m)) => {
                     compiled |= m.exec;
                     Region::Anon
                 }
+                // A file, or a program run from memory (memfd).
                 p if p.starts_with('/') && m.exec && m.inode != 0 => {
                     let b = match self.by_maps_key.get(&(m.dev, m.inode)) {
                         Some(&b) => b,
@@ -186,6 +187,37 @@ impl Registry {
         };
         self.put(pid, proc);
         true
+    }
+
+    /// Whether the executable memory file mapped at `m` holds a program
+    /// (an ELF file: what a container runtime re-executes itself from, or
+    /// a program unpacked into memory) rather than a JIT's code (a
+    /// double-mapped code heap: unnamed but by a perf map). Its first
+    /// bytes are read once per file.
+    fn memfd_program(&mut self, pid: u32, m: &maps::MapsLine<'_>) -> bool {
+        use std::os::unix::fs::FileExt;
+        /// Files remembered as code, at most: a process making memory
+        /// files without end costs a re-check, not memory.
+        const MAX_CODE: usize = 4096;
+        let key = (m.dev, m.inode);
+        if self.by_maps_key.contains_key(&key) {
+            return true;
+        }
+        if self.memfd_code.contains(&key) {
+            return false;
+        }
+        let Ok(file) = File::open(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end)) else {
+            return false;
+        };
+        let mut magic = [0u8; 4];
+        if file.read_exact_at(&mut magic, 0).is_ok() && magic == *b"\x7fELF" {
+            return true;
+        }
+        if self.memfd_code.len() >= MAX_CODE {
+            self.memfd_code.clear();
+        }
+        self.memfd_code.insert(key);
+        false
     }
 
     /// Holds `proc` as what is known of `pid` now, over what was: mappings

@@ -13,7 +13,7 @@
 //! registry holds is then bounded by the live processes, the binaries ever
 //! mapped and the addresses the profile's stacks hold.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::{self, File};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -226,6 +226,9 @@ pub struct Registry {
     /// is recognised without a system call.
     by_maps_key: HashMap<(u64, u64), BinaryId>,
     by_file_key: HashMap<FileKey, BinaryId>,
+    /// Executable memory files (memfd) found not to hold a program: a
+    /// JIT's code, named by its perf map (see [`Registry::memfd_program`]).
+    memfd_code: HashSet<(u64, u64)>,
     /// Copies of one build, read once (see [`Builds`]).
     builds: Builds,
     /// Open root directories of other mount namespaces or chroots, kept so
@@ -255,6 +258,7 @@ impl Registry {
             binaries: Vec::new(),
             by_maps_key: HashMap::new(),
             by_file_key: HashMap::new(),
+            memfd_code: HashSet::new(),
             builds: Builds::default(),
             roots: Vec::new(),
             root_users: Vec::new(),

@@ -55,7 +55,13 @@ pub fn leading_frames(thread: &Thread, leading: Leading) -> Vec<String> {
     match leading {
         Leading::ProcessAndThread => {
             out.push(process());
-            out.push(format!("{}-{}", sanitize(&thread.name), thread.tid));
+            // Thread 0 of a process is none of its threads but what they
+            // run: its goroutines.
+            if thread.tid == 0 && thread.pid != 0 {
+                out.push(sanitize(&thread.name));
+            } else {
+                out.push(format!("{}-{}", sanitize(&thread.name), thread.tid));
+            }
         }
         Leading::Process => out.push(process()),
         Leading::None => {}

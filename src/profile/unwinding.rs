@@ -106,6 +106,9 @@ pub struct Unwinding {
     /// whose frames could not be.
     pub ruby: Vec<super::interp::InterpWalks>,
     pub ruby_unreadable: Vec<super::interp::Unreadable>,
+    /// Go programs whose goroutines could not be read: (pid, process,
+    /// why).
+    pub go_unreadable: Vec<(u32, String, String)>,
     /// PHP processes, the same.
     pub php: Vec<super::interp::InterpWalks>,
     pub php_unreadable: Vec<super::interp::Unreadable>,
@@ -235,6 +238,9 @@ impl Unwinding {
         out.extend(super::interp::lines(&self.php, &self.php_unreadable, &super::interp::PHP));
         out.extend(self.java.lines());
         out.extend(self.node.lines());
+        for (pid, process, why) in &self.go_unreadable {
+            out.push(format!("goroutines of {} (pid {pid}) not read: {why}", super::names::printable(process)));
+        }
         out
     }
 

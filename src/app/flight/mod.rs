@@ -32,6 +32,7 @@ use triggers::{stack_of_wait, Fired, Triggers};
 
 mod ceiling;
 pub mod control;
+mod cost;
 mod triggers;
 
 /// What a dump says of who asked for it.
@@ -83,6 +84,9 @@ pub fn run(args: &FlightArgs) -> Result<Option<i32>, CliError> {
             off.announce_wait = args.wait_above;
         }
         opts.events_ring = EVENTS_RING;
+        // Not kept in a window yet: a recorder's goroutine time would grow
+        // for as long as it runs.
+        opts.goroutines = false;
         Ok(Probe::start(&opts)?)
     })?;
     if args.cpu_above.is_some() {
@@ -109,6 +113,7 @@ pub fn run(args: &FlightArgs) -> Result<Option<i32>, CliError> {
         pending: Vec::new(),
         ceiling: Ceiling::new(args.max_memory),
     };
+    let mut own = cost::OwnUse::new();
     let end = {
         let (mut window, recorder, symbolizer) = live.window(&args.capture);
         if !args.on_start.is_empty() {
@@ -138,6 +143,9 @@ pub fn run(args: &FlightArgs) -> Result<Option<i32>, CliError> {
                 flight.last_forget = Instant::now();
                 flight.forget(recorder, symbolizer);
             }
+            if let Some(news) = own.news(cost::SAY_EVERY) {
+                summary::say(format_args!("{news}"));
+            }
         };
         window.end(recorder, symbolizer);
         end
@@ -151,6 +159,9 @@ pub fn run(args: &FlightArgs) -> Result<Option<i32>, CliError> {
     };
     if let Some(said) = flight.ceiling.summary() {
         summary::say(format_args!("{said}"));
+    }
+    if let Some(news) = own.news(Duration::ZERO) {
+        summary::say(format_args!("{news}"));
     }
     let n = flight.written.len();
     summary::say(format_args!(

@@ -1,0 +1,673 @@
+//! The goroutine view of Go programs: `fgbpf offcpu` and `fgbpf wall` on
+//! a Go process also read its goroutines (`goroutines.folded`, and a
+//! snapshot in report.txt), with Go's own wait reasons. The workloads are
+//! tests/workloads/go/*.go, built with the machine's `go` (Debian's
+//! golang-go) as users build: `go build -o OUT FILE.go`, default flags.
+//! Go's own profiles (net/http/pprof, debug=1 text) are the anchor.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+type Folded = Vec<(Vec<String>, u64)>;
+
+/// How many goroutines of each kind tests/workloads/go/waits.go starts
+/// (its constants `waiters`, `nappers`, `lockers`).
+const WAITERS: u64 = 4;
+const NAPPERS: u64 = 2;
+const LOCKERS: u64 = 3;
+
+/// What `go` says when it is missing.
+const NEEDS_GO: &str = "this test needs Go (apt-get install golang-go)";
+
+/// `go` with an environment that builds offline as users do: no GOFLAGS,
+/// GOPATH mode (the programs use the standard library only, no go.mod),
+/// the build cache under target/tmp, and never a toolchain download.
+fn go_command(cache: &Path) -> Command {
+    let mut cmd = Command::new("go");
+    cmd.env_remove("GOFLAGS")
+        .env("GO111MODULE", "off")
+        .env("GOTOOLCHAIN", "local")
+        .env("GOCACHE", cache);
+    cmd
+}
+
+fn go_dir() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("go")
+}
+
+/// Builds tests/workloads/go/NAME.go once per test run, with
+/// `extra_flags` (such as `-ldflags=-s -w`) before the default ones, into
+/// target/tmp/go/, and returns the binary's path: NAME, or NAME-TAG with
+/// TAG the flags' letters and digits (`waits-ldflagssw`, 15 bytes: the
+/// whole of it is the process's comm).
+fn go_build(name: &str, extra_flags: &[&str]) -> PathBuf {
+    static BUILT: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+    let dir = go_dir();
+    let tag: String = extra_flags.concat().chars().filter(char::is_ascii_alphanumeric).collect();
+    let bin = match tag.is_empty() {
+        true => dir.join(name),
+        false => dir.join(format!("{name}-{tag}")),
+    };
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if built.contains(&bin) {
+        return bin;
+    }
+    let cache = dir.join("cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/workloads/go")
+        .join(format!("{name}.go"));
+    let out = match go_command(&cache).arg("build").args(extra_flags).arg("-o").arg(&bin).arg(&src).output() {
+        Ok(out) => out,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => panic!("{NEEDS_GO}"),
+        Err(e) => panic!("running go build: {e}"),
+    };
+    assert!(
+        out.status.success(),
+        "go build {extra_flags:?} {} failed:\n{}",
+        src.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    built.push(bin.clone());
+    bin
+}
+
+/// The minor version of the machine's Go: 19 for `go version go1.19.8
+/// linux/amd64`.
+fn go_minor() -> u32 {
+    let out = match go_command(&go_dir().join("cache")).arg("version").output() {
+        Ok(out) => out,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => panic!("{NEEDS_GO}"),
+        Err(e) => panic!("running go version: {e}"),
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split_whitespace()
+        .find_map(|w| w.strip_prefix("go1."))
+        .and_then(|v| v.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no Go version in {text:?}"))
+}
+
+/// The wait reason of a goroutine blocked in sync.Mutex.Lock, as the
+/// runtime spells it: "semacquire" up to Go 1.19 (seen in 1.19.8's
+/// goroutine dump: `goroutine 27 [semacquire]:`); Go 1.20 gave the sync
+/// primitives their own reasons ("sync.Mutex.Lock").
+fn mutex_wait_reason() -> &'static str {
+    if go_minor() <= 19 {
+        "semacquire"
+    } else {
+        "sync.Mutex.Lock"
+    }
+}
+
+/// A Go workload started by [`start_go`]: killed and reaped when dropped.
+struct GoProcess {
+    child: KillOnDrop,
+    /// `http://HOST:PORT` of its net/http/pprof server, when it has one.
+    pprof: Option<String>,
+}
+
+impl GoProcess {
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+/// Starts `bin args` and returns once it says "ready PID", waiting up to
+/// 60 s (a loaded machine with two CPUs starts 100000 goroutines slowly).
+/// Before it, a workload serving pprof says "pprof http://HOST:PORT".
+fn start_go(bin: &Path, args: &[&str]) -> GoProcess {
+    let mut child = Command::new(bin)
+        .args(args)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
+    let out = child.stdout.take().unwrap();
+    let child = KillOnDrop(child);
+    // Read by a thread, so that the wait has a limit; it drains the pipe
+    // until the workload ends.
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines() {
+            let Ok(line) = line else { break };
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut said = Vec::new();
+    let mut pprof = None;
+    loop {
+        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(line) => {
+                if let Some(addr) = line.strip_prefix("pprof ") {
+                    pprof = Some(addr.trim().to_string());
+                }
+                if let Some(pid) = line.strip_prefix("ready ") {
+                    assert_eq!(pid.trim().parse::<u32>().ok(), Some(child.id()), "{} said {line:?}", bin.display());
+                    break;
+                }
+                said.push(line);
+            }
+            Err(RecvTimeoutError::Timeout) => panic!("{} {args:?} did not say ready in 60 s: {said:?}", bin.display()),
+            Err(RecvTimeoutError::Disconnected) => {
+                panic!("{} {args:?} ended before saying ready: {said:?}", bin.display())
+            }
+        }
+    }
+    GoProcess { child, pprof }
+}
+
+/// `GET PATH` from the Go HTTP server at `base` (`http://HOST:PORT`),
+/// HTTP/1.0 by hand: the body of its 200 answer.
+fn http_get(base: &str, path: &str) -> String {
+    let host = base.strip_prefix("http://").unwrap_or_else(|| panic!("not an http:// address: {base}"));
+    let mut conn = TcpStream::connect(host).unwrap_or_else(|e| panic!("connecting to {host}: {e}"));
+    conn.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(conn, "GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n").unwrap();
+    // HTTP/1.0: the server ends the body by closing the connection.
+    let mut answer = Vec::new();
+    conn.read_to_end(&mut answer).unwrap_or_else(|e| panic!("reading GET {path}: {e}"));
+    let answer = String::from_utf8_lossy(&answer);
+    let (head, body) = answer
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("GET {path}: no end of header in {answer:?}"));
+    assert_eq!(head.split_whitespace().nth(1), Some("200"), "GET {path}:\n{head}");
+    body.to_string()
+}
+
+/// One record of a pprof profile in its text form (`?debug=1`): the
+/// numbers before ` @ ` (a goroutine count; cycles then count in the
+/// block profile) and the functions of its frames, leaf first. Go leaves
+/// the runtime's own frames out of the leaf end (runtime.gopark,
+/// runtime.chanrecv1) and runtime.goexit out of the root end.
+#[derive(Debug, PartialEq)]
+struct PprofRecord {
+    numbers: Vec<u64>,
+    funcs: Vec<String>,
+}
+
+/// Parses pprof's debug=1 text: a record is a line `NUMBERS @ 0xPC ...`
+/// then lines `#\t0xPC\tFUNC+0xOFF\t[\t...]FILE:LINE` (tab-aligned), or
+/// `#\t0xPC` alone for a PC without a function, and perhaps a
+/// `# labels: {...}` line; headers (`goroutine profile: total 15`, `---
+/// contention:`, `cycles/second=...`) and blank lines come between.
+fn parse_pprof_debug1(text: &str) -> Vec<PprofRecord> {
+    let mut records: Vec<PprofRecord> = Vec::new();
+    for line in text.lines() {
+        if let Some(frame) = line.strip_prefix("#\t") {
+            let mut fields = frame.split('\t').filter(|f| !f.is_empty());
+            let pc = fields.next().unwrap_or_default();
+            assert!(pc.starts_with("0x"), "no PC in frame line {line:?}");
+            let record = records.last_mut().unwrap_or_else(|| panic!("frame line {line:?} before any record"));
+            if let Some(func) = fields.next() {
+                let name = func.rsplit_once("+0x").map_or(func, |(name, _)| name);
+                record.funcs.push(name.to_string());
+            }
+        } else if line.starts_with('#') {
+            // `# labels: {"route":"/api"}`: the goroutines' labels.
+        } else if let Some((numbers, pcs)) = line.split_once(" @ ") {
+            assert!(pcs.split_whitespace().all(|pc| pc.starts_with("0x")), "bad record line {line:?}");
+            let numbers = numbers
+                .split_whitespace()
+                .map(|n| n.parse().unwrap_or_else(|_| panic!("bad record line {line:?}")))
+                .collect();
+            records.push(PprofRecord { numbers, funcs: Vec::new() });
+        }
+    }
+    records
+}
+
+/// Goroutines whose stack has `func`, in a goroutine profile.
+fn pprof_goroutines_with(records: &[PprofRecord], func: &str) -> u64 {
+    records
+        .iter()
+        .filter(|r| r.funcs.iter().any(|f| f == func))
+        .map(|r| r.numbers[0])
+        .sum()
+}
+
+/// The `main.*` functions of a profile's stacks.
+fn pprof_main_funcs(records: &[PprofRecord]) -> BTreeSet<String> {
+    records
+        .iter()
+        .flat_map(|r| r.funcs.iter())
+        .filter(|f| f.starts_with("main."))
+        .cloned()
+        .collect()
+}
+
+/// The goroutine section of report.txt for one process.
+#[derive(Debug)]
+struct Snapshot {
+    /// Goroutines at the last read.
+    total: u64,
+    /// The `by state:` line, after its label.
+    by_state: String,
+    /// Its top stacks: count, frames (root first), state.
+    top: Vec<(u64, Vec<String>, String)>,
+}
+
+/// Reads the section `Goroutines of PROCNAME (pid PID): N at the last
+/// read (...)`, `  by state: ...`, `  top stacks by count:`, then lines
+/// `  COUNT  ROOTFUNC;...;LEAFFUNC [STATE]` (COUNT right-aligned).
+fn goroutine_snapshot(report: &str, pid: u32) -> Snapshot {
+    let of_pid = format!(" (pid {pid}): ");
+    let mut lines = report
+        .lines()
+        .skip_while(|l| !(l.starts_with("Goroutines of ") && l.contains(&of_pid)));
+    let head = lines
+        .next()
+        .unwrap_or_else(|| panic!("report.txt has no goroutine section for pid {pid}:\n{report}"));
+    let total = head
+        .split_once(&of_pid)
+        .and_then(|(_, rest)| rest.split_once(" at the last read").map(|(n, _)| n))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("bad goroutine section head {head:?}"));
+    let by_state = lines
+        .next()
+        .and_then(|l| l.strip_prefix("  by state: "))
+        .unwrap_or_else(|| panic!("no `  by state:` line after {head:?}:\n{report}"))
+        .to_string();
+    let title = lines.next().unwrap_or_default();
+    assert_eq!(title.trim_end(), "  top stacks by count:", "after the by state line:\n{report}");
+    let mut top = Vec::new();
+    for line in lines {
+        let Some((count, stack)) = line.trim_start().split_once("  ") else { break };
+        let Ok(count) = count.parse::<u64>() else { break };
+        let (frames, state) = stack
+            .rsplit_once(" [")
+            .and_then(|(frames, state)| Some((frames, state.strip_suffix(']')?)))
+            .unwrap_or_else(|| panic!("no [STATE] at the end of {line:?}"));
+        top.push((count, frames.split(';').map(String::from).collect(), state.to_string()));
+    }
+    assert!(!top.is_empty(), "no top stacks under {head:?}:\n{report}");
+    Snapshot { total, by_state, top }
+}
+
+impl Snapshot {
+    /// Goroutines whose stack has `func`, by the top stacks.
+    fn with(&self, func: &str) -> u64 {
+        self.top
+            .iter()
+            .filter(|(_, frames, _)| frames.iter().any(|f| f == func))
+            .map(|(count, _, _)| count)
+            .sum()
+    }
+}
+
+/// goroutines.folded of `pid`, each line checked for its shape:
+/// `PROCNAME-PID;goroutines;ROOT;...;LEAF;[STATE] WEIGHT`.
+fn read_goroutines(dir: &Path, pid: u32) -> Folded {
+    let path = dir.join("goroutines.folded");
+    assert!(path.exists(), "no goroutines.folded in {}", dir.display());
+    let stacks = read_folded(&path);
+    assert!(!stacks.is_empty(), "goroutines.folded is empty");
+    let root = format!("-{pid}");
+    for (frames, _) in &stacks {
+        assert!(frames.len() >= 4, "too short a goroutine stack: {frames:?}");
+        assert!(frames[0].ends_with(&root), "root of {frames:?} is not PROCNAME-{pid}");
+        assert_eq!(frames[1], "goroutines", "{frames:?}");
+        let state = frames.last().unwrap();
+        assert!(state.starts_with('[') && state.ends_with(']'), "no [STATE] leaf in {frames:?}");
+    }
+    stacks
+}
+
+/// The state pseudo-frame of a goroutine stack, without its brackets.
+fn state_of(frames: &[String]) -> &str {
+    let leaf = frames.last().map(String::as_str).unwrap_or_default();
+    leaf.trim_start_matches('[').trim_end_matches(']')
+}
+
+/// Of the weight of the stacks with `func`: all of it, and the part in
+/// `state`.
+fn weight_in_state(stacks: &Folded, func: &str, state: &str) -> (u64, u64) {
+    let with: Vec<_> = stacks.iter().filter(|(f, _)| f.iter().any(|x| x == func)).collect();
+    let all: u64 = with.iter().map(|(_, w)| w).sum();
+    let in_state: u64 = with.iter().filter(|(f, _)| state_of(f) == state).map(|(_, w)| w).sum();
+    (all, in_state)
+}
+
+/// The summary's `fgbpf: own use: X s CPU, ...` line.
+fn own_use(stderr: &str) -> &str {
+    stderr
+        .lines()
+        .find(|l| l.contains("own use:"))
+        .unwrap_or("(no own use line)")
+}
+
+/// The `by state:` line as state → goroutines (`4 chan receive, 2 sleep`).
+fn by_state(line: &str) -> std::collections::HashMap<String, u64> {
+    line.split(", ")
+        .filter_map(|item| {
+            let (n, state) = item.trim().split_once(' ')?;
+            Some((state.to_string(), n.parse().ok()?))
+        })
+        .collect()
+}
+
+/// The stacks with `func`, to show in a failure.
+fn with_func(stacks: &Folded, func: &str) -> Folded {
+    stacks.iter().filter(|(f, _)| f.iter().any(|x| x == func)).cloned().collect()
+}
+
+/// `fgbpf KIND -p PID -d SECS -o DIR`: its output.
+fn capture_go(kind: &str, pid: u32, secs: &str, dir: &Path) -> std::process::Output {
+    run(fgbpf().args([kind, "-p", &pid.to_string(), "-d", secs, "-o"]).arg(dir))
+}
+
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+#[test]
+fn goroutine_waits_are_under_their_functions_with_go_s_wait_reason() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let mutex = mutex_wait_reason();
+    let waits = start_go(&go_build("waits", &[]), &[]);
+    let pid = waits.pid();
+    let dir = out_dir("go_waits");
+    let out = capture_go("offcpu", pid, "3", &dir);
+    drop(waits);
+    assert_ok(&out);
+    let stacks = read_goroutines(&dir, pid);
+    let report = std::fs::read_to_string(dir.join("report.txt")).unwrap();
+    let snapshot = goroutine_snapshot(&report, pid);
+    eprintln!("{} goroutines at the last read; by state: {}", snapshot.total, snapshot.by_state);
+    let states = by_state(&snapshot.by_state);
+    // Each kind waits where it waits the whole window (the nappers wake
+    // for microseconds every 50 ms), and the view covers the window: each
+    // read weighs the time since the one before.
+    for (func, state, n) in [
+        ("main.waiter", "chan receive", WAITERS),
+        ("main.napper", "sleep", NAPPERS),
+        ("main.locker", mutex, LOCKERS),
+    ] {
+        let (all, in_state) = weight_in_state(&stacks, func, state);
+        let window = 3_000_000 * n;
+        eprintln!(
+            "{func}: {in_state} of {all} us in [{state}] ({:.1}%); {:.1}% of {n} goroutines x 3 s",
+            pct(in_state, all),
+            pct(all, window)
+        );
+        assert!(
+            in_state * 10 >= all * 9,
+            "{func}: {in_state} of {all} us in [{state}]:\n{:?}",
+            with_func(&stacks, func)
+        );
+        assert!(
+            all * 10 >= window * 8,
+            "{func}: {all} us of goroutine time; {n} goroutines for 3 s are {window} us:\n{:?}",
+            with_func(&stacks, func)
+        );
+        assert!(states.contains_key(state), "no {state} in the by state line {:?}", snapshot.by_state);
+    }
+    // The lockers never get the lock; the waiters, and the main goroutine
+    // between ticks, are in a channel receive.
+    assert_eq!(states.get(mutex), Some(&LOCKERS), "by state: {}", snapshot.by_state);
+    assert!(states.get("chan receive").is_some_and(|&n| n >= WAITERS), "by state: {}", snapshot.by_state);
+    assert_eq!(snapshot.with("main.locker"), LOCKERS, "{snapshot:?}");
+}
+
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+#[test]
+fn goroutine_snapshot_matches_pprof_goroutine_profile() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let waits = start_go(&go_build("waits", &[]), &["-pprof", "127.0.0.1:0", "-block"]);
+    let pid = waits.pid();
+    let base = waits.pprof.clone().expect("waits -pprof says where it serves before ready");
+    let dir = out_dir("go_pprof");
+    let capture = spawn_attached(fgbpf().args(["offcpu", "-p", &pid.to_string(), "-d", "3", "-o"]).arg(&dir));
+    // Go's own view of the same goroutines, inside the capture.
+    std::thread::sleep(Duration::from_secs(1));
+    let goroutine_text = http_get(&base, "/debug/pprof/goroutine?debug=1");
+    let block_text = http_get(&base, "/debug/pprof/block?debug=1");
+    let out = capture.finish();
+    drop(waits);
+    assert_ok(&out);
+    let _ = std::fs::write(dir.join("pprof-goroutine.txt"), &goroutine_text);
+    let _ = std::fs::write(dir.join("pprof-block.txt"), &block_text);
+    let report = std::fs::read_to_string(dir.join("report.txt")).unwrap();
+    let snapshot = goroutine_snapshot(&report, pid);
+    // Goroutines by function: pprof's profile also has its HTTP handler's
+    // and the listener's, with no main.* function; compared only the
+    // kinds that wait for good (waiters, lockers) or nearly (nappers).
+    let goroutines = parse_pprof_debug1(&goroutine_text);
+    for (func, n) in [("main.waiter", WAITERS), ("main.napper", NAPPERS), ("main.locker", LOCKERS)] {
+        let go = pprof_goroutines_with(&goroutines, func);
+        assert_eq!(go, n, "goroutines with {func} in pprof's goroutine profile:\n{goroutine_text}");
+        assert_eq!(
+            snapshot.with(func),
+            go,
+            "goroutines with {func}: fgbpf's snapshot {:?}\npprof's goroutine profile:\n{goroutine_text}",
+            snapshot.top
+        );
+    }
+    // Block: what Go recorded waiting (the waits that ended: main.ticks'
+    // receives, main.main's wait for the holder) waits in fgbpf's view.
+    let blocked = pprof_main_funcs(&parse_pprof_debug1(&block_text));
+    assert!(blocked.contains("main.ticks"), "no main.ticks in the block profile:\n{block_text}");
+    let stacks = read_goroutines(&dir, pid);
+    let waiting: BTreeSet<String> = stacks
+        .iter()
+        .filter(|(f, _)| !["running", "runnable"].contains(&state_of(f)))
+        .flat_map(|(f, _)| f.iter())
+        .filter(|x| x.starts_with("main."))
+        .cloned()
+        .collect();
+    let missing: Vec<&String> = blocked.difference(&waiting).collect();
+    assert!(
+        missing.is_empty(),
+        "{missing:?} block in pprof's block profile, not waiting in goroutines.folded ({waiting:?}):\n{block_text}"
+    );
+}
+
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+#[test]
+fn a_hundred_thousand_parked_goroutines_are_all_read() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    const N: u64 = 100_000;
+    let count = N.to_string();
+    let many = start_go(&go_build("many", &[]), &[count.as_str()]);
+    let pid = many.pid();
+    let dir = out_dir("go_many");
+    let out = capture_go("offcpu", pid, "3", &dir);
+    drop(many);
+    assert_ok(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("fgbpf on {N} goroutines: {}", own_use(&stderr));
+    let report = std::fs::read_to_string(dir.join("report.txt")).unwrap();
+    let snapshot = goroutine_snapshot(&report, pid);
+    // The parked ones, the main goroutine and the runtime's own.
+    assert!(snapshot.total >= N, "{} goroutines at the last read, of {N} parked and more", snapshot.total);
+    let parked = snapshot
+        .top
+        .iter()
+        .filter(|(_, frames, _)| frames.iter().any(|f| f == "main.parked"))
+        .max_by_key(|(count, _, _)| *count)
+        .unwrap_or_else(|| panic!("no stack with main.parked in {:?}", snapshot.top));
+    assert_eq!(parked.0, N, "the stack of main.parked: {parked:?}");
+    assert_eq!(parked.2, "chan receive", "the stack of main.parked: {parked:?}");
+}
+
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+#[test]
+fn binary_without_symbols_says_so_and_keeps_its_cpu_profile() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    // No .symtab, no DWARF (.gopclntab stays: Go needs it for its own
+    // tracebacks).
+    let waits = start_go(&go_build("waits", &["-ldflags=-s -w"]), &[]);
+    let pid = waits.pid();
+    let dir = out_dir("go_stripped");
+    let out = capture_go("wall", pid, "2", &dir);
+    drop(waits);
+    assert_ok(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let said: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("goroutines") && l.contains("-s -w"))
+        .collect();
+    assert_eq!(said.len(), 1, "one line on the goroutines of a binary built with -s -w:\n{stderr}");
+    assert!(!dir.join("goroutines.folded").exists(), "goroutines.folded of a binary without symbols");
+    for f in ["wall.folded", "oncpu.folded", "offcpu.folded", "report.txt"] {
+        assert!(dir.join(f).exists(), "{f} missing");
+    }
+    // The spinner's CPU is still there (named or not).
+    let on = read_folded(&dir.join("oncpu.folded"));
+    assert!(total(&on) > 0, "no on-CPU samples of the spinner");
+}
+
+/// Real debug=1 text as Go 1.19.8 serves it, read as the tests above
+/// read it: no BPF, no root, no Go needed.
+#[test]
+fn pprof_debug1_text_is_parsed() {
+    let goroutines = parse_pprof_debug1(GOROUTINE_DEBUG1);
+    assert_eq!(goroutines.iter().map(|r| r.numbers[0]).sum::<u64>(), 15, "goroutine profile: total 15");
+    assert_eq!(goroutines.len(), 9);
+    assert_eq!(
+        goroutines[0],
+        PprofRecord { numbers: vec![4], funcs: vec!["main.waiter".to_string()] }
+    );
+    assert_eq!(
+        goroutines[1].funcs,
+        ["sync.runtime_SemacquireMutex", "sync.(*Mutex).lockSlow", "sync.(*Mutex).Lock", "main.locker"]
+    );
+    assert_eq!(pprof_goroutines_with(&goroutines, "main.waiter"), WAITERS);
+    assert_eq!(pprof_goroutines_with(&goroutines, "main.napper"), NAPPERS);
+    assert_eq!(pprof_goroutines_with(&goroutines, "main.locker"), LOCKERS);
+    assert_eq!(pprof_goroutines_with(&goroutines, "main.holder"), 1);
+    // A goroutine not yet started: its only PC is runtime.goexit's, left
+    // out.
+    assert_eq!(goroutines[8], PprofRecord { numbers: vec![1], funcs: vec![] });
+    assert_eq!(
+        pprof_main_funcs(&goroutines).into_iter().collect::<Vec<_>>(),
+        ["main.holder", "main.locker", "main.main", "main.napper", "main.spinner", "main.ticks", "main.waiter"]
+    );
+
+    let block = parse_pprof_debug1(BLOCK_DEBUG1);
+    assert_eq!(block.len(), 3);
+    assert_eq!(block[0].numbers, [3894911565, 15], "cycles, then count");
+    assert_eq!(block[0].funcs, ["runtime.chanrecv1", "main.ticks", "main.main", "runtime.main"]);
+    assert_eq!(
+        pprof_main_funcs(&block).into_iter().collect::<Vec<_>>(),
+        ["main.main", "main.ticks"]
+    );
+
+    let labeled = parse_pprof_debug1(LABELED_DEBUG1);
+    assert_eq!(labeled.len(), 2);
+    assert_eq!(labeled[1].funcs, ["main.labeled", "main.main.func1", "runtime/pprof.Do"]);
+}
+
+/// pprof's debug=1 text of a goroutine under pprof.Do labels (Go 1.19.8):
+/// a `# labels:` line before its frames.
+const LABELED_DEBUG1: &str = "goroutine profile: total 2
+1 @ 0x42d196 0x45c7a5 0x4ab075 0x4aae8d 0x4a7deb 0x4b4e3f 0x437192 0x461121
+#\t0x45c7a4\truntime/pprof.runtime_goroutineProfileWithLabels+0x24\t/usr/lib/go-1.19/src/runtime/mprof.go:846
+#\t0x4ab074\truntime/pprof.writeRuntimeProfile+0xb4\t\t\t/usr/lib/go-1.19/src/runtime/pprof/pprof.go:723
+#\t0x4aae8c\truntime/pprof.writeGoroutine+0x4c\t\t\t/usr/lib/go-1.19/src/runtime/pprof/pprof.go:683
+#\t0x4a7dea\truntime/pprof.(*Profile).WriteTo+0x14a\t\t\t/usr/lib/go-1.19/src/runtime/pprof/pprof.go:330
+#\t0x4b4e3e\tmain.main+0x25e\t\t\t\t\t\t/tmp/gotest/lab/lab.go:18
+#\t0x437191\truntime.main+0x211\t\t\t\t\t/usr/lib/go-1.19/src/runtime/proc.go:250
+
+1 @ 0x437556 0x40619b 0x405cd8 0x4b4b85 0x4b4bb7 0x4b4563 0x461121
+# labels: {\"route\":\"/api\"}
+#\t0x4b4b84\tmain.labeled+0x24\t/tmp/gotest/lab/lab.go:13
+#\t0x4b4bb6\tmain.main.func1+0x16\t/tmp/gotest/lab/lab.go:16
+#\t0x4b4562\truntime/pprof.Do+0xa2\t/usr/lib/go-1.19/src/runtime/pprof/runtime.go:40
+
+";
+
+/// `/debug/pprof/goroutine?debug=1` of `waits -pprof 127.0.0.1:0 -block`,
+/// as Go 1.19.8 (Debian's golang-go) served it.
+const GOROUTINE_DEBUG1: &str = "goroutine profile: total 15
+4 @ 0x43b2f6 0x407e5b 0x407998 0x674105 0x46b261
+#\t0x674104\tmain.waiter+0x24\t/work/main/tests/workloads/go/waits.go:54
+
+3 @ 0x43b2f6 0x44c1be 0x44c195 0x467425 0x471805 0x6741f9 0x6741d5 0x46b261
+#\t0x467424\tsync.runtime_SemacquireMutex+0x24\t/usr/lib/go-1.19/src/runtime/sema.go:77
+#\t0x471804\tsync.(*Mutex).lockSlow+0x164\t\t/usr/lib/go-1.19/src/sync/mutex.go:171
+#\t0x6741f8\tsync.(*Mutex).Lock+0x38\t\t\t/usr/lib/go-1.19/src/sync/mutex.go:90
+#\t0x6741d4\tmain.locker+0x14\t\t\t/work/main/tests/workloads/go/waits.go:73
+
+2 @ 0x43b2f6 0x4680d5 0x67413e 0x46b261
+#\t0x4680d4\ttime.Sleep+0x134\t/usr/lib/go-1.19/src/runtime/time.go:195
+#\t0x67413d\tmain.napper+0x1d\t/work/main/tests/workloads/go/waits.go:60
+
+1 @ 0x4308f6 0x465785 0x666495 0x6662ad 0x66320b 0x6723e5 0x672f7e 0x61ffaf 0x621949 0x622c2c 0x61ed07 0x46b261
+#\t0x465784\truntime/pprof.runtime_goroutineProfileWithLabels+0x24\t/usr/lib/go-1.19/src/runtime/mprof.go:846
+#\t0x666494\truntime/pprof.writeRuntimeProfile+0xb4\t\t\t/usr/lib/go-1.19/src/runtime/pprof/pprof.go:723
+#\t0x6662ac\truntime/pprof.writeGoroutine+0x4c\t\t\t/usr/lib/go-1.19/src/runtime/pprof/pprof.go:683
+#\t0x66320a\truntime/pprof.(*Profile).WriteTo+0x14a\t\t\t/usr/lib/go-1.19/src/runtime/pprof/pprof.go:330
+#\t0x6723e4\tnet/http/pprof.handler.ServeHTTP+0x4a4\t\t\t/usr/lib/go-1.19/src/net/http/pprof/pprof.go:253
+#\t0x672f7d\tnet/http/pprof.Index+0x13d\t\t\t\t/usr/lib/go-1.19/src/net/http/pprof/pprof.go:371
+#\t0x61ffae\tnet/http.HandlerFunc.ServeHTTP+0x2e\t\t\t/usr/lib/go-1.19/src/net/http/server.go:2109
+#\t0x621948\tnet/http.(*ServeMux).ServeHTTP+0x148\t\t\t/usr/lib/go-1.19/src/net/http/server.go:2487
+#\t0x622c2b\tnet/http.serverHandler.ServeHTTP+0x30b\t\t\t/usr/lib/go-1.19/src/net/http/server.go:2947
+#\t0x61ed06\tnet/http.(*conn).serve+0x606\t\t\t\t/usr/lib/go-1.19/src/net/http/server.go:1991
+
+1 @ 0x439a1f 0x46c89b 0x67426c 0x46b261
+#\t0x67426b\tmain.spinner+0x2b\t/work/main/tests/workloads/go/waits.go:82
+
+1 @ 0x43b2f6 0x407e5b 0x407998 0x6742d0 0x674e3a 0x43af32 0x46b261
+#\t0x6742cf\tmain.ticks+0x2f\t\t/work/main/tests/workloads/go/waits.go:92
+#\t0x674e39\tmain.main+0x4f9\t\t/work/main/tests/workloads/go/waits.go:162
+#\t0x43af31\truntime.main+0x211\t/usr/lib/go-1.19/src/runtime/proc.go:250
+
+1 @ 0x43b2f6 0x433e17 0x465c29 0x4ba912 0x4bbfb4 0x4bbfa1 0x4e7695 0x4f8b48 0x4f7e7d 0x6230c5 0x622174 0x46b261
+#\t0x465c28\tinternal/poll.runtime_pollWait+0x88\t\t/usr/lib/go-1.19/src/runtime/netpoll.go:305
+#\t0x4ba911\tinternal/poll.(*pollDesc).wait+0x31\t\t/usr/lib/go-1.19/src/internal/poll/fd_poll_runtime.go:84
+#\t0x4bbfb3\tinternal/poll.(*pollDesc).waitRead+0x233\t/usr/lib/go-1.19/src/internal/poll/fd_poll_runtime.go:89
+#\t0x4bbfa0\tinternal/poll.(*FD).Accept+0x220\t\t/usr/lib/go-1.19/src/internal/poll/fd_unix.go:614
+#\t0x4e7694\tnet.(*netFD).accept+0x34\t\t\t/usr/lib/go-1.19/src/net/fd_unix.go:172
+#\t0x4f8b47\tnet.(*TCPListener).accept+0x27\t\t\t/usr/lib/go-1.19/src/net/tcpsock_posix.go:142
+#\t0x4f7e7c\tnet.(*TCPListener).Accept+0x3c\t\t\t/usr/lib/go-1.19/src/net/tcpsock.go:288
+#\t0x6230c4\tnet/http.(*Server).Serve+0x384\t\t\t/usr/lib/go-1.19/src/net/http/server.go:3070
+#\t0x622173\tnet/http.Serve+0x73\t\t\t\t/usr/lib/go-1.19/src/net/http/server.go:2568
+
+1 @ 0x43b2f6 0x44a92c 0x67419e 0x46b261
+#\t0x67419d\tmain.holder+0x3d\t/work/main/tests/workloads/go/waits.go:68
+
+1 @ 0x46b261
+
+";
+
+/// `/debug/pprof/block?debug=1` of the same process, a second later.
+const BLOCK_DEBUG1: &str = "--- contention:
+cycles/second=2596125417
+3894911565 15 @ 0x407998 0x6742d0 0x674e3a 0x43af32 0x46b261
+#\t0x407997\truntime.chanrecv1+0x17\t/usr/lib/go-1.19/src/runtime/chan.go:442
+#\t0x6742cf\tmain.ticks+0x2f\t\t/work/main/tests/workloads/go/waits.go:92
+#\t0x674e39\tmain.main+0x4f9\t\t/work/main/tests/workloads/go/waits.go:162
+#\t0x43af31\truntime.main+0x211\t/usr/lib/go-1.19/src/runtime/proc.go:250
+
+54678 2 @ 0x47020c 0x618cb5 0x61e08a 0x61ed4a 0x46b261
+#\t0x47020b\tsync.(*Cond).Wait+0x8b\t\t\t\t/usr/lib/go-1.19/src/sync/cond.go:70
+#\t0x618cb4\tnet/http.(*connReader).abortPendingRead+0xb4\t/usr/lib/go-1.19/src/net/http/server.go:726
+#\t0x61e089\tnet/http.(*response).finishRequest+0x89\t\t/usr/lib/go-1.19/src/net/http/server.go:1658
+#\t0x61ed49\tnet/http.(*conn).serve+0x649\t\t\t/usr/lib/go-1.19/src/net/http/server.go:1997
+
+2132 1 @ 0x407998 0x674cc5 0x43af32 0x46b261
+#\t0x407997\truntime.chanrecv1+0x17\t/usr/lib/go-1.19/src/runtime/chan.go:442
+#\t0x674cc4\tmain.main+0x384\t\t/work/main/tests/workloads/go/waits.go:147
+#\t0x43af31\truntime.main+0x211\t/usr/lib/go-1.19/src/runtime/proc.go:250
+
+";
