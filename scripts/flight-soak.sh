@@ -7,8 +7,9 @@
 # BPF map fill; over the run its BPF programs' run time (with
 # kernel.bpf_stats_enabled on); at the end each dump's losses and what
 # fgbpf said; and
-# writes the "## Flight soak" section of BENCHMARKS.md. Run as root:
-#   scripts/flight-soak.sh [MINUTES]
+# writes the "## Flight soak" section of BENCHMARKS.md ("## Flight soak,
+# churn divided by SLOWER" when SLOWER is given above 1). Run as root:
+#   scripts/flight-soak.sh [MINUTES] [SLOWER]
 # Nothing else should run meanwhile: whole-host fgbpf reads what every
 # process maps (a Rust build maps 150 MB of compiler).
 set -euo pipefail
@@ -19,6 +20,11 @@ fi
 minutes=${1:-60}
 case "$minutes" in
     ''|*[!0-9]*|0) echo "flight-soak: MINUTES must be a whole number above 0, not '$minutes'" >&2; exit 2 ;;
+esac
+# SLOWER: the load's churn divided by it (load.c's SLOWER); 1 is the soak's.
+slower=${2:-1}
+case "$slower" in
+    ''|*[!0-9]*|0) echo "flight-soak: SLOWER must be a whole number above 0, not '$slower'" >&2; exit 2 ;;
 esac
 scripts/setup.sh
 work=$(mktemp -d /tmp/fgbpf-flight-soak.XXXXXX)
@@ -33,7 +39,7 @@ cleanup() {
 trap cleanup EXIT
 gcc -O2 -pthread -o "$work/load" scripts/soak/load.c -ldl
 secs=$((minutes * 60))
-"$work/load" $((secs + 30)) > "$work/load.out" &
+"$work/load" $((secs + 30)) "$slower" > "$work/load.out" &
 load=$!
 sleep 2
 python3 scripts/soak/soak.py bpf-programs "$work/bpf-before"
@@ -81,4 +87,4 @@ fgbpf=""
 # The load ends by itself 30 s after the recording, saying what it made.
 wait "$load" || true
 load=""
-python3 scripts/soak/soak.py flight-report "$work" "$minutes" "$(echo "$end - $start" | bc)"
+python3 scripts/soak/soak.py flight-report "$work" "$minutes" "$(echo "$end - $start" | bc)" "$slower"

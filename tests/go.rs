@@ -508,6 +508,39 @@ fn a_hundred_thousand_parked_goroutines_are_all_read() {
 
 #[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
+fn go_stacks_are_walked_whole_with_its_debug_frame() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let waits = start_go(&go_build("waits", &[]), &[]);
+    let pid = waits.pid();
+    let dir = out_dir("go_whole");
+    let out = capture_go("wall", pid, "2", &dir);
+    drop(waits);
+    assert_ok(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // Go writes no .eh_frame: its compressed .debug_frame gives the rows.
+    assert!(!stderr.contains("no unwind table for"), "{stderr}");
+    // The spinner's samples reach its goroutine's root, runtime.goexit
+    // (frames 0 and 1 are the process and the thread).
+    let on = read_folded(&dir.join("oncpu.folded"));
+    let spin: Vec<_> = on.iter().filter(|(f, _)| f.iter().any(|x| x == "main.spinner")).collect();
+    let all: u64 = spin.iter().map(|(_, w)| w).sum();
+    let whole: u64 = spin.iter().filter(|(f, _)| f.get(2).is_some_and(|r| r == "runtime.goexit")).map(|(_, w)| w).sum();
+    assert!(all >= 50, "{all} samples of main.spinner:\n{on:?}");
+    assert!(whole * 100 >= all * 95, "{whole} of {all} samples of main.spinner under runtime.goexit:\n{spin:?}");
+    // No walk of the process is reported cut short.
+    let report = std::fs::read_to_string(dir.join("report.txt")).unwrap();
+    let cut = format!("pid {pid} (");
+    assert!(
+        !report.lines().any(|l| l.contains(&cut) && l.contains("cut short")),
+        "walks of the Go process cut short:\n{report}"
+    );
+}
+
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+#[test]
 fn binary_without_symbols_says_so_and_keeps_its_cpu_profile() {
     if !require_root() {
         return;

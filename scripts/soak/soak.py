@@ -3,7 +3,7 @@
 
   soak.py sample PID T0          one row, tab-separated, on stdout
   soak.py report DIR MINUTES     the "## Soak" section of BENCHMARKS.md
-  soak.py flight-report DIR MINUTES SECONDS
+  soak.py flight-report DIR MINUTES SECONDS [SLOWER]
                                  the "## Flight soak" section (scripts/flight-soak.sh)
   soak.py bpf-programs OUT       the BPF programs loaded now, with their run time
                                  (kernel.bpf_stats_enabled), as JSON in OUT
@@ -183,7 +183,7 @@ def report(work, minutes):
     replace_section(heading, "\n".join(lines))
 
 
-def flight_report(work, minutes, seconds):
+def flight_report(work, minutes, seconds, slower="1"):
     from bench import replace_section
     work = Path(work)
     rows = [line.split("\t") for line in (work / "rows").read_text().splitlines() if line.strip()]
@@ -198,12 +198,14 @@ def flight_report(work, minutes, seconds):
     span = float(rows[-1][0])
     share = 100 * cpu / span / cpus
     bpf = bpf_cost(work)
-    heading = "## Flight soak"
+    heading = "## Flight soak" if slower == "1" else f"## Flight soak, churn divided by {slower}"
+    command = f"scripts/flight-soak.sh {minutes}" + ("" if slower == "1" else f" {slower}")
+    pace = "" if slower == "1" else f" with its churning loops' pauses multiplied by {slower}"
     lines = [
         heading,
         "",
-        f"`scripts/flight-soak.sh {minutes}`: `fgbpf flight` with its defaults (49 Hz, `--keep 10m`) on the whole",
-        f"system for {minutes} minutes against `scripts/soak/load.c` (as in the Soak section), `fgbpf dump` every",
+        f"`{command}`: `fgbpf flight` with its defaults (49 Hz, `--keep 10m`) on the whole",
+        f"system for {minutes} minutes against `scripts/soak/load.c` (as in the Soak section){pace}, `fgbpf dump` every",
         "15 minutes and at the end. The load made " + ", ".join(f"{v} {k}" for k, v in made.items()) + ".",
         "",
         f"**Resident memory at most {top_rss:.1f} MB in the 10-s rows; peak (VmHWM, dumps included) {peak:.1f} MB**"
@@ -290,7 +292,7 @@ if __name__ == "__main__":
     elif sys.argv[1] == "bpf-programs":
         bpf_programs(sys.argv[2])
     elif sys.argv[1] == "flight-report":
-        flight_report(sys.argv[2], sys.argv[3], sys.argv[4])
+        flight_report(*sys.argv[2:6])
     elif sys.argv[1] == "cpu":
         print(f"{cpu_seconds(int(sys.argv[2])):.2f}")
     elif sys.argv[1] == "bpf-cost":

@@ -181,6 +181,26 @@ pub fn load_bias(data: &[u8], start: u64, offset: u64) -> Option<u64> {
     bias_in(&exec_segments(data), start, offset)
 }
 
+/// A section's bytes, inflated when the linker compressed it (zlib:
+/// `SHF_COMPRESSED`, or the `.zdebug_*` sections Go wrote before 1.21);
+/// `None` for a section that cannot be read or inflated (larger than 1
+/// GB, or another compression).
+pub fn section_bytes<'a>(section: &impl object::ObjectSection<'a>) -> Option<std::borrow::Cow<'a, [u8]>> {
+    use std::io::Read;
+    const MAX: u64 = 1 << 30;
+    let c = section.compressed_data().ok()?;
+    match c.format {
+        object::CompressionFormat::None => Some(std::borrow::Cow::Borrowed(c.data)),
+        object::CompressionFormat::Zlib if c.uncompressed_size <= MAX => {
+            let mut out = Vec::with_capacity(c.uncompressed_size as usize);
+            let mut z = flate2::read::ZlibDecoder::new(c.data).take(c.uncompressed_size);
+            z.read_to_end(&mut out).ok()?;
+            (out.len() as u64 == c.uncompressed_size).then_some(std::borrow::Cow::Owned(out))
+        }
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

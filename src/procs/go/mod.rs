@@ -10,11 +10,10 @@ pub mod goroutines;
 
 use std::borrow::Cow;
 use std::fs::File;
-use std::io::Read;
 
 use object::{Object, ObjectSection, ObjectSymbol};
 
-use crate::procs::elf::load_bias;
+use crate::procs::elf::{load_bias, section_bytes};
 
 /// Where a Go runtime keeps its goroutines in one process, and how one
 /// is laid out.
@@ -116,29 +115,9 @@ fn uvarint(bytes: &[u8]) -> Option<(u64, usize)> {
     None
 }
 
-/// A DWARF section's bytes, decompressed when the Go linker compressed it
-/// (`.zdebug_*` before Go 1.21, SHF_COMPRESSED after).
+/// A DWARF section's bytes, inflated (empty when missing or unreadable).
 fn dwarf_section<'a>(obj: &object::File<'a>, name: &str) -> Cow<'a, [u8]> {
-    /// Larger sections are not inflated: no Go binary's DWARF is that big.
-    const MAX: u64 = 1 << 30;
-    let Some(section) = obj.section_by_name(name) else {
-        return Cow::Borrowed(&[]);
-    };
-    let Ok(c) = section.compressed_data() else {
-        return Cow::Borrowed(&[]);
-    };
-    match c.format {
-        object::CompressionFormat::None => Cow::Borrowed(c.data),
-        object::CompressionFormat::Zlib if c.uncompressed_size <= MAX => {
-            let mut out = Vec::with_capacity(c.uncompressed_size as usize);
-            let mut z = flate2::read::ZlibDecoder::new(c.data).take(c.uncompressed_size);
-            match z.read_to_end(&mut out) {
-                Ok(_) if out.len() as u64 == c.uncompressed_size => Cow::Owned(out),
-                _ => Cow::Borrowed(&[]),
-            }
-        }
-        _ => Cow::Borrowed(&[]),
-    }
+    obj.section_by_name(name).and_then(|s| section_bytes(&s)).unwrap_or(Cow::Borrowed(&[]))
 }
 
 /// `runtime.g`'s layout from the binary's DWARF.

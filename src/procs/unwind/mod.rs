@@ -34,10 +34,12 @@
 //! (signal trampolines such as `__restore_rt` read the saved context with
 //! `DW_OP_breg7 160; DW_OP_deref`, DRAP prologues use `DW_OP_breg6 -N;
 //! DW_OP_deref`), a return address anywhere but CFA - 8. `.debug_frame` is
-//! used only when the binary has no `.eh_frame` (and only uncompressed);
-//! separate debug files are not looked for. (No binary here lacks
-//! `.eh_frame`, so the `.debug_frame` path and the overlap clipping run in
-//! no test on real data: no FDEs overlap in any binary measured below.)
+//! used only when the binary has no `.eh_frame` (inflated when compressed:
+//! Go programs have only a compressed `.debug_frame`, whose rows describe
+//! callers above Go's outermost functions too: those are made END rows,
+//! [`GO_OUTERMOST`]); separate debug files are not looked for. (The
+//! overlap clipping runs in no test on real data: no FDEs overlap in any
+//! binary measured below.)
 //!
 //! # PLT variants
 //!
@@ -252,7 +254,7 @@ pub enum Error {
     Elf(object::read::Error),
     /// An ELF file for another architecture (or 32-bit x86).
     NotX86_64(object::Architecture),
-    /// Neither `.eh_frame` nor an uncompressed `.debug_frame`.
+    /// Neither `.eh_frame` nor a readable `.debug_frame`.
     NoUnwindInfo,
     /// The section could not be walked at all (individual broken FDEs are
     /// only counted).
@@ -269,7 +271,7 @@ impl fmt::Display for Error {
         match self {
             Error::Elf(e) => write!(f, "not a readable ELF file: {e}"),
             Error::NotX86_64(a) => write!(f, "not an x86_64 ELF file (architecture {a:?})"),
-            Error::NoUnwindInfo => f.write_str("no .eh_frame (nor uncompressed .debug_frame) section"),
+            Error::NoUnwindInfo => f.write_str("no .eh_frame nor .debug_frame section"),
             Error::Dwarf { section, error } => write!(f, "cannot read {section}: {error}"),
             Error::TooLarge { base, end } => write!(
                 f,
@@ -323,13 +325,79 @@ pub fn compile(data: &[u8]) -> Result<Table, Error> {
         eh.set_address_size(8);
         let bases = bases.set_eh_frame(addr);
         rows::build(&eh, &bases, ".eh_frame")
-    } else if let Some((_, bytes)) = uncompressed(".debug_frame") {
-        let mut df = gimli::DebugFrame::new(bytes, le);
+    } else if let Some(bytes) = file
+        .section_by_name(".debug_frame")
+        .and_then(|s| crate::procs::elf::section_bytes(&s))
+        .filter(|b| !b.is_empty())
+    {
+        // Go writes no .eh_frame, and its .debug_frame compressed.
+        let mut df = gimli::DebugFrame::new(&bytes, le);
         df.set_address_size(8);
-        rows::build(&df, &bases, ".debug_frame")
+        let mut table = rows::build(&df, &bases, ".debug_frame")?;
+        if file.section_by_name(".gopclntab").is_some() {
+            go_outermost(&file, &mut table);
+        }
+        Ok(table)
     } else {
         Err(Error::NoUnwindInfo)
     }
+}
+
+/// The functions Go's own unwinder stops at (its TOPFRAME functions and
+/// those that switch stacks): their `.debug_frame` rows describe a caller
+/// there is not (`runtime.goexit` at a goroutine's root, `runtime.mstart`
+/// at a thread's, `runtime.mcall` and `runtime.systemstack` at the top of
+/// the scheduler's stack), which the walker would follow into whatever
+/// lies above.
+const GO_OUTERMOST: [&str; 7] = [
+    "runtime.goexit",
+    "runtime.mstart",
+    "runtime.rt0_go",
+    "runtime.mcall",
+    "runtime.systemstack",
+    "runtime.morestack",
+    "runtime.asmcgocall",
+];
+
+/// Makes the ranges of Go's outermost functions END rows (the walk is
+/// whole there).
+fn go_outermost<'a>(file: &impl object::Object<'a>, table: &mut Table) {
+    use object::ObjectSymbol;
+    for sym in file.symbols() {
+        let Ok(name) = sym.name() else { continue };
+        let name = name.strip_suffix(".abi0").unwrap_or(name);
+        if sym.size() > 0 && GO_OUTERMOST.contains(&name) {
+            mark_end(table, sym.address(), sym.address() + sym.size());
+        }
+    }
+}
+
+/// Makes [start, end) (ELF virtual addresses) one END row, the rows after
+/// it unchanged.
+fn mark_end(table: &mut Table, start: u64, end: u64) {
+    let (Some(from), Some(to)) = (
+        start.checked_sub(table.base).and_then(|o| u32::try_from(o).ok()),
+        end.checked_sub(table.base).and_then(|o| u32::try_from(o).ok()),
+    ) else {
+        return;
+    };
+    let after = lookup(table, end).copied();
+    let lo = table.rows.partition_point(|r| r.pc < from);
+    let hi = table.rows.partition_point(|r| r.pc < to);
+    let mut put = vec![Row {
+        pc: from,
+        cfa_type: CfaType::End as u8,
+        ..Row::default()
+    }];
+    if table.rows.get(hi).is_none_or(|r| r.pc != to) {
+        put.push(Row {
+            pc: to,
+            ..after.unwrap_or_default()
+        });
+    }
+    table.rows.splice(lo..hi, put);
+    table.stats.end += 1;
+    table.stats.rows = table.rows.len();
 }
 
 /// The row that applies at `elf_vaddr` (an ELF virtual address, not a

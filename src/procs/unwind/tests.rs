@@ -437,3 +437,32 @@ fn paged_lookup_agrees_with_lookup() {
         eprintln!("{path}: {} rows, {} page entries, at most {dense} rows in a page", t.rows.len(), pages.len());
     }
 }
+
+#[test]
+fn an_outermost_range_becomes_one_end_row_and_what_follows_stays() {
+    let row = |pc, cfa_off| Row {
+        pc,
+        cfa_off,
+        cfa_type: CfaType::Rsp as u8,
+        ..Row::default()
+    };
+    let mut t = Table {
+        base: 0x1000,
+        rows: vec![row(0, 8), row(0x10, 16), row(0x20, 24), row(0x40, 8)],
+        stats: Stats::default(),
+    };
+    mark_end(&mut t, 0x1018, 0x1030);
+    let end = Row {
+        pc: 0x18,
+        cfa_type: CfaType::End as u8,
+        ..Row::default()
+    };
+    assert_eq!(t.rows, vec![row(0, 8), row(0x10, 16), end, row(0x30, 24), row(0x40, 8)]);
+    assert_eq!(lookup(&t, 0x102f).map(Row::cfa), Some(CfaType::End));
+    assert_eq!(lookup(&t, 0x1030).map(|r| r.cfa_off), Some(24));
+    // A range ending where a row starts keeps that row as it is.
+    mark_end(&mut t, 0x1000, 0x1010);
+    assert_eq!(t.rows[0].cfa(), CfaType::End);
+    assert_eq!(t.rows[1], row(0x10, 16));
+    assert_eq!(t.stats.end, 2);
+}
