@@ -105,7 +105,7 @@ impl Go {
                     pid,
                     Process {
                         reader: Reader::new(pid, rt),
-                        last: self.start.max(Instant::now() - EVERY),
+                        last: self.start.max(Instant::now().checked_sub(EVERY).unwrap_or(self.start)),
                         took: Duration::ZERO,
                         snapshot: HashMap::new(),
                         reads: 0,
@@ -129,6 +129,15 @@ impl Go {
 
     pub fn knows(&self, pid: u32) -> bool {
         self.found_at.contains_key(&pid)
+    }
+
+    /// `pid` exited: what was read of it is kept, and its PID is not read
+    /// again (another program may be given it).
+    pub fn exited(&mut self, pid: u32) {
+        if let Some(p) = self.processes.get_mut(&pid) {
+            p.done = true;
+        }
+        self.found_at.remove(&pid);
     }
 
     /// Reads the goroutines of the processes due: each at most every

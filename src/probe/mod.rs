@@ -357,6 +357,9 @@ impl Probe {
             events::ProcEventKind::Exit => {
                 counts.exited(e.pid);
                 exited.push(e.pid);
+                if let Some(go) = runtimes.go.as_mut() {
+                    go.exited(e.pid);
+                }
                 // Its maps are not read again: it has no memory left.
                 if let Some(t) = tables.as_mut() {
                     t.exited(e.pid);
