@@ -27,6 +27,7 @@ import interp_cost  # noqa: E402
 import java_cost  # noqa: E402
 import node_cost  # noqa: E402
 import top_cost  # noqa: E402
+import go_cost  # noqa: E402
 import slices as slices_cost  # noqa: E402
 import side_by_side  # noqa: E402
 import wall_sums  # noqa: E402
@@ -556,6 +557,8 @@ ONLY = {
                   "wall time adds up, 10 runs"),
     "top": ("## 17. `fgbpf top`", lambda t: top_cost.report(top_cost.measure(3, t, build(t)["split"])),
             "fgbpf top's own CPU and memory, whole host, against perf top"),
+    "go": ("## 18. Goroutines", lambda t: go_cost.report(go_cost.measure(3, t)),
+           "a Go program's goroutines read: cost per read, 1,000 to 100,000 goroutines"),
 }
 
 

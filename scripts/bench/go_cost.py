@@ -1,0 +1,92 @@
+"""Section 18 of BENCHMARKS.md: what reading a Go program's goroutines
+costs fgbpf. `tests/workloads/go/many.go N` parks N goroutines (built with
+Debian's `go build`, no flags); `fgbpf offcpu -p PID -d 10` on it with the
+goroutine view and with `--no-go`, each round; the difference in fgbpf's
+own CPU (user + system, from its summary) over the reads its report says
+it made is the cost of a read. Also: `scripts/bench.sh --only go`, or run
+alone: `python3 scripts/bench/go_cost.py` (as root)."""
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from measures import log  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+FGBPF = ROOT / "target" / "release" / "fgbpf"
+SECONDS = 10
+SIZES = [1_000, 10_000, 100_000]
+
+
+def build(tmp):
+    out = Path(tmp) / "many"
+    env = dict(os.environ, GOCACHE=str(Path(tmp) / "gocache"), GO111MODULE="off", GOFLAGS="")
+    subprocess.run(["go", "build", "-o", str(out), str(ROOT / "tests/workloads/go/many.go")], check=True, env=env)
+    return out
+
+
+def capture(pid, tmp, extra):
+    """fgbpf's own CPU s and peak MB, and the reads its report counts."""
+    out = Path(tmp) / f"out-{time.monotonic_ns()}"
+    p = subprocess.run([str(FGBPF), "offcpu", "-p", str(pid), "-d", str(SECONDS), "-o", str(out), *extra],
+                       capture_output=True, text=True, check=True)
+    m = re.search(r"own use: ([0-9.]+) s CPU, ([0-9]+) MB peak memory", p.stderr)
+    report = (out / "report.txt").read_text()
+    reads = re.search(r"read ([0-9]+) times\)", report)
+    counted = re.search(r"\): ([0-9]+) at the last read", report)
+    return float(m.group(1)), int(m.group(2)), int(reads.group(1)) if reads else 0, int(counted.group(1)) if counted else 0
+
+
+def measure(rounds, tmp):
+    many = build(tmp)
+    rows = []
+    for n in SIZES:
+        proc = subprocess.Popen([str(many), str(n)], stdout=subprocess.PIPE, text=True)
+        try:
+            line = proc.stdout.readline()
+            assert line.startswith("ready"), line
+            for _ in range(rounds):
+                with_go = capture(proc.pid, tmp, [])
+                without = capture(proc.pid, tmp, ["--no-go"])
+                rows.append((n, with_go, without))
+                log(f"{n} goroutines: {with_go} against {without}")
+        finally:
+            proc.kill()
+            proc.wait()
+    return rows
+
+
+def report(rows):
+    lines = [
+        "## 18. Goroutines: cost of a read",
+        "",
+        f"`tests/workloads/go/many.go N` (Debian's Go 1.19, `go build`) parks N goroutines; `fgbpf offcpu -p PID -d {SECONDS}`"
+        " on it, with its goroutine view and with `--no-go`, each round (`scripts/bench/go_cost.py`). A read's cost is"
+        " the difference in fgbpf's own CPU over the reads the report counts (each every 100 ms, or less often to stay"
+        " under 2% of a CPU, and one at the end). Medians of the rounds.",
+        "",
+        "| goroutines | counted | reads in 10 s | fgbpf CPU | with --no-go | per read | per goroutine read | peak MB (--no-go) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for n in SIZES:
+        mine = [r for r in rows if r[0] == n]
+        if not mine:
+            continue
+        mid = sorted(mine, key=lambda r: r[1][0] - r[2][0])[len(mine) // 2]
+        (cpu, peak, reads, counted), (cpu0, peak0, _, _) = mid[1], mid[2]
+        per = (cpu - cpu0) / max(reads, 1)
+        lines.append(f"| {n:,} | {counted:,} | {reads} | {cpu:.2f} s | {cpu0:.2f} s | {1000 * per:.1f} ms |"
+                     f" {1e6 * per / n:.2f} µs | {peak} ({peak0}) |")
+    lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    from sections import replace_section
+    with tempfile.TemporaryDirectory() as tmp:
+        replace_section("## 18. Goroutines", report(measure(3, tmp)))
