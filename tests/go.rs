@@ -305,9 +305,23 @@ fn with_func(stacks: &Folded, func: &str) -> Folded {
     stacks.iter().filter(|(f, _)| f.iter().any(|x| x == func)).cloned().collect()
 }
 
-/// `fgbpf KIND -p PID -d SECS -o DIR`: its output.
-fn capture_go(kind: &str, pid: u32, secs: &str, dir: &Path) -> std::process::Output {
-    run(fgbpf().args([kind, "-p", &pid.to_string(), "-d", secs, "-o"]).arg(dir))
+/// tests/workloads/go/PROGRAM.go built (with `flags`) and started (with
+/// `args`), recorded by `fgbpf KIND -p PID -d SECS -o DIR` (DIR:
+/// `out_dir(name)`), then stopped: its PID, DIR and fgbpf's output,
+/// checked to have succeeded.
+fn capture_go(
+    program: &str,
+    flags: &[&str],
+    args: &[&str],
+    (kind, secs, name): (&str, &str, &str),
+) -> (u32, PathBuf, std::process::Output) {
+    let go = start_go(&go_build(program, flags), args);
+    let pid = go.pid();
+    let dir = out_dir(name);
+    let out = run(fgbpf().args([kind, "-p", &pid.to_string(), "-d", secs, "-o"]).arg(&dir));
+    drop(go);
+    assert_ok(&out);
+    (pid, dir, out)
 }
 
 #[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
@@ -318,12 +332,7 @@ fn goroutine_waits_are_under_their_functions_with_go_s_wait_reason() {
     }
     let _serial = serial();
     let mutex = mutex_wait_reason();
-    let waits = start_go(&go_build("waits", &[]), &[]);
-    let pid = waits.pid();
-    let dir = out_dir("go_waits");
-    let out = capture_go("offcpu", pid, "3", &dir);
-    drop(waits);
-    assert_ok(&out);
+    let (pid, dir, _) = capture_go("waits", &[], &[], ("offcpu", "3", "go_waits"));
     let stacks = read_goroutines(&dir, pid);
     let report = std::fs::read_to_string(dir.join("report.txt")).unwrap();
     let snapshot = goroutine_snapshot(&report, pid);
@@ -428,12 +437,7 @@ fn a_hundred_thousand_parked_goroutines_are_all_read() {
     let _serial = serial();
     const N: u64 = 100_000;
     let count = N.to_string();
-    let many = start_go(&go_build("many", &[]), &[count.as_str()]);
-    let pid = many.pid();
-    let dir = out_dir("go_many");
-    let out = capture_go("offcpu", pid, "3", &dir);
-    drop(many);
-    assert_ok(&out);
+    let (pid, dir, out) = capture_go("many", &[], &[count.as_str()], ("offcpu", "3", "go_many"));
     let stderr = String::from_utf8_lossy(&out.stderr);
     eprintln!("fgbpf on {N} goroutines: {}", own_use(&stderr));
     let report = std::fs::read_to_string(dir.join("report.txt")).unwrap();
@@ -457,12 +461,7 @@ fn go_stacks_are_walked_whole_with_its_debug_frame() {
         return;
     }
     let _serial = serial();
-    let waits = start_go(&go_build("waits", &[]), &[]);
-    let pid = waits.pid();
-    let dir = out_dir("go_whole");
-    let out = capture_go("wall", pid, "2", &dir);
-    drop(waits);
-    assert_ok(&out);
+    let (pid, dir, out) = capture_go("waits", &[], &[], ("wall", "2", "go_whole"));
     let stderr = String::from_utf8_lossy(&out.stderr);
     // Go writes no .eh_frame: its compressed .debug_frame gives the rows.
     assert!(!stderr.contains("no unwind table for"), "{stderr}");
@@ -492,12 +491,7 @@ fn binary_without_symbols_says_so_and_keeps_its_cpu_profile() {
     let _serial = serial();
     // No .symtab, no DWARF (.gopclntab stays: Go needs it for its own
     // tracebacks).
-    let waits = start_go(&go_build("waits", &["-ldflags=-s -w"]), &[]);
-    let pid = waits.pid();
-    let dir = out_dir("go_stripped");
-    let out = capture_go("wall", pid, "2", &dir);
-    drop(waits);
-    assert_ok(&out);
+    let (_, dir, out) = capture_go("waits", &["-ldflags=-s -w"], &[], ("wall", "2", "go_stripped"));
     let stderr = String::from_utf8_lossy(&out.stderr);
     let said: Vec<&str> = stderr
         .lines()

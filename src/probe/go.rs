@@ -179,11 +179,17 @@ impl Go {
             p.at = now.duration_since(self.start);
             p.snapshot.clear();
             *self.not_read.entry(pid).or_default() = read.not_read;
-            for g in read.goroutines {
+            // Counted by stack first: goroutines by the thousand share a
+            // few stacks, each then kept once.
+            let mut counts: HashMap<(&[u64], &'static str), u64> = HashMap::new();
+            for g in &read.goroutines {
                 let frame = goroutines::state_frame(&mut p.reader, g.state);
-                let pcs = goroutines::shared(&g.pcs);
-                *p.snapshot.entry((pcs.clone(), frame)).or_default() += 1;
-                *self.time.entry((pid, pcs, frame)).or_default() += weight;
+                *counts.entry((&g.pcs, frame)).or_default() += 1;
+            }
+            for ((pcs, frame), n) in counts {
+                let pcs: Arc<[u64]> = Arc::from(pcs);
+                *self.time.entry((pid, pcs.clone(), frame)).or_default() += weight * n;
+                p.snapshot.insert((pcs, frame), n);
             }
         }
     }

@@ -84,7 +84,8 @@ pub struct RawStack {
     /// a stack that could not be stored.
     pub root_note: Option<&'static str>,
     /// A pseudo-frame standing in for the kernel frames, e.g.
-    /// [`END_UNTRACED`].
+    /// [`END_UNTRACED`], or ending a stack that has none: a goroutine's
+    /// state (`[chan receive]`).
     pub kernel_note: Option<&'static str>,
     /// `None` for on-CPU samples; the off-CPU state otherwise, which also
     /// ends the stack as a pseudo-frame.

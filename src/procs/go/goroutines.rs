@@ -10,7 +10,7 @@
 //! wrong at worst, never followed out of its own stack).
 
 use std::io::IoSliceMut;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use nix::sys::uio::{process_vm_readv, RemoteIoVec};
 use nix::unistd::Pid;
@@ -96,7 +96,6 @@ impl Reader {
         if n == 0 || !read_one(self.pid, self.rt.reasons, &mut headers) {
             return Vec::new();
         }
-        let word = |b: &[u8], i: usize| u64::from_ne_bytes(b[i..i + 8].try_into().unwrap_or_default());
         let wanted: Vec<(u64, usize)> = (0..n)
             .map(|i| (word(&headers, i * 16), word(&headers, i * 16 + 8)))
             .map(|(p, len)| (p, if len == 0 || len > 64 { 0 } else { len as usize }))
@@ -119,7 +118,6 @@ impl Reader {
         if !read_one(self.pid, self.rt.allgs, &mut head) {
             return Err("its goroutine list (runtime.allgs) could not be read".into());
         }
-        let word = |b: &[u8], i: usize| u64::from_ne_bytes(b[i..i + 8].try_into().unwrap_or_default());
         let (array, len, cap) = (word(&head, 0), word(&head, 8) as usize, word(&head, 16) as usize);
         if len > cap || (len > 0 && array == 0) {
             return Err("its goroutine list (runtime.allgs) is not a slice".into());
@@ -199,14 +197,13 @@ impl Reader {
 /// bp, [bp+8] the return address; a frame pointer must stay in the stack
 /// read, aligned, and rise.
 fn walk(frames: &mut Goroutine, stack: &[u8], mut bp: u64, (sp, top): (u64, u64)) {
-    let word = |i: usize| u64::from_ne_bytes(stack[i..i + 8].try_into().unwrap_or_default());
     while bp >= sp && bp % 8 == 0 && bp.saturating_add(16) <= top {
         if frames.pcs.len() >= MAX_DEPTH {
             frames.cut = true;
             return;
         }
         let at = (bp - sp) as usize;
-        let (caller_bp, ret) = (word(at), word(at + 8));
+        let (caller_bp, ret) = (word(stack, at), word(stack, at + 8));
         if ret == 0 {
             return;
         }
@@ -279,6 +276,12 @@ impl Ranges {
     }
 }
 
+/// The native-endian word at `i` of `b` (the caller keeps `i + 8` within
+/// `b`: every offset read is below the layout's size).
+fn word(b: &[u8], i: usize) -> u64 {
+    b.get(i..i + 8).and_then(|w| w.try_into().ok()).map_or(0, u64::from_ne_bytes)
+}
+
 /// Reads `buf.len()` bytes at `addr`; false on any fault or short read.
 fn read_one(pid: Pid, addr: u64, buf: &mut [u8]) -> bool {
     let remote = [RemoteIoVec { base: addr as usize, len: buf.len() }];
@@ -348,11 +351,6 @@ pub fn state_frame(reader: &mut Reader, state: State) -> &'static str {
         State::Syscall => "[syscall]",
         State::Waiting(i) => reader.reason(i).unwrap_or("[waiting]"),
     }
-}
-
-/// Shared for the stacks that hold the same instruction pointers.
-pub fn shared(pcs: &[u64]) -> Arc<[u64]> {
-    Arc::from(pcs)
 }
 
 #[cfg(test)]
