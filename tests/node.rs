@@ -278,11 +278,10 @@ fn a_50_30_20_split_matches_v8s_own_sampler_on_the_same_process() {
     let _serial = serial();
     let prof = out_dir("node_split_cpuprofile");
     std::fs::create_dir_all(&prof).unwrap();
-    // V8's sampler names a, b and c only until TurboFan inlines them into
-    // rounds (its .cpuprofile has no inlined frames): about the first
-    // 0.4 s, 276 of its 5,472 samples at the default 1 ms, too few for
-    // 5 points (they missed by 5.7 once). Every 50 us it takes ~2,400
-    // there (49.8/31.5/18.8 measured).
+    // V8's sampler every 50 us: ~90,000 samples in the 12 s, whose spread
+    // is well under a point (at its default 1 ms, and while the workload
+    // was short rounds that TurboFan inlined, it named a, b and c in only
+    // 276 samples and missed by 5.7 points once).
     let mut node = start(
         &["--cpu-prof", "--cpu-prof-interval", "50", "--cpu-prof-dir", prof.to_str().unwrap()],
         "split.js",
