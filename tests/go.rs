@@ -3,7 +3,9 @@
 //! snapshot in report.txt), with Go's own wait reasons. The workloads are
 //! tests/workloads/go/*.go, built with the machine's `go` (Debian's
 //! golang-go) as users build: `go build -o OUT FILE.go`, default flags.
-//! Go's own profiles (net/http/pprof, debug=1 text) are the anchor.
+//! Go's own profiles (net/http/pprof, debug=1 text; its CPU profile read
+//! by `go tool pprof -raw`) are the anchor. On-CPU samples carry their
+//! goroutine and its pprof labels in fgbpf's pprof output.
 
 mod common;
 
@@ -17,7 +19,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use common::*;
-use pprof::{parse_pprof_debug1, pprof_goroutines_with, pprof_main_funcs};
+use pprof::{parse_pprof_debug1, pprof_goroutines_with, pprof_main_funcs, raw_samples, RawSample};
 
 /// Go's own profiles in their text form, read.
 #[path = "go/pprof.rs"]
@@ -505,4 +507,80 @@ fn binary_without_symbols_says_so_and_keeps_its_cpu_profile() {
     // The spinner's CPU is still there (named or not).
     let on = read_folded(&dir.join("oncpu.folded"));
     assert!(total(&on) > 0, "no on-CPU samples of the spinner");
+}
+
+/// A profile's samples as Go's own reader prints them.
+fn pprof_raw(path: &Path) -> Vec<RawSample> {
+    let out = go_command(&go_dir().join("cache"))
+        .args(["tool", "pprof", "-raw"])
+        .arg(path)
+        .output()
+        .expect(NEEDS_GO);
+    assert!(out.status.success(), "go tool pprof -raw {}: {}", path.display(), String::from_utf8_lossy(&out.stderr));
+    raw_samples(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// Of the samples under `func`: their weight, the weight labelled
+/// route=/api, and the distinct `goroutine` labels.
+fn labelled(samples: &[RawSample], func: &str) -> (u64, u64, BTreeSet<String>) {
+    let under: Vec<&RawSample> = samples.iter().filter(|s| s.funcs.iter().any(|f| f == func)).collect();
+    let label = |s: &RawSample, k: &str| s.labels.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone());
+    (
+        under.iter().map(|s| s.count).sum(),
+        under.iter().filter(|s| label(s, "route").as_deref() == Some("/api")).map(|s| s.count).sum(),
+        under.iter().filter_map(|s| label(s, "goroutine")).collect(),
+    )
+}
+
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+#[test]
+fn a_labelled_goroutine_s_samples_carry_its_labels_in_pprof_output() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    // burn() runs under pprof.Do(ctx, pprof.Labels("route", "/api")),
+    // spin() in a goroutine without labels; Go's own CPU profiler samples
+    // the same process over the same 3 s.
+    let dir = out_dir("go_labels");
+    let theirs_file = dir.with_extension("go.prof");
+    let _ = std::fs::remove_file(&theirs_file);
+    let go = start_go(&go_build("labels", &[]), &["-cpuprofile", theirs_file.to_str().unwrap(), "-seconds", "3"]);
+    let pid = go.pid().to_string();
+    let out = run(fgbpf().args(["oncpu", "-F", "499", "-p", &pid, "-d", "3", "--format", "pprof,folded", "-o"]).arg(&dir));
+    assert_ok(&out);
+    // Go writes its profile when it stops it, 3 s after "ready".
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::fs::metadata(&theirs_file).map_or(true, |m| m.len() == 0) {
+        assert!(Instant::now() < deadline, "Go wrote no CPU profile to {}", theirs_file.display());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    drop(go);
+    let summary = String::from_utf8_lossy(&out.stderr);
+    let ours = pprof_raw(&dir.join("oncpu.pb.gz"));
+    let theirs = pprof_raw(&theirs_file);
+    let (burn, burn_api, burn_ids) = labelled(&ours, "main.burn");
+    let (spin, spin_api, spin_ids) = labelled(&ours, "main.spin");
+    let (go_burn, go_burn_api, _) = labelled(&theirs, "main.burn");
+    let (go_spin, go_spin_api, _) = labelled(&theirs, "main.spin");
+    eprintln!(
+        "fgbpf: main.burn {burn_api} of {burn} samples route=/api, goroutines {burn_ids:?}; main.spin {spin_api} of {spin}, goroutines {spin_ids:?}\n\
+         Go's own: main.burn {go_burn_api} of {go_burn} route=/api; main.spin {go_spin_api} of {go_spin}"
+    );
+    assert!(burn > 300 && spin > 300, "too few samples of the two goroutines\n{summary}");
+    // Every sample of the labelled goroutine carries its label, as in Go's
+    // own profile, and one goroutine id; the other none of it.
+    assert!(burn_api * 100 >= burn * 99, "{burn_api} of {burn} main.burn samples labelled route=/api\n{summary}");
+    assert_eq!(spin_api, 0, "main.spin samples labelled route=/api\n{summary}");
+    assert!(go_burn > 50 && go_burn_api * 100 >= go_burn * 99 && go_spin_api == 0, "Go's own profile disagrees");
+    assert_eq!(burn_ids.len(), 1, "main.burn under goroutines {burn_ids:?}");
+    assert_eq!(spin_ids.len(), 1, "main.spin under goroutines {spin_ids:?}");
+    assert_ne!(burn_ids, spin_ids, "two goroutines with one id");
+    // The summary tells how many of the program's samples carry their
+    // goroutine.
+    assert!(summary.lines().any(|l| l.contains(&format!("Go: pid {pid} ")) && l.contains("with the goroutine it ran")), "{summary}");
+    // Folded output shows no labels unless asked for.
+    let folded = std::fs::read_to_string(dir.join("oncpu.folded")).unwrap();
+    assert!(!folded.contains("route=/api"), "labels in oncpu.folded without --label-frames");
 }

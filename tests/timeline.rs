@@ -43,7 +43,7 @@ fn profile(idle_name: &str) -> Profile {
     let b = p.intern_frame(Frame::new("phase_b", FrameKind::User));
     let k = p.intern_frame(Frame::new("sys_read", FrameKind::Kernel));
     let mut push = |frames: Vec<u32>, span: Span| {
-        p.push(Stack {
+        p.push(Stack { labels: None,
             thread: Some(app),
             frames: frames.into(),
             weight: span.weight,
@@ -233,7 +233,7 @@ fn even(slice_ms: u64, seconds: u64) -> Profile {
     });
     let f = p.intern_frame(Frame::new("work", FrameKind::User));
     let slices = (seconds * 1000).div_ceil(slice_ms) as u32;
-    p.push(Stack {
+    p.push(Stack { labels: None,
         thread: Some(t),
         frames: vec![f].into(),
         weight: u64::from(slices),

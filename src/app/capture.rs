@@ -427,6 +427,15 @@ pub fn write_view(
     let fopts = folded::Options {
         leading: Leading::ProcessAndThread,
     };
+    // Labels are pprof's alone: the other views would list a stack once
+    // per goroutine.
+    let unlabelled = profile.has_labels().then(|| {
+        let mut p = profile.clone();
+        p.drop_labels();
+        p
+    });
+    let pprof_profile = profile;
+    let profile = unlabelled.as_ref().unwrap_or(profile);
     for (format, name) in formats.iter().zip(view_files(stem, formats)) {
         match format {
             Format::Svg => write(name, &|w| svg::write(profile, svg_opts, w))?,
@@ -435,7 +444,7 @@ pub fn write_view(
                 // When each stack's weight fell, for --from/--to.
                 write(format!("{stem}.slices"), &|w| slices::write(profile, w))?;
             }
-            Format::Pprof => write(name, &|w| pprof::write(profile, w))?,
+            Format::Pprof => write(name, &|w| pprof::write(pprof_profile, w))?,
             Format::Speedscope => write(name, &|w| speedscope::write(profile, w))?,
         }
     }

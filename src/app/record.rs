@@ -90,6 +90,7 @@ impl Recording<'_> {
             ruby: !self.capture.no_ruby,
             php: !self.capture.no_php,
             goroutines: !self.capture.no_go && self.blocks.is_some(),
+            go_labels: !self.capture.no_go,
             py_lines: !self.capture.no_py_lines,
             slice: Duration::from_millis(self.maps.slice.into()),
             group_cgroup: self.capture.group_by == Some(GroupBy::Cgroup),
@@ -186,6 +187,8 @@ impl Recording<'_> {
             frequency: self.sampling.map(|s| s.frequency),
             offcpu: self.blocks.is_some(),
             wakers: self.blocks.is_some_and(|b| b.wakers),
+            labels: self.capture.formats.contains(&Format::Pprof),
+            label_frames: self.capture.label_frames,
         }
     }
 }

@@ -22,6 +22,24 @@ pub struct Wanted {
     pub frequency: Option<u64>,
     pub offcpu: bool,
     pub wakers: bool,
+    /// Stacks keep their labels (a Go program's goroutine and pprof
+    /// labels): pprof output is written.
+    pub labels: bool,
+    /// `--label-frames`: the labels also as a frame at each stack's root.
+    pub label_frames: bool,
+}
+
+impl Wanted {
+    /// A profile's labels as asked: a frame, kept for pprof, or dropped
+    /// (every other view would list a stack once per goroutine).
+    fn keep_labels(&self, p: &mut Profile) {
+        if self.label_frames {
+            p.labels_as_frames();
+        }
+        if !self.labels {
+            p.drop_labels();
+        }
+    }
 }
 
 /// The profiles a recording's views are drawn from.
@@ -112,6 +130,21 @@ impl Views {
                 .iter()
                 .map(|(pid, why)| (*pid, symbolizer.process_name(*pid, ""), why.clone()))
                 .collect();
+            let versions = recorded.gos.iter().map(|(pid, v)| (*pid, v.trim_start_matches("go").to_string())).collect();
+            u.go = interp::by_process(weighed.iter().copied(), &versions, name_of);
+            u.go_labels_unreadable = recorded
+                .go_labels_unsupported
+                .iter()
+                .map(|(pid, why)| (*pid, symbolizer.process_name(*pid, ""), why.clone()))
+                .collect();
+            u.go_labels_unread = recorded
+                .go_labels_unread
+                .iter()
+                .filter_map(|(&pid, &(on, off))| {
+                    let all = u.go.iter().find(|w| w.pid == pid)?.total;
+                    Some((pid, symbolizer.process_name(pid, ""), on * period_us + off, all))
+                })
+                .collect();
         }
         symbolizer.add_runtime_names(recorded.runtime_names);
         let meta = |kind, frequency, losses| Meta {
@@ -128,12 +161,14 @@ impl Views {
         if let Some(frequency) = rec.frequency {
             let mut p = build::from_raw(on_raw, Unit::Samples, symbolizer);
             p.meta = meta(Kind::OnCpu, Some(frequency), views.losses(true, false));
+            rec.keep_labels(&mut p);
             views.on = Some(p);
             super::stages::mark("on-CPU named");
         }
         if rec.wakers {
             let mut p = build::from_raw(off_raw.clone(), Unit::Microseconds, symbolizer);
             p.meta = meta(Kind::OffCpu, None, views.losses(false, true));
+            rec.keep_labels(&mut p);
             views.wake = Some(p);
             // The off-CPU view sums each wait over its wakers.
             for r in &mut off_raw {
@@ -143,6 +178,7 @@ impl Views {
         if rec.offcpu {
             let mut p = build::from_raw(off_raw, Unit::Microseconds, symbolizer);
             p.meta = meta(Kind::OffCpu, None, views.losses(false, true));
+            rec.keep_labels(&mut p);
             views.off = Some(p);
             super::stages::mark("off-CPU named");
         }

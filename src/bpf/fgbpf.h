@@ -194,6 +194,12 @@ struct fg_stats {
 	__u64 php_no_thread;    /* no PHP code running (no execute data) */
 	__u64 php_cut;          /* cut: no room left in the stack */
 	__u64 php_fault;        /* cut by a failed read */
+	/* Goroutines (go.bpf.h), of threads of known Go processes */
+	__u64 go_read;          /* the running goroutine's id and labels */
+	__u64 go_none;          /* no goroutine running (the scheduler, a
+				 * thread Go did not start) */
+	__u64 go_cut;           /* no room left in the stack */
+	__u64 go_fault;         /* a failed read */
 	/* A staged start (staged.bpf.h): recorded by the first load, before
 	 * the runtimes' walkers joined */
 	__u64 lean_samples;     /* on-CPU samples */
@@ -374,6 +380,25 @@ struct fg_php_proc {
 	__u16 pad[3];
 };
 
+/* A Go thread's stack ends, after this marker (not a user address), with
+ * two words naming the goroutine it runs, not frames: its id
+ * (runtime.g.goid) and its pprof labels (g.labels, a pointer to the
+ * map runtime/pprof made; 0: none). The goroutine is the thread's m's
+ * curg, found through g in the thread's TLS, so that a thread running
+ * the runtime on its g0 stack on behalf of a goroutine carries that
+ * goroutine, as Go's own profiler counts it. */
+#define FG_GO_MARKER 0xffffffffffffff53ULL
+
+/* A Go process, as user space found it (src/procs/go/): where g is in
+ * a thread's TLS and the offsets read from the binary's DWARF. */
+struct fg_go_proc {
+	__s64 tls_g;    /* g's offset from the thread pointer (fsbase) */
+	__u16 g_m;      /* runtime.g: m */
+	__u16 g_goid;   /* runtime.g: goid */
+	__u16 g_labels; /* runtime.g: labels */
+	__u16 m_curg;   /* runtime.m: curg */
+};
+
 /* Frames of managed runtimes whose code has no unwind tables (HotSpot's
  * JIT and interpreter; V8 later) are written in place of the native pc of
  * the frame they are, as one tagged word that user space names
@@ -518,6 +543,9 @@ enum fg_proc_event_kind {
 	 * (addr: its length in ns, unsampled; addr2: its first slice << 32 |
 	 * the thread's id; comm: the thread's name, not its process's). */
 	FG_PROC_LONG_WAIT = 12,
+	/* A Go goroutine's pprof labels (addr: g.labels) seen for the first
+	 * time in a process. */
+	FG_PROC_GO_LABELS = 13,
 };
 
 /* Sent through a ring buffer once per process (not per sample). */

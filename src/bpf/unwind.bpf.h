@@ -23,6 +23,7 @@
 #include "python.bpf.h"
 #include "ruby.bpf.h"
 #include "php.bpf.h"
+#include "go.bpf.h"
 #include "tables.bpf.h"
 #include "walk.bpf.h"
 #include "java.bpf.h"
@@ -344,6 +345,8 @@ static __always_inline __u64 store_user_stack(void *ctx, __u32 pid, struct fg_st
 			n = add_ruby(ref.buf, n, pid, st, &py);
 		if (py == FG_PY_NONE)
 			n = add_php(ref.buf, n, pid, st, &py);
+		if (py == FG_PY_NONE)
+			n = add_go(ref.buf, n, pid, st, &py);
 		if (ref.proc && py == FG_PY_NONE)
 			ref.proc->py_checked = gen + 1;
 	}

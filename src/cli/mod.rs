@@ -162,9 +162,16 @@ pub struct CaptureArgs {
 
     /// Do not read Go programs' goroutines (`offcpu` and `wall` write
     /// their goroutine view, `goroutines.folded`, and the report their
-    /// counts).
+    /// counts), nor tell on their stacks the goroutine that ran and its
+    /// pprof labels.
     #[arg(long)]
     pub no_go: bool,
+
+    /// Root each stack of a Go program at a frame of the goroutine it ran
+    /// and its pprof labels, `[goroutine 18 route=/api]` (pprof output
+    /// carries them as labels either way).
+    #[arg(long)]
+    pub label_frames: bool,
 
     /// Python, Ruby and PHP frames without their line, `handler (app.py)`
     /// rather than `handler (app.py:42)`, so that each function is one
@@ -410,6 +417,7 @@ impl Default for CaptureArgs {
             no_ruby: false,
             no_php: false,
             no_go: false,
+            label_frames: false,
             no_py_lines: false,
             formats: vec![Format::Svg, Format::Folded],
             symbols: SymbolArgs::default(),

@@ -95,7 +95,7 @@ mod tests {
         let push = |p: &mut Profile, names: &[&str], state: &str, n: u64| {
             let mut frames: Vec<_> = names.iter().map(|f| p.intern_frame(Frame::new(*f, FrameKind::User))).collect();
             frames.push(p.intern_frame(Frame::new(state, FrameKind::Pseudo)));
-            p.push(Stack {
+            p.push(Stack { labels: None,
                 thread: Some(t),
                 frames: frames.into(),
                 weight: n,

@@ -253,7 +253,7 @@ mod tests {
             if next(3) == 0 {
                 frames.push(p.intern_frame(Frame::new("[sleeping]", FrameKind::Pseudo)));
             }
-            p.push(Stack {
+            p.push(Stack { labels: None,
                 thread: Some(threads[next(3) as usize]),
                 frames: frames.into(),
                 weight: {

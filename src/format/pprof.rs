@@ -7,8 +7,9 @@
 //! `wall/nanoseconds`. Every frame is one location with one function named
 //! as in the folded output (`_[k]` and friends included, so kernel and user
 //! functions of the same name stay apart); threads become `pid`, `tid`,
-//! `process` and `thread` labels rather than frames, and `--group-by`
-//! groups a `cgroup` label.
+//! `process` and `thread` labels rather than frames, `--group-by`
+//! groups a `cgroup` label, and a Go program's stacks their goroutine's
+//! id (`goroutine`, a number) and its pprof labels.
 
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -17,7 +18,7 @@ use flate2::{write::GzEncoder, Compression};
 use prost::Message;
 
 use super::folded::sanitize;
-use crate::profile::{Kind, Profile, Unit};
+use crate::profile::{Kind, Profile, Unit, GOROUTINE};
 
 /// The subset of `profile.proto` fgbpf writes; tags are the proto's.
 #[derive(Clone, PartialEq, Message)]
@@ -227,6 +228,16 @@ fn build(profile: &Profile) -> PbProfile {
                         num: 0,
                     });
                 }
+            }
+            // A goroutine's id is a number, as pprof's numeric labels
+            // are; its pprof labels are text.
+            for (key, value) in s.labels.iter().flat_map(|l| l.iter()) {
+                let num = (key == GOROUTINE).then(|| value.parse::<i64>().ok()).flatten();
+                label.push(Label {
+                    key: strings.get(&sanitize(key)),
+                    str: if num.is_some() { 0 } else { strings.get(&sanitize(value)) },
+                    num: num.unwrap_or(0),
+                });
             }
             let weight = i64::try_from(s.weight).unwrap_or(i64::MAX);
             Sample {

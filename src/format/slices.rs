@@ -138,13 +138,13 @@ mod tests {
         });
         let a = p.intern_frame(Frame::new("wait a", FrameKind::User));
         let b = p.intern_frame(Frame::new("b", FrameKind::Kernel));
-        p.push(Stack {
+        p.push(Stack { labels: None,
             thread: Some(t),
             frames: vec![a].into(),
             weight: 1000,
             spans: smallvec::smallvec![Span { first: 0, last: 9, weight: 1000 }],
         });
-        p.push(Stack {
+        p.push(Stack { labels: None,
             thread: Some(t),
             frames: vec![a, b].into(),
             weight: 7,

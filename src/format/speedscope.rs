@@ -195,8 +195,8 @@ mod tests {
         let late = p.intern_frame(Frame::new("late", FrameKind::User));
         let early = p.intern_frame(Frame::new("early", FrameKind::User));
         let spans = |v: Vec<(u32, u64)>| v.into_iter().map(|(s, w)| crate::profile::Span::at(s, w)).collect();
-        p.push(Stack { thread: None, frames: vec![late].into(), weight: 9, spans: spans(vec![(5, 9)]) });
-        p.push(Stack { thread: None, frames: vec![early].into(), weight: 3, spans: spans(vec![(0, 1), (6, 2)]) });
+        p.push(Stack { labels: None, thread: None, frames: vec![late].into(), weight: 9, spans: spans(vec![(5, 9)]) });
+        p.push(Stack { labels: None, thread: None, frames: vec![early].into(), weight: 3, spans: spans(vec![(0, 1), (6, 2)]) });
         let order: Vec<(usize, u64)> = time_order(&p);
         assert_eq!(order, vec![(1, 1), (0, 9), (1, 2)]);
     }

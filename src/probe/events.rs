@@ -39,6 +39,8 @@ pub enum ProcEventKind {
     RbObject { addr: u64, with: u64 },
     /// A PHP function first seen in the process's stacks.
     PhpFunction(u64),
+    /// A goroutine's pprof labels (g.labels) seen for the first time.
+    GoLabels(u64),
     /// `fgbpf flight --wait-above`: a wait at least that long just ended.
     LongWait(LongWait),
 }
@@ -117,6 +119,7 @@ impl ProcWatcher {
                     }
                     10 => e.kind = ProcEventKind::RbObject { addr: raw.addr, with: raw.addr2 },
                     11 => e.kind = ProcEventKind::PhpFunction(raw.addr),
+                    13 => e.kind = ProcEventKind::GoLabels(raw.addr),
                     // The name is the thread's, not its process's.
                     12 => {
                         e.kind = ProcEventKind::LongWait(LongWait {

@@ -72,7 +72,7 @@ impl Probe {
         // table walker runs by tail calls). Python code objects and Ruby
         // iseqs are announced through the ring buffer only.
         let no_loop = paths.compat.taken().then(|| paths.no_loop_why());
-        let wanted_python = opts.user_stacks && (opts.python || opts.ruby || opts.php);
+        let wanted_python = opts.user_stacks && (opts.python || opts.ruby || opts.php || opts.go_labels);
         // The same for the Java walker.
         let java_refused = (opts.user_stacks && opts.java).then(|| no_loop.clone()).flatten();
         // And for the naming of JavaScript frames.
@@ -81,6 +81,7 @@ impl Probe {
             python: opts.python && !paths.perf_buffer.taken() && !paths.compat.taken(),
             ruby: opts.ruby && !paths.perf_buffer.taken() && !paths.compat.taken(),
             php: opts.php && !paths.perf_buffer.taken() && !paths.compat.taken(),
+            go_labels: opts.go_labels && !paths.perf_buffer.taken() && !paths.compat.taken(),
             java: opts.java && !paths.perf_buffer.taken() && !paths.compat.taken(),
             node: opts.node && !paths.perf_buffer.taken() && !paths.compat.taken(),
             ..opts.clone()
@@ -96,12 +97,13 @@ impl Probe {
             }
             Err(e) => e,
         };
-        let python = opts.user_stacks && (opts.python || opts.ruby || opts.php);
+        let python = opts.user_stacks && (opts.python || opts.ruby || opts.php || opts.go_labels);
         let tables = opts.user_stacks && opts.max_unwind_rows > 0;
         let no_python = Options {
             python: false,
             ruby: false,
             php: false,
+            go_labels: false,
             ..opts.clone()
         };
         let no_tables = Options {

@@ -4,14 +4,18 @@
 //! ([`crate::procs::go::goroutines`]), each read weighing every goroutine's
 //! stack and state by the time since the previous one (the goroutine wall
 //! view), and the last read kept as a snapshot (the report's goroutine
-//! counts). No BPF is involved: goroutines wait in Go's scheduler, not the
-//! kernel's.
+//! counts). No BPF reads them: goroutines wait in Go's scheduler, not the
+//! kernel's. The goroutine each thread runs when sampled is the BPF
+//! walker's ([`super::go_labels`]), given each program found here.
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use libbpf_rs::MapCore;
+
+use super::go_labels::GoLabels;
 use crate::procs::go::goroutines::{self, Reader};
 use crate::procs::go::{self as golang};
 use crate::procs::maps;
@@ -68,10 +72,15 @@ pub(super) struct Go {
     not_read: HashMap<u32, usize>,
     start: Instant,
     comm: Arc<str>,
+    /// Whether goroutines are read (off-CPU time recorded, `--no-go` not
+    /// given), besides the walker's telling them on stacks.
+    read_goroutines: bool,
+    /// The walker's side: `None` with `--no-go`.
+    pub labels: Option<GoLabels>,
 }
 
 impl Go {
-    pub fn new() -> Go {
+    pub fn new(read_goroutines: bool, labels: bool) -> Go {
         Go {
             processes: HashMap::new(),
             found_at: HashMap::new(),
@@ -81,26 +90,33 @@ impl Go {
             not_read: HashMap::new(),
             start: Instant::now(),
             comm: Arc::from("goroutines"),
+            read_goroutines,
+            labels: labels.then(GoLabels::default),
         }
     }
 
     /// Looks for a Go runtime in `pid`'s main executable (`text`: the
-    /// executable mappings of its /proc/PID/maps).
-    pub fn track(&mut self, pid: u32, text: &str) {
+    /// executable mappings of its /proc/PID/maps). True when the walker
+    /// was given an entry in `procs` (`go_procs`).
+    pub fn track<M: MapCore>(&mut self, pid: u32, text: &str, procs: &M) -> bool {
         let Some(m) = text.lines().filter_map(maps::parse_line).find(|m| m.exec && m.inode != 0 && m.path.starts_with('/')) else {
-            return;
+            return false;
         };
         let key = (m.dev, m.inode);
         if self.found_at.get(&pid) == Some(&key) || self.not_go.contains(&key) {
-            return;
+            return false;
         }
         let Ok(file) = File::open(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end)) else {
-            return;
+            return false;
         };
         self.found_at.insert(pid, key);
         match golang::find(&file, m.start, m.offset) {
             Ok(Some(rt)) => {
                 self.unsupported.remove(&pid);
+                let added = self.labels.as_mut().is_some_and(|l| l.add(pid, &rt, procs));
+                if !self.read_goroutines {
+                    return added;
+                }
                 self.processes.insert(
                     pid,
                     Process {
@@ -113,6 +129,7 @@ impl Go {
                         done: false,
                     },
                 );
+                added
             }
             Ok(None) => {
                 self.found_at.remove(&pid);
@@ -120,9 +137,11 @@ impl Go {
                     self.not_go.clear();
                 }
                 self.not_go.insert(key);
+                false
             }
             Err(why) => {
                 self.unsupported.insert(pid, why);
+                false
             }
         }
     }

@@ -11,6 +11,7 @@ mod losses;
 mod fallback;
 mod flight;
 mod go;
+mod go_labels;
 mod libbpf;
 pub mod drain;
 pub mod events;

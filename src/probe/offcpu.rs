@@ -175,6 +175,7 @@ pub(super) fn open_blocks<M: MapCore, S: MapCore>(
                     false => Vec::new(),
                 },
                 python: Vec::new(),
+                labels: None,
             }),
         });
     }

@@ -99,6 +99,9 @@ pub struct Options {
     /// Read Go programs' goroutines (`--no-go` not given, off-CPU time
     /// recorded).
     pub goroutines: bool,
+    /// Go programs' stacks carry the goroutine they ran and its pprof
+    /// labels (`--no-go` not given).
+    pub go_labels: bool,
     /// Python frames carry their line: `f (app.py:42)`, else `f (app.py)`.
     pub py_lines: bool,
     /// The width of the time slices counts are kept in (`--slice`).
@@ -132,6 +135,7 @@ impl Default for Options {
             ruby: true,
             php: true,
             goroutines: true,
+            go_labels: true,
             py_lines: true,
             slice: DEFAULT_SLICE,
             events_ring: DEFAULT_EVENTS_RING,
@@ -244,6 +248,13 @@ pub struct Recorded {
     pub goroutines: Vec<RawStack>,
     pub go_snapshots: Vec<super::go::Snapshot>,
     pub go_unsupported: Vec<(u32, String)>,
+    /// Go programs whose stacks carry their goroutine: (pid, Go version);
+    /// those whose do not, or whose pprof labels are not read, with why;
+    /// and per pid the weight of stacks whose labels could not be read
+    /// (on-CPU samples, off-CPU microseconds).
+    pub gos: Vec<(u32, String)>,
+    pub go_labels_unsupported: Vec<(u32, String)>,
+    pub go_labels_unread: std::collections::BTreeMap<u32, (u64, u64)>,
     /// Runtime (Java, JavaScript) frame words named, for the symbolizer.
     pub runtime_names: crate::symbolize::RuntimeNames,
     /// The width of the time slices the stacks' spans count in, widened

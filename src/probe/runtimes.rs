@@ -30,7 +30,8 @@ pub(super) struct Runtimes {
     pub php: Option<Php>,
     pub java: Option<Java>,
     pub v8: Option<V8>,
-    /// Not a walker: goroutines are read from user space ([`super::go`]).
+    /// Goroutines read from user space ([`super::go`]), and the walker
+    /// that tells the one a thread runs ([`super::go_labels`]).
     pub go: Option<Go>,
 }
 
@@ -42,7 +43,11 @@ impl Runtimes {
             php: (opts.user_stacks && opts.php).then(|| Php::new(!opts.py_lines)),
             java: (opts.user_stacks && opts.java).then(Java::default),
             v8: (opts.user_stacks && opts.node).then(V8::default),
-            go: (opts.user_stacks && opts.goroutines && opts.offcpu.is_some()).then(Go::new),
+            go: {
+                let read = opts.user_stacks && opts.goroutines && opts.offcpu.is_some();
+                let labels = opts.user_stacks && opts.go_labels;
+                (read || labels).then(|| Go::new(read, labels))
+            },
         }
     }
 
@@ -65,6 +70,12 @@ impl Runtimes {
             ProcEventKind::PhpFunction(addr) => {
                 if let Some(php) = self.php.as_mut() {
                     php.read_announced(e.pid, *addr, 0);
+                }
+                false
+            }
+            ProcEventKind::GoLabels(addr) => {
+                if let Some(labels) = self.go.as_mut().and_then(|g| g.labels.as_mut()) {
+                    labels.read_announced(e.pid, *addr);
                 }
                 false
             }
@@ -117,7 +128,9 @@ impl Runtimes {
             }
         }
         if let Some(go) = self.go.as_mut() {
-            go.track(pid, text);
+            if go.track(pid, text, &skel.maps.go_procs) {
+                python_added(skel);
+            }
         }
     }
 
@@ -141,6 +154,9 @@ impl Runtimes {
             }
             if let Some(php) = self.php.as_mut() {
                 php.read(pid, user);
+            }
+            if let Some(labels) = self.go.as_mut().and_then(|g| g.labels.as_mut()) {
+                labels.fresh(pid, user);
             }
         }
     }
@@ -185,6 +201,14 @@ impl Runtimes {
             rec.v8_unsupported = v8.unsupported.iter().map(|(&p, u)| (p, u.clone())).collect();
             rec.v8_unsupported.sort_by_key(|(p, _)| *p);
         }
+        if let Some(labels) = self.go.as_mut().and_then(|g| g.labels.as_mut()) {
+            labels.name(&mut rec.stacks);
+            rec.gos = labels.found().map(|(pid, v)| (pid, v.to_string())).collect();
+            rec.gos.sort_unstable();
+            rec.go_labels_unsupported = labels.unsupported.iter().map(|(&p, why)| (p, why.clone())).collect();
+            rec.go_labels_unsupported.sort_by_key(|(p, _)| *p);
+            rec.go_labels_unread = labels.unread.clone();
+        }
         if let Some(go) = self.go.as_ref() {
             (rec.goroutines, rec.go_snapshots) = go.finish();
             rec.go_unsupported = go.unsupported.iter().map(|(&p, why)| (p, why.clone())).collect();
@@ -210,6 +234,9 @@ impl Runtimes {
         }
         if let Some(v8) = self.v8.as_mut() {
             v8.forget(keep);
+        }
+        if let Some(labels) = self.go.as_mut().and_then(|g| g.labels.as_mut()) {
+            labels.forget(keep);
         }
     }
 

@@ -28,6 +28,7 @@ pub(super) struct Walkers {
     pub python: bool,
     pub ruby: bool,
     pub php: bool,
+    pub go: bool,
     pub java: bool,
     pub v8: bool,
 }
@@ -39,6 +40,7 @@ impl Walkers {
             python: u && opts.python,
             ruby: u && opts.ruby,
             php: u && opts.php,
+            go: u && opts.go_labels,
             java: u && opts.java,
             v8: u && opts.node,
         }
@@ -48,16 +50,18 @@ impl Walkers {
         self.interpreters() || self.java || self.v8
     }
 
-    /// CPython's, Ruby's or PHP's: the walkers that share one place in the
-    /// walk, refused together by some verifiers (src/probe/fallback.rs).
+    /// CPython's, Ruby's, PHP's or Go's: the walkers that share one place
+    /// in the walk, refused together by some verifiers
+    /// (src/probe/fallback.rs).
     pub fn interpreters(&self) -> bool {
-        self.python || self.ruby || self.php
+        self.python || self.ruby || self.php || self.go
     }
 
     pub fn set(&self, ro: &mut types::rodata) {
         ro.python_frames = self.python;
         ro.ruby_frames = self.ruby;
         ro.php_frames = self.php;
+        ro.go_labels = self.go;
         ro.java_frames = self.java;
         ro.v8_frames = self.v8;
     }
@@ -132,7 +136,7 @@ pub(super) struct Joined {
 /// sharing every map of `first` but its read-only configuration (copied)
 /// and [`TWIN_ONLY`]'s, and puts each program in its twin's place. When the
 /// kernel refuses it, tries again without the interpreters' walkers
-/// (CPython, Ruby, PHP: src/probe/fallback.rs), then with tables only;
+/// (CPython, Ruby, PHP, Go: src/probe/fallback.rs), then with tables only;
 /// when it refuses those too, the capture goes on as the first load
 /// records, by frame pointers.
 pub(super) fn join(first: &FgbpfSkel<'static>, paths: &Paths, pending: &Pending) -> Joined {
@@ -141,6 +145,7 @@ pub(super) fn join(first: &FgbpfSkel<'static>, paths: &Paths, pending: &Pending)
         python: false,
         ruby: false,
         php: false,
+        go: false,
         ..all
     };
     let tries = [

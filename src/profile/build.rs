@@ -74,8 +74,9 @@ pub fn from_raw(mut raw: Vec<RawStack>, unit: Unit, symbolizer: &mut Symbolizer)
         // What the stack holds is taken, and freed once it is named.
         let user_ips = std::mem::take(&mut r.user);
         let kernel_ips = std::mem::take(&mut r.kernel);
-        let more = r.more.take().map(|m| *m).unwrap_or_default();
-        let python = more.python;
+        let mut more = r.more.take().map(|m| *m).unwrap_or_default();
+        let python = std::mem::take(&mut more.python);
+        let labels = more.labels.take();
         let spans = std::mem::take(&mut r.spans);
         let waker = r.waker.take();
         let r: &RawStack = r;
@@ -183,6 +184,7 @@ pub fn from_raw(mut raw: Vec<RawStack>, unit: Unit, symbolizer: &mut Symbolizer)
             frames: lists.share(&frames),
             weight: r.weight,
             spans,
+            labels,
         });
     }
     for (t, role) in roles {

@@ -45,6 +45,11 @@ pub fn by_process<'a>(
     let mut per: BTreeMap<u32, InterpWalks> = BTreeMap::new();
     for (r, weight) in raw {
         let Some(version) = versions.get(&r.pid) else { continue };
+        // A stack with no user frames (a thread blocked since before the
+        // capture) was walked neither way: not counted.
+        if r.user.is_empty() && r.py_walk.is_none() {
+            continue;
+        }
         let e = per.entry(r.pid).or_insert_with(|| InterpWalks {
             pid: r.pid,
             process: name_of(r.pid, &r.comm),
@@ -78,10 +83,23 @@ pub struct Lang {
     pub native: &'static str,
     /// Where time was spent that ran none of its code.
     pub outside: &'static str,
+    /// Said of the time whose stack was read whole, cut at the depth
+    /// limit, or cut by a failed read; and of a process not read.
+    pub whole: &'static str,
+    pub cut: &'static str,
+    pub fault: &'static str,
+    pub not_read: &'static str,
+    /// Said of the time before the process was read.
+    pub early: &'static str,
 }
 
 pub const PYTHON: Lang = Lang {
     name: "Python",
+    whole: "with the Python stack read whole",
+    cut: "cut at the 127-frame limit (its outermost Python frames are missing)",
+    fault: "cut by interpreter memory that could not be read",
+    not_read: "Python frames not read",
+    early: "taken before fgbpf was reading the interpreter (native frames only)",
     runtime: "CPython",
     native: "the evaluator's native frames",
     outside: "in threads not running Python (native threads)",
@@ -89,6 +107,11 @@ pub const PYTHON: Lang = Lang {
 
 pub const RUBY: Lang = Lang {
     name: "Ruby",
+    whole: "with the Ruby stack read whole",
+    cut: "cut at the 127-frame limit (its outermost Ruby frames are missing)",
+    fault: "cut by interpreter memory that could not be read",
+    not_read: "Ruby frames not read",
+    early: "taken before fgbpf was reading the interpreter (native frames only)",
     runtime: "Ruby",
     native: "the VM's native frames (rb_vm_exec)",
     outside: "in threads not running Ruby (native threads)",
@@ -96,23 +119,41 @@ pub const RUBY: Lang = Lang {
 
 pub const PHP: Lang = Lang {
     name: "PHP",
+    whole: "with the PHP stack read whole",
+    cut: "cut at the 127-frame limit (its outermost PHP frames are missing)",
+    fault: "cut by interpreter memory that could not be read",
+    not_read: "PHP frames not read",
+    early: "taken before fgbpf was reading the interpreter (native frames only)",
     runtime: "PHP",
     native: "the executor's native frames (execute_ex)",
     outside: "outside PHP code (start-up, between requests)",
 };
 
 /// Lines for the summary and the report.
+/// Go programs: whether their stacks carry the goroutine they ran.
+pub const GO: Lang = Lang {
+    name: "Go",
+    runtime: "Go",
+    native: "their functions without the goroutine",
+    outside: "running no goroutine (the scheduler, threads Go did not start)",
+    whole: "with the goroutine it ran (its id and pprof labels)",
+    cut: "without their goroutine (stacks at the 127-frame limit)",
+    fault: "without their goroutine (its memory could not be read)",
+    not_read: "goroutines not told on its stacks",
+    early: "taken before fgbpf had read the program (without their goroutine)",
+};
+
 pub fn lines(walks: &[InterpWalks], unreadable: &[Unreadable], lang: &Lang) -> Vec<String> {
     let name = lang.name;
     let mut out = Vec::new();
     for p in walks.iter().take(LISTED) {
         let pct = |w: u64| w as f64 * 100.0 / p.total as f64;
-        let mut parts = vec![format!("{:.1}% of its time with the {name} stack read whole", pct(p.whole))];
+        let mut parts = vec![format!("{:.1}% of its time {}", pct(p.whole), lang.whole)];
         for (w, why) in [
             (p.no_thread, lang.outside.to_string()),
-            (p.cut, format!("cut at the 127-frame limit (its outermost {name} frames are missing)")),
-            (p.fault, "cut by interpreter memory that could not be read".to_string()),
-            (p.early, "taken before fgbpf was reading the interpreter (native frames only)".to_string()),
+            (p.cut, lang.cut.to_string()),
+            (p.fault, lang.fault.to_string()),
+            (p.early, lang.early.to_string()),
         ] {
             if w > 0 {
                 parts.push(format!("{:.1}% {why}", pct(w)));
@@ -132,8 +173,9 @@ pub fn lines(walks: &[InterpWalks], unreadable: &[Unreadable], lang: &Lang) -> V
     }
     for (pid, process, why) in unreadable.iter().take(LISTED) {
         out.push(format!(
-            "{name}: pid {pid} ({}): {name} frames not read, {}; its stacks show {}",
+            "{name}: pid {pid} ({}): {}, {}; its stacks show {}",
             sanitize(process),
+            lang.not_read,
             sanitize(why),
             lang.native
         ));
@@ -149,6 +191,7 @@ mod tests {
         RawStack {
             pid,
             comm: "python3".into(),
+            user: vec![0x40_1000].into(),
             py_walk: walk,
             ..Default::default()
         }
@@ -162,6 +205,8 @@ mod tests {
             raw(2, Some(PyWalk::Whole)),
             raw(3, None),
             raw(2, None),
+            // Blocked since before the capture: no user stack, not counted.
+            RawStack { pid: 2, ..Default::default() },
         ];
         let versions = BTreeMap::from([(1, "3.11".to_string()), (2, "3.12".to_string())]);
         let walks = by_process(stacks.iter().map(|r| (r, 10)), &versions, |_, c| c.to_string());

@@ -130,6 +130,7 @@ pub fn wall(on: &Profile, off: &mut Profile, runs: Vec<Ran>) -> Profile {
             frames: [frame].into(),
             weight: *us,
             spans,
+            labels: None,
         });
     }
     // Unresolved leaves: each process's samples at its measured average.
@@ -180,7 +181,7 @@ mod tests {
     fn push(p: &mut Profile, t: Thread, frame: &str, weight: u64, spans: Vec<Span>) {
         let thread = p.intern_thread(t);
         let f = p.intern_frame(Frame::new(frame, FrameKind::User));
-        p.push(Stack {
+        p.push(Stack { labels: None,
             thread: Some(thread),
             frames: vec![f].into(),
             weight,

@@ -10,6 +10,7 @@ pub mod raw;
 pub mod java;
 pub mod node;
 pub mod interp;
+mod labels;
 pub mod time;
 mod thread_index;
 pub mod unwinding;
@@ -224,6 +225,8 @@ pub struct Thread {
 /// A stack's frames, root first.
 pub type Frames = std::sync::Arc<[FrameId]>;
 
+pub use labels::{Labels, GOROUTINE};
+
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Stack {
     /// Index into [`Profile::threads`]; `None` for profiles read from
@@ -237,6 +240,8 @@ pub struct Stack {
     /// When the weight fell, in slices of [`Meta::slice`], adding up to
     /// `weight`; empty when the profile has no time (see [`time`]).
     pub spans: Spans,
+    /// What it ran under (a goroutine and its labels); `None` for most.
+    pub labels: Option<Labels>,
 }
 
 /// Samples or time that the capture could not keep, by cause.
@@ -509,6 +514,7 @@ impl Profile {
                 frames: lists.map(&s.frames, &frames),
                 weight,
                 spans,
+                labels: s.labels.clone(),
             });
         }
     }
@@ -552,6 +558,7 @@ impl Profile {
             a.thread
                 .cmp(&b.thread)
                 .then_with(|| a.frames.cmp(&b.frames))
+                .then_with(|| a.labels.cmp(&b.labels))
         };
         let parallel = self.stacks.len() >= PARALLEL_FROM;
         if parallel {
@@ -560,7 +567,7 @@ impl Profile {
             self.stacks.sort_unstable_by(by_stack);
         }
         self.stacks.dedup_by(|later, kept| {
-            let same = later.thread == kept.thread && later.frames == kept.frames;
+            let same = later.thread == kept.thread && later.frames == kept.frames && later.labels == kept.labels;
             if same {
                 kept.weight += later.weight;
                 time::merge_spans(kept, later);
@@ -572,9 +579,10 @@ impl Profile {
                 .cmp(&a.weight)
                 .then_with(|| a.thread.cmp(&b.thread))
                 .then_with(|| a.frames.cmp(&b.frames))
+                .then_with(|| a.labels.cmp(&b.labels))
         };
-        // The order is total (no two stacks left have the same thread and
-        // frames): an unstable sort gives the same order, without the
+        // The order is total (no two stacks left have the same thread,
+        // frames and labels): an unstable sort gives the same order, without the
         // stable sort's buffer of half the stacks.
         if parallel {
             self.stacks.par_sort_unstable_by(by_weight);

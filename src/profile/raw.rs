@@ -114,6 +114,9 @@ pub struct More {
     /// The Python frames of an interpreter thread, named, leaf first; they
     /// take the place of the evaluator frames of `user` they ran in.
     pub python: Vec<PyFrame>,
+    /// A Go thread's goroutine and its pprof labels (see
+    /// [`super::Stack::labels`]).
+    pub labels: Option<super::Labels>,
 }
 
 impl RawStack {

@@ -109,6 +109,13 @@ pub struct Unwinding {
     /// Go programs whose goroutines could not be read: (pid, process,
     /// why).
     pub go_unreadable: Vec<(u32, String, String)>,
+    /// Go programs, by whether their stacks carry their goroutine; those
+    /// whose do not, or whose pprof labels are not read; and (pid,
+    /// process, weight, of all) of the stacks whose labels could not be
+    /// read.
+    pub go: Vec<super::interp::InterpWalks>,
+    pub go_labels_unreadable: Vec<super::interp::Unreadable>,
+    pub go_labels_unread: Vec<(u32, String, u64, u64)>,
     /// PHP processes, the same.
     pub php: Vec<super::interp::InterpWalks>,
     pub php_unreadable: Vec<super::interp::Unreadable>,
@@ -240,6 +247,14 @@ impl Unwinding {
         out.extend(self.node.lines());
         for (pid, process, why) in &self.go_unreadable {
             out.push(format!("goroutines of {} (pid {pid}) not read: {why}", super::names::printable(process)));
+        }
+        out.extend(super::interp::lines(&self.go, &self.go_labels_unreadable, &super::interp::GO));
+        for (pid, process, unread, all) in &self.go_labels_unread {
+            let pct = *unread as f64 * 100.0 / (*all).max(1) as f64;
+            out.push(format!(
+                "Go: pid {pid} ({}): the pprof labels of {pct:.1}% of its time not read: freed before fgbpf read them (labels made and dropped within milliseconds)",
+                super::names::printable(process)
+            ));
         }
         out
     }

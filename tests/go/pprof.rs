@@ -202,3 +202,88 @@ cycles/second=2596125417
 #\t0x43af31\truntime.main+0x211\t/usr/lib/go-1.19/src/runtime/proc.go:250
 
 ";
+
+/// One sample of a pprof protobuf profile, as `go tool pprof -raw`
+/// prints it: its count, its functions leaf first, and its labels.
+#[derive(Debug, Default)]
+pub struct RawSample {
+    pub count: u64,
+    pub funcs: Vec<String>,
+    pub labels: Vec<(String, String)>,
+}
+
+/// Reads a `.pb.gz` profile with Go's own reader (`go tool pprof -raw`),
+/// whose text has a `Samples:` section (a line `COUNT [VALUES...]: LOC
+/// LOC ...` then lines of `key:[value]` labels) and a `Locations`
+/// section (`ID: 0xADDR M=N FUNC FILE:LINE s=0`, and a line per inlined
+/// function).
+pub fn raw_samples(text: &str) -> Vec<RawSample> {
+    let mut samples: Vec<(RawSample, Vec<u64>)> = Vec::new();
+    let mut locations: std::collections::HashMap<u64, Vec<String>> = Default::default();
+    let mut section = "";
+    let mut last_location = None;
+    for line in text.lines() {
+        match line.trim() {
+            "Samples:" | "Locations" | "Mappings" => {
+                section = line.trim();
+                continue;
+            }
+            _ => {}
+        }
+        match section {
+            "Samples:" => {
+                let t = line.trim();
+                if let Some((values, locs)) = t.split_once(": ").filter(|(v, _)| v.split_whitespace().all(|n| n.parse::<u64>().is_ok())) {
+                    let count = values.split_whitespace().next().and_then(|n| n.parse().ok()).unwrap_or(0);
+                    let locs = locs.split_whitespace().filter_map(|l| l.parse().ok()).collect();
+                    samples.push((RawSample { count, ..Default::default() }, locs));
+                } else if let Some((s, _)) = samples.last_mut() {
+                    // `key:[value]` pairs; a value may hold spaces only
+                    // inside its brackets.
+                    let mut rest = t;
+                    while let Some((key, after)) = rest.split_once(":[") {
+                        let Some((value, more)) = after.split_once(']') else { break };
+                        s.labels.push((key.trim().to_string(), value.to_string()));
+                        rest = more;
+                    }
+                }
+            }
+            "Locations" => {
+                let t = line.trim();
+                if let Some((id, rest)) = t.split_once(": ").filter(|(id, _)| id.parse::<u64>().is_ok()) {
+                    // `0xADDR M=N FUNC FILE:LINE s=0`
+                    let func = rest.split_whitespace().nth(2).unwrap_or_default().to_string();
+                    let id = id.parse().unwrap_or(0);
+                    locations.entry(id).or_default().push(func);
+                    last_location = Some(id);
+                } else if let Some(id) = last_location {
+                    // An inlined function of the same location, its caller
+                    // after it.
+                    if let Some(func) = t.split_whitespace().next() {
+                        locations.entry(id).or_default().push(func.to_string());
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    samples
+        .into_iter()
+        .map(|(mut s, locs)| {
+            s.funcs = locs.iter().flat_map(|l| locations.get(l).cloned().unwrap_or_default()).collect();
+            s
+        })
+        .collect()
+}
+
+#[test]
+fn raw_samples_read_go_tool_pprof_s_text() {
+    let text = "PeriodType: cpu nanoseconds\nSamples:\nsamples/count cpu/nanoseconds\n        197 1999999980: 1 2 \n                process:[labels] route:[/api] thread:[labels]\n                goroutine:[18] pid:[7470] tid:[7470]\n          2   20202020: 3 \nLocations\n     1: 0x0 M=1 main.burn :0 s=0\n     2: 0x4a1 M=1 main.main.func1 /x.go:3 s=0\n             runtime/pprof.Do /y.go:4 s=0\n     3: 0x0 M=1 runtime.retake :0 s=0\nMappings\n1: 0x0/0x0/0x0   \n";
+    let s = raw_samples(text);
+    assert_eq!(s.len(), 2);
+    assert_eq!(s[0].count, 197);
+    assert_eq!(s[0].funcs, ["main.burn", "main.main.func1", "runtime/pprof.Do"]);
+    assert!(s[0].labels.contains(&("route".into(), "/api".into())));
+    assert!(s[0].labels.contains(&("goroutine".into(), "18".into())));
+    assert_eq!((s[1].count, s[1].funcs.as_slice(), s[1].labels.len()), (2, &["runtime.retake".to_string()][..], 0));
+}

@@ -253,6 +253,7 @@ pub fn parse_timed(
             frames: lists.share(&list),
             weight: count,
             spans,
+            labels: None,
         });
     }
     profile.coalesce();

@@ -53,7 +53,7 @@ fn hostile_names_cannot_leave_the_data() {
         name: HOSTILE.into(),
     });
     let f = p.intern_frame(Frame::new("<b>x</b>\u{2029}&amp;", FrameKind::User));
-    p.push(Stack {
+    p.push(Stack { labels: None,
         thread: Some(t),
         frames: vec![f].into(),
         weight: 5,
@@ -104,7 +104,7 @@ fn the_cap_keeps_the_heaviest_and_reports_the_rest() {
     let t = thread(&mut p, 1, "main");
     for i in 1..=10u64 {
         let f = p.intern_frame(Frame::new(format!("f{i}"), FrameKind::User));
-        p.push(Stack {
+        p.push(Stack { labels: None,
             thread: Some(t),
             frames: vec![f].into(),
             weight: i * 10,
@@ -149,13 +149,13 @@ fn spans_are_embedded_as_the_profile_has_them() {
     let a = p.intern_frame(Frame::new("a", FrameKind::User));
     let k = p.intern_frame(Frame::new("read", FrameKind::Kernel));
     let spans = vec![Span::at(0, 3), Span { first: 5, last: 9, weight: 11 }, Span::at(40, 1)];
-    p.push(Stack {
+    p.push(Stack { labels: None,
         thread: Some(t),
         frames: vec![a, k].into(),
         weight: 15,
         spans: spans.clone().into(),
     });
-    p.push(Stack {
+    p.push(Stack { labels: None,
         thread: None,
         frames: vec![a].into(),
         weight: 2,
@@ -250,7 +250,7 @@ fn two_hundred_thousand_stacks() {
         let spans: crate::profile::Spans = (0..3).map(|_| Span::at((next() % 600) as u32, 1 + next() % 5)).collect();
         let mut spans = spans;
         crate::profile::time::normalize(&mut spans);
-        p.push(Stack {
+        p.push(Stack { labels: None,
             thread: Some(threads[(next() % 10) as usize]),
             frames: frames.into(),
             weight: spans.iter().map(|s| s.weight).sum(),

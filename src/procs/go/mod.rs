@@ -6,14 +6,15 @@
 //! symbol table that locates `runtime.allgs` nor the DWARF that lays out
 //! `runtime.g`: its goroutines are not read, and the capture says why.
 
+mod dwarf;
 pub mod goroutines;
+pub mod labels;
 
-use std::borrow::Cow;
 use std::fs::File;
 
 use object::{Object, ObjectSection, ObjectSymbol};
 
-use crate::procs::elf::{load_bias, section_bytes};
+use crate::procs::elf::load_bias;
 
 /// Where a Go runtime keeps its goroutines in one process, and how one
 /// is laid out.
@@ -27,6 +28,37 @@ pub struct Runtime {
     pub reasons: u64,
     pub reasons_len: u32,
     pub layout: Layout,
+    /// What tells the goroutine a thread runs, for the BPF walker; why
+    /// not, for a binary whose runtime fgbpf does not know.
+    pub running: Result<Running, String>,
+}
+
+/// Where a thread's goroutine and its labels are.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Running {
+    /// g's offset from the thread pointer (fsbase).
+    pub tls_g: i64,
+    /// Offsets of `runtime.g`'s m, goid and labels, and `runtime.m`'s curg.
+    pub g_m: u16,
+    pub g_goid: u16,
+    pub g_labels: u16,
+    pub m_curg: u16,
+    /// How pprof's labels are kept; `Ok(None)` when the program has no
+    /// runtime/pprof (no goroutine has labels).
+    pub labels: Result<Option<LabelMap>, String>,
+}
+
+/// Offsets into a `map[string]string`: its `runtime.hmap` and buckets.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LabelMap {
+    pub count: u16,
+    pub log2_buckets: u16,
+    pub buckets: u16,
+    pub old_buckets: u16,
+    pub top_hash: u16,
+    pub keys: u16,
+    pub values: u16,
+    pub overflow: u16,
 }
 
 /// Offsets into `runtime.g` (and its `stack` and `sched`).
@@ -74,7 +106,7 @@ pub fn find(file: &File, start: u64, offset: u64) -> Result<Option<Runtime>, Str
         );
     };
     let (reasons, reasons_size) = symbol("runtime.waitReasonStrings").unwrap_or((0, 0));
-    let layout = layout_from_dwarf(&obj)?;
+    let found = dwarf::read(&obj, tls_g(&data, &obj))?;
     let Some(bias) = load_bias(&data, start, offset) else {
         return Err("its load address could not be worked out".into());
     };
@@ -84,8 +116,27 @@ pub fn find(file: &File, start: u64, offset: u64) -> Result<Option<Runtime>, Str
         allgs: allgs.wrapping_add(bias),
         reasons: if reasons == 0 { 0 } else { reasons.wrapping_add(bias) },
         reasons_len: (reasons_size / 16).min(256) as u32,
-        layout,
+        layout: found.layout,
+        running: found.running,
     }))
+}
+
+/// Where g is in a thread's TLS, from the thread pointer: a program
+/// linked with a C library keeps it in its TLS block (`runtime.tlsg`, in
+/// the executable's block, which ends at the thread pointer on x86-64);
+/// one linked by Go alone has no TLS segment and keeps it at -8, where
+/// the runtime's settls put the thread pointer.
+fn tls_g(data: &[u8], obj: &object::File<'_>) -> i64 {
+    use object::read::elf::{ElfFile64, ProgramHeader};
+    let Ok(elf) = ElfFile64::<object::Endianness>::parse(data) else { return -8 };
+    let e = elf.endian();
+    let Some(tls) = elf.elf_program_headers().iter().find(|p| p.p_type(e) == object::elf::PT_TLS) else {
+        return -8;
+    };
+    let Some(tlsg) = obj.symbols().find(|s| s.name() == Ok("runtime.tlsg")) else { return -8 };
+    let align = tls.p_align(e).max(1);
+    let size = tls.p_memsz(e).div_ceil(align) * align;
+    tlsg.address() as i64 - size as i64
 }
 
 /// The Go version, from the build information the linker writes
@@ -113,147 +164,6 @@ fn uvarint(bytes: &[u8]) -> Option<(u64, usize)> {
         }
     }
     None
-}
-
-/// A DWARF section's bytes, inflated (empty when missing or unreadable).
-fn dwarf_section<'a>(obj: &object::File<'a>, name: &str) -> Cow<'a, [u8]> {
-    obj.section_by_name(name).and_then(|s| section_bytes(&s)).unwrap_or(Cow::Borrowed(&[]))
-}
-
-/// `runtime.g`'s layout from the binary's DWARF.
-fn layout_from_dwarf(obj: &object::File<'_>) -> Result<Layout, String> {
-    let sections = gimli::DwarfSections::load(|id| Ok::<_, gimli::Error>(dwarf_section(obj, id.name())))
-        .map_err(|e| format!("its DWARF could not be read: {e}"))?;
-    let dwarf = sections.borrow(|s| gimli::EndianSlice::new(s, gimli::LittleEndian));
-    let mut structs = Structs::default();
-    let mut units = dwarf.units();
-    while let Ok(Some(header)) = units.next() {
-        let Ok(unit) = dwarf.unit(header) else { continue };
-        // The runtime's types are in a unit of the runtime's (Go's linker
-        // writes its functions and its types in two).
-        let is_runtime = unit.name.is_some_and(|n| n.slice() == b"runtime");
-        if !is_runtime {
-            continue;
-        }
-        structs.read(&dwarf, &unit);
-        if !structs.g.is_empty() && !structs.gobuf.is_empty() && !structs.stack.is_empty() {
-            break;
-        }
-    }
-    if structs.g.is_empty() {
-        return Err(
-            "the binary has no DWARF describing runtime.g (built with -ldflags=-w or stripped): its goroutines cannot be read"
-                .into(),
-        );
-    }
-    let g = |f: &str| structs.g.iter().find(|(n, _)| n == f).map(|&(_, o)| o);
-    let of = |fields: &[(String, u64)], f: &str| fields.iter().find(|(n, _)| n == f).map(|&(_, o)| o);
-    let need = |what: &str, v: Option<u64>| v.ok_or_else(|| format!("its runtime.g has no {what} (a Go version fgbpf does not read)"));
-    let stack = need("stack", g("stack"))?;
-    let sched = need("sched", g("sched"))?;
-    let fields = [
-        ("stack.lo", stack + need("stack.lo", of(&structs.stack, "lo"))?),
-        ("stack.hi", stack + need("stack.hi", of(&structs.stack, "hi"))?),
-        ("sched.sp", sched + need("sched.sp", of(&structs.gobuf, "sp"))?),
-        ("sched.pc", sched + need("sched.pc", of(&structs.gobuf, "pc"))?),
-        ("sched.bp", sched + need("sched.bp", of(&structs.gobuf, "bp"))?),
-        ("syscallpc", need("syscallpc", g("syscallpc"))?),
-        ("atomicstatus", need("atomicstatus", g("atomicstatus"))?),
-        ("goid", need("goid", g("goid"))?),
-        ("waitreason", need("waitreason", g("waitreason"))?),
-        ("startpc", need("startpc", g("startpc"))?),
-    ];
-    let max = fields.iter().map(|&(_, o)| o).max().unwrap_or(0) + 8;
-    if max > 4096 {
-        return Err("its runtime.g is laid out beyond 4 KB (DWARF not trusted)".into());
-    }
-    let o = |i: usize| fields[i].1 as u16;
-    Ok(Layout {
-        stack_lo: o(0),
-        stack_hi: o(1),
-        sched_sp: o(2),
-        sched_pc: o(3),
-        sched_bp: o(4),
-        syscall_pc: o(5),
-        status: o(6),
-        goid: o(7),
-        wait_reason: o(8),
-        start_pc: o(9),
-        size: max as u16,
-    })
-}
-
-/// The members (name, offset) of the runtime structures read.
-#[derive(Default)]
-struct Structs {
-    g: Vec<(String, u64)>,
-    gobuf: Vec<(String, u64)>,
-    stack: Vec<(String, u64)>,
-}
-
-type Slice<'a> = gimli::EndianSlice<'a, gimli::LittleEndian>;
-
-impl Structs {
-    fn read(&mut self, dwarf: &gimli::Dwarf<Slice<'_>>, unit: &gimli::Unit<Slice<'_>>) {
-        let mut entries = unit.entries();
-        // Members of the structure being read, if it is one wanted.
-        let mut current: Option<&'static str> = None;
-        let mut struct_depth = 0isize;
-        while let Ok(Some(entry)) = entries.next_dfs() {
-            let depth = entry.depth();
-            if current.is_some() && depth <= struct_depth {
-                current = None;
-            }
-            match entry.tag() {
-                gimli::DW_TAG_structure_type => {
-                    let name = name_of(dwarf, unit, entry);
-                    current = match name.as_deref() {
-                        Some("runtime.g") if self.g.is_empty() => Some("g"),
-                        Some("runtime.gobuf") if self.gobuf.is_empty() => Some("gobuf"),
-                        Some("runtime.stack") if self.stack.is_empty() => Some("stack"),
-                        _ => None,
-                    };
-                    struct_depth = depth;
-                }
-                gimli::DW_TAG_member if current.is_some() && depth == struct_depth + 1 => {
-                    let (Some(name), Some(offset)) = (name_of(dwarf, unit, entry), member_offset(entry)) else {
-                        continue;
-                    };
-                    let into = match current {
-                        Some("g") => &mut self.g,
-                        Some("gobuf") => &mut self.gobuf,
-                        _ => &mut self.stack,
-                    };
-                    if into.len() < 512 {
-                        into.push((name, offset));
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
-}
-
-fn name_of(
-    dwarf: &gimli::Dwarf<Slice<'_>>,
-    unit: &gimli::Unit<Slice<'_>>,
-    entry: &gimli::DebuggingInformationEntry<Slice<'_>>,
-) -> Option<String> {
-    let attr = entry.attr_value(gimli::DW_AT_name)?;
-    let s = dwarf.attr_string(unit, attr).ok()?;
-    (s.len() <= 256).then(|| String::from_utf8_lossy(s.slice()).into_owned())
-}
-
-fn member_offset(entry: &gimli::DebuggingInformationEntry<Slice<'_>>) -> Option<u64> {
-    match entry.attr_value(gimli::DW_AT_data_member_location)? {
-        gimli::AttributeValue::Udata(v) => Some(v),
-        gimli::AttributeValue::Data1(v) => Some(u64::from(v)),
-        gimli::AttributeValue::Data2(v) => Some(u64::from(v)),
-        gimli::AttributeValue::Data4(v) => Some(u64::from(v)),
-        gimli::AttributeValue::Data8(v) => Some(v),
-        gimli::AttributeValue::Sdata(v) => u64::try_from(v).ok(),
-        _ => None,
-    }
 }
 
 #[cfg(test)]

@@ -28,7 +28,7 @@ fn sample() -> Profile {
     let nap = f(&mut p, "nanosleep", FrameKind::User);
     let sched = f(&mut p, "do_nanosleep", FrameKind::Kernel);
     let sleeping = f(&mut p, "[sleeping]", FrameKind::Pseudo);
-    let stack = |thread, frames: Vec<u32>, spans: Vec<Span>| Stack {
+    let stack = |thread, frames: Vec<u32>, spans: Vec<Span>| Stack { labels: None,
         thread: Some(thread),
         frames: frames.into(),
         weight: spans.iter().map(|s| s.weight).sum(),
