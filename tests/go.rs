@@ -482,6 +482,13 @@ fn go_stacks_are_walked_whole_with_its_debug_frame() {
         !report.lines().any(|l| l.contains(&cut) && l.contains("cut short")),
         "walks of the Go process cut short:\n{report}"
     );
+    // This program is linked with the C library (net uses cgo): g is in
+    // its TLS block, and its threads' stacks carry their goroutine too.
+    let go = format!("Go: pid {pid} (");
+    assert!(
+        stderr.lines().any(|l| l.contains(&go) && !l.contains(" 0.0% of its time with the goroutine") && l.contains("with the goroutine it ran")),
+        "{stderr}"
+    );
 }
 
 #[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]

@@ -288,3 +288,51 @@ fn a_rust_binary_built_by_cargo_is_walked_to_its_roots() {
     let got = rooted(&stacks);
     assert!(got >= 95.0, "{got:.1}% of fgbpf's own samples walked to their thread's root");
 }
+
+/// A signal handler's samples keep the code the signal interrupted: the
+/// walker follows the kernel's signal frame (glibc's `__restore_rt`,
+/// marked by its CFI), as perf's DWARF unwinder does on the same process
+/// at the same time.
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+#[test]
+fn plain_gcc_signal_handler_keeps_the_code_it_interrupted() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let child = start(&plain_workload("plain"), &["signal", "60"]);
+    let pid = child.id().to_string();
+    let perf_data = out_dir("perf_signal").with_extension("data");
+    let perf = Command::new("perf")
+        .args(["record", "-q", "-e", "cpu-clock", "-F", "499", "--call-graph", "dwarf", "-p", &pid, "-o"])
+        .arg(&perf_data)
+        .args(["--", "sleep", "4"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("perf is installed (scripts/test.sh installs linux-perf)");
+    let (dir, summary) = capture("oncpu", child.id(), "4", "signal_fgbpf");
+    let perf_out = perf.wait_with_output().unwrap();
+    drop(child);
+    assert!(perf_out.status.success(), "perf record: {}", String::from_utf8_lossy(&perf_out.stderr));
+    let script = Command::new("perf").args(["script", "-F", "ip,sym", "-i"]).arg(&perf_data).output().unwrap();
+    // perf's stacks are leaf first.
+    let theirs: Vec<Vec<String>> =
+        perf_samples(&String::from_utf8_lossy(&script.stdout)).into_iter().filter(|s| s.iter().any(|f| f == "in_handler")).collect();
+    let theirs_whole = theirs.iter().filter(|s| s.iter().any(|f| f == "interrupted") && s.iter().any(|f| f == "main")).count();
+    let stacks = read_folded(&dir.join("oncpu.folded"));
+    let handler: Vec<&(Vec<String>, u64)> = stacks.iter().filter(|(f, _)| f.iter().any(|x| x == "in_handler")).collect();
+    let all: u64 = handler.iter().map(|(_, w)| w).sum();
+    // Root first: main, the interrupted code, the signal frame, the handler.
+    let whole = weight_in_order_by(&stacks, &["main", "[signal]", "in_handler"], |f, w| f == w);
+    let from_loop = weight_in_order_by(&stacks, &["main", "interrupted", "[signal]", "in_handler"], |f, w| f == w);
+    eprintln!(
+        "fgbpf: {whole} of {all} handler samples under main and [signal] ({from_loop} under interrupted); perf --call-graph dwarf: {theirs_whole} of {} under interrupted and main",
+        theirs.len()
+    );
+    assert!(all >= 30 && theirs.len() >= 30, "too few samples in the handler: fgbpf {all}, perf {}\n{summary}", theirs.len());
+    assert!(whole * 100 >= all * 95, "{whole} of {all} handler samples reach main through the signal frame:\n{handler:?}");
+    assert!(from_loop * 100 >= all * 80, "{from_loop} of {all} handler samples interrupted `interrupted`:\n{handler:?}");
+    assert!(theirs_whole * 100 >= theirs.len() * 95, "perf: {theirs_whole} of {}", theirs.len());
+    assert!(!summary.contains("cut short"), "{summary}");
+}

@@ -218,7 +218,20 @@ enum fg_cfa_type {
 	FG_CFA_PLT = 3,        /* CFA = rsp + cfa_off + ((rip & 15) >= 11 ? 8 : 0) */
 	FG_CFA_END = 4,        /* the outermost frame: return address undefined */
 	FG_CFA_UNSUPPORTED = 5, /* a rule the walker cannot follow: stop, counted */
+	/* A signal's return trampoline (glibc's __restore_rt, Go's
+	 * runtime.sigreturn, marked from 1 byte before it: a return address
+	 * is looked up at itself - 1): the kernel's signal frame is at rsp,
+	 * its saved registers are the interrupted frame's. */
+	FG_CFA_SIGNAL = 6,
 };
+
+/* x86-64's rt_sigframe, as the trampoline finds it (its return address,
+ * pretcode, popped): the ucontext at rsp, its mcontext (struct
+ * sigcontext) 40 bytes in, and in that the interrupted rbp, rsp, rip. */
+#define FG_SIGCONTEXT 40
+#define FG_SIGCONTEXT_RBP 80
+#define FG_SIGCONTEXT_RSP 120
+#define FG_SIGCONTEXT_RIP 128
 
 enum fg_rbp_type {
 	FG_RBP_SAME = 0,       /* rbp keeps the caller's value */
@@ -415,7 +428,14 @@ struct fg_go_proc {
 enum fg_runtime {
 	FG_RT_HOTSPOT = 0,
 	FG_RT_V8 = 1,
+	/* Frames of no runtime's code: FG_SIGNAL_WORD. */
+	FG_RT_NATIVE = 2,
 };
+
+/* The kernel's signal frame, in place of the signal return trampoline's
+ * pc (FG_CFA_SIGNAL): a signal handler's frames above it, the code the
+ * signal interrupted below. */
+#define FG_SIGNAL_WORD (FG_RT_TAG | ((__u64)FG_RT_NATIVE << FG_RT_SHIFT))
 
 /* HotSpot frame words (kind, payload):
  * COMPILED: bits 0-21 the segment index of the nmethod's heap block

@@ -148,6 +148,26 @@ static __always_inline long walk_frame(struct walk_ref *ref, const bool by_pid)
 	case FG_CFA_END:
 		w->end = WALK_DONE;
 		return 1;
+	case FG_CFA_SIGNAL: {
+		/* The frame a signal interrupted. Its pc is where it was, not
+		 * a return address: kept one byte on, so that the lookup here
+		 * and user space's naming, which take a caller's pc a byte
+		 * back to its call, find the instruction itself (a signal can
+		 * land on a function's first byte). */
+		__u64 ctx = w->sp + FG_SIGCONTEXT, ip, sp, bp;
+
+		if (stack_read(w, ctx + FG_SIGCONTEXT_RIP, &ip, by_pid) ||
+		    stack_read(w, ctx + FG_SIGCONTEXT_RSP, &sp, by_pid) ||
+		    stack_read(w, ctx + FG_SIGCONTEXT_RBP, &bp, by_pid)) {
+			w->end = WALK_FAULT;
+			return 1;
+		}
+		put_word(ref->buf, n, FG_SIGNAL_WORD);
+		w->ip = ip ? ip + 1 : 0;
+		w->sp = sp;
+		w->bp = bp;
+		goto next;
+	}
 	default:
 		w->end = WALK_UNSUPPORTED;
 		return 1;

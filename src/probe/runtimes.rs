@@ -22,7 +22,14 @@ use super::unwind;
 use super::v8::V8;
 use crate::procs::maps::{self, MapsLine};
 use crate::profile::RawStack;
-use crate::symbolize::{is_runtime_word, Named, RuntimeNames, UnresolvedReason};
+use crate::symbolize::{is_runtime_word, Named, RuntimeNames, SymKind, UnresolvedReason};
+
+/// FG_RT_NATIVE of src/bpf/fgbpf.h: frame words of no runtime's code.
+const SIGNAL_RUNTIME: u64 = 2;
+
+/// A signal frame's name: a handler's frames above it, the code the
+/// signal interrupted below.
+pub const SIGNAL_FRAME: &str = "[signal]";
 
 pub(super) struct Runtimes {
     pub python: Option<Python>,
@@ -201,6 +208,11 @@ impl Runtimes {
             rec.v8_unsupported = v8.unsupported.iter().map(|(&p, u)| (p, u.clone())).collect();
             rec.v8_unsupported.sort_by_key(|(p, _)| *p);
         }
+        // The kernel's signal frames the walker followed (FG_SIGNAL_WORD).
+        let (signals, _) = name_words(&rec.stacks, SIGNAL_RUNTIME, |_, _| {
+            (Named::known(vec![(SIGNAL_FRAME.to_string(), SymKind::User)]), None)
+        });
+        rec.runtime_names.extend(signals);
         if let Some(labels) = self.go.as_mut().and_then(|g| g.labels.as_mut()) {
             labels.name(&mut rec.stacks);
             rec.gos = labels.found().map(|(pid, v)| (pid, v.to_string())).collect();

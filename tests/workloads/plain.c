@@ -10,9 +10,15 @@
  *          every 20 ms by `writer` from notify_reader;
  *   wakeups  waits' three threads, plus `waiter` blocked on a condition
  *          variable in wait_for_work, signalled every 30 ms by `releaser`
- *          from release_worker. */
+ *          from release_worker;
+ *   signal `interrupted` loops under main while a profiling timer's
+ *          signal every 4 ms of its CPU runs `on_tick`, which spins about
+ *          1 ms in `in_handler`: a share of the time in a signal handler,
+ *          on the stack whose frame the kernel's signal frame interrupted. */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <signal.h>
+#include <sys/time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -62,6 +68,16 @@ LEVEL(4, level5)
 LEVEL(3, level4)
 LEVEL(2, level3)
 LEVEL(1, level2)
+
+__attribute__((noinline)) void in_handler(void) { spin(300000); sink++; }
+
+static void on_tick(int sig)
+{
+	(void)sig;
+	in_handler();
+}
+
+__attribute__((noinline)) void interrupted(void) { spin(1000); sink++; }
 
 static int pipefd[2];
 
@@ -171,6 +187,12 @@ int main(int argc, char **argv)
 			if (twice)
 				work_twenty(k);
 		}
+	} else if (!strcmp(mode, "signal")) {
+		struct itimerval every = { { 0, 4000 }, { 0, 4000 } };
+		signal(SIGPROF, on_tick);
+		setitimer(ITIMER_PROF, &every, NULL);
+		while (now() < until)
+			interrupted();
 	} else if (!strcmp(mode, "deep")) {
 		while (now() < until)
 			level1();

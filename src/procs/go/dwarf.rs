@@ -200,10 +200,11 @@ impl Structs {
                         into.push((name, offset));
                     }
                 }
-                gimli::DW_TAG_typedef if self.label_map.is_none() => {
-                    if name_of(dwarf, unit, entry).as_deref() == Some("runtime/pprof.labelMap") {
-                        self.label_map = Some(type_name(dwarf, unit, entry).unwrap_or_default());
-                    }
+                gimli::DW_TAG_typedef
+                    if self.label_map.is_none()
+                        && name_of(dwarf, unit, entry).as_deref() == Some("runtime/pprof.labelMap") =>
+                {
+                    self.label_map = Some(type_name(dwarf, unit, entry).unwrap_or_default());
                 }
                 _ => {}
             }

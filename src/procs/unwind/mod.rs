@@ -99,6 +99,9 @@ pub enum CfaType {
     End = 4,
     /// A rule the walker cannot follow: stop, counted.
     Unsupported = 5,
+    /// A signal's return trampoline: the interrupted frame's registers
+    /// are in the kernel's signal frame at rsp.
+    Signal = 6,
 }
 
 /// Where the caller's rbp is; `enum fg_rbp_type`.
@@ -122,6 +125,7 @@ impl CfaType {
             3 => Self::Plt,
             4 => Self::End,
             5 => Self::Unsupported,
+            6 => Self::Signal,
             _ => return None,
         })
     }
@@ -197,6 +201,8 @@ pub struct Stats {
     pub plt_expanded: usize,
     /// END rows (return address undefined).
     pub end: usize,
+    /// Signal trampolines' rows (the signal frame's registers followed).
+    pub signal: usize,
     /// Rows with an unsupported CFA rule. Of the rows before the final
     /// merge, `unsupported_ra` had the return address elsewhere than CFA - 8
     /// (checked first), `unsupported_expr` a CFA expression other than the
@@ -337,6 +343,7 @@ pub fn compile(data: &[u8]) -> Result<Table, Error> {
         if file.section_by_name(".gopclntab").is_some() {
             go_outermost(&file, &mut table);
         }
+        signal_trampolines(&file, &mut table);
         Ok(table)
     } else {
         Err(Error::NoUnwindInfo)
@@ -367,14 +374,34 @@ fn go_outermost<'a>(file: &impl object::Object<'a>, table: &mut Table) {
         let Ok(name) = sym.name() else { continue };
         let name = name.strip_suffix(".abi0").unwrap_or(name);
         if sym.size() > 0 && GO_OUTERMOST.contains(&name) {
-            mark_end(table, sym.address(), sym.address() + sym.size());
+            mark(table, sym.address(), sym.address() + sym.size(), CfaType::End);
+            table.stats.end += 1;
         }
     }
 }
 
-/// Makes [start, end) (ELF virtual addresses) one END row, the rows after
-/// it unchanged.
-fn mark_end(table: &mut Table, start: u64, end: u64) {
+/// The signal return trampolines whose CFI does not say so (Go's, which
+/// its runtime gives the kernel as sa_restorer when no C library does):
+/// SIGNAL rows from a byte before them, where a return address to them
+/// is looked up. Those of `.eh_frame` (glibc's `__restore_rt`) are marked
+/// by their CFI's `S` augmentation ([`rows`]).
+const SIGNAL_TRAMPOLINES: [&str; 2] = ["runtime.sigreturn", "runtime.sigreturn__sigaction"];
+
+fn signal_trampolines<'a>(file: &impl object::Object<'a>, table: &mut Table) {
+    use object::ObjectSymbol;
+    for sym in file.symbols() {
+        let Ok(name) = sym.name() else { continue };
+        let name = name.strip_suffix(".abi0").unwrap_or(name);
+        if sym.size() > 0 && sym.address() > 0 && SIGNAL_TRAMPOLINES.contains(&name) {
+            mark(table, sym.address() - 1, sym.address() + sym.size(), CfaType::Signal);
+            table.stats.signal += 1;
+        }
+    }
+}
+
+/// Makes [start, end) (ELF virtual addresses) one row of `cfa_type`, the
+/// rows after it unchanged.
+fn mark(table: &mut Table, start: u64, end: u64, cfa_type: CfaType) {
     let (Some(from), Some(to)) = (
         start.checked_sub(table.base).and_then(|o| u32::try_from(o).ok()),
         end.checked_sub(table.base).and_then(|o| u32::try_from(o).ok()),
@@ -386,7 +413,7 @@ fn mark_end(table: &mut Table, start: u64, end: u64) {
     let hi = table.rows.partition_point(|r| r.pc < to);
     let mut put = vec![Row {
         pc: from,
-        cfa_type: CfaType::End as u8,
+        cfa_type: cfa_type as u8,
         ..Row::default()
     }];
     if table.rows.get(hi).is_none_or(|r| r.pc != to) {
@@ -396,7 +423,6 @@ fn mark_end(table: &mut Table, start: u64, end: u64) {
         });
     }
     table.rows.splice(lo..hi, put);
-    table.stats.end += 1;
     table.stats.rows = table.rows.len();
 }
 

@@ -232,6 +232,24 @@ where
             continue;
         }
         let first = segs.len();
+        // A signal's return trampoline (glibc's __restore_rt, `S` in its
+        // CIE): its rules are expressions on the signal frame, which the
+        // walker reads itself. glibc's FDE starts a byte before it, where
+        // a return address to it is looked up.
+        if fde.is_signal_trampoline() {
+            segs.push(Seg {
+                start,
+                end,
+                rule: Rule::only(CfaType::Signal),
+            });
+            fdes.push(Fde {
+                start,
+                end,
+                first,
+                len: 1,
+            });
+            continue;
+        }
         let ok = (|| -> gimli::Result<()> {
             let mut table = fde.rows(section, bases, &mut ctx)?;
             while let Some(row) = table.next_row()? {
@@ -346,6 +364,7 @@ where
             CfaType::None => stats.gaps += 1,
             CfaType::Plt => stats.plt += 1,
             CfaType::End => stats.end += 1,
+            CfaType::Signal => stats.signal += 1,
             CfaType::Unsupported => stats.cfa_unsupported += 1,
             CfaType::Rsp | CfaType::Rbp => {}
         }
