@@ -3,8 +3,11 @@ costs fgbpf. `tests/workloads/go/many.go N` parks N goroutines (built with
 Debian's `go build`, no flags); `fgbpf offcpu -p PID -d 10` on it with the
 goroutine view and with `--no-go`, each round; the difference in fgbpf's
 own CPU (user + system, from its summary) over the reads its report says
-it made is the cost of a read. Also: `scripts/bench.sh --only go`, or run
-alone: `python3 scripts/bench/go_cost.py` (as root)."""
+it made is the cost of a read. Then what telling each sample's goroutine
+costs the BPF walker: `tests/workloads/go/labels.go` (two busy goroutines,
+one under pprof labels) sampled whole-system at 999 Hz, with and without
+`--no-go`. Also: `scripts/bench.sh --only go`, or run alone: `python3
+scripts/bench/go_cost.py` (as root)."""
 
 import os
 import re
@@ -15,7 +18,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from measures import log  # noqa: E402
+from measures import log, sampler_run  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 FGBPF = ROOT / "target" / "release" / "fgbpf"
@@ -23,11 +26,35 @@ SECONDS = 10
 SIZES = [1_000, 10_000, 100_000]
 
 
-def build(tmp):
-    out = Path(tmp) / "many"
+HZ = 999
+SAMPLE_SECONDS = 5
+
+
+def build(tmp, name="many"):
+    out = Path(tmp) / name
     env = dict(os.environ, GOCACHE=str(Path(tmp) / "gocache"), GO111MODULE="off", GOFLAGS="")
-    subprocess.run(["go", "build", "-o", str(out), str(ROOT / "tests/workloads/go/many.go")], check=True, env=env)
+    subprocess.run(["go", "build", "-o", str(out), str(ROOT / f"tests/workloads/go/{name}.go")], check=True, env=env)
     return out
+
+
+def per_sample(rounds, tmp):
+    """BPF time per sample and fgbpf's own CPU per second on the busy
+    labels program, with goroutines told and with --no-go."""
+    labels = build(tmp, "labels")
+    proc = subprocess.Popen([str(labels)], stdout=subprocess.PIPE, text=True)
+    rows = {"told": [], "no-go": []}
+    try:
+        assert proc.stdout.readline().startswith("ready")
+        for r in range(rounds):
+            for name, extra in (("told", []), ("no-go", ["--no-go"])):
+                out = Path(tmp) / f"samples-{name}-{r}"
+                res = sampler_run([str(FGBPF), "oncpu", "-q", "-F", str(HZ), *extra, "-o", str(out)], SAMPLE_SECONDS)
+                rows[name].append(res)
+                log(f"goroutines on samples, {name}: {res}")
+    finally:
+        proc.kill()
+        proc.wait()
+    return rows
 
 
 def capture(pid, tmp, extra):
@@ -45,6 +72,7 @@ def capture(pid, tmp, extra):
 def measure(rounds, tmp):
     many = build(tmp)
     rows = []
+    samples = per_sample(rounds, tmp)
     for n in SIZES:
         proc = subprocess.Popen([str(many), str(n)], stdout=subprocess.PIPE, text=True)
         try:
@@ -58,10 +86,11 @@ def measure(rounds, tmp):
         finally:
             proc.kill()
             proc.wait()
-    return rows
+    return rows, samples
 
 
-def report(rows):
+def report(measured):
+    rows, samples = measured
     lines = [
         "## 18. Goroutines: cost of a read",
         "",
@@ -82,6 +111,22 @@ def report(rows):
         per = (cpu - cpu0) / max(reads, 1)
         lines.append(f"| {n:,} | {counted:,} | {reads} | {cpu:.2f} s | {cpu0:.2f} s | {1000 * per:.1f} ms |"
                      f" {1e6 * per / n:.2f} µs | {peak} ({peak0}) |")
+    med = lambda vals: sorted(vals)[len(vals) // 2] if vals else 0
+    lines += [
+        "",
+        f"Goroutines on samples: `tests/workloads/go/labels.go`, two busy goroutines (one under `pprof.Do` labels),"
+        f" sampled whole-system at {HZ} Hz for {SAMPLE_SECONDS} s by `fgbpf oncpu`, with each sample's goroutine and"
+        " labels read by the BPF walker (the default) and with `--no-go`. BPF time per sample is the kernel's count"
+        " (`kernel.bpf_stats_enabled`) over the sampler's runs. Medians of the rounds.",
+        "",
+        "| sampler | BPF per sample | own CPU per second |",
+        "|---|---|---|",
+    ]
+    for name, label in (("told", "fgbpf oncpu (goroutine and labels on each sample)"), ("no-go", "fgbpf oncpu --no-go")):
+        vals = samples[name]
+        bpf = med([v["bpf_ns"] / v["runs"] / 1000 for v in vals if v["runs"]])
+        cpu = med([v["cpu_s"] for v in vals]) / SAMPLE_SECONDS
+        lines.append(f"| {label} | {bpf:.2f} µs | {cpu * 1000:.0f} ms |")
     lines.append("")
     return "\n".join(lines)
 
