@@ -64,6 +64,7 @@ fi
 scripts/fetch-py-spy.sh
 scripts/fetch-rbspy.sh
 scripts/fetch-jdks.sh
+scripts/fetch-otlp-receiver.sh
 export FGBPF_CONSUMERS="$PWD/$consumers"
 
 # cargo prints one result line per test binary, the last one for doc tests

@@ -19,7 +19,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use common::*;
-use pprof::{parse_pprof_debug1, pprof_goroutines_with, pprof_main_funcs, raw_samples, RawSample};
+use common::pprof_raw::{raw_samples, RawSample};
+use pprof::{parse_pprof_debug1, pprof_goroutines_with, pprof_main_funcs};
 
 /// Go's own profiles in their text form, read.
 #[path = "go/pprof.rs"]

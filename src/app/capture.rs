@@ -33,8 +33,9 @@ pub struct Finished {
     pub elapsed: Duration,
     pub end: EndReason,
     pub command_status: Option<i32>,
-    /// Local time the window opened, for subtitles.
+    /// Local time the window opened, for subtitles, and when.
     pub started_at: String,
+    pub started: std::time::SystemTime,
 }
 
 /// Runs the steps every capture command shares: checks, output directory,
@@ -65,6 +66,7 @@ pub fn capture(
         end,
         command_status,
         started_at: live.started_at,
+        started: live.started,
     })
 }
 
@@ -76,8 +78,9 @@ pub struct Live {
     pub symbolizer: Symbolizer,
     pub stop: StopFlag,
     pub held: Option<HeldCommand>,
-    /// Local time the window opened, for subtitles.
+    /// Local time the window opened, for subtitles, and when.
     pub started_at: String,
+    pub started: std::time::SystemTime,
 }
 
 /// Starts the held `-- COMMAND` and the recorder (`start` gets the final
@@ -131,6 +134,7 @@ pub fn open(
         stop,
         held,
         started_at: local_timestamp("%Y-%m-%d %H:%M:%S"),
+        started: std::time::SystemTime::now(),
     })
 }
 

@@ -15,6 +15,7 @@ pub mod flamegraph;
 pub mod flight;
 pub mod offcpu;
 pub mod oncpu;
+pub mod otlp;
 pub mod post;
 pub mod record;
 pub mod session;

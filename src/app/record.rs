@@ -134,6 +134,7 @@ fn offcpu_options(blocks: &BlockArgs) -> Result<OffcpuOptions, CliError> {
 pub fn run(rec: &Recording<'_>) -> Result<Outcome, CliError> {
     // Filters are checked before the capture; targets are filled in later.
     rec.options(Default::default())?;
+    super::otlp::target(&rec.capture.otlp)?;
     let outputs = rec.outputs();
     let Finished {
         prepared,
@@ -144,6 +145,7 @@ pub fn run(rec: &Recording<'_>) -> Result<Outcome, CliError> {
         end,
         command_status,
         started_at,
+        started,
     } = capture(rec.capture, rec.kind(), &outputs, &rec.what(), |targets| rec.start(targets))?;
     stages::mark("capturing");
     let recorded = recorder.finish();
@@ -161,7 +163,7 @@ pub fn run(rec: &Recording<'_>) -> Result<Outcome, CliError> {
     drop(symbolizer);
     let whole_system = prepared.targets.whole_system();
     let edges = views.edges.lines();
-    let (written, main) = write(rec, views, &out_dir, &prepared.target, whole_system, &started_at)?;
+    let (written, main) = write(rec, views, &out_dir, &prepared.target, whole_system, (&started_at, Some(started)))?;
     stages::mark("written");
     Ok(finish(&main, &edges, written, held, end, command_status, rec.capture.json))
 }
@@ -187,7 +189,7 @@ impl Recording<'_> {
             frequency: self.sampling.map(|s| s.frequency),
             offcpu: self.blocks.is_some(),
             wakers: self.blocks.is_some_and(|b| b.wakers),
-            labels: self.capture.formats.contains(&Format::Pprof),
+            labels: self.capture.formats.contains(&Format::Pprof) || self.capture.otlp.otlp.is_some(),
             label_frames: self.capture.label_frames,
         }
     }
@@ -204,8 +206,15 @@ pub fn write(
     dir: &Path,
     target: &str,
     whole_system: bool,
-    started_at: &str,
+    (started_at, started): (&str, Option<std::time::SystemTime>),
 ) -> Result<(Vec<PathBuf>, Profile), CliError> {
+    // --otlp: the views are sent as they are written, in one export.
+    let otlp = super::otlp::target(&rec.capture.otlp)?;
+    let mut export = otlp.as_ref().map(|_| crate::format::otlp::Request::new());
+    let start_ns = |p: &Profile| {
+        let at = started.unwrap_or_else(|| std::time::SystemTime::now() - p.meta.duration);
+        at.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+    };
     let folded = rec.capture.formats.contains(&Format::Folded);
     let formats = &rec.capture.formats;
     // A whole host has hundreds of threads: one root per process there.
@@ -243,6 +252,10 @@ pub fn write(
             stages::mark("on-CPU view written");
             written.extend(write_view(dir, "offcpu", &off, formats, &offcpu_svg(&off, started_at, thread_roots), None)?);
             stages::mark("off-CPU view written");
+            if let Some(e) = export.as_mut() {
+                e.add(&on, start_ns(&on));
+                e.add(&off, start_ns(&off));
+            }
             let leading = wall_roots;
             let mut wall = merge::wall(&on, &mut off, std::mem::take(&mut views.runs));
             let frequency = on.meta.frequency.unwrap_or(1);
@@ -269,6 +282,9 @@ pub fn write(
             };
             written.extend(write_view(dir, "wall", &wall, formats, &svg_opts, Some(&text))?);
             stages::mark("wall view written");
+            if let Some(e) = export.as_mut() {
+                e.add(&wall, start_ns(&wall));
+            }
             wall
         }
         (Some(on), None) => {
@@ -278,17 +294,27 @@ pub fn write(
                 + &breakdown::render(&on, &breakdown::Options::new(thread_roots, Columns::OnCpu))
                 + &waker_text;
             written.extend(write_view(dir, "oncpu", &on, formats, &oncpu_svg(&on, started_at, thread_roots), Some(&text))?);
+            if let Some(e) = export.as_mut() {
+                e.add(&on, start_ns(&on));
+            }
             on
         }
         (None, Some(off)) => {
             let text = offcpu_report(&off, &edges_note, thread_roots) + &waker_text;
             written.extend(write_view(dir, "offcpu", &off, formats, &offcpu_svg(&off, started_at, thread_roots), Some(&text))?);
+            if let Some(e) = export.as_mut() {
+                e.add(&off, start_ns(&off));
+            }
             off
         }
         (None, None) => unreachable!("every recording has a view"),
     };
     written.push(write_timeline(dir, &main, target, started_at)?);
     stages::mark("timeline written");
+    if let (Some(target), Some(export)) = (otlp, export) {
+        super::otlp::send(&target, export);
+        stages::mark("OTLP sent");
+    }
     if folded {
         if rec.kind() == "wall" {
             side.add("wall.folded", &main, wall_roots);

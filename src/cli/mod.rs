@@ -192,6 +192,9 @@ pub struct CaptureArgs {
     #[command(flatten)]
     pub symbols: SymbolArgs,
 
+    #[command(flatten)]
+    pub otlp: OtlpArgs,
+
     /// Print nothing on stderr but errors (the summary is in report.txt,
     /// and with --json on stdout).
     #[arg(short = 'q', long)]
@@ -421,6 +424,7 @@ impl Default for CaptureArgs {
             no_py_lines: false,
             formats: vec![Format::Svg, Format::Folded],
             symbols: SymbolArgs::default(),
+            otlp: OtlpArgs::default(),
             quiet: false,
             json: false,
             user: None,
@@ -484,6 +488,30 @@ fn parse_frequency(s: &str) -> Result<u64, String> {
 
 #[cfg(test)]
 mod tests;
+
+/// Where the views go besides files: an OpenTelemetry Collector or any
+/// OTLP profiles receiver.
+#[derive(Debug, Args, Clone, Default)]
+pub struct OtlpArgs {
+    /// Also send the views to an OTLP profiles receiver over gRPC (an
+    /// OpenTelemetry Collector with service.profilesSupport enabled):
+    /// HOST:PORT or https://HOST:PORT, over TLS unless --otlp-insecure.
+    #[arg(long, value_name = "ENDPOINT")]
+    pub otlp: Option<String>,
+
+    /// Send to --otlp in plain text (http://HOST:PORT), without TLS.
+    #[arg(long, requires = "otlp")]
+    pub otlp_insecure: bool,
+
+    /// A header sent with each export, e.g. for authentication
+    /// (`authorization=Bearer TOKEN`); repeatable.
+    #[arg(long = "otlp-header", value_name = "KEY=VALUE", requires = "otlp")]
+    pub otlp_headers: Vec<String>,
+
+    /// The service.name of what is sent (default: none).
+    #[arg(long, value_name = "NAME", requires = "otlp")]
+    pub service: Option<String>,
+}
 
 /// Where separate debug files are looked for beyond the usual places:
 /// shared by every capture command.

@@ -13,6 +13,7 @@ pub mod folded;
 pub mod goroutines;
 pub mod input;
 pub mod narrow;
+pub mod otlp;
 pub mod palette;
 pub mod pprof;
 pub mod recolour;

@@ -2,6 +2,8 @@
 //! with known answers (built here with clang and frame pointers).
 #![allow(dead_code)]
 
+pub mod pprof_raw;
+
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};

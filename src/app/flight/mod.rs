@@ -294,7 +294,7 @@ impl Flight<'_> {
                 return Err(e);
             }
         };
-        let written = record::write(self.rec, views, &dir, &self.target, self.whole_system, &started_at)
+        let written = record::write(self.rec, views, &dir, &self.target, self.whole_system, (&started_at, None))
             .map_err(|e| e.to_string())
             .and_then(|_| {
                 let path = dir.join(TRIGGER);

@@ -214,7 +214,7 @@ impl Top<'_> {
         let written = files::prepare_dir(OutDir::Fresh(&base), &names)
             .map_err(CliError::failed)
             .and_then(|dir| {
-                record::write(self.rec, views, &dir, &self.target, self.whole_system, &self.started_at)
+                record::write(self.rec, views, &dir, &self.target, self.whole_system, (&self.started_at, None))
                     .map(|_| dir)
             });
         self.view.status = match written {

@@ -1,0 +1,283 @@
+//! OTLP profiles: a capture's views as one `ExportProfilesServiceRequest`
+//! of OpenTelemetry's `profiles.v1development` schema, built with the
+//! messages generated from the published protos (`opentelemetry-proto`).
+//! Each process is a resource (`process.pid`, `process.executable.name`,
+//! `host.name`, `service.name`), holding one profile per view: on-CPU
+//! samples (`samples`/`count`, period in CPU nanoseconds), off-CPU time
+//! (`off_cpu`/`nanoseconds`, the thread's state its stack's last frame as
+//! in every other output) and wall time (`wall`/`nanoseconds`). Frames are
+//! locations of one line each, with the OpenTelemetry frame type where it
+//! is certain (`kernel`, `native`); threads and Go labels are sample
+//! attributes. Sending is [`crate::app::otlp`]'s.
+
+use std::collections::{BTreeMap, HashMap};
+
+use opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceRequest;
+use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, InstrumentationScope, KeyValue};
+use opentelemetry_proto::tonic::profiles::v1development::{
+    Function, KeyValueAndUnit, Line, Location, Mapping, Profile as OtlpProfile, ProfilesDictionary, ResourceProfiles,
+    Sample, ScopeProfiles, Stack as OtlpStack, ValueType,
+};
+use opentelemetry_proto::tonic::resource::v1::Resource;
+
+use super::folded::sanitize;
+use crate::profile::{FrameId, FrameKind, Kind, Profile, Unit};
+
+/// What names the sender: the host, and the service when one was given.
+#[derive(Clone, Debug, Default)]
+pub struct Origin {
+    pub host: String,
+    pub service: Option<String>,
+    /// When the capture began, in nanoseconds since the Unix epoch.
+    pub start_unix_nano: u64,
+}
+
+/// What a view's samples measure.
+struct SampleType {
+    /// (type, unit).
+    sample: (&'static str, &'static str),
+    /// The period's type (in nanoseconds) and length.
+    period: Option<(&'static str, i64)>,
+    /// What one unit of the view's weights is worth in the sample's unit.
+    scale: i64,
+}
+
+fn sample_type(p: &Profile) -> Option<SampleType> {
+    let (sample, period, scale) = match (p.meta.kind, p.unit) {
+        (Kind::OnCpu, Unit::Samples) => {
+            let period = p.meta.frequency.map(|f| ("cpu", 1_000_000_000 / f.max(1) as i64));
+            (("samples", "count"), period, 1)
+        }
+        (Kind::OffCpu, Unit::Microseconds) => (("off_cpu", "nanoseconds"), None, 1000),
+        (Kind::Wall, Unit::Microseconds) => (("wall", "nanoseconds"), None, 1000),
+        _ => return None,
+    };
+    Some(SampleType { sample, period, scale })
+}
+
+/// The tables every profile of the request indexes, each with its zero
+/// value first, as the schema asks.
+struct Dictionary {
+    d: ProfilesDictionary,
+    strings: HashMap<String, i32>,
+    stacks: HashMap<Vec<i32>, i32>,
+    attributes: HashMap<(i32, String), i32>,
+}
+
+impl Dictionary {
+    fn new() -> Self {
+        let d = ProfilesDictionary {
+            mapping_table: vec![Mapping::default()],
+            location_table: vec![Location::default()],
+            function_table: vec![Function::default()],
+            link_table: vec![Default::default()],
+            string_table: vec![String::new()],
+            attribute_table: vec![KeyValueAndUnit::default()],
+            stack_table: vec![OtlpStack::default()],
+        };
+        Dictionary { d, strings: HashMap::from([(String::new(), 0)]), stacks: HashMap::new(), attributes: HashMap::new() }
+    }
+
+    fn string(&mut self, s: &str) -> i32 {
+        if let Some(&i) = self.strings.get(s) {
+            return i;
+        }
+        let i = self.d.string_table.len() as i32;
+        self.d.string_table.push(s.to_string());
+        self.strings.insert(s.to_string(), i);
+        i
+    }
+
+    fn value_type(&mut self, (t, unit): (&str, &str)) -> ValueType {
+        ValueType { type_strindex: self.string(t), unit_strindex: self.string(unit) }
+    }
+
+    fn attribute(&mut self, key: &str, value: &str) -> i32 {
+        let k = self.string(key);
+        if let Some(&i) = self.attributes.get(&(k, value.to_string())) {
+            return i;
+        }
+        let i = self.d.attribute_table.len() as i32;
+        self.d.attribute_table.push(KeyValueAndUnit {
+            key_strindex: k,
+            value: Some(AnyValue { value: Some(any_value::Value::StringValue(value.to_string())) }),
+            unit_strindex: 0,
+        });
+        self.attributes.insert((k, value.to_string()), i);
+        i
+    }
+
+    fn stack(&mut self, locations: Vec<i32>) -> i32 {
+        if let Some(&i) = self.stacks.get(&locations) {
+            return i;
+        }
+        let i = self.d.stack_table.len() as i32;
+        self.d.stack_table.push(OtlpStack { location_indices: locations.clone() });
+        self.stacks.insert(locations, i);
+        i
+    }
+}
+
+/// OpenTelemetry's frame type (`profile.frame.type`) of the frames whose
+/// kind says it for certain; the others carry none.
+fn frame_type(kind: FrameKind) -> Option<&'static str> {
+    match kind {
+        FrameKind::Kernel => Some("kernel"),
+        FrameKind::User | FrameKind::Inlined => Some("native"),
+        _ => None,
+    }
+}
+
+/// A request being built, a view at a time (a view may be dropped once
+/// added).
+pub struct Request {
+    dict: Dictionary,
+    /// (pid, process name) → the profiles of its views.
+    by_process: BTreeMap<(u32, String), Vec<OtlpProfile>>,
+}
+
+impl Default for Request {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Request {
+    pub fn new() -> Self {
+        Request { dict: Dictionary::new(), by_process: BTreeMap::new() }
+    }
+
+    /// Adds a view that began at `start_unix_nano`.
+    pub fn add(&mut self, p: &Profile, start_unix_nano: u64) {
+        let (dict, by_process) = (&mut self.dict, &mut self.by_process);
+        let Some(SampleType { sample: sample_type, period, scale }) = sample_type(p) else { return };
+        // Each of the profile's frames as a location, once.
+        let mut locations: HashMap<FrameId, i32> = HashMap::new();
+        let mut per: BTreeMap<(u32, String), Vec<Sample>> = BTreeMap::new();
+        for s in p.stacks() {
+            let thread = s.thread.map(|t| p.thread(t));
+            let key = thread.map_or((0, String::new()), |t| (t.pid, sanitize(&t.process)));
+            let mut ids = Vec::with_capacity(s.frames.len());
+            for &f in s.frames.iter().rev() {
+                let id = *locations.entry(f).or_insert_with(|| {
+                    let frame = p.frame(f);
+                    let name = dict.string(&sanitize(&frame.name));
+                    let function_index = dict.d.function_table.len() as i32;
+                    dict.d.function_table.push(Function { name_strindex: name, system_name_strindex: name, ..Default::default() });
+                    let attribute_indices =
+                        frame_type(frame.kind).map(|t| vec![dict.attribute("profile.frame.type", t)]).unwrap_or_default();
+                    let i = dict.d.location_table.len() as i32;
+                    dict.d.location_table.push(Location {
+                        lines: vec![Line { function_index, ..Default::default() }],
+                        attribute_indices,
+                        ..Default::default()
+                    });
+                    i
+                });
+                ids.push(id);
+            }
+            let mut attribute_indices = Vec::new();
+            if let Some(t) = thread {
+                attribute_indices.push(dict.attribute("thread.id", &t.tid.to_string()));
+                attribute_indices.push(dict.attribute("thread.name", &sanitize(&t.name)));
+            }
+            for (k, v) in s.labels.iter().flat_map(|l| l.iter()) {
+                attribute_indices.push(dict.attribute(&sanitize(k), &sanitize(v)));
+            }
+            per.entry(key).or_default().push(Sample {
+                stack_index: dict.stack(ids),
+                values: vec![i64::try_from(s.weight).unwrap_or(i64::MAX).saturating_mul(scale)],
+                attribute_indices,
+                ..Default::default()
+            });
+        }
+        for (key, samples) in per {
+            let profile = OtlpProfile {
+                sample_type: Some(dict.value_type(sample_type)),
+                samples,
+                time_unix_nano: start_unix_nano,
+                duration_nano: p.meta.duration.as_nanos() as u64,
+                period_type: period.map(|(t, _)| dict.value_type((t, "nanoseconds"))),
+                period: period.map_or(0, |(_, n)| n),
+                ..Default::default()
+            };
+            by_process.entry(key).or_default().push(profile);
+        }
+    }
+
+    /// The request, with each process's resource attributes.
+    pub fn finish(self, origin: &Origin) -> ExportProfilesServiceRequest {
+        let (dict, by_process) = (self.dict, self.by_process);
+        let text = |k: &str, v: String| KeyValue {
+            key: k.into(),
+            value: Some(AnyValue { value: Some(any_value::Value::StringValue(v)) }),
+            ..Default::default()
+        };
+        let resource_profiles = by_process
+            .into_iter()
+            .map(|((pid, process), profiles)| {
+                let mut attributes = vec![text("host.name", origin.host.clone())];
+                if pid != 0 {
+                    attributes.push(KeyValue {
+                        key: "process.pid".into(),
+                        value: Some(AnyValue { value: Some(any_value::Value::IntValue(pid.into())) }),
+                        ..Default::default()
+                    });
+                    attributes.push(text("process.executable.name", process.clone()));
+                }
+                if let Some(service) = &origin.service {
+                    attributes.push(text("service.name", service.clone()));
+                }
+                ResourceProfiles {
+                    resource: Some(Resource { attributes, ..Default::default() }),
+                    scope_profiles: vec![ScopeProfiles {
+                        scope: Some(InstrumentationScope {
+                            name: "fgbpf".into(),
+                            version: env!("CARGO_PKG_VERSION").into(),
+                            ..Default::default()
+                        }),
+                        profiles,
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }
+            })
+            .collect();
+        ExportProfilesServiceRequest { resource_profiles, dictionary: Some(dict.d) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::{Frame, Stack, Thread};
+
+    #[test]
+    fn a_view_becomes_one_profile_per_process_with_zero_values_first() {
+        let mut p = Profile::new(Unit::Microseconds);
+        p.meta.kind = Kind::OffCpu;
+        let main = p.intern_frame(Frame::new("main", FrameKind::User));
+        let sleep = p.intern_frame(Frame::new("do_nanosleep", FrameKind::Kernel));
+        for (pid, w) in [(7, 3), (9, 4)] {
+            let t = p.intern_thread(Thread { pid, tid: pid, process: "app".into(), name: "app".into(), group: None });
+            p.push(Stack { thread: Some(t), frames: vec![main, sleep].into(), weight: w, ..Default::default() });
+        }
+        let mut r = Request::new();
+        r.add(&p, 5);
+        let req = r.finish(&Origin { host: "h".into(), service: Some("s".into()), start_unix_nano: 0 });
+        let d = req.dictionary.unwrap();
+        assert_eq!(d.string_table[0], "");
+        assert_eq!((d.location_table[0].clone(), d.stack_table[0].clone()), Default::default());
+        // Both processes' samples share one stack of two locations, leaf first.
+        assert_eq!(d.stack_table.len(), 2);
+        let leaf = d.stack_table[1].location_indices[0] as usize;
+        let f = d.location_table[leaf].lines[0].function_index as usize;
+        assert_eq!(d.string_table[d.function_table[f].name_strindex as usize], "do_nanosleep");
+        assert_eq!(req.resource_profiles.len(), 2);
+        let values: Vec<i64> = req.resource_profiles.iter().map(|r| r.scope_profiles[0].profiles[0].samples[0].values[0]).collect();
+        assert_eq!(values, [3000, 4000], "microseconds sent as nanoseconds");
+        let profile = &req.resource_profiles[0].scope_profiles[0].profiles[0];
+        assert_eq!(d.string_table[profile.sample_type.unwrap().type_strindex as usize], "off_cpu");
+        assert_eq!(profile.time_unix_nano, 5);
+    }
+}

@@ -1,0 +1,203 @@
+//! OTLP profiles (`--otlp`): what fgbpf sends, as the official
+//! OpenTelemetry Python classes decode it. The receiver
+//! (tests/otlp/receiver.py) is opentelemetry-proto and grpcio from PyPI
+//! (scripts/fetch-otlp-receiver.sh, which scripts/test.sh runs); it keeps
+//! each export as it came and prints its samples as JSON.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use common::pprof_raw::raw_samples;
+use common::*;
+
+const NEEDS_RECEIVER: &str = "the OTLP receiver is not installed: run scripts/test.sh (scripts/fetch-otlp-receiver.sh)";
+
+fn receiver_python() -> PathBuf {
+    let consumers = std::env::var_os("FGBPF_CONSUMERS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/consumers"));
+    let python = consumers.join("otlp/bin/python");
+    assert!(python.is_file(), "{NEEDS_RECEIVER}");
+    python
+}
+
+fn receiver_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/otlp/receiver.py")
+}
+
+/// The receiver, serving until dropped; its port.
+fn serve(dir: &Path) -> (KillOnDrop, u16) {
+    let _ = std::fs::remove_dir_all(dir);
+    let mut child = Command::new(receiver_python())
+        .arg(receiver_script())
+        .arg("serve")
+        .arg(dir)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect(NEEDS_RECEIVER);
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let port = line.trim().strip_prefix("listening ").and_then(|p| p.parse().ok()).unwrap_or_else(|| panic!("receiver said {line:?}"));
+    (KillOnDrop(child), port)
+}
+
+/// One sample as the receiver decoded it.
+#[derive(Debug)]
+struct Decoded {
+    profile: String,
+    pid: i64,
+    service: String,
+    value: i64,
+    /// Leaf first.
+    frames: Vec<String>,
+    tid: String,
+}
+
+fn decode(dir: &Path) -> Vec<Decoded> {
+    let out = Command::new(receiver_python()).arg(receiver_script()).arg("decode").arg(dir).output().unwrap();
+    assert!(out.status.success(), "decoding: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            Decoded {
+                profile: v["profile"].as_str().unwrap_or_default().to_string(),
+                pid: v["resource"]["process.pid"].as_i64().unwrap_or(0),
+                service: v["resource"]["service.name"].as_str().unwrap_or_default().to_string(),
+                value: v["value"].as_i64().unwrap_or(0),
+                frames: v["frames"].as_array().unwrap().iter().map(|f| f.as_str().unwrap_or_default().to_string()).collect(),
+                tid: v["attributes"]["thread.id"].as_str().unwrap_or_default().to_string(),
+            }
+        })
+        .collect()
+}
+
+fn start(args: &[&str]) -> KillOnDrop {
+    KillOnDrop(Command::new(plain_workload("plain")).args(args).spawn().unwrap())
+}
+
+fn pid_of(c: &KillOnDrop) -> i64 {
+    let child: &Child = &c.0;
+    i64::from(child.id())
+}
+
+/// `fgbpf wall --otlp` on the 50/30/20 workload and on a thread sleeping
+/// in `nap_50ms`: the receiver decodes one export with the official
+/// classes; on-CPU samples summed by function give 50/30/20 within 3
+/// points, the sleep is under its function off-CPU, each process is a
+/// resource with its pid and the service's name; and the same capture's
+/// pprof output (read by `go tool pprof -raw`) has the same on-CPU
+/// samples, stack by stack.
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+#[test]
+fn wall_views_sent_over_otlp_decode_with_the_official_classes() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let received = out_dir("otlp_received");
+    let (_receiver, port) = serve(&received);
+    let split = start(&["split", "60"]);
+    let waits = start(&["waits", "60"]);
+    let (split_pid, waits_pid) = (pid_of(&split), pid_of(&waits));
+    let dir = out_dir("otlp_wall");
+    let endpoint = format!("127.0.0.1:{port}");
+    let out = run(fgbpf()
+        .args(["wall", "-F", "499", "-d", "4", "-p", &split_pid.to_string(), "-p", &waits_pid.to_string()])
+        .args(["--format", "folded,pprof", "--otlp", &endpoint, "--otlp-insecure", "--service", "checkout"])
+        .arg("-o")
+        .arg(&dir));
+    drop((split, waits));
+    assert_ok(&out);
+    let summary = String::from_utf8_lossy(&out.stderr);
+    assert!(summary.contains("OTLP: sent"), "{summary}");
+    let samples = decode(&received);
+    assert!(!samples.is_empty(), "nothing received\n{summary}");
+    assert!(samples.iter().all(|s| s.service == "checkout"), "service.name");
+    let on: Vec<&Decoded> = samples.iter().filter(|s| s.profile == "samples" && s.pid == split_pid).collect();
+    let all: i64 = on.iter().map(|s| s.value).sum();
+    let with = |f: &str| on.iter().filter(|s| s.frames.iter().any(|x| x == f)).map(|s| s.value).sum::<i64>();
+    let shares: Vec<f64> = ["work_fifty", "work_thirty", "work_twenty"].iter().map(|f| pct(with(f) as u64, all as u64)).collect();
+    eprintln!("on-CPU over OTLP: {all} samples, 50/30/20 read {shares:.1?}");
+    assert!(all > 1000, "{all} on-CPU samples of the split process\n{summary}");
+    for (got, want) in shares.iter().zip([50.0, 30.0, 20.0]) {
+        assert!((got - want).abs() <= 3.0, "{shares:?} against 50/30/20");
+    }
+    let off: Vec<&Decoded> = samples.iter().filter(|s| s.profile == "off_cpu" && s.pid == waits_pid).collect();
+    let napper_tid = off.iter().find(|s| s.frames.iter().any(|f| f == "nap_50ms")).map(|s| s.tid.clone()).unwrap_or_default();
+    let napper: Vec<&&Decoded> = off.iter().filter(|s| s.tid == napper_tid).collect();
+    let napping: i64 = napper.iter().filter(|s| s.frames.iter().any(|f| f == "nap_50ms")).map(|s| s.value).sum();
+    let napper_all: i64 = napper.iter().map(|s| s.value).sum();
+    eprintln!("off-CPU over OTLP: the napper {napping} of {napper_all} ns under nap_50ms");
+    assert!(napper_all > 2_000_000_000 && napping * 100 >= napper_all * 95, "{napping} of {napper_all} ns under nap_50ms");
+    assert!(samples.iter().any(|s| s.profile == "wall"), "no wall profile");
+    // The same capture's pprof: the same on-CPU samples, stack by stack
+    // (pprof's names carry fgbpf's kind suffixes, _[k] and the like).
+    let go = Command::new("go").args(["tool", "pprof", "-raw"]).arg(dir.join("oncpu.pb.gz")).output().expect("go is installed (scripts/test.sh)");
+    assert!(go.status.success(), "go tool pprof: {}", String::from_utf8_lossy(&go.stderr));
+    let strip = |f: &str| ["_[k]", "_[i]", "_[j]", "_[0]", "_[1]", "_[p]", "_[w]"].iter().fold(f.to_string(), |f, s| f.strip_suffix(s).map(str::to_string).unwrap_or(f));
+    let mut pprof: BTreeMap<(String, String, Vec<String>), i64> = BTreeMap::new();
+    for s in raw_samples(&String::from_utf8_lossy(&go.stdout)) {
+        let label = |k: &str| s.labels.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone()).unwrap_or_default();
+        *pprof.entry((label("pid"), label("tid"), s.funcs.iter().map(|f| strip(f)).collect())).or_default() += s.count as i64;
+    }
+    let mut otlp: BTreeMap<(String, String, Vec<String>), i64> = BTreeMap::new();
+    for s in samples.iter().filter(|s| s.profile == "samples") {
+        *otlp.entry((s.pid.to_string(), s.tid.clone(), s.frames.clone())).or_default() += s.value;
+    }
+    assert_eq!(otlp.len(), pprof.len(), "stacks: OTLP {} against pprof {}", otlp.len(), pprof.len());
+    for (k, v) in &otlp {
+        assert_eq!(pprof.get(k), Some(v), "{k:?}: OTLP {v}, pprof {:?}", pprof.get(k));
+    }
+}
+
+/// With no receiver there, the capture and its files are whole, and one
+/// line says the profiles were not sent.
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+#[test]
+fn a_receiver_that_is_not_there_costs_one_line() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    // A port nothing listens on: bound, then let go.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let split = start(&["split", "30"]);
+    let dir = out_dir("otlp_nobody");
+    let out = run(fgbpf()
+        .args(["oncpu", "-d", "2", "-p", &pid_of(&split).to_string(), "--otlp", &format!("127.0.0.1:{port}"), "--otlp-insecure", "-o"])
+        .arg(&dir));
+    drop(split);
+    assert_ok(&out);
+    let summary = String::from_utf8_lossy(&out.stderr);
+    let said: Vec<&str> = summary.lines().filter(|l| l.contains("OTLP")).collect();
+    assert_eq!(said.len(), 1, "{summary}");
+    assert!(said[0].contains("not sent") && said[0].contains("3 tries"), "{}", said[0]);
+    assert!(dir.join("oncpu.folded").is_file());
+}
+
+/// Plain text only when asked for: an http:// endpoint without
+/// --otlp-insecure is refused before anything is captured.
+#[test]
+fn plain_text_needs_otlp_insecure() {
+    let out = run(fgbpf().args(["oncpu", "-d", "1", "--otlp", "http://127.0.0.1:4317", "-o", "/nonexistent/otlp"]));
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--otlp-insecure"), "{err}");
+}
+
+#[test]
+fn raw_samples_read_go_tool_pprof_s_text() {
+    let text = "PeriodType: cpu nanoseconds\nSamples:\nsamples/count cpu/nanoseconds\n        197 1999999980: 1 2 \n                process:[labels] route:[/api] thread:[labels]\n                goroutine:[18] pid:[7470] tid:[7470]\n          2   20202020: 3 \nLocations\n     1: 0x0 M=1 main.burn :0 s=0\n     2: 0x4a1 M=1 main.main.func1 /x.go:3 s=0\n             runtime/pprof.Do /y.go:4 s=0\n     3: 0x0 M=1 runtime.retake :0 s=0\nMappings\n1: 0x0/0x0/0x0   \n";
+    let s = raw_samples(text);
+    assert_eq!(s.len(), 2);
+    assert_eq!(s[0].count, 197);
+    assert_eq!(s[0].funcs, ["main.burn", "main.main.func1", "runtime/pprof.Do"]);
+    assert!(s[0].labels.contains(&("route".into(), "/api".into())));
+    assert!(s[0].labels.contains(&("goroutine".into(), "18".into())));
+    assert_eq!((s[1].count, s[1].funcs.as_slice(), s[1].labels.len()), (2, &["runtime.retake".to_string()][..], 0));
+}
