@@ -71,6 +71,8 @@ impl Recording<'_> {
     /// The probe's settings; bad block filters are refused here, before
     /// anything starts.
     pub fn options(&self, targets: probe::Targets) -> Result<probe::Options, CliError> {
+        // --otlp is checked with the rest, before anything is captured.
+        super::otlp::target(&self.capture.otlp)?;
         Ok(probe::Options {
             targets,
             btf: self.capture.btf.clone(),
@@ -134,7 +136,6 @@ fn offcpu_options(blocks: &BlockArgs) -> Result<OffcpuOptions, CliError> {
 pub fn run(rec: &Recording<'_>) -> Result<Outcome, CliError> {
     // Filters are checked before the capture; targets are filled in later.
     rec.options(Default::default())?;
-    super::otlp::target(&rec.capture.otlp)?;
     let outputs = rec.outputs();
     let Finished {
         prepared,

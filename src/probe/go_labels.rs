@@ -58,6 +58,10 @@ impl GoLabels {
         // SAFETY: fg_go_proc is a plain struct of integers.
         let bytes = unsafe { plain::as_bytes(&v) };
         if procs.update(&pid.to_ne_bytes(), bytes, MapFlags::ANY).is_err() {
+            self.unsupported.insert(
+                pid,
+                "its goroutines are not told on its stacks: the walker's table of Go programs is full (1,024)".into(),
+            );
             return false;
         }
         let reader = match &r.labels {
@@ -91,8 +95,10 @@ impl GoLabels {
 
     /// Moves each stack's goroutine words out of its frames, into labels.
     pub fn name(&mut self, stacks: &mut [RawStack]) {
-        // Counted anew at each read (`fgbpf top` reads again and again).
+        // Counted anew at each read (`fgbpf top` reads again and again),
+        // and made anew: a long recording meets goroutines without end.
         self.unread.clear();
+        self.named.clear();
         for r in stacks {
             self.split(r);
             if let Some(w) = r.waker.as_deref_mut() {
@@ -108,12 +114,17 @@ impl GoLabels {
         let (goid, addr) = (r.user.get(at + 1).copied(), r.user.get(at + 2).copied().unwrap_or(0));
         r.user = r.user[..at].into();
         let Some(goid) = goid else { return };
-        let read = (addr != 0).then(|| self.processes.get(&r.pid)?.reader.as_ref()?.labels(addr));
+        // None: no labels, or labels fgbpf does not read (said once).
+        let read = match addr {
+            0 => None,
+            _ => self.processes.get(&r.pid).and_then(|p| p.reader.as_ref()).map(|reader| reader.labels(addr)),
+        };
         let labels = match read {
-            // No labels, or a program without pprof's: the goroutine alone.
-            None | Some(None) => self.labels(r.pid, goid, 0, &[]),
+            None => self.labels(r.pid, goid, 0, &[]),
             Some(Some(Ok(pprof))) => self.labels(r.pid, goid, addr, &pprof),
-            Some(Some(Err(Unread::Gone))) => {
+            // Freed before they were read, or never read (their
+            // announcement lost, or the reader full and emptied since).
+            Some(Some(Err(Unread::Gone)) | None) => {
                 let e = self.unread.entry(r.pid).or_default();
                 match r.state {
                     None => e.0 += r.weight,

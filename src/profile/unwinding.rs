@@ -252,7 +252,7 @@ impl Unwinding {
         for (pid, process, unread, all) in &self.go_labels_unread {
             let pct = *unread as f64 * 100.0 / (*all).max(1) as f64;
             out.push(format!(
-                "Go: pid {pid} ({}): the pprof labels of {pct:.1}% of its time not read: freed before fgbpf read them (labels made and dropped within milliseconds)",
+                "Go: pid {pid} ({}): the pprof labels of {pct:.1}% of its time not read: freed before fgbpf read them (labels made and dropped within milliseconds), or their announcement lost",
                 super::names::printable(process)
             ));
         }

@@ -51,8 +51,13 @@ impl Reader {
 
     /// Reads the labels at `addr` (a `g.labels`), once.
     pub fn read(&mut self, addr: u64) {
-        if addr == 0 || self.read.contains_key(&addr) || self.read.len() >= MAX_KEPT {
+        if addr == 0 || self.read.contains_key(&addr) {
             return;
+        }
+        // Full: begun anew (the stacks named later re-read what they hold
+        // while they are drained; those that cannot are counted unread).
+        if self.read.len() >= MAX_KEPT {
+            self.read.clear();
         }
         let got = self.mem.as_ref().and_then(|m| read_map(m, &self.layout, addr)).ok_or(Unread::Gone);
         self.read.insert(addr, got);
