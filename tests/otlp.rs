@@ -52,9 +52,24 @@ struct Decoded {
     pid: i64,
     service: String,
     value: i64,
-    /// Leaf first.
+    /// Leaf first, with each location's mapping (file name, build ID)
+    /// and frame type.
     frames: Vec<String>,
+    mappings: Vec<String>,
+    build_ids: Vec<String>,
+    types: Vec<String>,
     tid: String,
+}
+
+fn strings(v: &serde_json::Value) -> Vec<String> {
+    v.as_array().map(|a| a.iter().map(|f| f.as_str().unwrap_or_default().to_string()).collect()).unwrap_or_default()
+}
+
+/// A binary's GNU build ID, hex, as readelf prints it.
+fn build_id_of(path: &Path) -> String {
+    let out = Command::new("readelf").arg("-n").arg(path).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines().find_map(|l| l.trim().strip_prefix("Build ID: ")).unwrap_or_default().trim().to_string()
 }
 
 fn decode(dir: &Path) -> Vec<Decoded> {
@@ -69,7 +84,10 @@ fn decode(dir: &Path) -> Vec<Decoded> {
                 pid: v["resource"]["process.pid"].as_i64().unwrap_or(0),
                 service: v["resource"]["service.name"].as_str().unwrap_or_default().to_string(),
                 value: v["value"].as_i64().unwrap_or(0),
-                frames: v["frames"].as_array().unwrap().iter().map(|f| f.as_str().unwrap_or_default().to_string()).collect(),
+                frames: strings(&v["frames"]),
+                mappings: strings(&v["mappings"]),
+                build_ids: strings(&v["build_ids"]),
+                types: strings(&v["types"]),
                 tid: v["attributes"]["thread.id"].as_str().unwrap_or_default().to_string(),
             }
         })
@@ -89,7 +107,8 @@ fn pid_of(c: &KillOnDrop) -> i64 {
 /// in `nap_50ms`: the receiver decodes one export with the official
 /// classes; on-CPU samples summed by function give 50/30/20 within 3
 /// points, the sleep is under its function off-CPU, each process is a
-/// resource with its pid and the service's name; and the same capture's
+/// resource with its pid and the service's name, every native location
+/// resolves to a mapping with its binary's build ID; and the same capture's
 /// pprof output (read by `go tool pprof -raw`) has the same on-CPU
 /// samples, stack by stack.
 #[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
@@ -135,6 +154,25 @@ fn wall_views_sent_over_otlp_decode_with_the_official_classes() {
     eprintln!("off-CPU over OTLP: the napper {napping} of {napper_all} ns under nap_50ms");
     assert!(napper_all > 2_000_000_000 && napping * 100 >= napper_all * 95, "{napping} of {napper_all} ns under nap_50ms");
     assert!(samples.iter().any(|s| s.profile == "wall"), "no wall profile");
+    // Every native location resolves to a mapping with its binary's build
+    // ID: the workload's own functions to the workload's.
+    let binary = plain_workload("plain");
+    let ours = build_id_of(&binary);
+    assert!(ours.len() >= 16, "the workload has no build ID: {ours:?}");
+    let mut native = 0;
+    for s in &on {
+        for i in 0..s.frames.len() {
+            if s.types.get(i).map(String::as_str) != Some("native") {
+                continue;
+            }
+            native += 1;
+            assert!(!s.build_ids[i].is_empty(), "{} in {:?} has no build ID", s.frames[i], s.mappings[i]);
+            if s.frames[i].starts_with("work_") {
+                assert_eq!((s.mappings[i].as_str(), s.build_ids[i].as_str()), ("plain-O2", ours.as_str()), "{}", s.frames[i]);
+            }
+        }
+    }
+    assert!(native > 0, "no native location");
     // The same capture's pprof: the same on-CPU samples, stack by stack
     // (pprof's names carry fgbpf's kind suffixes, _[k] and the like).
     let go = Command::new("go").args(["tool", "pprof", "-raw"]).arg(dir.join("oncpu.pb.gz")).output().expect("go is installed (scripts/test.sh)");

@@ -7,7 +7,8 @@
 //! (`off_cpu`/`nanoseconds`, the thread's state its stack's last frame as
 //! in every other output) and wall time (`wall`/`nanoseconds`). Frames are
 //! locations of one line each, with the OpenTelemetry frame type where it
-//! is certain (`kernel`, `native`); threads and Go labels are sample
+//! is certain (`kernel`, `native`) and the mapping of the binary they are
+//! in (its name and GNU build ID); threads and Go labels are sample
 //! attributes. Sending is [`crate::app::otlp`]'s.
 
 use std::collections::{BTreeMap, HashMap};
@@ -22,6 +23,7 @@ use opentelemetry_proto::tonic::resource::v1::Resource;
 
 use super::folded::sanitize;
 use crate::profile::{FrameId, FrameKind, Kind, Profile, Unit};
+use crate::symbolize::Module;
 
 /// What names the sender: the host, and the service when one was given.
 #[derive(Clone, Debug, Default)]
@@ -62,6 +64,7 @@ struct Dictionary {
     strings: HashMap<String, i32>,
     stacks: HashMap<Vec<i32>, i32>,
     attributes: HashMap<(i32, String), i32>,
+    mappings: HashMap<std::sync::Arc<Module>, i32>,
 }
 
 impl Dictionary {
@@ -75,7 +78,13 @@ impl Dictionary {
             attribute_table: vec![KeyValueAndUnit::default()],
             stack_table: vec![OtlpStack::default()],
         };
-        Dictionary { d, strings: HashMap::from([(String::new(), 0)]), stacks: HashMap::new(), attributes: HashMap::new() }
+        Dictionary {
+            d,
+            strings: HashMap::from([(String::new(), 0)]),
+            stacks: HashMap::new(),
+            attributes: HashMap::new(),
+            mappings: HashMap::new(),
+        }
     }
 
     fn string(&mut self, s: &str) -> i32 {
@@ -104,6 +113,28 @@ impl Dictionary {
             unit_strindex: 0,
         });
         self.attributes.insert((k, value.to_string()), i);
+        i
+    }
+
+    /// The binary's mapping: its file name, and its GNU build ID
+    /// (`process.executable.build_id.gnu`, hex) when it has one. Frames are
+    /// functions, not addresses: a mapping names the binary, its range and
+    /// offsets are left 0.
+    fn mapping(&mut self, module: &std::sync::Arc<Module>) -> i32 {
+        if let Some(&i) = self.mappings.get(module) {
+            return i;
+        }
+        let filename_strindex = self.string(&sanitize(&module.name));
+        let attribute_indices = match &module.build_id {
+            Some(id) => {
+                let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+                vec![self.attribute("process.executable.build_id.gnu", &hex)]
+            }
+            None => Vec::new(),
+        };
+        let i = self.d.mapping_table.len() as i32;
+        self.d.mapping_table.push(Mapping { filename_strindex, attribute_indices, ..Default::default() });
+        self.mappings.insert(module.clone(), i);
         i
     }
 
@@ -166,8 +197,10 @@ impl Request {
                     dict.d.function_table.push(Function { name_strindex: name, system_name_strindex: name, ..Default::default() });
                     let attribute_indices =
                         frame_type(frame.kind).map(|t| vec![dict.attribute("profile.frame.type", t)]).unwrap_or_default();
+                    let mapping_index = frame.module.as_ref().map_or(0, |m| dict.mapping(m));
                     let i = dict.d.location_table.len() as i32;
                     dict.d.location_table.push(Location {
+                        mapping_index,
                         lines: vec![Line { function_index, ..Default::default() }],
                         attribute_indices,
                         ..Default::default()

@@ -27,6 +27,8 @@ struct PbProfile {
     sample_type: Vec<ValueType>,
     #[prost(message, repeated, tag = "2")]
     sample: Vec<Sample>,
+    #[prost(message, repeated, tag = "3")]
+    mapping: Vec<Mapping>,
     #[prost(message, repeated, tag = "4")]
     location: Vec<Location>,
     #[prost(message, repeated, tag = "5")]
@@ -74,10 +76,26 @@ struct Label {
     num: i64,
 }
 
+/// A binary frames lie in: its file name and build ID. Frames are
+/// functions, not addresses: its range and offset are left 0.
+#[derive(Clone, PartialEq, Message)]
+struct Mapping {
+    #[prost(uint64, tag = "1")]
+    id: u64,
+    #[prost(int64, tag = "5")]
+    filename: i64,
+    #[prost(int64, tag = "6")]
+    build_id: i64,
+    #[prost(bool, tag = "7")]
+    has_functions: bool,
+}
+
 #[derive(Clone, PartialEq, Message)]
 struct Location {
     #[prost(uint64, tag = "1")]
     id: u64,
+    #[prost(uint64, tag = "2")]
+    mapping_id: u64,
     #[prost(message, repeated, tag = "4")]
     line: Vec<Line>,
 }
@@ -174,6 +192,9 @@ fn build(profile: &Profile) -> PbProfile {
         ),
         _ => (None, 0),
     };
+    // Each binary's mapping, once, with its GNU build ID in hex.
+    let mut mapping: Vec<Mapping> = Vec::new();
+    let mut mapping_ids: HashMap<&crate::symbolize::Module, u64> = HashMap::new();
     let (function, location): (Vec<Function>, Vec<Location>) = profile
         .frames()
         .iter()
@@ -181,6 +202,18 @@ fn build(profile: &Profile) -> PbProfile {
         .map(|(i, f)| {
             let id = i as u64 + 1;
             let name = strings.get(&format!("{}{}", sanitize(&f.name), f.kind.suffix()));
+            let mapping_id = f.module.as_deref().map_or(0, |m| {
+                *mapping_ids.entry(m).or_insert_with(|| {
+                    let build_id: String = m.build_id.iter().flatten().map(|b| format!("{b:02x}")).collect();
+                    mapping.push(Mapping {
+                        id: mapping.len() as u64 + 1,
+                        filename: strings.get(&sanitize(&m.name)),
+                        build_id: strings.get(&build_id),
+                        has_functions: true,
+                    });
+                    mapping.len() as u64
+                })
+            });
             (
                 Function {
                     id,
@@ -189,6 +222,7 @@ fn build(profile: &Profile) -> PbProfile {
                 },
                 Location {
                     id,
+                    mapping_id,
                     line: vec![Line { function_id: id }],
                 },
             )
@@ -259,6 +293,7 @@ fn build(profile: &Profile) -> PbProfile {
     PbProfile {
         sample_type,
         sample,
+        mapping,
         location,
         function,
         string_table: strings.table,

@@ -454,7 +454,11 @@ impl Table {
     fn add(&mut self, profile: &mut Profile, named: Named) -> u32 {
         let start = self.frames.len() as u32;
         for (name, kind) in &named.frames {
-            let id = profile.intern_frame(Frame::new(name.as_str(), frame_kind(*kind)));
+            let frame = Frame {
+                module: named.module.clone(),
+                ..Frame::new(name.as_str(), frame_kind(*kind))
+            };
+            let id = profile.intern_frame(frame);
             if *kind == SymKind::Kernel && is_tracer_frame(name) {
                 self.tracer.insert(id);
             }

@@ -144,6 +144,10 @@ impl FrameKind {
 pub struct Frame {
     pub name: String,
     pub kind: FrameKind,
+    /// The binary its code lies in (name and build ID), when the capture
+    /// knew it: pprof's and OTLP's mappings. Frames of the same name in two
+    /// binaries are two frames.
+    pub module: Option<std::sync::Arc<crate::symbolize::Module>>,
 }
 
 impl Frame {
@@ -151,6 +155,7 @@ impl Frame {
         Frame {
             name: name.into(),
             kind,
+            module: None,
         }
     }
 

@@ -81,6 +81,15 @@ pub enum UnresolvedReason {
 pub struct Named {
     pub frames: Vec<(String, SymKind)>,
     pub unresolved: Option<UnresolvedReason>,
+    /// The binary the address lies in, when it lies in one.
+    pub module: Option<std::sync::Arc<Module>>,
+}
+
+/// A binary code was named in: its file name and GNU build ID.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Module {
+    pub name: String,
+    pub build_id: Option<Vec<u8>>,
 }
 
 impl Named {
@@ -88,6 +97,7 @@ impl Named {
         Named {
             frames,
             unresolved: None,
+            module: None,
         }
     }
 
@@ -95,6 +105,7 @@ impl Named {
         Named {
             frames: vec![(name, kind)],
             unresolved: Some(why),
+            module: None,
         }
     }
 }
@@ -413,10 +424,18 @@ impl Symbolizer {
                 .and_then(|i| elf.file_offset(starts[i]))
                 .unwrap_or(off)
         };
+        let module = std::sync::Arc::new(Module {
+            name: bin.name.clone(),
+            build_id: bin.elf.as_ref().and_then(|e| e.build_id.clone()),
+        });
+        let in_module = |mut n: Named| {
+            n.module = Some(module.clone());
+            n
+        };
         out.into_iter()
             .zip(offsets)
             .map(|(frames, &off)| match frames {
-                Some(frames) => Named::known(frames),
+                Some(frames) => in_module(Named::known(frames)),
                 None => {
                     let module = bin.name.clone();
                     let name = format!("{module}+{:#x}", function_offset(off));
@@ -424,7 +443,7 @@ impl Symbolizer {
                         Some(_) => UnresolvedReason::NoSymbols { module },
                         None => UnresolvedReason::Unreadable { module },
                     };
-                    Named::unknown(name, SymKind::User, why)
+                    in_module(Named::unknown(name, SymKind::User, why))
                 }
             })
             .collect()

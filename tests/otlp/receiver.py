@@ -11,6 +11,8 @@ Python classes (opentelemetry-proto) and gRPC (grpcio), from PyPI
                              "resource": {attributes}, "value": N,
                              "frames": [function names, leaf first],
                              "mappings": [mapping file names, leaf first],
+                             "build_ids": [their GNU build IDs, hex],
+                             "types": [profile.frame.type of each],
                              "attributes": {sample attributes}}
 """
 
@@ -76,6 +78,10 @@ def decode(out):
                             "frames": [s[d.function_table[line.function_index].name_strindex]
                                        for loc in locs for line in loc.lines],
                             "mappings": [s[d.mapping_table[loc.mapping_index].filename_strindex] for loc in locs],
+                            "build_ids": [dict(attr(i) for i in d.mapping_table[loc.mapping_index].attribute_indices)
+                                          .get("process.executable.build_id.gnu", "") for loc in locs],
+                            "types": [dict(attr(i) for i in loc.attribute_indices).get("profile.frame.type", "")
+                                      for loc in locs],
                             "attributes": dict(attr(i) for i in sample.attribute_indices),
                         }))
 
