@@ -48,11 +48,16 @@ static __always_inline void inherit(struct task_struct *parent, struct task_stru
 		bpf_map_delete_elem(&py_procs, &cpid);
 }
 
-/* The mappings of a process that execs or exits are gone with it. */
+/* The mappings of a process that execs or exits are gone with it, and
+ * its runtime: the walkers must not read a new program's memory with the
+ * old one's offsets (user space gives the new one its own). */
 static __always_inline void forget(__u32 pid)
 {
 	bpf_map_delete_elem(&proc_unwind, &pid);
 	bpf_map_delete_elem(&py_procs, &pid);
+	bpf_map_delete_elem(&rb_procs, &pid);
+	bpf_map_delete_elem(&php_procs, &pid);
+	bpf_map_delete_elem(&go_procs, &pid);
 }
 
 SEC("tp_btf/sched_process_fork")

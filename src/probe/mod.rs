@@ -367,6 +367,14 @@ impl Probe {
                 }
                 false
             }
+            // Its Go runtime, if any, is gone with the old program (the
+            // walker's entry too): the new one is looked at afresh.
+            events::ProcEventKind::Exec => {
+                if let Some(go) = runtimes.go.as_mut() {
+                    go.exited(e.pid);
+                }
+                true
+            }
             events::ProcEventKind::LongWait(w) => {
                 // Bounded: a recorder that does not take them keeps the
                 // first few.
