@@ -192,9 +192,30 @@ fn build(profile: &Profile) -> PbProfile {
         ),
         _ => (None, 0),
     };
-    // Each binary's mapping, once, with its GNU build ID in hex.
+    // Each binary's mapping, once, with its GNU build ID in hex. pprof
+    // takes the first for the profile's main binary: the one the heaviest
+    // stack starts in goes first.
     let mut mapping: Vec<Mapping> = Vec::new();
-    let mut mapping_ids: HashMap<&crate::symbolize::Module, u64> = HashMap::new();
+    let mut mapping_ids: HashMap<crate::symbolize::Module, u64> = HashMap::new();
+    let mut mapping_of = |m: &crate::symbolize::Module, strings: &mut Strings| -> u64 {
+        if let Some(&id) = mapping_ids.get(m) {
+            return id;
+        }
+        let build_id: String = m.build_id.iter().flatten().map(|b| format!("{b:02x}")).collect();
+        let id = mapping.len() as u64 + 1;
+        mapping.push(Mapping {
+            id,
+            filename: strings.get(&sanitize(&m.name)),
+            build_id: strings.get(&build_id),
+            has_functions: true,
+        });
+        mapping_ids.insert(m.clone(), id);
+        id
+    };
+    let heaviest = profile.stacks().iter().max_by_key(|s| s.weight);
+    if let Some(main) = heaviest.and_then(|s| s.frames.iter().find_map(|&f| profile.frame(f).module.as_deref())) {
+        mapping_of(main, &mut strings);
+    }
     let (function, location): (Vec<Function>, Vec<Location>) = profile
         .frames()
         .iter()
@@ -202,18 +223,7 @@ fn build(profile: &Profile) -> PbProfile {
         .map(|(i, f)| {
             let id = i as u64 + 1;
             let name = strings.get(&format!("{}{}", sanitize(&f.name), f.kind.suffix()));
-            let mapping_id = f.module.as_deref().map_or(0, |m| {
-                *mapping_ids.entry(m).or_insert_with(|| {
-                    let build_id: String = m.build_id.iter().flatten().map(|b| format!("{b:02x}")).collect();
-                    mapping.push(Mapping {
-                        id: mapping.len() as u64 + 1,
-                        filename: strings.get(&sanitize(&m.name)),
-                        build_id: strings.get(&build_id),
-                        has_functions: true,
-                    });
-                    mapping.len() as u64
-                })
-            });
+            let mapping_id = f.module.as_deref().map_or(0, |m| mapping_of(m, &mut strings));
             (
                 Function {
                     id,
@@ -316,7 +326,7 @@ pub fn write(profile: &Profile, out: &mut dyn Write) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::{Frame, FrameKind, Stack, Thread};
+    use crate::profile::{Frame, FrameId, FrameKind, Stack, Thread};
     use std::io::Read;
 
     fn decode(p: &Profile) -> PbProfile {
@@ -349,6 +359,27 @@ mod tests {
             ..Default::default()
         });
         p
+    }
+
+    #[test]
+    fn binaries_are_mappings_with_build_ids_the_heaviest_stack_s_first() {
+        let mut p = oncpu();
+        let module = |name: &str, id: u8| {
+            Some(std::sync::Arc::new(crate::symbolize::Module { name: name.into(), build_id: Some(vec![id, 0xab]) }))
+        };
+        let libc = p.intern_frame(Frame { module: module("libc.so.6", 1), ..Frame::new("__libc_start_main", FrameKind::User) });
+        let work = p.intern_frame(Frame { module: module("srv", 2), ..Frame::new("work", FrameKind::User) });
+        let t = p.stacks()[0].thread;
+        p.push(Stack { thread: t, frames: vec![libc, work].into(), weight: 5, ..Default::default() });
+        let pb = decode(&p);
+        let text = |i: i64| pb.string_table[i as usize].as_str();
+        let maps: Vec<(&str, &str)> = pb.mapping.iter().map(|m| (text(m.filename), text(m.build_id))).collect();
+        // The heaviest stack starts in libc: its binary is first.
+        assert_eq!(maps, [("libc.so.6", "01ab"), ("srv", "02ab")]);
+        let of = |f: FrameId| pb.location[f as usize].mapping_id;
+        assert_eq!((of(libc), of(work)), (1, 2));
+        // Frames of no known binary have none.
+        assert_eq!(pb.location[0].mapping_id, 0);
     }
 
     #[test]
