@@ -150,11 +150,12 @@ impl Dictionary {
 }
 
 /// OpenTelemetry's frame type (`profile.frame.type`) of the frames whose
-/// kind says it for certain; the others carry none.
-fn frame_type(kind: FrameKind) -> Option<&'static str> {
-    match kind {
+/// kind says it for certain (native code: in a binary); the others carry
+/// none.
+fn frame_type(frame: &crate::profile::Frame) -> Option<&'static str> {
+    match frame.kind {
         FrameKind::Kernel => Some("kernel"),
-        FrameKind::User | FrameKind::Inlined => Some("native"),
+        FrameKind::User | FrameKind::Inlined if frame.module.is_some() => Some("native"),
         _ => None,
     }
 }
@@ -196,7 +197,7 @@ impl Request {
                     let function_index = dict.d.function_table.len() as i32;
                     dict.d.function_table.push(Function { name_strindex: name, system_name_strindex: name, ..Default::default() });
                     let attribute_indices =
-                        frame_type(frame.kind).map(|t| vec![dict.attribute("profile.frame.type", t)]).unwrap_or_default();
+                        frame_type(frame).map(|t| vec![dict.attribute("profile.frame.type", t)]).unwrap_or_default();
                     let mapping_index = frame.module.as_ref().map_or(0, |m| dict.mapping(m));
                     let i = dict.d.location_table.len() as i32;
                     dict.d.location_table.push(Location {

@@ -490,6 +490,13 @@ impl Symbolizer {
         let Some(own) = &self.own_vdso else {
             return offsets.iter().map(|&o| unknown(o)).collect();
         };
+        // The vDSO is the kernel's, the same image in every process: its
+        // build ID read once from fgbpf's own.
+        let module = std::sync::Arc::new(Module { name: "[vdso]".into(), build_id: vdso_build_id(own) });
+        let in_vdso = |mut n: Named| {
+            n.module = Some(module.clone());
+            n
+        };
         let addrs: Vec<u64> = offsets.iter().map(|&o| own.start + o).collect();
         let src = Source::Process(Process::new(Pid::Slf));
         let syms = self
@@ -501,8 +508,8 @@ impl Symbolizer {
             .enumerate()
             .map(
                 |(i, &off)| match syms.get(i).and_then(|s| named_sym(s, SymKind::User)) {
-                    Some(frames) => Named::known(frames),
-                    None => unknown(off),
+                    Some(frames) => in_vdso(Named::known(frames)),
+                    None => in_vdso(unknown(off)),
                 },
             )
             .collect()
@@ -533,4 +540,25 @@ fn unique(addrs: impl IntoIterator<Item = u64>) -> Vec<u64> {
     v.sort_unstable();
     v.dedup();
     v
+}
+
+/// The GNU build ID of fgbpf's own vDSO (`range`, in its memory), read
+/// through /proc/self/mem (at most 64 KB).
+fn vdso_build_id(range: &Range<u64>) -> Option<Vec<u8>> {
+    use object::Object;
+    use std::os::unix::fs::FileExt;
+    let len = usize::try_from(range.end.checked_sub(range.start)?).ok()?.min(64 << 10);
+    let mut image = vec![0; len];
+    std::fs::File::open("/proc/self/mem").ok()?.read_exact_at(&mut image, range.start).ok()?;
+    object::File::parse(&image[..]).ok()?.build_id().ok().flatten().map(<[u8]>::to_vec)
+}
+
+#[cfg(test)]
+mod vdso_tests {
+    #[test]
+    fn the_vdso_s_build_id_is_read() {
+        let own = crate::procs::maps::own_vdso().expect("this process has a vDSO");
+        let id = super::vdso_build_id(&own).expect("the vDSO has a GNU build ID");
+        assert!(id.len() >= 8, "{id:?}");
+    }
 }

@@ -50,8 +50,11 @@ pub fn raw_samples(text: &str) -> Vec<RawSample> {
             "Locations" => {
                 let t = line.trim();
                 if let Some((id, rest)) = t.split_once(": ").filter(|(id, _)| id.parse::<u64>().is_ok()) {
-                    // `0xADDR M=N FUNC FILE:LINE s=0`
-                    let func = rest.split_whitespace().nth(2).unwrap_or_default().to_string();
+                    // `0xADDR M=N FUNC FILE:LINE s=0`, without `M=N` for
+                    // a location of no mapping.
+                    let mut tokens = rest.split_whitespace().skip(1).peekable();
+                    tokens.next_if(|t| t.starts_with("M="));
+                    let func = tokens.next().unwrap_or_default().to_string();
                     let id = id.parse().unwrap_or(0);
                     locations.entry(id).or_default().push(func);
                     last_location = Some(id);
