@@ -134,6 +134,42 @@ fn debian_python_reaches_main() {
     assert!(got >= 95.0, "python3.11: main on {got:.1}% of {all} samples");
 }
 
+/// `perf record --call-graph dwarf` on a process for 4 s, beside fgbpf:
+/// the field's reference for native stacks.
+struct PerfDwarf {
+    child: std::process::Child,
+    data: std::path::PathBuf,
+}
+
+impl PerfDwarf {
+    fn start(pid: u32, name: &str) -> PerfDwarf {
+        let data = out_dir(name).with_extension("data");
+        let child = Command::new("perf")
+            .args(["record", "-q", "-e", "cpu-clock", "-F", "499", "--call-graph", "dwarf", "-p", &pid.to_string(), "-o"])
+            .arg(&data)
+            .args(["--", "sleep", "4"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("perf is installed (scripts/test.sh installs linux-perf)");
+        PerfDwarf { child, data }
+    }
+
+    /// Waits for the recording to end; its samples (function names, leaf
+    /// first).
+    fn samples(self) -> Vec<Vec<String>> {
+        let out = self.child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "perf record failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let script = Command::new("perf").args(["script", "-F", "ip,sym", "-i"]).arg(&self.data).output().unwrap();
+        perf_samples(&String::from_utf8_lossy(&script.stdout))
+    }
+}
+
 /// Samples of `perf script` output as lists of function names, leaf first.
 fn perf_samples(text: &str) -> Vec<Vec<String>> {
     let mut out = Vec::new();
@@ -169,31 +205,10 @@ fn plain_gcc_split_agrees_with_perf_dwarf_on_the_same_process() {
     }
     let _serial = serial();
     let child = start(&plain_workload("plain"), &["split", "60"]);
-    let pid = child.id().to_string();
-    let perf_data = out_dir("perf_anchor").with_extension("data");
-    let perf = Command::new("perf")
-        .args(["record", "-q", "-e", "cpu-clock", "-F", "499", "--call-graph", "dwarf", "-p", &pid, "-o"])
-        .arg(&perf_data)
-        .args(["--", "sleep", "4"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("perf is installed (scripts/test.sh installs linux-perf)");
+    let perf = PerfDwarf::start(child.id(), "perf_anchor");
     let (dir, _) = capture("oncpu", child.id(), "4", "perf_anchor_fgbpf");
-    let perf_out = perf.wait_with_output().unwrap();
+    let samples = perf.samples();
     drop(child);
-    assert!(
-        perf_out.status.success(),
-        "perf record failed ({}): {}",
-        perf_out.status,
-        String::from_utf8_lossy(&perf_out.stderr)
-    );
-    let script = Command::new("perf")
-        .args(["script", "-F", "ip,sym", "-i"])
-        .arg(&perf_data)
-        .output()
-        .unwrap();
-    let samples = perf_samples(&String::from_utf8_lossy(&script.stdout));
     assert!(samples.len() > 500, "perf recorded only {} samples", samples.len());
     let stacks = read_folded(&dir.join("oncpu.folded"));
     let ours_total = total(&stacks);
@@ -301,24 +316,11 @@ fn plain_gcc_signal_handler_keeps_the_code_it_interrupted() {
     }
     let _serial = serial();
     let child = start(&plain_workload("plain"), &["signal", "60"]);
-    let pid = child.id().to_string();
-    let perf_data = out_dir("perf_signal").with_extension("data");
-    let perf = Command::new("perf")
-        .args(["record", "-q", "-e", "cpu-clock", "-F", "499", "--call-graph", "dwarf", "-p", &pid, "-o"])
-        .arg(&perf_data)
-        .args(["--", "sleep", "4"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("perf is installed (scripts/test.sh installs linux-perf)");
+    let perf = PerfDwarf::start(child.id(), "perf_signal");
     let (dir, summary) = capture("oncpu", child.id(), "4", "signal_fgbpf");
-    let perf_out = perf.wait_with_output().unwrap();
-    drop(child);
-    assert!(perf_out.status.success(), "perf record: {}", String::from_utf8_lossy(&perf_out.stderr));
-    let script = Command::new("perf").args(["script", "-F", "ip,sym", "-i"]).arg(&perf_data).output().unwrap();
     // perf's stacks are leaf first.
-    let theirs: Vec<Vec<String>> =
-        perf_samples(&String::from_utf8_lossy(&script.stdout)).into_iter().filter(|s| s.iter().any(|f| f == "in_handler")).collect();
+    let theirs: Vec<Vec<String>> = perf.samples().into_iter().filter(|s| s.iter().any(|f| f == "in_handler")).collect();
+    drop(child);
     let theirs_whole = theirs.iter().filter(|s| s.iter().any(|f| f == "interrupted") && s.iter().any(|f| f == "main")).count();
     let stacks = read_folded(&dir.join("oncpu.folded"));
     let handler: Vec<&(Vec<String>, u64)> = stacks.iter().filter(|(f, _)| f.iter().any(|x| x == "in_handler")).collect();
