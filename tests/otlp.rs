@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
 use common::pprof_raw::raw_samples;
 use common::*;
@@ -31,11 +32,18 @@ fn receiver_script() -> PathBuf {
 
 /// The receiver, serving until dropped; its port.
 fn serve(dir: &Path) -> (KillOnDrop, u16) {
+    serve_with(dir, &[])
+}
+
+/// The receiver with receiver.py's options (`--port N`, `--http`,
+/// `--delay S`, `--fail CODE`).
+fn serve_with(dir: &Path, options: &[&str]) -> (KillOnDrop, u16) {
     let _ = std::fs::remove_dir_all(dir);
     let mut child = Command::new(receiver_python())
         .arg(receiver_script())
         .arg("serve")
         .arg(dir)
+        .args(options)
         .stdout(Stdio::piped())
         .spawn()
         .expect(NEEDS_RECEIVER);
@@ -59,6 +67,8 @@ struct Decoded {
     build_ids: Vec<String>,
     types: Vec<String>,
     tid: String,
+    /// Its profile's start (ns since the epoch).
+    time: u64,
 }
 
 fn strings(v: &serde_json::Value) -> Vec<String> {
@@ -89,6 +99,7 @@ fn decode(dir: &Path) -> Vec<Decoded> {
                 build_ids: strings(&v["build_ids"]),
                 types: strings(&v["types"]),
                 tid: v["attributes"]["thread.id"].as_str().unwrap_or_default().to_string(),
+                time: v["time"].as_u64().unwrap_or(0),
             }
         })
         .collect()
@@ -146,12 +157,15 @@ fn wall_views_sent_over_otlp_decode_with_the_official_classes() {
     for (got, want) in shares.iter().zip([50.0, 30.0, 20.0]) {
         assert!((got - want).abs() <= 3.0, "{shares:?} against 50/30/20");
     }
-    let off: Vec<&Decoded> = samples.iter().filter(|s| s.profile == "off_cpu" && s.pid == waits_pid).collect();
+    // Off-CPU time comes one sample type per state.
+    let off: Vec<&Decoded> = samples.iter().filter(|s| s.profile.starts_with("off_cpu_") && s.pid == waits_pid).collect();
     let napper_tid = off.iter().find(|s| s.frames.iter().any(|f| f == "nap_50ms")).map(|s| s.tid.clone()).unwrap_or_default();
     let napper: Vec<&&Decoded> = off.iter().filter(|s| s.tid == napper_tid).collect();
     let napping: i64 = napper.iter().filter(|s| s.frames.iter().any(|f| f == "nap_50ms")).map(|s| s.value).sum();
     let napper_all: i64 = napper.iter().map(|s| s.value).sum();
-    eprintln!("off-CPU over OTLP: the napper {napping} of {napper_all} ns under nap_50ms");
+    let sleeping: i64 = napper.iter().filter(|s| s.profile == "off_cpu_sleeping" && s.frames.iter().any(|f| f == "nap_50ms")).map(|s| s.value).sum();
+    eprintln!("off-CPU over OTLP: the napper {napping} of {napper_all} ns under nap_50ms, {sleeping} as off_cpu_sleeping");
+    assert_eq!(sleeping, napping, "a nap is sleeping");
     assert!(napper_all > 2_000_000_000 && napping * 100 >= napper_all * 95, "{napping} of {napper_all} ns under nap_50ms");
     assert!(samples.iter().any(|s| s.profile == "wall"), "no wall profile");
     // Every native location resolves to a mapping with its binary's build
@@ -214,8 +228,183 @@ fn a_receiver_that_is_not_there_costs_one_line() {
     let summary = String::from_utf8_lossy(&out.stderr);
     let said: Vec<&str> = summary.lines().filter(|l| l.contains("OTLP")).collect();
     assert_eq!(said.len(), 1, "{summary}");
-    assert!(said[0].contains("not sent") && said[0].contains("3 tries"), "{}", said[0]);
+    assert!(said[0].contains("not sent") && said[0].contains("tries"), "{}", said[0]);
     assert!(dir.join("oncpu.folded").is_file());
+}
+
+/// The numbers of the end's line: `OTLP: sent S of M exports (P
+/// profiles) to URL[; L lost: ...]`.
+fn tally(summary: &str) -> (u64, u64, u64) {
+    let line = summary.lines().find(|l| l.contains("OTLP: sent")).unwrap_or_else(|| panic!("no end line\n{summary}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let after = |w: &str| words.iter().position(|x| *x == w).and_then(|i| words.get(i + 1)).and_then(|n| n.parse().ok());
+    let sent = words.iter().position(|x| *x == "sent").and_then(|i| words[i + 1].parse().ok()).unwrap();
+    let made = after("of").unwrap();
+    let lost = line.split("; ").nth(1).and_then(|t| t.split_whitespace().next()).map_or(0, |n| n.parse().unwrap());
+    (sent, made, lost)
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// `--otlp-interval 1` for 60 s with the receiver gone from 20 s to 40 s:
+/// the capture is whole; what was sent before and after reached the two
+/// receivers, each interval once; the intervals made while it was down
+/// beyond the queue's 8 are dropped and counted, and the end's numbers add
+/// up (sent + lost = made); one warning while it was down.
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+#[test]
+fn a_stream_outlives_its_receiver_down_for_20_seconds() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let port = free_port();
+    let (before, after) = (out_dir("otlp_stream_before"), out_dir("otlp_stream_after"));
+    let first = serve_with(&before, &["--port", &port.to_string()]);
+    let split = start(&["split", "90"]);
+    let dir = out_dir("otlp_stream");
+    let capture = spawn_attached(fgbpf()
+        .args(["oncpu", "-F", "99", "-d", "60", "-p", &pid_of(&split).to_string(), "--otlp-interval", "1"])
+        .args(["--otlp", &format!("127.0.0.1:{port}"), "--otlp-insecure", "-o"])
+        .arg(&dir));
+    let started = std::time::Instant::now();
+    std::thread::sleep(Duration::from_secs(20).saturating_sub(started.elapsed()));
+    drop(first);
+    std::thread::sleep(Duration::from_secs(40).saturating_sub(started.elapsed()));
+    let second = serve_with(&after, &["--port", &port.to_string()]);
+    let out = capture.finish();
+    drop((split, second));
+    assert_ok(&out);
+    let summary = String::from_utf8_lossy(&out.stderr);
+    let said: Vec<&str> = summary.lines().filter(|l| l.contains("OTLP")).collect();
+    eprintln!("{}", said.join("\n"));
+    // The capture is whole: 60 s of a busy thread at 99 Hz.
+    let samples = total(&read_folded(&dir.join("oncpu.folded")));
+    assert!(samples >= 60 * 99 * 9 / 10, "{samples} samples in the files\n{summary}");
+    let (sent, made, lost) = tally(&summary);
+    assert!((60..=62).contains(&made), "{made} intervals made\n{summary}");
+    assert_eq!(sent + lost, made, "{summary}");
+    assert!(lost >= 5 && summary.contains("dropped from the full queue"), "{summary}");
+    assert_eq!(said.len(), 2, "one warning and the end's line\n{summary}");
+    // Each interval reached one receiver once; those after the receiver
+    // came back, and the last, were delivered.
+    let (got_before, got_after) = (decode(&before), decode(&after));
+    let exports = |d: &Path| std::fs::read_dir(d).map_or(0, |d| d.count()) as u64;
+    let times = |d: &[Decoded]| d.iter().map(|s| s.time).collect::<std::collections::BTreeSet<_>>();
+    let (t_before, t_after) = (times(&got_before), times(&got_after));
+    eprintln!("received: {} exports before, {} after; {sent} sent, {lost} lost of {made}", exports(&before), exports(&after));
+    assert_eq!(exports(&before) + exports(&after), sent, "exports received against sent");
+    assert!(t_before.is_disjoint(&t_after), "an interval received twice");
+    assert!(exports(&before) >= 15 && exports(&after) >= 15, "{summary}");
+    let first_time = *t_before.iter().next().unwrap();
+    let last_time = *t_after.iter().last().unwrap();
+    assert!(last_time - first_time >= 58_000_000_000, "the last interval delivered starts {} s after the first", (last_time - first_time) / 1_000_000_000);
+    // What reached the receivers is what the files hold for those
+    // intervals: every sample of the split process under its functions.
+    let received: i64 = got_before.iter().chain(&got_after).filter(|s| s.profile == "samples").map(|s| s.value).sum();
+    assert!(received as u64 <= samples && received as u64 * made >= samples * sent * 9 / 10, "{received} samples received of {samples}");
+}
+
+/// A receiver that answers late, one that refuses, and one that is
+/// unavailable: each capture is whole, its exports are all counted (sent
+/// or lost, with why), and at most one warning is said before the end's
+/// line.
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+#[test]
+fn slow_or_refusing_receivers_cost_counted_drops_and_one_warning() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let split = start(&["split", "60"]);
+    for (name, options, want) in [
+        ("slow", &["--delay", "4"][..], "still unsent at the end"),
+        ("refusing", &["--fail", "INVALID_ARGUMENT"][..], "refused by the receiver"),
+        ("unavailable", &["--fail", "UNAVAILABLE"][..], "still unsent at the end"),
+    ] {
+        let received = out_dir(&format!("otlp_{name}_received"));
+        let (_receiver, port) = serve_with(&received, options);
+        let dir = out_dir(&format!("otlp_{name}"));
+        let out = run(fgbpf()
+            .args(["oncpu", "-F", "99", "-d", "8", "-p", &pid_of(&split).to_string(), "--otlp-interval", "1"])
+            .args(["--otlp", &format!("127.0.0.1:{port}"), "--otlp-insecure", "-o"])
+            .arg(&dir));
+        assert_ok(&out);
+        let summary = String::from_utf8_lossy(&out.stderr);
+        let said: Vec<&str> = summary.lines().filter(|l| l.contains("OTLP")).collect();
+        eprintln!("{name}: {}", said.join(" | "));
+        assert!(total(&read_folded(&dir.join("oncpu.folded"))) >= 8 * 99 * 9 / 10, "{name}: the capture\n{summary}");
+        let (sent, made, lost) = tally(&summary);
+        assert_eq!(sent + lost, made, "{name}\n{summary}");
+        assert!(lost > 0 && summary.contains(want), "{name}: want {want:?}\n{summary}");
+        assert!(said.len() <= 2, "{name}: at most one warning\n{summary}");
+        let delivered = std::fs::read_dir(&received).map_or(0, |d| d.count()) as u64;
+        assert_eq!(delivered, sent, "{name}: kept by the receiver against sent");
+    }
+}
+
+/// `--otlp-protocol http/protobuf`: the same export POSTed to
+/// /v1development/profiles, decoded by the official classes.
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+#[test]
+fn http_protobuf_reaches_an_otlp_http_receiver() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let received = out_dir("otlp_http_received");
+    let (_receiver, port) = serve_with(&received, &["--http"]);
+    let split = start(&["split", "30"]);
+    let dir = out_dir("otlp_http");
+    let out = run(fgbpf()
+        .args(["oncpu", "-F", "499", "-d", "3", "-p", &pid_of(&split).to_string(), "--otlp-protocol", "http/protobuf"])
+        .args(["--otlp", &format!("127.0.0.1:{port}"), "--otlp-insecure", "-o"])
+        .arg(&dir));
+    drop(split);
+    assert_ok(&out);
+    let summary = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(tally(&summary), (1, 1, 0), "{summary}");
+    let samples = decode(&received);
+    let all: i64 = samples.iter().filter(|s| s.profile == "samples").map(|s| s.value).sum();
+    let fifty: i64 = samples.iter().filter(|s| s.frames.iter().any(|f| f == "work_fifty")).map(|s| s.value).sum();
+    let files = total(&read_folded(&dir.join("oncpu.folded")));
+    assert_eq!(all as u64, files, "samples over HTTP against the files");
+    assert!((pct(fifty as u64, all as u64) - 50.0).abs() <= 5.0, "work_fifty {fifty} of {all}");
+}
+
+/// `fgbpf flight --otlp-interval`: the recorder streams as it records
+/// (a continuous profiler): on-CPU, off-CPU and wall profiles each second,
+/// and no dump is needed for them.
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+#[test]
+fn the_flight_recorder_streams_each_interval() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let received = out_dir("otlp_flight_received");
+    let (_receiver, port) = serve(&received);
+    let split = start(&["split", "30"]);
+    let dumps = out_dir("otlp_flight_dumps");
+    let out = run(fgbpf()
+        .args(["flight", "-p", &pid_of(&split).to_string(), "--keep", "20s", "-d", "5", "--otlp-interval", "1"])
+        .args(["--otlp", &format!("127.0.0.1:{port}"), "--otlp-insecure", "--dumps"])
+        .arg(&dumps));
+    drop(split);
+    assert_ok(&out);
+    let summary = String::from_utf8_lossy(&out.stderr);
+    let (sent, made, lost) = tally(&summary);
+    assert!(made >= 4 && sent == made && lost == 0, "{summary}");
+    let samples = decode(&received);
+    for kind in ["samples", "wall"] {
+        let times: std::collections::BTreeSet<u64> = samples.iter().filter(|s| s.profile == kind).map(|s| s.time).collect();
+        assert!(times.len() as u64 >= made - 1, "{kind}: {} intervals of {made}", times.len());
+    }
+    let fifty: i64 = samples.iter().filter(|s| s.profile == "samples" && s.frames.iter().any(|f| f == "work_fifty")).map(|s| s.value).sum();
+    let all: i64 = samples.iter().filter(|s| s.profile == "samples").map(|s| s.value).sum();
+    assert!(all > 0 && (pct(fifty as u64, all as u64) - 50.0).abs() <= 8.0, "work_fifty {fifty} of {all}");
 }
 
 /// Plain text only when asked for: an http:// endpoint without

@@ -7,7 +7,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::otlp::stream::Stream;
 use super::summary::say;
+use super::views::Wanted;
 use super::CliError;
 use crate::probe::{Probe, Targets};
 use crate::procs::cgroup::Scope;
@@ -36,6 +38,8 @@ pub struct Finished {
     /// Local time the window opened, for subtitles, and when.
     pub started_at: String,
     pub started: std::time::SystemTime,
+    /// `--otlp-interval`: the stream, its last interval still to send.
+    pub stream: Option<Stream>,
 }
 
 /// Runs the steps every capture command shares: checks, output directory,
@@ -48,14 +52,20 @@ pub fn capture(
     outputs: &[String],
     what: &str,
     start: impl FnOnce(Targets) -> Result<Probe, CliError>,
+    wanted: Wanted,
 ) -> Result<Finished, CliError> {
     let names: Vec<&str> = outputs.iter().map(String::as_str).collect();
     super::summary::set_quiet(args.quiet);
     let prepared = preflight(args)?;
     let out_dir = output_dir(args, kind, &names)?;
     let mut live = open(args, prepared, what, start)?;
+    let mut stream = live.stream(args, wanted)?;
     let (window, recorder, symbolizer) = live.window(args);
-    let (_, end) = window.run(recorder, symbolizer);
+    let (_, end) = window.run(recorder, symbolizer, &mut |r, s| {
+        if let Some(stream) = stream.as_mut() {
+            stream.step(r, s);
+        }
+    });
     let (elapsed, command_status) = live.close(args, end);
     Ok(Finished {
         prepared: live.prepared,
@@ -67,6 +77,7 @@ pub fn capture(
         command_status,
         started_at: live.started_at,
         started: live.started,
+        stream,
     })
 }
 
@@ -139,6 +150,12 @@ pub fn open(
 }
 
 impl Live {
+    /// `--otlp-interval`'s stream, from the window's start.
+    pub fn stream(&self, args: &CaptureArgs, wanted: Wanted) -> Result<Option<Stream>, CliError> {
+        let target = super::otlp::target(&args.otlp)?;
+        Ok(target.and_then(|t| Stream::start(&t, wanted, &self.prepared.target, self.started)))
+    }
+
     /// The capture's window, and what its steps feed.
     pub fn window(&mut self, args: &CaptureArgs) -> (Window<'_>, &mut Probe, &mut Symbolizer) {
         let window = Window {

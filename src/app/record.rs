@@ -147,8 +147,13 @@ pub fn run(rec: &Recording<'_>) -> Result<Outcome, CliError> {
         command_status,
         started_at,
         started,
-    } = capture(rec.capture, rec.kind(), &outputs, &rec.what(), |targets| rec.start(targets))?;
+        mut stream,
+    } = capture(rec.capture, rec.kind(), &outputs, &rec.what(), |targets| rec.start(targets), rec.wanted())?;
     stages::mark("capturing");
+    if let Some(s) = stream.as_mut() {
+        s.last(&mut recorder, &mut symbolizer, elapsed);
+        stages::mark("OTLP's last interval");
+    }
     let recorded = recorder.finish();
     stages::mark("counts read out");
     drop(recorder);
@@ -166,6 +171,9 @@ pub fn run(rec: &Recording<'_>) -> Result<Outcome, CliError> {
     let edges = views.edges.lines();
     let (written, main) = write(rec, views, &out_dir, &prepared.target, whole_system, (&started_at, Some(started)))?;
     stages::mark("written");
+    if let Some(s) = stream {
+        s.close();
+    }
     Ok(finish(&main, &edges, written, held, end, command_status, rec.capture.json))
 }
 
@@ -209,8 +217,9 @@ pub fn write(
     whole_system: bool,
     (started_at, started): (&str, Option<std::time::SystemTime>),
 ) -> Result<(Vec<PathBuf>, Profile), CliError> {
-    // --otlp: the views are sent as they are written, in one export.
-    let otlp = super::otlp::target(&rec.capture.otlp)?;
+    // --otlp: the views are sent as they are written, in one export
+    // (streamed instead with --otlp-interval).
+    let otlp = super::otlp::target(&rec.capture.otlp)?.filter(|t| t.interval.is_none());
     let mut export = otlp.as_ref().map(|_| crate::format::otlp::Request::new());
     let start_ns = |p: &Profile| {
         let at = started.unwrap_or_else(|| std::time::SystemTime::now() - p.meta.duration);

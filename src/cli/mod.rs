@@ -444,6 +444,13 @@ fn parse_id(s: &str) -> Result<u32, String> {
     }
 }
 
+fn parse_interval(s: &str) -> Result<Duration, String> {
+    match s.trim().parse::<f64>() {
+        Ok(secs) if (1.0..=3600.0).contains(&secs) => Ok(Duration::from_secs_f64(secs)),
+        _ => Err(format!("'{s}' is not an interval: give 1 to 3600 seconds")),
+    }
+}
+
 fn parse_duration(s: &str) -> Result<Duration, String> {
     let secs: f64 = s
         .parse()
@@ -496,8 +503,21 @@ pub struct OtlpArgs {
     /// Also send the views to an OTLP profiles receiver over gRPC (an
     /// OpenTelemetry Collector with service.profilesSupport enabled):
     /// HOST:PORT or https://HOST:PORT, over TLS unless --otlp-insecure.
+    /// Sent once, when the views are written, unless --otlp-interval.
     #[arg(long, value_name = "ENDPOINT")]
     pub otlp: Option<String>,
+
+    /// Stream: send what each SECONDS of the capture recorded as it ends
+    /// (1 to 3600), the rest at the end. A receiver that is down or slow
+    /// costs the capture nothing: at most 8 intervals wait to be sent, the
+    /// oldest dropped past that, and the end says how many.
+    #[arg(long, value_name = "SECONDS", requires = "otlp", value_parser = parse_interval)]
+    pub otlp_interval: Option<Duration>,
+
+    /// grpc (the receiver's port 4317) or http/protobuf (4318: POSTs to
+    /// ENDPOINT/v1development/profiles).
+    #[arg(long, value_name = "PROTOCOL", default_value = "grpc", value_parser = ["grpc", "http/protobuf"], requires = "otlp")]
+    pub otlp_protocol: String,
 
     /// Send to --otlp in plain text (http://HOST:PORT), without TLS.
     #[arg(long, requires = "otlp")]

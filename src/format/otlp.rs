@@ -4,8 +4,9 @@
 //! Each process is a resource (`process.pid`, `process.executable.name`,
 //! `host.name`, `service.name`), holding one profile per view: on-CPU
 //! samples (`samples`/`count`, period in CPU nanoseconds), off-CPU time
-//! (`off_cpu`/`nanoseconds`, the thread's state its stack's last frame as
-//! in every other output) and wall time (`wall`/`nanoseconds`). Frames are
+//! one profile per state (`off_cpu_sleeping`, `off_cpu_uninterruptible`,
+//! `off_cpu_runqueue`, in nanoseconds; the state is still its stacks' last
+//! frame, as in every other output) and wall time (`wall`/`nanoseconds`). Frames are
 //! locations of one line each, with the OpenTelemetry frame type where it
 //! is certain (`kernel`, `native`) and the mapping of the binary they are
 //! in (its name and GNU build ID); threads and Go labels are sample
@@ -22,7 +23,7 @@ use opentelemetry_proto::tonic::profiles::v1development::{
 use opentelemetry_proto::tonic::resource::v1::Resource;
 
 use super::folded::sanitize;
-use crate::profile::{FrameId, FrameKind, Kind, Profile, Unit};
+use crate::profile::{FrameId, FrameKind, Kind, Profile, State, Unit};
 use crate::symbolize::Module;
 
 /// What names the sender: the host, and the service when one was given.
@@ -32,6 +33,9 @@ pub struct Origin {
     pub service: Option<String>,
     /// When the capture began, in nanoseconds since the Unix epoch.
     pub start_unix_nano: u64,
+    /// More resource attributes of a process (`container.id`,
+    /// `k8s.pod.uid`, a systemd unit's `service.name`), by pid.
+    pub of_process: HashMap<u32, Vec<(&'static str, String)>>,
 }
 
 /// What a view's samples measure.
@@ -150,11 +154,15 @@ impl Dictionary {
 }
 
 /// OpenTelemetry's frame type (`profile.frame.type`) of the frames whose
-/// kind says it for certain (native code: in a binary); the others carry
-/// none.
+/// kind says it for certain (native code: in a binary; Java methods
+/// HotSpot's interpreter or C1 ran); the others carry none (a C2 method
+/// and a perf map's JIT code share a kind, as CPython's and Ruby's frames
+/// do).
 fn frame_type(frame: &crate::profile::Frame) -> Option<&'static str> {
     match frame.kind {
         FrameKind::Kernel => Some("kernel"),
+        // HotSpot's interpreted and C1-compiled methods.
+        FrameKind::Interpreted | FrameKind::C1 => Some("jvm"),
         FrameKind::User | FrameKind::Inlined if frame.module.is_some() => Some("native"),
         _ => None,
     }
@@ -185,7 +193,17 @@ impl Request {
         let Some(SampleType { sample: sample_type, period, scale }) = sample_type(p) else { return };
         // Each of the profile's frames as a location, once.
         let mut locations: HashMap<FrameId, i32> = HashMap::new();
-        let mut per: BTreeMap<(u32, String), Vec<Sample>> = BTreeMap::new();
+        // Off-CPU time is one sample type per state (its stacks' last frame).
+        let type_of = |s: &crate::profile::Stack| match p.meta.kind {
+            Kind::OffCpu => match s.frames.last().and_then(|&f| State::from_frame(&p.frame(f).name)) {
+                Some(State::Sleeping) => "off_cpu_sleeping",
+                Some(State::Uninterruptible) => "off_cpu_uninterruptible",
+                Some(State::Runqueue) => "off_cpu_runqueue",
+                None => sample_type.0,
+            },
+            _ => sample_type.0,
+        };
+        let mut per: BTreeMap<((u32, String), &str), Vec<Sample>> = BTreeMap::new();
         for s in p.stacks() {
             let thread = s.thread.map(|t| p.thread(t));
             let key = thread.map_or((0, String::new()), |t| (t.pid, sanitize(&t.process)));
@@ -218,16 +236,16 @@ impl Request {
             for (k, v) in s.labels.iter().flat_map(|l| l.iter()) {
                 attribute_indices.push(dict.attribute(&sanitize(k), &sanitize(v)));
             }
-            per.entry(key).or_default().push(Sample {
+            per.entry((key, type_of(s))).or_default().push(Sample {
                 stack_index: dict.stack(ids),
                 values: vec![i64::try_from(s.weight).unwrap_or(i64::MAX).saturating_mul(scale)],
                 attribute_indices,
                 ..Default::default()
             });
         }
-        for (key, samples) in per {
+        for ((key, kind), samples) in per {
             let profile = OtlpProfile {
-                sample_type: Some(dict.value_type(sample_type)),
+                sample_type: Some(dict.value_type((kind, sample_type.1))),
                 samples,
                 time_unix_nano: start_unix_nano,
                 duration_nano: p.meta.duration.as_nanos() as u64,
@@ -237,6 +255,11 @@ impl Request {
             };
             by_process.entry(key).or_default().push(profile);
         }
+    }
+
+    /// The processes it has profiles of.
+    pub fn pids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.by_process.keys().map(|(pid, _)| *pid).filter(|&p| p != 0)
     }
 
     /// The request, with each process's resource attributes.
@@ -259,8 +282,13 @@ impl Request {
                     });
                     attributes.push(text("process.executable.name", process.clone()));
                 }
-                if let Some(service) = &origin.service {
-                    attributes.push(text("service.name", service.clone()));
+                let more = origin.of_process.get(&pid).filter(|_| pid != 0).map_or(&[][..], |v| &v[..]);
+                let unit = more.iter().find(|(k, _)| *k == "service.name").map(|(_, v)| v.clone());
+                if let Some(service) = origin.service.clone().or(unit) {
+                    attributes.push(text("service.name", service));
+                }
+                for (k, v) in more.iter().filter(|(k, _)| *k != "service.name") {
+                    attributes.push(text(k, v.clone()));
                 }
                 ResourceProfiles {
                     resource: Some(Resource { attributes, ..Default::default() }),
@@ -298,7 +326,7 @@ mod tests {
         }
         let mut r = Request::new();
         r.add(&p, 5);
-        let req = r.finish(&Origin { host: "h".into(), service: Some("s".into()), start_unix_nano: 0 });
+        let req = r.finish(&Origin { host: "h".into(), service: Some("s".into()), ..Default::default() });
         let d = req.dictionary.unwrap();
         assert_eq!(d.string_table[0], "");
         assert_eq!((d.location_table[0].clone(), d.stack_table[0].clone()), Default::default());
@@ -312,6 +340,38 @@ mod tests {
         assert_eq!(values, [3000, 4000], "microseconds sent as nanoseconds");
         let profile = &req.resource_profiles[0].scope_profiles[0].profiles[0];
         assert_eq!(d.string_table[profile.sample_type.unwrap().type_strindex as usize], "off_cpu");
+        // A stack that ends at a state is that state's.
+        let mut p = Profile::new(Unit::Microseconds);
+        p.meta.kind = Kind::OffCpu;
+        let t = p.intern_thread(Thread { pid: 7, tid: 7, process: "app".into(), name: "app".into(), group: None });
+        let main = p.intern_frame(Frame::new("main", FrameKind::User));
+        let slept = p.intern_frame(Frame::new("[sleeping]", FrameKind::Pseudo));
+        p.push(Stack { thread: Some(t), frames: vec![main].into(), weight: 1, ..Default::default() });
+        p.push(Stack { thread: Some(t), frames: vec![main, slept].into(), weight: 1, ..Default::default() });
+        let mut r = Request::new();
+        r.add(&p, 5);
+        let req = r.finish(&Origin::default());
+        let d = req.dictionary.unwrap();
+        let types: Vec<&str> = req.resource_profiles[0].scope_profiles[0].profiles.iter().map(|p| d.string_table[p.sample_type.unwrap().type_strindex as usize].as_str()).collect();
+        assert_eq!(types, ["off_cpu", "off_cpu_sleeping"]);
+        // What a process's cgroup says goes on its resource; --service
+        // before a unit's name.
+        let mut r = Request::new();
+        r.add(&p, 5);
+        let more = vec![("service.name", "nginx".to_string()), ("container.id", "c0".to_string())];
+        let mut origin = Origin { of_process: HashMap::from([(7, more)]), ..Default::default() };
+        let attributes = |origin: &Origin, r: Request| {
+            let req = r.finish(origin);
+            let a = req.resource_profiles[0].resource.clone().unwrap().attributes;
+            a.iter().map(|kv| format!("{}={:?}", kv.key, kv.value.clone().unwrap().value.unwrap())).collect::<Vec<_>>().join(" ")
+        };
+        let said = attributes(&origin, r);
+        assert!(said.contains("service.name=StringValue(\"nginx\")") && said.contains("container.id=StringValue(\"c0\")"), "{said}");
+        origin.service = Some("checkout".into());
+        let mut r = Request::new();
+        r.add(&p, 5);
+        let said = attributes(&origin, r);
+        assert!(said.contains("service.name=StringValue(\"checkout\")") && !said.contains("nginx"), "{said}");
         assert_eq!(profile.time_unix_nano, 5);
     }
 }

@@ -534,7 +534,13 @@ impl Probe {
     /// What was recorded up to the last drain, read while recording goes
     /// on (for `top`), with the blocks still open counted to now.
     pub fn snapshot(&mut self) -> Recorded {
-        self.read(offcpu::monotonic_ns(), None)
+        self.read(self.stopped_at.unwrap_or_else(offcpu::monotonic_ns), None)
+    }
+
+    /// Drains every count now (after [`Self::stop`]: all of them), so that
+    /// a [`Self::snapshot`] holds the whole recording.
+    pub fn drain_now(&mut self) {
+        self.counts.drain_all(&self.skel);
     }
 
     /// The slice, as spans count now, that the capture's time `at` falls

@@ -262,3 +262,28 @@ pub struct Recorded {
     pub slice: Option<Duration>,
 }
 
+impl Recorded {
+    /// Keeps what fell in slices `from..to`, renumbered so that `from` is
+    /// slice 0: a flight recorder's dump (`to` unbounded), an OTLP
+    /// stream's interval. Each stack and run keeps its part in the range
+    /// (spread evenly over its spans' slices); those with none go.
+    pub fn keep_slices(&mut self, from: u32, to: u32) {
+        use crate::profile::time::keep_within;
+        let renumber = |spans: &mut crate::profile::time::Spans| {
+            for s in spans.iter_mut() {
+                s.first -= from;
+                s.last -= from;
+            }
+        };
+        for r in &mut self.stacks {
+            r.weight = keep_within(&mut r.spans, from, to);
+            renumber(&mut r.spans);
+        }
+        self.stacks.retain(|r| r.weight > 0);
+        for r in &mut self.runs {
+            r.us = keep_within(&mut r.spans, from, to);
+            renumber(&mut r.spans);
+        }
+        self.runs.retain(|r| r.us > 0);
+    }
+}

@@ -242,6 +242,35 @@ pub fn container_id(cgroup_path: &str) -> Option<&str> {
     (id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit())).then_some(id)
 }
 
+/// The Kubernetes pod UID in a cgroup path, as the kubelet names pods'
+/// cgroups (`kubepods-burstable-pod<UID, _ for ->.slice` under systemd,
+/// `/kubepods/burstable/pod<UID>` under cgroupfs), with its dashes.
+pub fn pod_uid(cgroup_path: &str) -> Option<String> {
+    cgroup_path.split('/').rev().find_map(|part| {
+        let part = part.strip_suffix(".slice").unwrap_or(part);
+        let at = part.rfind("pod")?;
+        let uid = part[at + 3..].replace('_', "-");
+        let dashes = uid.char_indices().filter(|&(_, c)| c == '-').map(|(i, _)| i).collect::<Vec<_>>();
+        let ok = uid.len() == 36 && dashes == [8, 13, 18, 23] && uid.chars().all(|c| c == '-' || c.is_ascii_hexdigit());
+        (part.starts_with("pod") || part[..at].ends_with('-')).then_some(()).filter(|_| ok).map(|_| uid)
+    })
+}
+
+/// A process's cgroup path (its unified hierarchy's, else the first that
+/// names a container), read boundedly; `None` once it is gone.
+pub fn of_process(pid: u32) -> Option<String> {
+    use std::io::Read;
+    let mut text = Vec::new();
+    std::fs::File::open(format!("/proc/{pid}/cgroup")).ok()?.take(64 << 10).read_to_end(&mut text).ok()?;
+    let text = String::from_utf8_lossy(&text);
+    let paths: Vec<(&str, &str)> = text.lines().filter_map(|l| l.split_once(':').and_then(|(_, r)| r.split_once(':'))).collect();
+    paths
+        .iter()
+        .find(|(ctrls, p)| ctrls.is_empty() && *p != "/")
+        .or_else(|| paths.iter().find(|(_, p)| container_id(p).is_some() || pod_uid(p).is_some()))
+        .map(|(_, p)| p.to_string())
+}
+
 /// `--container ID`: the cgroup of the running container whose ID starts
 /// with `prefix`, found in /proc/*/cgroup.
 pub fn of_container(prefix: &str) -> Result<Scope, String> {
@@ -302,6 +331,17 @@ pub fn of_container(prefix: &str) -> Result<Scope, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pods_are_found_under_systemd_and_cgroupfs_names() {
+        let uid = "1234abcd-5678-90ab-cdef-1234567890ab";
+        let systemd = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1234abcd_5678_90ab_cdef_1234567890ab.slice/cri-containerd-aa.scope";
+        assert_eq!(pod_uid(systemd).as_deref(), Some(uid));
+        assert_eq!(pod_uid(&format!("/kubepods/besteffort/pod{uid}/{}", "f".repeat(64))).as_deref(), Some(uid));
+        for not in ["/kubepods.slice", "/system.slice/podman.service", "/user.slice/pod12", "/"] {
+            assert_eq!(pod_uid(not), None, "{not}");
+        }
+    }
 
     #[test]
     fn hybrid_mounts_are_told_apart() {

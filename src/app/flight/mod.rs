@@ -23,8 +23,7 @@ use super::views::Views;
 use super::CliError;
 use crate::cli::FlightArgs;
 use crate::format::files::{self, OutDir};
-use crate::probe::{Probe, Recorded};
-use crate::profile::time;
+use crate::probe::Probe;
 use crate::symbolize::Symbolizer;
 use ceiling::Ceiling;
 use control::Control;
@@ -114,6 +113,8 @@ pub fn run(args: &FlightArgs) -> Result<Option<i32>, CliError> {
         ceiling: Ceiling::new(args.max_memory),
     };
     let mut own = cost::OwnUse::new();
+    // --otlp-interval: streamed as recorded (without it, each dump is sent).
+    let mut stream = live.stream(&args.capture, rec.wanted())?;
     let end = {
         let (mut window, recorder, symbolizer) = live.window(&args.capture);
         if !args.on_start.is_empty() {
@@ -123,6 +124,9 @@ pub fn run(args: &FlightArgs) -> Result<Option<i32>, CliError> {
         let end = loop {
             if let Some(end) = window.step(&mut steps, recorder, symbolizer) {
                 break end;
+            }
+            if let Some(s) = stream.as_mut() {
+                s.step(recorder, symbolizer);
             }
             if signal.take() {
                 flight.pending.push(Fired::now("asked by SIGUSR1".to_string(), None));
@@ -150,7 +154,11 @@ pub fn run(args: &FlightArgs) -> Result<Option<i32>, CliError> {
         window.end(recorder, symbolizer);
         end
     };
-    let (_, status) = live.close(&args.capture, end);
+    let (elapsed, status) = live.close(&args.capture, end);
+    if let Some(mut s) = stream {
+        s.last(&mut live.recorder, &mut live.symbolizer, elapsed);
+        s.close();
+    }
     let why = match end {
         EndReason::Duration => "-d ran out",
         EndReason::Interrupted => "stopped",
@@ -272,7 +280,7 @@ impl Flight<'_> {
         let cut = self.ceiling.cutting(self.keep_start(recorder)).then(|| self.ceiling.in_dump(self.args.keep, through - from));
         let mut recorded = recorder.snapshot();
         let first = recorder.slice_at(from);
-        since(&mut recorded, first);
+        recorded.keep_slices(first, u32::MAX);
         let views = Views::build(self.rec.wanted(), recorded, symbolizer, &self.target, through - from);
         let wait_stack = fired.wait.as_ref().map(|w| {
             let slice = recorder.slice_at(w.began).saturating_sub(first);
@@ -347,19 +355,6 @@ fn forget_before(recorder: &mut Probe, symbolizer: &mut Symbolizer, at: Duration
     let held = recorder.forget_before(at);
     symbolizer.forget_retired(&held, &|pid| recorder.held_addresses(pid));
     stages::trim();
-}
-
-/// Keeps of `recorded` what fell from slice `first` on, renumbered from
-/// it: a dump's slices, and its timeline, start at the kept window.
-fn since(recorded: &mut Recorded, first: u32) {
-    for r in &mut recorded.stacks {
-        r.weight = time::keep_from(&mut r.spans, first);
-    }
-    recorded.stacks.retain(|r| r.weight > 0);
-    for r in &mut recorded.runs {
-        r.us = time::keep_from(&mut r.spans, first);
-    }
-    recorded.runs.retain(|r| r.us > 0);
 }
 
 /// The dumps' directory, made (readable by root only) when missing; a

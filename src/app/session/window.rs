@@ -53,7 +53,14 @@ pub struct Steps {
 }
 
 impl Window<'_> {
-    pub fn run(mut self, live: &mut Probe, symbolizer: &mut Symbolizer) -> (Duration, EndReason) {
+    /// Runs the window to its end; `each` is called after every step (an
+    /// OTLP stream's intervals).
+    pub fn run(
+        mut self,
+        live: &mut Probe,
+        symbolizer: &mut Symbolizer,
+        each: &mut dyn FnMut(&mut Probe, &mut Symbolizer),
+    ) -> (Duration, EndReason) {
         let tty = std::io::stderr().is_terminal() && !self.quiet;
         let mut steps = self.begin();
         let mut last_status = steps.start;
@@ -61,6 +68,7 @@ impl Window<'_> {
             if let Some(end) = self.step(&mut steps, live, symbolizer) {
                 break end;
             }
+            each(live, symbolizer);
             let now = Instant::now();
             if tty && now - last_status >= Duration::from_secs(1) {
                 last_status = now;

@@ -62,12 +62,17 @@ pub fn run(args: &TopArgs) -> Result<Option<i32>, CliError> {
             .map_err(|e| CliError::failed(format!("cannot set up the terminal: {e}")))?;
         top.terminal = Some(terminal);
     }
+    // --otlp-interval: streamed as recorded.
+    let mut stream = live.stream(&args.capture, rec.wanted())?;
     let end = {
         let (mut window, recorder, symbolizer) = live.window(&args.capture);
         let mut steps = window.begin();
         let end = loop {
             if let Some(end) = window.step(&mut steps, recorder, symbolizer) {
                 break end;
+            }
+            if let Some(s) = stream.as_mut() {
+                s.step(recorder, symbolizer);
             }
             if let Some(end) = top.turn(recorder, symbolizer) {
                 break end;
@@ -84,7 +89,11 @@ pub fn run(args: &TopArgs) -> Result<Option<i32>, CliError> {
     if end == EndReason::TargetsGone {
         summary::say(format_args!("every target has exited: fgbpf top ended (w in the view writes a capture)"));
     }
-    let (_, status) = live.close(&args.capture, end);
+    let (elapsed, status) = live.close(&args.capture, end);
+    if let Some(mut s) = stream {
+        s.last(&mut live.recorder, &mut live.symbolizer, elapsed);
+        s.close();
+    }
     Ok(status)
 }
 
