@@ -69,6 +69,9 @@ struct Decoded {
     tid: String,
     /// Its profile's start (ns since the epoch).
     time: u64,
+    /// Each frame's file and line, where known ("" and 0 else).
+    files: Vec<String>,
+    lines: Vec<i64>,
 }
 
 fn strings(v: &serde_json::Value) -> Vec<String> {
@@ -100,6 +103,8 @@ fn decode(dir: &Path) -> Vec<Decoded> {
                 types: strings(&v["types"]),
                 tid: v["attributes"]["thread.id"].as_str().unwrap_or_default().to_string(),
                 time: v["time"].as_u64().unwrap_or(0),
+                files: strings(&v["files"]),
+                lines: v["lines"].as_array().map(|a| a.iter().map(|l| l.as_i64().unwrap_or(0)).collect()).unwrap_or_default(),
             }
         })
         .collect()
@@ -187,6 +192,17 @@ fn wall_views_sent_over_otlp_decode_with_the_official_classes() {
         }
     }
     assert!(native > 0, "no native location");
+    // Kernel locations lie in the kernel's image, with its build ID (a BPF
+    // program's or trampoline's code, in none, has none).
+    let mut kernel = 0;
+    for s in &samples {
+        for i in (0..s.frames.len()).filter(|&i| s.types[i] == "kernel") {
+            kernel += 1;
+            let bpf = s.frames[i].starts_with("bpf_prog_") || s.frames[i].starts_with("bpf_trampoline");
+            assert!(bpf || (s.mappings[i] == "[kernel.kallsyms]" && s.build_ids[i].len() >= 32), "{} in {:?} {:?}", s.frames[i], s.mappings[i], s.build_ids[i]);
+        }
+    }
+    assert!(kernel > 0, "no kernel location");
     // The same capture's pprof: the same on-CPU samples, stack by stack
     // (pprof's names carry fgbpf's kind suffixes, _[k] and the like).
     let go = Command::new("go").args(["tool", "pprof", "-raw"]).arg(dir.join("oncpu.pb.gz")).output().expect("go is installed (scripts/test.sh)");
@@ -405,6 +421,49 @@ fn the_flight_recorder_streams_each_interval() {
     let fifty: i64 = samples.iter().filter(|s| s.profile == "samples" && s.frames.iter().any(|f| f == "work_fifty")).map(|s| s.value).sum();
     let all: i64 = samples.iter().filter(|s| s.profile == "samples").map(|s| s.value).sum();
     assert!(all > 0 && (pct(fifty as u64, all as u64) - 50.0).abs() <= 8.0, "work_fifty {fifty} of {all}");
+}
+
+/// A CPython process's frames go as `cpython` frames with their file and
+/// line apart (`fifty` in split.py at its line), its interpreter's own
+/// as `native`; 50/30/20 as known.
+#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+#[test]
+fn python_frames_go_as_cpython_frames_with_file_and_line() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let received = out_dir("otlp_python_received");
+    let (_receiver, port) = serve(&received);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/workloads/python/split.py");
+    let mut child = Command::new("/usr/bin/python3.11").arg(&script).arg("30").stdout(Stdio::piped()).spawn().expect("python3.11 (scripts/test.sh)");
+    let mut ready = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut ready).unwrap();
+    let python = KillOnDrop(child);
+    let dir = out_dir("otlp_python");
+    let out = run(fgbpf()
+        .args(["oncpu", "-F", "499", "-d", "4", "-p", &pid_of(&python).to_string()])
+        .args(["--otlp", &format!("127.0.0.1:{port}"), "--otlp-insecure", "-o"])
+        .arg(&dir));
+    drop(python);
+    assert_ok(&out);
+    let samples = decode(&received);
+    let all: i64 = samples.iter().map(|s| s.value).sum();
+    let mut shares = Vec::new();
+    for f in ["fifty", "thirty", "twenty"] {
+        let with: Vec<&Decoded> = samples.iter().filter(|s| s.frames.iter().any(|x| x == f)).collect();
+        for s in &with {
+            let i = s.frames.iter().position(|x| x == f).unwrap();
+            assert_eq!((s.types[i].as_str(), s.files[i].as_str()), ("cpython", "split.py"), "{f}");
+            assert!(s.lines[i] > 0, "{f} without its line");
+            assert!(s.types.iter().any(|t| t == "native"), "the interpreter's frames");
+        }
+        shares.push(pct(with.iter().map(|s| s.value).sum::<i64>() as u64, all as u64));
+    }
+    eprintln!("CPython over OTLP: {all} samples, 50/30/20 read {shares:.1?}");
+    for (got, want) in shares.iter().zip([50.0, 30.0, 20.0]) {
+        assert!((got - want).abs() <= 3.0, "{shares:?} against 50/30/20");
+    }
 }
 
 /// Plain text only when asked for: an http:// endpoint without

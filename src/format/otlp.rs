@@ -154,18 +154,49 @@ impl Dictionary {
 }
 
 /// OpenTelemetry's frame type (`profile.frame.type`) of the frames whose
-/// kind says it for certain (native code: in a binary; Java methods
-/// HotSpot's interpreter or C1 ran); the others carry none (a C2 method
-/// and a perf map's JIT code share a kind, as CPython's and Ruby's frames
-/// do).
-fn frame_type(frame: &crate::profile::Frame) -> Option<&'static str> {
+/// kind says it for certain: the kernel's; native code (in a binary);
+/// Java methods HotSpot's interpreter or C1 ran. A runtime's frames of the
+/// kinds runtimes share (an interpreter's frame: CPython, Ruby, PHP; JIT
+/// code: a C2 method, V8's) take the type of the runtime the walkers found
+/// in their process (`runtime`); none when it is not known.
+fn frame_type(frame: &crate::profile::Frame, runtime: Option<&'static str>) -> Option<&'static str> {
     match frame.kind {
         FrameKind::Kernel => Some("kernel"),
-        // HotSpot's interpreted and C1-compiled methods.
         FrameKind::Interpreted | FrameKind::C1 => Some("jvm"),
+        FrameKind::Python => runtime.filter(|r| ["cpython", "ruby", "php"].contains(r)),
+        FrameKind::Jit => runtime.filter(|r| ["jvm", "v8js"].contains(r)),
         FrameKind::User | FrameKind::Inlined if frame.module.is_some() => Some("native"),
         _ => None,
     }
+}
+
+/// The runtime of each process whose runtime frames the walkers read, as
+/// OpenTelemetry names it; a process found twice with two is left out.
+fn runtimes(p: &Profile) -> HashMap<u32, &'static str> {
+    let Some(u) = p.meta.unwinding.as_ref() else { return HashMap::new() };
+    let mut found: HashMap<u32, Option<&'static str>> = HashMap::new();
+    let interpreters = [(&u.python, "cpython"), (&u.ruby, "ruby"), (&u.php, "php")];
+    let pids = interpreters
+        .iter()
+        .flat_map(|(walks, t)| walks.iter().map(move |w| (w.pid, *t)))
+        .chain(u.java.jvms.iter().map(|j| (j.0, "jvm")))
+        .chain(u.node.processes.iter().map(|n| (n.0, "v8js")));
+    for (pid, t) in pids {
+        found.entry(pid).and_modify(|e| *e = e.filter(|&was| was == t)).or_insert(Some(t));
+    }
+    found.into_iter().filter_map(|(pid, t)| Some((pid, t?))).collect()
+}
+
+/// An interpreter's frame name `name (file:line)` as its three parts; the
+/// name may hold parentheses (Ruby's `block (2 levels) in run`), a file
+/// that does is left unparted (which " (" begins it is not certain).
+fn file_line(name: &str) -> Option<(&str, &str, i64)> {
+    let (function, at) = name.strip_suffix(')')?.rsplit_once(" (")?;
+    let (file, line) = at.rsplit_once(':')?;
+    if file.is_empty() || file.contains(['(', ')']) {
+        return None;
+    }
+    Some((function, file, line.parse().ok().filter(|&l| l > 0)?))
 }
 
 /// A request being built, a view at a time (a view may be dropped once
@@ -191,8 +222,10 @@ impl Request {
     pub fn add(&mut self, p: &Profile, start_unix_nano: u64) {
         let (dict, by_process) = (&mut self.dict, &mut self.by_process);
         let Some(SampleType { sample: sample_type, period, scale }) = sample_type(p) else { return };
-        // Each of the profile's frames as a location, once.
-        let mut locations: HashMap<FrameId, i32> = HashMap::new();
+        // Each of the profile's frames as a location, once (once per
+        // runtime for a kind runtimes share).
+        let mut locations: HashMap<(FrameId, Option<&'static str>), i32> = HashMap::new();
+        let runtimes = runtimes(p);
         // Off-CPU time is one sample type per state (its stacks' last frame).
         let type_of = |s: &crate::profile::Stack| match p.meta.kind {
             Kind::OffCpu => match s.frames.last().and_then(|&f| State::from_frame(&p.frame(f).name)) {
@@ -208,19 +241,32 @@ impl Request {
             let thread = s.thread.map(|t| p.thread(t));
             let key = thread.map_or((0, String::new()), |t| (t.pid, sanitize(&t.process)));
             let mut ids = Vec::with_capacity(s.frames.len());
+            let runtime = thread.and_then(|t| runtimes.get(&t.pid).copied());
             for &f in s.frames.iter().rev() {
-                let id = *locations.entry(f).or_insert_with(|| {
-                    let frame = p.frame(f);
-                    let name = dict.string(&sanitize(&frame.name));
+                let frame = p.frame(f);
+                let kind = frame_type(frame, runtime);
+                let id = *locations.entry((f, kind)).or_insert_with(|| {
+                    // An interpreter's frame has its file and line apart.
+                    let text = sanitize(&frame.name);
+                    let (function, file, line) = match frame.kind {
+                        FrameKind::Python => file_line(&text).unwrap_or((text.as_str(), "", 0)),
+                        _ => (text.as_str(), "", 0),
+                    };
+                    let name = dict.string(function);
+                    let filename_strindex = dict.string(file);
                     let function_index = dict.d.function_table.len() as i32;
-                    dict.d.function_table.push(Function { name_strindex: name, system_name_strindex: name, ..Default::default() });
-                    let attribute_indices =
-                        frame_type(frame).map(|t| vec![dict.attribute("profile.frame.type", t)]).unwrap_or_default();
+                    dict.d.function_table.push(Function {
+                        name_strindex: name,
+                        system_name_strindex: name,
+                        filename_strindex,
+                        ..Default::default()
+                    });
+                    let attribute_indices = kind.map(|t| vec![dict.attribute("profile.frame.type", t)]).unwrap_or_default();
                     let mapping_index = frame.module.as_ref().map_or(0, |m| dict.mapping(m));
                     let i = dict.d.location_table.len() as i32;
                     dict.d.location_table.push(Location {
                         mapping_index,
-                        lines: vec![Line { function_index, ..Default::default() }],
+                        lines: vec![Line { function_index, line, ..Default::default() }],
                         attribute_indices,
                         ..Default::default()
                     });
@@ -313,6 +359,17 @@ impl Request {
 mod tests {
     use super::*;
     use crate::profile::{Frame, Stack, Thread};
+
+    #[test]
+    fn interpreter_frames_part_name_file_and_line() {
+        assert_eq!(file_line("fifty (split.py:18)"), Some(("fifty", "split.py", 18)));
+        assert_eq!(file_line("block (2 levels) in run (x.rb:3)"), Some(("block (2 levels) in run", "x.rb", 3)));
+        assert_eq!(file_line("f (a (b).py:3)"), None, "not certain where the file begins");
+        assert_eq!(file_line("<module> (/x:y.py:7)"), Some(("<module>", "/x:y.py", 7)));
+        for not in ["main", "f (x.py)", "f (x.py:)", "f (x.py:0)", "f (x.py:-1)", "f (:3)"] {
+            assert_eq!(file_line(not), None, "{not}");
+        }
+    }
 
     #[test]
     fn a_view_becomes_one_profile_per_process_with_zero_values_first() {

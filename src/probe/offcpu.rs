@@ -183,11 +183,20 @@ pub(super) fn open_blocks<M: MapCore, S: MapCore>(
 }
 
 /// The kernel stack of a blocked thread as the kernel names it, leaf first.
+/// A module's function keeps its module: `name [module]`, as the kernel
+/// writes it.
 fn proc_kernel_stack(pid: u32, tid: u32) -> Vec<String> {
     let text = fs::read_to_string(format!("/proc/{pid}/task/{tid}/stack")).unwrap_or_default();
     text.lines()
-        .filter_map(|l| l.split_whitespace().nth(1))
-        .map(|f| f.split('+').next().unwrap_or(f).to_string())
+        .filter_map(|l| {
+            let mut fields = l.split_whitespace().skip(1);
+            let f = fields.next()?;
+            let name = f.split('+').next().unwrap_or(f);
+            Some(match fields.next().filter(|m| m.starts_with('[') && m.ends_with(']')) {
+                Some(module) => format!("{name} {module}"),
+                None => name.to_string(),
+            })
+        })
         .collect()
 }
 

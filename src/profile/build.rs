@@ -114,7 +114,12 @@ pub fn from_raw(mut raw: Vec<RawStack>, unit: Unit, symbolizer: &mut Symbolizer)
             frames.extend_from_slice(table.frames(e));
         }
         for name in more.kernel_names.iter().rev() {
-            frames.push(profile.intern_frame(Frame::new(name.as_str(), FrameKind::Kernel)));
+            let (name, module) = match name.strip_suffix(']').and_then(|n| n.rsplit_once(" [")) {
+                Some((name, module)) => (name, Some(module)),
+                None => (name.as_str(), None),
+            };
+            let frame = Frame { module: symbolizer.kernel_image(module), ..Frame::new(name, FrameKind::Kernel) };
+            frames.push(profile.intern_frame(frame));
         }
         if let Some(note) = r.kernel_note {
             frames.push(profile.intern_frame(Frame::new(note, FrameKind::Pseudo)));

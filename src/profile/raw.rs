@@ -109,7 +109,7 @@ pub struct More {
     /// frame of its stacks (see [`super::Thread::group`]).
     pub group: Option<String>,
     /// Kernel frames already named (leaf first), where no addresses could
-    /// be had, e.g. from /proc/TID/stack.
+    /// be had, e.g. from /proc/TID/stack; a module's `name [module]`.
     pub kernel_names: Vec<String>,
     /// The Python frames of an interpreter thread, named, leaf first; they
     /// take the place of the evaluator frames of `user` they ran in.

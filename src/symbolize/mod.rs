@@ -16,6 +16,8 @@ use blazesym::symbolize::{Input, Sym, Symbolized, Symbolizer as Blazesym};
 use blazesym::Pid;
 
 use crate::procs::maps::{fd_path, own_vdso};
+
+mod kernel_images;
 use crate::procs::perf_map::PerfMap;
 use crate::procs::{Binary, Held, Registry, Target, SYSTEM_DEBUG_DIRS};
 
@@ -146,6 +148,8 @@ pub struct Symbolizer {
     runtime: RuntimeNames,
     /// This process's vDSO: every process of a kernel maps the same one.
     own_vdso: Option<Range<u64>>,
+    /// The kernel's text and modules, read at the first kernel frame.
+    kernel_images: std::sync::OnceLock<kernel_images::Images>,
 }
 
 impl Symbolizer {
@@ -158,6 +162,7 @@ impl Symbolizer {
             registry: Registry::new(debug_dirs),
             runtime: RuntimeNames::new(),
             own_vdso: own_vdso(),
+            kernel_images: std::sync::OnceLock::new(),
         }
     }
 
@@ -266,6 +271,12 @@ impl Symbolizer {
         self.registry.perf_map(pid).is_some()
     }
 
+    /// The kernel's image (`None`) or a module's, by name: the mapping of
+    /// a kernel frame named without its address.
+    pub fn kernel_image(&self, module: Option<&str>) -> Option<std::sync::Arc<Module>> {
+        self.kernel_images.get_or_init(kernel_images::Images::read).named(module)
+    }
+
     /// Names kernel addresses (each one once).
     pub fn kernel(&self, addrs: &[u64]) -> Vec<Named> {
         if addrs.is_empty() {
@@ -276,11 +287,13 @@ impl Symbolizer {
             .blazesym
             .symbolize(&src, Input::AbsAddr(addrs))
             .unwrap_or_default();
+        let images = self.kernel_images.get_or_init(kernel_images::Images::read);
         (0..addrs.len())
             .map(|i| match syms.get(i) {
-                Some(Symbolized::Sym(sym)) if !sym.name.is_empty() => {
-                    Named::known(sym_frames(sym, SymKind::Kernel))
-                }
+                Some(Symbolized::Sym(sym)) if !sym.name.is_empty() => Named {
+                    module: images.of(addrs[i]),
+                    ..Named::known(sym_frames(sym, SymKind::Kernel))
+                },
                 _ => Named::unknown(UNKNOWN.into(), SymKind::Kernel, UnresolvedReason::Kernel),
             })
             .collect()

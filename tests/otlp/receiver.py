@@ -20,6 +20,8 @@ Python classes (opentelemetry-proto) and gRPC (grpcio), from PyPI
                              "mappings": [mapping file names, leaf first],
                              "build_ids": [their GNU build IDs, hex],
                              "types": [profile.frame.type of each],
+                             "files": [their functions' files],
+                             "lines": [their lines, 0 unknown],
                              "attributes": {sample attributes}}
 """
 
@@ -141,6 +143,9 @@ def decode(out):
                                           .get("process.executable.build_id.gnu", "") for loc in locs],
                             "types": [dict(attr(i) for i in loc.attribute_indices).get("profile.frame.type", "")
                                       for loc in locs],
+                            "files": [s[d.function_table[line.function_index].filename_strindex]
+                                      for loc in locs for line in loc.lines],
+                            "lines": [line.line for loc in locs for line in loc.lines],
                             "attributes": dict(attr(i) for i in sample.attribute_indices),
                         }))
 
