@@ -28,6 +28,7 @@ import java_cost  # noqa: E402
 import node_cost  # noqa: E402
 import top_cost  # noqa: E402
 import go_cost  # noqa: E402
+import otlp_cost  # noqa: E402
 import slices as slices_cost  # noqa: E402
 import side_by_side  # noqa: E402
 import wall_sums  # noqa: E402
@@ -559,6 +560,8 @@ ONLY = {
             "fgbpf top's own CPU and memory, whole host, against perf top"),
     "go": ("## 18. Goroutines", lambda t: go_cost.report(go_cost.measure(3, t)),
            "a Go program's goroutines read: cost per read, 1,000 to 100,000 goroutines"),
+    "otlp": ("## 19. OTLP", lambda t: otlp_cost.report(otlp_cost.measure(3, t)),
+             "what sending to an OTLP receiver costs, once and streamed each second"),
 }
 
 

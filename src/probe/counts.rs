@@ -414,8 +414,15 @@ impl Counts {
         &self,
         reader: &mut StackReader<'_, M>,
         wakers: &mut WakerReader<'_, W>,
+        from: u32,
     ) -> (Vec<RawStack>, Vec<Ran>) {
-        let entries = self.totals.iter().map(|(k, spans)| (*k, spans.clone()));
+        // Only the counts that reach slice `from`: an OTLP stream's interval
+        // does not read an hour's counts again each time.
+        let entries = self
+            .totals
+            .iter()
+            .filter(|(_, spans)| from == 0 || spans.iter().any(|s| s.last >= from))
+            .map(|(k, spans)| (*k, spans.clone()));
         self.read_out(entries, self.totals.len(), reader, wakers)
     }
 

@@ -528,13 +528,19 @@ impl Probe {
         let now = self.stopped_at.unwrap_or_else(offcpu::monotonic_ns);
         self.counts.drain_all(&self.skel);
         let totals = self.counts.take_totals();
-        self.read(now, Some(totals))
+        self.read(now, Some(totals), 0)
     }
 
     /// What was recorded up to the last drain, read while recording goes
     /// on (for `top`), with the blocks still open counted to now.
     pub fn snapshot(&mut self) -> Recorded {
-        self.read(self.stopped_at.unwrap_or_else(offcpu::monotonic_ns), None)
+        self.snapshot_from(0)
+    }
+
+    /// A [`Self::snapshot`] of what reaches slice `first` and after (with
+    /// some before: keep what is wanted with [`Recorded::keep_slices`]).
+    pub fn snapshot_from(&mut self, first: u32) -> Recorded {
+        self.read(self.stopped_at.unwrap_or_else(offcpu::monotonic_ns), None, first)
     }
 
     /// Drains every count now (after [`Self::stop`]: all of them), so that

@@ -9,8 +9,9 @@ use super::{drain, losses, offcpu, unwind, wakers, Probe, Recorded};
 impl Probe {
     /// The counts drained so far, named as [`Self::finish`] names them.
     /// `totals`: the counts taken out at the end, read once, else
-    /// those held (copied) while the capture goes on.
-    pub(super) fn read(&mut self, now: u64, totals: Option<Totals<Key>>) -> Recorded {
+    /// those held (copied) while the capture goes on, from slice `from` on
+    /// (what fell before may be left out).
+    pub(super) fn read(&mut self, now: u64, totals: Option<Totals<Key>>, from: u32) -> Recorded {
         let mut reader = drain::StackReader::new(&self.skel.maps.stacks, self.counts.stacks());
         let wakers_on = self.opts.offcpu.as_ref().is_some_and(|o| o.wakers);
         let mut wakers = wakers::WakerReader::new(wakers_on.then_some(&self.skel.maps.wakers));
@@ -20,7 +21,7 @@ impl Probe {
                 let entries = t.into_entries();
                 self.counts.read_out(entries, n, &mut reader, &mut wakers)
             }
-            None => self.counts.raw_stacks(&mut reader, &mut wakers),
+            None => self.counts.raw_stacks(&mut reader, &mut wakers, from),
         };
         let wakers_missing = wakers.missing;
         let open = offcpu::open_blocks(

@@ -278,8 +278,8 @@ impl Flight<'_> {
         let through = recorder.drained_through().unwrap_or_default();
         let from = self.window_start(recorder);
         let cut = self.ceiling.cutting(self.keep_start(recorder)).then(|| self.ceiling.in_dump(self.args.keep, through - from));
-        let mut recorded = recorder.snapshot();
         let first = recorder.slice_at(from);
+        let mut recorded = recorder.snapshot_from(first);
         recorded.keep_slices(first, u32::MAX);
         let views = Views::build(self.rec.wanted(), recorded, symbolizer, &self.target, through - from);
         let wait_stack = fired.wait.as_ref().map(|w| {

@@ -71,7 +71,7 @@ impl Stream {
 
     fn send(&mut self, recorder: &mut Probe, symbolizer: &mut Symbolizer, end: Duration) {
         let (from, to) = (recorder.slice_at(self.sent_through), recorder.slice_at(end));
-        let mut recorded = recorder.snapshot();
+        let mut recorded = recorder.snapshot_from(from);
         recorded.keep_slices(from, to);
         let length = end - self.sent_through;
         let mut views = Views::build(self.wanted, recorded, symbolizer, &self.of, length);
