@@ -97,6 +97,7 @@ impl Recording<'_> {
             slice: Duration::from_millis(self.maps.slice.into()),
             group_cgroup: self.capture.group_by == Some(GroupBy::Cgroup),
             events_ring: probe::DEFAULT_EVENTS_RING,
+            staged_start: true,
         })
     }
 }

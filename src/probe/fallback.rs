@@ -86,7 +86,20 @@ impl Probe {
             node: opts.node && !paths.perf_buffer.taken() && !paths.compat.taken(),
             ..opts.clone()
         };
-        let first = match Probe::start_with(opts, &paths, &mut || true).map(Option::unwrap) {
+        let whole = Options { staged_start: false, ..opts.clone() };
+        // A kernel that verifies every global function of the object, used
+        // or not (before 6.8: Debian 12's 6.1), refuses a staged start's
+        // first load, whose walker functions name maps it leaves out: the
+        // object is then loaded whole, as on every kernel before staged
+        // starts, and the tries below start from there.
+        let staged = opts.staged_start && opts.targets.whole_system();
+        let started = Probe::start_with(opts, &paths, &mut || true).map(Option::unwrap);
+        let started = match started {
+            Err(_) if staged => Probe::start_with(&whole, &paths, &mut || true).map(Option::unwrap),
+            other => other,
+        };
+        let opts = &whole;
+        let first = match started {
             Ok(mut probe) => {
                 if wanted_python {
                     probe.python_refused = no_loop.clone();

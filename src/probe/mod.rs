@@ -192,7 +192,7 @@ impl Probe {
         // can (staged.rs).
         let walkers = staged::Walkers::of(opts);
         let rows = if opts.user_stacks { opts.max_unwind_rows } else { 0 };
-        let pending = staged::pending(&programs, walkers, rows, &opts.targets);
+        let pending = staged::pending(&programs, walkers, rows, &opts.targets).filter(|_| opts.staged_start);
         let programs = programs::Programs {
             staged: pending.is_some(),
             ..programs

@@ -111,6 +111,9 @@ pub struct Options {
     /// Bytes of the process-announcement ring buffer: `fgbpf flight`
     /// does not read it for seconds while it writes a dump.
     pub events_ring: u32,
+    /// A system-wide capture may start in two stages (src/probe/staged.rs);
+    /// off when the kernel refused the first stage.
+    pub staged_start: bool,
 }
 
 /// The process-announcement ring buffer of a capture (targets.bpf.h):
@@ -140,6 +143,7 @@ impl Default for Options {
             slice: DEFAULT_SLICE,
             events_ring: DEFAULT_EVENTS_RING,
             group_cgroup: false,
+            staged_start: true,
         }
     }
 }
