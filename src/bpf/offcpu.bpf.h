@@ -202,41 +202,25 @@ static __always_inline void announce_wait(const struct fg_key *key, __u64 ns)
 	bpf_ringbuf_submit(e, FG_WAKE);
 }
 
-/* record_wait's key: this CPU's, off the stack. Its seven inlined copies
- * in the switch handler each kept a key on the stack, which took the
- * handler and a walker it calls past the 512 bytes kernels before 6.8
- * allow a chain of calls (Debian 12's 6.1 refused the object). */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct fg_key);
-} wait_keys SEC(".maps");
-
 /* Adds the wait in `start` (pid and user stack from its switch-out, or a
  * wait noted without one) that ends now, at next's switch-in. */
 static __always_inline void record_wait(void *ctx, struct fg_stats *st, struct task_struct *next, __u32 tid,
 					struct fg_start *start, __u64 now, const bool btf, const bool untraced)
 {
-	__u32 zero = 0;
-	struct fg_key *k = bpf_map_lookup_elem(&wait_keys, &zero);
+	struct fg_key key = {};
 	bool fresh = false;
 	__u64 delta = now - start->ts;
 
-	if (!k)
-		return;
-	__builtin_memset(k, 0, sizeof(*k));
-
-	k->slice_first = slice_of(start->ts);
-	k->slice_last = slice_of(now);
-	k->user_stack = start->user_stack;
-	k->state = start->state;
-	k->flags = start->flags;
-	k->waker = start->waker;
-	k->kern_stack = start->kern_stack;
+	key.slice_first = slice_of(start->ts);
+	key.slice_last = slice_of(now);
+	key.user_stack = start->user_stack;
+	key.state = start->state;
+	key.flags = start->flags;
+	key.waker = start->waker;
+	key.kern_stack = start->kern_stack;
 	/* Seeded blocks started before the capture: their length so far is
 	 * not their length, so the filters do not apply to them. */
-	if (!(k->flags & FG_PRE_EXISTING)) {
+	if (!(key.flags & FG_PRE_EXISTING)) {
 		if (delta < min_block_ns) {
 			st->too_short++;
 			return;
@@ -248,35 +232,35 @@ static __always_inline void record_wait(void *ctx, struct fg_stats *st, struct t
 	}
 	/* Sampled intervals stand for sample_every of their kind; a seeded
 	 * block was not sampled, it is the one thread's own wait. */
-	if (!(k->flags & FG_PRE_EXISTING))
+	if (!(key.flags & FG_PRE_EXISTING))
 		delta *= sample_every;
-	k->pid = TASK_FIELD(btf, next, tgid);
-	k->tid = tid;
-	k->cgroup = group_of(next);
-	task_comm(next, k->comm, btf);
+	key.pid = TASK_FIELD(btf, next, tgid);
+	key.tid = tid;
+	key.cgroup = group_of(next);
+	task_comm(next, key.comm, btf);
 	/* Its own length, before sampling scaled it. */
-	if (announce_wait_ns && !(k->flags & FG_PRE_EXISTING) && now - start->ts >= announce_wait_ns)
-		announce_wait(k, now - start->ts);
+	if (announce_wait_ns && !(key.flags & FG_PRE_EXISTING) && now - start->ts >= announce_wait_ns)
+		announce_wait(&key, now - start->ts);
 	if (untraced) {
 		/* `next` runs now: the wait's kernel stack is gone. */
-		k->flags |= FG_END_UNTRACED;
-		k->kern_stack = 0;
+		key.flags |= FG_END_UNTRACED;
+		key.kern_stack = 0;
 	} else if (kern_stacks) {
 		bool lost = false;
 
-		/* Else taken at switch-out, in k->kern_stack already. */
+		/* Else taken at switch-out, in key.kern_stack already. */
 		if (!kstack_at_switch_out)
-			k->kern_stack = store_task_kernel_stack(next, 1, &lost);
+			key.kern_stack = store_task_kernel_stack(next, 1, &lost);
 		if (lost)
 			st->lost_kern_stack++;
 	}
-	if (add_count(k, delta, &fresh)) {
+	if (add_count(&key, delta, &fresh)) {
 		st->lost_intervals++;
 		st->lost_ns += delta;
 		return;
 	}
 	if (fresh)
-		note_process(ctx, k->pid, next);
+		note_process(ctx, key.pid, next);
 	st->recorded++;
 }
 

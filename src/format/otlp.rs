@@ -31,8 +31,6 @@ use crate::symbolize::Module;
 pub struct Origin {
     pub host: String,
     pub service: Option<String>,
-    /// When the capture began, in nanoseconds since the Unix epoch.
-    pub start_unix_nano: u64,
     /// More resource attributes of a process (`container.id`,
     /// `k8s.pod.uid`, a systemd unit's `service.name`), by pid.
     pub of_process: HashMap<u32, Vec<(&'static str, String)>>,

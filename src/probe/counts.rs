@@ -423,7 +423,9 @@ impl Counts {
             .iter()
             .filter(|(_, spans)| from == 0 || spans.iter().any(|s| s.last >= from))
             .map(|(k, spans)| (*k, spans.clone()));
-        self.read_out(entries, self.totals.len(), reader, wakers)
+        // Room for every count only when every count is read.
+        let n = if from == 0 { self.totals.len() } else { 0 };
+        self.read_out(entries, n, reader, wakers)
     }
 
     /// `entries` (`n` of them, totals per key) as raw stacks, their stacks

@@ -42,6 +42,8 @@ pub struct Target {
     protocol: Protocol,
     headers: Vec<(String, String)>,
     service: Option<String>,
+    /// This host's name, read once.
+    host: String,
     /// `--otlp-interval`: streamed.
     pub interval: Option<Duration>,
 }
@@ -81,7 +83,8 @@ pub fn target(args: &OtlpArgs) -> Result<Option<Target>, CliError> {
         "http/protobuf" => Protocol::Http,
         _ => Protocol::Grpc,
     };
-    Ok(Some(Target { url, tls, protocol, headers, service: args.service.clone(), interval: args.otlp_interval }))
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_default();
+    Ok(Some(Target { url, tls, protocol, headers, service: args.service.clone(), host, interval: args.otlp_interval }))
 }
 
 impl Target {
@@ -91,7 +94,7 @@ impl Target {
     /// service's name when `--service` gives none).
     fn finish(&self, request: otlp::Request) -> ExportProfilesServiceRequest {
         let mut origin = Origin {
-            host: std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_default(),
+            host: self.host.clone(),
             service: self.service.clone(),
             ..Default::default()
         };
