@@ -28,6 +28,8 @@ fn main() {
         let src = format!("src/bpf/{name}.bpf.c");
         SkeletonBuilder::new()
             .source(&src)
+            // Kept for the checks of its code (src/probe/stack_depth.rs).
+            .obj(out.join(format!("{name}.bpf.o")))
             .clang_args([
                 format!("-I{}", vmlinux.display()),
                 "-Isrc/bpf".to_string(),

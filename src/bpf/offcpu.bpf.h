@@ -319,23 +319,33 @@ static __always_inline void end_untraced_wait(void *ctx, struct fg_stats *st, st
 	cur->phase = FG_RUNNING;
 }
 
-/* compat: the variant for kernels without bpf_loop (tailwalk.bpf.h),
- * which may tail-call the walker and not return: the caller has done
- * everything else. btf: prev is a BTF pointer (tp_btf). */
-static __always_inline void switch_out(void *ctx, struct fg_stats *st, struct task_struct *prev,
-				       bool preempt, unsigned int prev_state, const bool compat,
-				       const bool btf)
+/* A switch-out's state across the parts it is split into (on_switch). */
+struct switch_out {
+	struct fg_start start;
+	__u32 tid;
+	__u32 prev_state;
+	__u32 walk; /* see store_user_stack */
+	bool preempt;
+	bool lost;  /* its user stack could not be stored */
+	bool known; /* user space has read its process */
+};
+
+/* A switch-out up to its user stack: ends what the thread was doing and
+ * fills o->start; true when its wait is recorded (the stack is wanted).
+ * *cur: the thread's entry, or NULL. */
+static __always_inline bool switch_out_begin(void *ctx, struct fg_stats *st, struct task_struct *prev,
+					     struct switch_out *o, struct fg_start **curp, const bool btf)
 {
 	__u32 pid = TASK_FIELD(btf, prev, tgid), tid = TASK_FIELD(btf, prev, pid);
-	struct fg_start start = {}, *cur;
-	bool lost = false, known = false;
+	struct fg_start *cur;
 	__u64 now;
 
+	*curp = NULL;
 	if (tid == 0 || pid == self_pid || !is_target(pid, tid) || !in_scope(prev))
-		return;
+		return false;
 	if (skip_kthreads && (TASK_FIELD(btf, prev, flags) & PF_KTHREAD)) {
 		st->kthread_switches++;
-		return;
+		return false;
 	}
 	/* One time for the run's end and the wait's start: they meet. */
 	now = bpf_ktime_get_ns();
@@ -351,50 +361,88 @@ static __always_inline void switch_out(void *ctx, struct fg_stats *st, struct ta
 			add_ran(st, prev, pid, tid, since, now, btf);
 	}
 	/* A thread's last switch-out, at its exit: no switch-in follows. */
-	if (TASK_FIELD(btf, prev, exit_state) || (prev_state & TASK_DEAD)) {
+	if (TASK_FIELD(btf, prev, exit_state) || (o->prev_state & TASK_DEAD)) {
 		if (cur)
 			bpf_map_delete_elem(&starts, &tid);
-		return;
+		return false;
 	}
-	start.pid = pid;
-	start.ts = now;
-	start.state = classify(preempt, prev_state);
-	if (state_mask & (1 << start.state)) {
+	o->tid = tid;
+	o->start.pid = pid;
+	o->start.ts = now;
+	o->start.state = classify(o->preempt, o->prev_state);
+	if (state_mask & (1 << o->start.state)) {
 		st->switches++;
 		if (staged)
 			st->lean_switches++;
 	}
-	if (!(state_mask & (1 << start.state)) ||
+	if (!(state_mask & (1 << o->start.state)) ||
 	    (sample_every > 1 && bpf_get_prandom_u32() % sample_every)) {
 		/* A wait the filters leave out: its switch-in records nothing
 		 * but the start of a run. */
 		if (cur) {
 			cur->phase = FG_SKIPPED;
 		} else if (measure_runs) {
-			start.phase = FG_SKIPPED;
-			keep_start(st, tid, &start, NULL);
+			o->start.phase = FG_SKIPPED;
+			keep_start(st, tid, &o->start, NULL);
 		}
-		return;
+		return false;
 	}
+	*curp = cur;
+	return true;
+}
+
+/* The compat variant for kernels without bpf_loop (tailwalk.bpf.h), in
+ * one function: it may tail-call the walker and not return, so the caller
+ * has done everything else. btf: prev is a BTF pointer (tp_btf). */
+static __always_inline void switch_out_compat(void *ctx, struct fg_stats *st, struct task_struct *prev,
+					      bool preempt, unsigned int prev_state, const bool btf)
+{
+	struct switch_out o = { .preempt = preempt, .prev_state = prev_state, .walk = FG_WALK_NONE };
+	struct fg_start *cur;
+
+	if (!switch_out_begin(ctx, st, prev, &o, &cur, btf))
+		return;
 	/* prev is still current here: its user stack is readable now, and
 	 * only now. */
 	if (user_stacks) {
-		__u32 walk = FG_WALK_NONE;
+		struct walk_cont *c = tail_walk_begin(o.start.pid);
 
-		if (compat) {
-			struct walk_cont *c = tail_walk_begin(pid);
-
-			if (c) {
-				c->start = start;
-				c->tid = tid;
-				bpf_tail_call(ctx, &switch_walks, 0);
-			}
+		if (c) {
+			c->start = o.start;
+			c->tid = o.tid;
+			bpf_tail_call(ctx, &switch_walks, 0);
 		}
-		start.user_stack = store_user_stack(ctx, pid, st, &lost, &walk, &known, compat);
-		start.flags |= walk << FG_WALK_SHIFT;
+		o.start.user_stack = store_user_stack(ctx, o.start.pid, st, &o.lost, &o.walk, &o.known, true);
+		o.start.flags |= o.walk << FG_WALK_SHIFT;
 	}
-	switch_out_rest(ctx, st, prev, tid, &start, cur, lost, known);
+	switch_out_rest(ctx, st, prev, o.tid, &o.start, cur, o.lost, false);
 }
+
+/* The other programs split the switch into subprograms: the walkers the
+ * user stack's walk calls (and their bpf_loop callbacks) then sit on a
+ * frame that holds only `struct switch_out`, not on one that also holds
+ * every wait key the switch builds: 6.1's verifier holds a chain of calls
+ * (dead code and callbacks counted) to 512 bytes of stack in all. The
+ * switch-out's entry is looked up again after the walk. */
+#define SWITCH_PARTS(kind, btf)                                                                        \
+	static __noinline int switch_in_##kind(void *ctx, struct fg_stats *st, struct task_struct *next) \
+	{                                                                                              \
+		switch_in(ctx, st, next, btf);                                                         \
+		return 0;                                                                              \
+	}                                                                                              \
+	static __noinline int switch_out_begin_##kind(void *ctx, struct fg_stats *st,                  \
+						      struct task_struct *prev, struct switch_out *o)  \
+	{                                                                                              \
+		struct fg_start *cur;                                                                  \
+                                                                                                       \
+		return switch_out_begin(ctx, st, prev, o, &cur, btf);                                  \
+	}                                                                                              \
+	static __noinline int switch_out_end_##kind(void *ctx, struct fg_stats *st,                    \
+						    struct task_struct *prev, struct switch_out *o)    \
+	{                                                                                              \
+		switch_out_rest(ctx, st, prev, o->tid, &o->start, NULL, o->lost, o->known);            \
+		return 0;                                                                              \
+	}
 
 /* At switch-in, an entry still held running: the switch-out that ended
  * its run was not reported. The scheduler's own account says how long it
@@ -516,17 +564,40 @@ static __always_inline void switch_in(void *ctx, struct fg_stats *st, struct tas
 	start->sum_exec = TASK_FIELD(btf, next, se.sum_exec_runtime);
 }
 
+SWITCH_PARTS(btf, true)
+SWITCH_PARTS(raw, false)
+
 /* Switch-in first: switch-out may end in a tail call (compat). */
 static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct *prev,
 				     struct task_struct *next, unsigned int prev_state, const bool compat,
 				     const bool btf)
 {
 	struct fg_stats *st = get_stats();
+	struct switch_out o = { .preempt = preempt, .prev_state = prev_state, .walk = FG_WALK_NONE };
 
 	if (!st)
 		return 0;
-	switch_in(ctx, st, next, btf);
-	switch_out(ctx, st, prev, preempt, prev_state, compat, btf);
+	if (compat) {
+		switch_in(ctx, st, next, btf);
+		switch_out_compat(ctx, st, prev, preempt, prev_state, btf);
+		return 0;
+	}
+	if (btf)
+		switch_in_btf(ctx, st, next);
+	else
+		switch_in_raw(ctx, st, next);
+	if (!(btf ? switch_out_begin_btf(ctx, st, prev, &o) : switch_out_begin_raw(ctx, st, prev, &o)))
+		return 0;
+	/* prev is still current here: its user stack is readable now, and
+	 * only now. */
+	if (user_stacks) {
+		o.start.user_stack = store_user_stack(ctx, o.start.pid, st, &o.lost, &o.walk, &o.known, false);
+		o.start.flags |= o.walk << FG_WALK_SHIFT;
+	}
+	if (btf)
+		switch_out_end_btf(ctx, st, prev, &o);
+	else
+		switch_out_end_raw(ctx, st, prev, &o);
 	return 0;
 }
 

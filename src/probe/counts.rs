@@ -138,6 +138,15 @@ fn native_addresses(stack: &[u64]) -> impl Iterator<Item = u64> + '_ {
     crate::profile::build::adjusted(&stack[..native.unwrap_or(stack.len())])
 }
 
+/// What [`Counts::forget_before`] left.
+#[derive(Default)]
+pub struct Forgotten {
+    /// The processes with keys left.
+    pub held: HashSet<u32>,
+    /// The processes that lost keys (and so, perhaps, stacks).
+    pub thinned: HashSet<u32>,
+}
+
 impl Counts {
     pub fn new(slicing: Slicing, groups: Option<Groups>) -> Counts {
         Counts {
@@ -372,32 +381,37 @@ impl Counts {
     /// Forgets the weight that fell before slice `first` (`fgbpf flight`
     /// keeps only the recent past): keys left with none go, and with them
     /// the stacks no key holds any more, but those the last drain moved,
-    /// which counts still in the kernel may hold. Returns the processes
-    /// whose keys are left.
-    pub fn forget_before(&mut self, first: u32) -> HashSet<u32> {
-        let old = std::mem::take(&mut self.totals);
-        self.spans = 0;
-        self.by_pid.clear();
-        let mut held: HashSet<u64> = self.moved.iter().copied().collect();
-        let mut pids = HashSet::new();
-        for (k, mut spans) in old.into_entries() {
-            if time::keep_within(&mut spans, first, u32::MAX) == 0 {
-                continue;
-            }
+    /// which counts still in the kernel may hold. Says which processes
+    /// have keys left, and which lost some.
+    pub fn forget_before(&mut self, first: u32) -> Forgotten {
+        let mut held: HashSet<u64, ahash::RandomState> =
+            HashSet::with_capacity_and_hasher(self.stacks.len(), ahash::RandomState::new());
+        held.extend(self.moved.iter().copied());
+        let mut left = Forgotten::default();
+        let mut spans_left = 0;
+        let by_pid = &mut self.by_pid;
+        by_pid.clear();
+        // In place: most keys keep all their spans.
+        self.totals.retain(|k, spans| {
             let mut key = types::fg_key::default();
-            if plain::copy_from_bytes(&mut key, &k).is_err() {
-                continue;
+            if plain::copy_from_bytes(&mut key, k).is_err() {
+                return false;
+            }
+            if spans.iter().any(|s| s.first < first) && time::keep_within(spans, first, u32::MAX) == 0 {
+                left.thinned.insert(key.pid);
+                return false;
             }
             held.extend([key.user_stack, key.kern_stack]);
-            pids.insert(key.pid);
+            left.held.insert(key.pid);
             if key.user_stack != 0 {
-                self.by_pid.entry(key.pid).or_default().push(key.user_stack);
+                by_pid.entry(key.pid).or_default().push(key.user_stack);
             }
-            self.spans += spans.len();
-            *self.totals.entry(k).0 = spans;
-        }
+            spans_left += spans.len();
+            true
+        });
+        self.spans = spans_left;
         self.stacks.retain(|id, _| held.contains(id));
-        pids
+        left
     }
 
     /// The totals, taken out: the capture's end reads them once

@@ -30,15 +30,16 @@ fn forgetting_the_past_keeps_the_window_and_its_stacks_only() {
     // Moved out by the last drain, held by no key yet.
     c.stacks.insert(300, Arc::from(&[300][..]));
     c.moved.push(300);
-    let held = c.forget_before(10);
-    assert_eq!(held, HashSet::from([2, 3]));
-    let mut left: Vec<(u32, Vec<Span>)> = c
+    let left = c.forget_before(10);
+    assert_eq!(left.held, HashSet::from([2, 3]));
+    assert_eq!(left.thinned, HashSet::from([1]), "pid 2 lost spans, not keys");
+    let mut kept: Vec<(u32, Vec<Span>)> = c
         .totals
         .iter()
         .map(|(k, s)| (u32::from_ne_bytes(k[..4].try_into().unwrap()), s.to_vec()))
         .collect();
-    left.sort();
-    assert_eq!(left, [(2, vec![Span { first: 10, last: 11, weight: 4 }]), (3, vec![Span::at(12, 2)])]);
+    kept.sort();
+    assert_eq!(kept, [(2, vec![Span { first: 10, last: 11, weight: 4 }]), (3, vec![Span::at(12, 2)])]);
     let mut stacks: Vec<u64> = c.stacks.keys().copied().collect();
     stacks.sort();
     assert_eq!(stacks, [102, 103, 202, 203, 300], "the stacks of forgotten keys go with them");

@@ -4,6 +4,8 @@
 //! each drain (its triggers).
 
 use std::collections::{HashMap, HashSet};
+
+use super::counts::Forgotten;
 use std::time::Duration;
 
 use super::{events, Probe};
@@ -25,21 +27,22 @@ impl Probe {
 
     /// `fgbpf flight`: forgets what was recorded before the capture's time
     /// `at`, and the runtimes' frame names of exited processes with no
-    /// stack left; returns the processes whose stacks are left.
-    pub fn forget_before(&mut self, at: Duration) -> HashSet<u32> {
+    /// stack left; says which processes have stacks left, and which lost
+    /// some.
+    pub fn forget_before(&mut self, at: Duration) -> Forgotten {
         let first = self.slice_at(at);
-        let held = self.counts.forget_before(first);
+        let left = self.counts.forget_before(first);
         // Asked once per process, however many names it has.
         let alive = std::cell::RefCell::new(HashMap::new());
         let keep = |pid: u32| {
-            held.contains(&pid)
+            left.held.contains(&pid)
                 || *alive
                     .borrow_mut()
                     .entry(pid)
                     .or_insert_with(|| std::path::Path::new(&format!("/proc/{pid}")).exists())
         };
         self.runtimes.forget(&keep);
-        held
+        left
     }
 
     /// The user addresses the kept stacks of `pid` hold (what is kept

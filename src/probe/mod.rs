@@ -22,6 +22,8 @@ pub mod perf;
 mod programs;
 mod read;
 mod totals;
+#[cfg(test)]
+mod stack_depth;
 mod java;
 mod interp;
 mod php;

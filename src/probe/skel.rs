@@ -21,3 +21,9 @@ pub fn rodata<'a>(open: &'a mut OpenFgbpfSkel<'_>) -> &'a mut types::rodata {
         .as_deref_mut()
         .expect("fgbpf.bpf.c has read-only config")
 }
+
+/// The BPF object as built, for checks of its code (`stack_depth`).
+#[cfg(test)]
+pub(super) fn object_bytes() -> &'static [u8] {
+    include_bytes!(concat!(env!("OUT_DIR"), "/fgbpf.bpf.o"))
+}

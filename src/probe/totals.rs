@@ -86,6 +86,42 @@ impl<K: std::hash::Hash + Eq + Copy> Totals<K> {
     }
 
     /// Every entry, each chunk freed once read; the index first.
+    /// Keeps the entries `keep` says to keep (it may change their spans),
+    /// in their order. The index is not hashed again: the kept entries'
+    /// slots are renumbered in it.
+    pub fn retain(&mut self, mut keep: impl FnMut(&K, &mut Spans) -> bool) {
+        let mut to: Vec<u32> = Vec::with_capacity(self.len());
+        let mut next = 0u32;
+        for (k, spans) in self.chunks.iter_mut().flatten() {
+            if keep(k, spans) {
+                to.push(next);
+                next += 1;
+            } else {
+                to.push(u32::MAX);
+            }
+        }
+        if next as usize == to.len() {
+            return;
+        }
+        let old = std::mem::take(&mut self.chunks);
+        for (i, entry) in old.into_iter().flatten().enumerate() {
+            if to[i] == u32::MAX {
+                continue;
+            }
+            if self.chunks.last().is_none_or(|c| c.len() == CHUNK) {
+                self.chunks.push(Vec::with_capacity(CHUNK));
+            }
+            self.chunks.last_mut().expect("a chunk with room").push(entry);
+        }
+        self.index.retain(|i| match to[*i as usize] {
+            u32::MAX => false,
+            j => {
+                *i = j;
+                true
+            }
+        });
+    }
+
     pub fn into_entries(self) -> impl Iterator<Item = (K, Spans)> {
         drop(self.index);
         self.chunks.into_iter().flatten()
@@ -101,6 +137,36 @@ fn key_at<K>(chunks: &[Vec<(K, Spans)>], i: u32) -> &K {
 mod tests {
     use super::*;
     use crate::profile::Span;
+
+    #[test]
+    fn retained_keys_are_found_again_and_dropped_ones_not() {
+        let mut t: Totals<[u8; 8]> = Totals::default();
+        let n = CHUNK as u64 * 2 + 5;
+        for k in 0..n {
+            t.entry(k.to_ne_bytes()).0.push(Span::at(k as u32, k));
+        }
+        // Every third key goes; the kept ones' spans change.
+        t.retain(|k, spans| {
+            spans[0].weight += 1;
+            u64::from_ne_bytes(*k) % 3 != 0
+        });
+        assert_eq!(t.len(), (n - n.div_ceil(3)) as usize);
+        for k in 0..n {
+            assert_eq!(t.contains(&k.to_ne_bytes()), k % 3 != 0, "key {k}");
+        }
+        for k in (0..n).filter(|k| k % 3 != 0) {
+            let (spans, new) = t.entry(k.to_ne_bytes());
+            assert!(!new);
+            assert_eq!(spans[0].weight, k + 1);
+        }
+        // A key dropped comes back as a new one, after the kept.
+        let (spans, new) = t.entry(3u64.to_ne_bytes());
+        assert!(new && spans.is_empty());
+        let last = t.iter().last().expect("entries").0;
+        assert_eq!(u64::from_ne_bytes(last), 3);
+        t.retain(|_, _| true);
+        assert_eq!(t.len(), (n - n.div_ceil(3)) as usize + 1);
+    }
 
     #[test]
     fn keys_are_found_again_across_chunks() {

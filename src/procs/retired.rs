@@ -54,16 +54,18 @@ impl Registry {
     /// Lets go of what is kept of exited processes whose stacks are no
     /// longer held (`fgbpf flight` forgets the past): those not in `held`,
     /// and of the others, the addresses their kept stacks no longer hold
-    /// (`addresses`): a PID used again and again would otherwise gather
-    /// every address of every process that had it.
-    pub fn forget_retired(&mut self, held: &HashSet<u32>, addresses: &dyn Fn(u32) -> HashSet<u64>) {
+    /// (`addresses`, `None` when they are as before): a PID used again and
+    /// again would otherwise gather every address of every process that
+    /// had it.
+    pub fn forget_retired(&mut self, held: &HashSet<u32>, addresses: &dyn Fn(u32) -> Option<HashSet<u64>>) {
         self.retired.retain(|pid, r| {
             if !held.contains(pid) {
                 return false;
             }
-            let kept = addresses(*pid);
-            r.located.retain(|(a, _)| kept.contains(a));
-            r.located.shrink_to_fit();
+            if let Some(kept) = addresses(*pid) {
+                r.located.retain(|(a, _)| kept.contains(a));
+                r.located.shrink_to_fit();
+            }
             true
         });
         // Names too, but of the processes still read (alive).

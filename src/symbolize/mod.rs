@@ -219,7 +219,7 @@ impl Symbolizer {
     }
 
     /// See [`Registry::forget_retired`].
-    pub fn forget_retired(&mut self, held: &HashSet<u32>, addresses: &dyn Fn(u32) -> HashSet<u64>) {
+    pub fn forget_retired(&mut self, held: &HashSet<u32>, addresses: &dyn Fn(u32) -> Option<HashSet<u64>>) {
         self.registry.forget_retired(held, addresses);
     }
 

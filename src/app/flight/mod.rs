@@ -352,8 +352,10 @@ impl Flight<'_> {
 /// Forgets what was recorded before the capture's time `at`, and what is
 /// kept of exited processes whose stacks went with it.
 fn forget_before(recorder: &mut Probe, symbolizer: &mut Symbolizer, at: Duration) {
-    let held = recorder.forget_before(at);
-    symbolizer.forget_retired(&held, &|pid| recorder.held_addresses(pid));
+    let left = recorder.forget_before(at);
+    // Only a process that lost keys may hold fewer addresses.
+    let addresses = |pid| left.thinned.contains(&pid).then(|| recorder.held_addresses(pid));
+    symbolizer.forget_retired(&left.held, &addresses);
     stages::trim();
 }
 
