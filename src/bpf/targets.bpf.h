@@ -197,17 +197,21 @@ static __always_inline bool send_proc_event(void *ctx, __u32 pid, __u32 kind, st
 	e->addr = addr;
 	e->addr2 = addr2;
 	BPF_CORE_READ_STR_INTO(&e->comm, task, group_leader, comm);
-	/* An exit, or a child that is a copy of its parent, needs nothing
-	 * read at once: user space takes it at its next turn (within 50 ms)
-	 * instead of being woken for it (a fork-and-exec load woke it 400
-	 * times a second). */
-	bpf_ringbuf_submit(e, kind == FG_PROC_EXIT || (kind == FG_PROC_NEW && addr) ? BPF_RB_NO_WAKEUP : FG_WAKE);
+	/* An exit, a child that is a copy of its parent, or an execve needs
+	 * nothing read at once: user space takes it at its next turn (within
+	 * 50 ms) instead of being woken for it (a fork-and-exec load woke it
+	 * 400 times a second). An exec'd process that stores a stack before
+	 * then is announced again, waking user space (on_exec). */
+	bpf_ringbuf_submit(e, kind == FG_PROC_EXIT || kind == FG_PROC_EXEC || (kind == FG_PROC_NEW && addr)
+				      ? BPF_RB_NO_WAKEUP
+				      : FG_WAKE);
 	return true;
 }
 
-/* known_procs values: announced with its current image, or its last
- * execve's announcement was lost (so announced again at its next stack,
- * and announced gone at its exit all the same). */
+/* known_procs values: announced with its current image, or known from
+ * before its last execve, whose announcement does not wake user space or
+ * was lost (so announced again at its next stack, and announced gone at
+ * its exit all the same). */
 #define FG_KNOWN 1
 #define FG_KNOWN_BEFORE_EXEC 2
 
@@ -315,15 +319,18 @@ static __always_inline void on_exec(void *ctx, struct task_struct *task)
 		send_proc_event(ctx, pid, FG_PROC_NEW, task, 0, 0);
 		return;
 	}
-	/* The new image is mapped by now and user space reads it at this
-	 * announcement: the process stays known, not announced again at its
-	 * next stack (which read most exec'd processes twice). Only when this
-	 * announcement is lost is it. */
+	/* The new image is mapped by now; user space reads it at its next
+	 * turn, not woken for it: most exec'd programs of a busy host (a
+	 * shell's, a build's) are gone by then and stored no stack, and
+	 * reading each while it lived was most of what a whole-host recorder
+	 * cost there. One that stores a stack before it is read is announced
+	 * again then (note_process: known only from before its exec), waking
+	 * user space to read it while it lives, as when this announcement is
+	 * lost. */
 	known = bpf_map_lookup_elem(&known_procs, &pid);
 	if (known && *known == FG_KNOWN) {
 		*known = FG_KNOWN_BEFORE_EXEC;
-		if (send_proc_event(ctx, pid, FG_PROC_EXEC, task, 0, 0))
-			*known = FG_KNOWN;
+		send_proc_event(ctx, pid, FG_PROC_EXEC, task, 0, 0);
 	}
 }
 

@@ -448,6 +448,19 @@ impl Probe {
         }
     }
 
+    /// Processes whose execve was announced without waking user space
+    /// (targets.bpf.h: on_exec) and whose maps were read at the turn after:
+    /// known again with their new image, so that their next stack does not
+    /// announce them (and have them read) once more.
+    pub fn read_after_exec(&mut self, pids: &[u32]) {
+        const KNOWN: u8 = 1; // targets.bpf.h: FG_KNOWN
+        for pid in pids {
+            // Only an entry still there: one the process's exit removed
+            // stays removed.
+            let _ = libbpf_rs::MapCore::update(&self.skel.maps.known_procs, &pid.to_ne_bytes(), &[KNOWN], libbpf_rs::MapFlags::EXIST);
+        }
+    }
+
     pub fn stats(&self) -> Stats {
         drain::sum_per_cpu(&self.skel.maps.stats)
     }

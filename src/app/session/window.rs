@@ -120,14 +120,22 @@ impl Window<'_> {
         // as it is now, under its last name.
         let mut seen = std::collections::HashSet::new();
         let last: Vec<&ProcEvent> = events.iter().rev().filter(|ev| seen.insert(ev.pid)).collect();
+        let mut execs = Vec::new();
         let read: Vec<(u32, String)> = last
             .into_iter()
             .rev()
             .filter_map(|ev| match inherited(ev, live, symbolizer) {
                 true => None,
-                false => symbolizer.remember(ev.pid, &ev.comm).map(|text| (ev.pid, text)),
+                false => {
+                    let text = symbolizer.remember(ev.pid, &ev.comm)?;
+                    if ev.kind == ProcEventKind::Exec {
+                        execs.push(ev.pid);
+                    }
+                    Some((ev.pid, text))
+                }
             })
             .collect();
+        live.read_after_exec(&execs);
         if let Some(started) = self.started.as_mut() {
             let new = |e: &&ProcEvent| matches!(e.kind, ProcEventKind::New { .. } | ProcEventKind::Exec);
             started.extend(events.iter().filter(new).map(|e| (e.pid, e.comm.clone())));
