@@ -4,10 +4,9 @@
 //! each drain (its triggers).
 
 use std::collections::{HashMap, HashSet};
-
-use super::counts::Forgotten;
 use std::time::Duration;
 
+use super::counts::Forgotten;
 use super::{events, Probe};
 
 impl Probe {

@@ -454,10 +454,11 @@ impl Probe {
     /// announce them (and have them read) once more.
     pub fn read_after_exec(&mut self, pids: &[u32]) {
         const KNOWN: u8 = 1; // targets.bpf.h: FG_KNOWN
+        let known = &self.skel.maps.known_procs;
         for pid in pids {
             // Only an entry still there: one the process's exit removed
             // stays removed.
-            let _ = libbpf_rs::MapCore::update(&self.skel.maps.known_procs, &pid.to_ne_bytes(), &[KNOWN], libbpf_rs::MapFlags::EXIST);
+            let _ = libbpf_rs::MapCore::update(known, &pid.to_ne_bytes(), &[KNOWN], libbpf_rs::MapFlags::EXIST);
         }
     }
 
