@@ -294,6 +294,17 @@ enum fg_proc_flags {
 	FG_PROC_READ = 1,
 };
 
+/* known_procs values (user space writes FG_KNOWN to a process read after
+ * its execve). */
+enum fg_known {
+	/* Announced with its current image. */
+	FG_KNOWN = 1,
+	/* Known from before its last execve, whose announcement does not wake
+	 * user space or was lost: announced again at its next stack (and
+	 * announced gone at its exit all the same). */
+	FG_KNOWN_BEFORE_EXEC = 2,
+};
+
 /* Python interpreter frames follow a user stack's native frames after this
  * marker (not a user address), one word each, leaf first:
  * bits 0-43 the code object's address >> 3, bits 44-62 the instruction

@@ -391,6 +391,14 @@ static __always_inline bool switch_out_begin(void *ctx, struct fg_stats *st, str
 	return true;
 }
 
+/* The switching-out thread's user stack into o->start, with how it was
+ * walked. */
+static __always_inline void take_user_stack(void *ctx, struct fg_stats *st, struct switch_out *o, const bool compat)
+{
+	o->start.user_stack = store_user_stack(ctx, o->start.pid, st, &o->lost, &o->walk, &o->known, compat);
+	o->start.flags |= o->walk << FG_WALK_SHIFT;
+}
+
 /* The compat variant for kernels without bpf_loop (tailwalk.bpf.h), in
  * one function: it may tail-call the walker and not return, so the caller
  * has done everything else. btf: prev is a BTF pointer (tp_btf). */
@@ -412,8 +420,7 @@ static __always_inline void switch_out_compat(void *ctx, struct fg_stats *st, st
 			c->tid = o.tid;
 			bpf_tail_call(ctx, &switch_walks, 0);
 		}
-		o.start.user_stack = store_user_stack(ctx, o.start.pid, st, &o.lost, &o.walk, &o.known, true);
-		o.start.flags |= o.walk << FG_WALK_SHIFT;
+		take_user_stack(ctx, st, &o, true);
 	}
 	switch_out_rest(ctx, st, prev, o.tid, &o.start, cur, o.lost, false);
 }
@@ -590,10 +597,8 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 		return 0;
 	/* prev is still current here: its user stack is readable now, and
 	 * only now. */
-	if (user_stacks) {
-		o.start.user_stack = store_user_stack(ctx, o.start.pid, st, &o.lost, &o.walk, &o.known, false);
-		o.start.flags |= o.walk << FG_WALK_SHIFT;
-	}
+	if (user_stacks)
+		take_user_stack(ctx, st, &o, false);
 	if (btf)
 		switch_out_end_btf(ctx, st, prev, &o);
 	else

@@ -208,12 +208,6 @@ static __always_inline bool send_proc_event(void *ctx, __u32 pid, __u32 kind, st
 	return true;
 }
 
-/* known_procs values: announced with its current image, or known from
- * before its last execve, whose announcement does not wake user space or
- * was lost (so announced again at its next stack, and announced gone at
- * its exit all the same). */
-#define FG_KNOWN 1
-#define FG_KNOWN_BEFORE_EXEC 2
 
 /* A new process's announcement: the process `task` was forked from, when
  * neither has exec'd since, and its size now in pages (what

@@ -75,6 +75,8 @@ pub const DEFAULT_MAX_UNWIND_ROWS: u32 = 1 << 21;
 pub const DRAIN_EVERY: Duration = Duration::from_secs(1);
 /// Long waits held for a recorder that has not taken them.
 const MAX_LONG_WAITS: usize = 1024;
+/// `FG_KNOWN` of `enum fg_known` (src/bpf/fgbpf.h): a process announced with its image.
+const FG_KNOWN: u8 = 1;
 
 /// A running (or stopped) capture. Dropping it detaches and unloads
 /// everything it attached.
@@ -453,12 +455,11 @@ impl Probe {
     /// known again with their new image, so that their next stack does not
     /// announce them (and have them read) once more.
     pub fn read_after_exec(&mut self, pids: &[u32]) {
-        const KNOWN: u8 = 1; // targets.bpf.h: FG_KNOWN
         let known = &self.skel.maps.known_procs;
         for pid in pids {
             // Only an entry still there: one the process's exit removed
             // stays removed.
-            let _ = libbpf_rs::MapCore::update(known, &pid.to_ne_bytes(), &[KNOWN], libbpf_rs::MapFlags::EXIST);
+            let _ = libbpf_rs::MapCore::update(known, &pid.to_ne_bytes(), &[FG_KNOWN], libbpf_rs::MapFlags::EXIST);
         }
     }
 
