@@ -33,7 +33,7 @@ import slices as slices_cost  # noqa: E402
 import side_by_side  # noqa: E402
 import wall_sums  # noqa: E402
 from sections import keep_sections, replace_section, wakers_section  # noqa: E402
-from measures import bpf_progs, log, proc_cpu, timed  # noqa: E402
+from measures import bpf_progs, log, own_use, proc_cpu, timed  # noqa: E402
 FGBPF = ROOT / "target" / "release" / "fgbpf"
 CFLAGS = ["-O1", "-g", "-fno-omit-frame-pointer", "-mno-omit-leaf-frame-pointer", "-pthread"]
 
@@ -399,8 +399,7 @@ def footprint(tmp, seconds):
     d = tmp / "footprint"
     subprocess.run(["rm", "-rf", str(d)])
     proc = subprocess.run([str(FGBPF), "oncpu", "-d", str(seconds), "-o", str(d)], capture_output=True, text=True, check=True)
-    m = re.search(r"own use: ([\d.]+) s CPU, (\d+) MB peak memory", proc.stderr)
-    fg = (float(m.group(1)), float(m.group(2))) if m else (float("nan"), float("nan"))
+    fg = own_use(proc.stderr, required=False) or (float("nan"), float("nan"))
     perf = gnu_time(["perf", "record", "-a", "-g", "-F", "99", "-o", str(tmp / "fp.data"), "--", "sleep", str(seconds)])
     return fg, perf
 

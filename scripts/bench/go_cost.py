@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from measures import log, sampler_run  # noqa: E402
+from measures import log, own_use, sampler_run  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 FGBPF = ROOT / "target" / "release" / "fgbpf"
@@ -62,11 +62,11 @@ def capture(pid, tmp, extra):
     out = Path(tmp) / f"out-{time.monotonic_ns()}"
     p = subprocess.run([str(FGBPF), "offcpu", "-p", str(pid), "-d", str(SECONDS), "-o", str(out), *extra],
                        capture_output=True, text=True, check=True)
-    m = re.search(r"own use: ([0-9.]+) s CPU, ([0-9]+) MB peak memory", p.stderr)
+    cpu, peak = own_use(p.stderr)
     report = (out / "report.txt").read_text()
     reads = re.search(r"read ([0-9]+) times\)", report)
     counted = re.search(r"\): ([0-9]+) at the last read", report)
-    return float(m.group(1)), int(m.group(2)), int(reads.group(1)) if reads else 0, int(counted.group(1)) if counted else 0
+    return cpu, peak, int(reads.group(1)) if reads else 0, int(counted.group(1)) if counted else 0
 
 
 def measure(rounds, tmp):

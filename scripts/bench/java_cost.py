@@ -16,14 +16,13 @@ CPU time (reading the JVM's structures and naming its frames included),
 from its summary.
 """
 
-import re
 import signal
 import statistics
 import subprocess
 import time
 from pathlib import Path
 
-from measures import bpf_progs, log
+from measures import bpf_progs, log, own_use
 
 ROOT = Path(__file__).resolve().parents[2]
 FGBPF = ROOT / "target" / "release" / "fgbpf"
@@ -106,8 +105,8 @@ def sample_pair(targets):
 
 
 def own_cpu(stderr):
-    m = re.search(r"own use: ([0-9.]+) s CPU", stderr)
-    return float(m.group(1)) if m else None
+    use = own_use(stderr, required=False)
+    return use[0] if use else None
 
 
 def measure(rounds, tmp):

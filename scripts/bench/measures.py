@@ -2,6 +2,7 @@
 programs and a process's CPU time."""
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -34,6 +35,18 @@ def proc_cpu(pid):
         except (OSError, ValueError, IndexError):
             pass
     return total / 1e9
+
+
+def own_use(stderr, required=True):
+    """fgbpf's account of itself at the end of a capture ("own use: S s
+    CPU, M MB peak memory"): (CPU seconds, peak MB), or None when it did
+    not print one and `required` is false."""
+    m = re.search(r"own use: ([0-9.]+) s CPU, ([0-9]+) MB peak memory", stderr)
+    if m:
+        return float(m.group(1)), int(m.group(2))
+    if required:
+        raise RuntimeError(f"fgbpf printed no 'own use:' line; it said:\n{stderr[-2000:]}")
+    return None
 
 
 def sampler_run(cmd, seconds, prog_type="perf_event"):

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from measures import log  # noqa: E402
+from measures import log, own_use  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 FGBPF = ROOT / "target" / "release" / "fgbpf"
@@ -38,9 +38,9 @@ def capture(tmp, port, extra):
     otlp = ["--otlp", f"127.0.0.1:{port}"] if extra else []
     p = subprocess.run([str(FGBPF), "wall", "-d", str(SECONDS), "-o", str(out), *otlp, *extra],
                        capture_output=True, text=True, check=True)
-    m = re.search(r"own use: ([0-9.]+) s CPU, ([0-9]+) MB peak memory", p.stderr)
+    cpu, peak = own_use(p.stderr)
     sent = re.search(r"OTLP: sent ([0-9]+) of ([0-9]+) exports \(([0-9]+) profiles\)", p.stderr)
-    return float(m.group(1)), int(m.group(2)), sent.groups() if sent else None
+    return cpu, peak, sent.groups() if sent else None
 
 
 def measure(rounds, tmp):
