@@ -265,3 +265,33 @@ fn a_terminal_that_goes_away_ends_top() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// What fgbpf says while the view is up (here: a receiver that refuses
+/// every connection) is shown in the view's status line, and printed once
+/// the terminal is back: written to the alternate screen, it was lost with
+/// it when the view ended.
+#[test]
+fn what_is_said_while_the_view_is_up_is_shown_then_printed() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let target = KillOnDrop(Command::new(plain_workload("plain")).args(["split", "60"]).spawn().unwrap());
+    let command = format!(
+        "{} top -p {} --otlp 127.0.0.1:1 --otlp-insecure --otlp-interval 1",
+        bin(),
+        target.id()
+    );
+    let tmux = Tmux::start("said", &command);
+    let screen = tmux.wait_for("the receiver's failure in the view", Duration::from_secs(20), |s| {
+        row(s, "spin").is_some() && s.lines().any(|l| l.contains("OTLP: ") && l.contains("failed"))
+    });
+    assert!(screen.lines().next().is_some_and(|l| l.starts_with("fgbpf top:")), "{screen}");
+    tmux.keys(&["q"]);
+    let after = tmux.wait_for("the command's end", Duration::from_secs(20), |s| s.contains("EXITED"));
+    assert!(after.contains("EXITED 0"), "{after}");
+    let said: Vec<&str> = after.lines().filter(|l| l.starts_with("fgbpf: OTLP: ")).collect();
+    // The first failure's warning, once, then the end's account.
+    assert_eq!(said.iter().filter(|l| l.contains("failed")).count(), 1, "{after}");
+    assert!(said.iter().any(|l| l.contains("not sent to") || l.contains("sent 0 of")), "{after}");
+}

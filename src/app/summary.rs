@@ -5,6 +5,7 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 
 use serde::Serialize;
 
@@ -17,6 +18,19 @@ use crate::profile::{thousands, Profile};
 use crate::procs::Held;
 
 static QUIET: AtomicBool = AtomicBool::new(false);
+/// Lines said while a full-screen view owns the terminal (`fgbpf top`):
+/// on stderr they would be drawn over by it, or garble it.
+static DEFERRED: Mutex<Option<Deferred>> = Mutex::new(None);
+/// Deferred lines kept to be printed at the end; the rest counted.
+const DEFERRED_MAX: usize = 200;
+
+#[derive(Default)]
+struct Deferred {
+    lines: Vec<String>,
+    over: usize,
+    /// The newest line the view has not shown yet.
+    unseen: Option<String>,
+}
 
 /// What a finished capture wrote.
 pub struct Outcome {
@@ -36,10 +50,50 @@ pub fn quiet() -> bool {
     QUIET.load(Ordering::Relaxed)
 }
 
-/// One informational line on stderr, `fgbpf: ` first, unless `--quiet`.
+/// One informational line on stderr, `fgbpf: ` first, unless `--quiet`
+/// (held while [`defer`] is in force).
 pub fn say(line: impl std::fmt::Display) {
-    if !quiet() {
-        eprintln!("fgbpf: {line}");
+    if quiet() {
+        return;
+    }
+    let line = format!("fgbpf: {line}");
+    if let Some(d) = DEFERRED.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+        d.push(line);
+        return;
+    }
+    eprintln!("{line}");
+}
+
+impl Deferred {
+    fn push(&mut self, line: String) {
+        if self.lines.len() < DEFERRED_MAX {
+            self.lines.push(line.clone());
+        } else {
+            self.over += 1;
+        }
+        self.unseen = Some(line);
+    }
+}
+
+/// From now on [`say`] holds its lines (a view owns the terminal) until
+/// [`print_deferred`].
+pub fn defer() {
+    *DEFERRED.lock().unwrap_or_else(|e| e.into_inner()) = Some(Deferred::default());
+}
+
+/// The newest held line not yet taken, for the view to show.
+pub fn newest_deferred() -> Option<String> {
+    DEFERRED.lock().unwrap_or_else(|e| e.into_inner()).as_mut().and_then(|d| d.unseen.take())
+}
+
+/// Prints the held lines (the terminal is back) and stops holding.
+pub fn print_deferred() {
+    let Some(d) = DEFERRED.lock().unwrap_or_else(|e| e.into_inner()).take() else { return };
+    for line in &d.lines {
+        eprintln!("{line}");
+    }
+    if d.over > 0 {
+        eprintln!("fgbpf: ({} more lines said while the view was up, not kept)", d.over);
     }
 }
 
@@ -212,4 +266,21 @@ pub(super) fn own_footprint() -> (f64, f64) {
         // FGBPF_MEMORY_STAGES resets the kernel's peak at each step.
         (usage.ru_maxrss as u64).max(super::stages::highest_kb()) as f64 / 1024.0,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deferred_lines_are_bounded_and_the_newest_shown_once() {
+        let mut d = Deferred::default();
+        for i in 0..DEFERRED_MAX + 5 {
+            d.push(format!("line {i}"));
+        }
+        assert_eq!((d.lines.len(), d.over), (DEFERRED_MAX, 5));
+        assert_eq!(d.lines[0], "line 0");
+        assert_eq!(d.unseen.take().as_deref(), Some(format!("line {}", DEFERRED_MAX + 4).as_str()));
+        assert_eq!(d.unseen, None);
+    }
 }

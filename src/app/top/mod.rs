@@ -57,13 +57,19 @@ pub fn run(args: &TopArgs) -> Result<Option<i32>, CliError> {
         terminal: None,
         stdin_tty: io::stdin().is_terminal(),
     };
+    // --otlp-interval: streamed as recorded. Before the terminal is taken:
+    // an error here leaves it as it was.
+    let mut stream = live.stream(&args.capture, rec.wanted())?;
     if io::stdout().is_terminal() {
         let terminal = ratatui::try_init()
             .map_err(|e| CliError::failed(format!("cannot set up the terminal: {e}")))?;
         top.terminal = Some(terminal);
+        // What is said meanwhile (a receiver that fails, a capture's
+        // warnings) is shown in the view's status line and printed after.
+        if io::stderr().is_terminal() {
+            summary::defer();
+        }
     }
-    // --otlp-interval: streamed as recorded.
-    let mut stream = live.stream(&args.capture, rec.wanted())?;
     let end = {
         let (mut window, recorder, symbolizer) = live.window(&args.capture);
         let mut steps = window.begin();
@@ -83,6 +89,7 @@ pub fn run(args: &TopArgs) -> Result<Option<i32>, CliError> {
     };
     if top.terminal.take().is_some() {
         ratatui::restore();
+        summary::print_deferred();
     }
     // The view is gone with the terminal's alternate screen: say why when
     // the user did not end it.
@@ -159,6 +166,11 @@ impl Top<'_> {
             let next = self.view.views.is_none() || t >= self.view.through + self.view.interval;
             (missing || (!self.view.paused && next)).then_some(t)
         });
+        if let Some(line) = summary::newest_deferred() {
+            // Shown until a key clears it, as the view's own messages are.
+            self.view.status = line;
+            redraw = true;
+        }
         if let Some(through) = due {
             let views = self.read(recorder, symbolizer, through, false);
             self.view.update(views, through);
@@ -230,6 +242,10 @@ impl Top<'_> {
             Ok(dir) => format!("wrote {:.1} s to {}/", through.as_secs_f64(), dir.display()),
             Err(e) => format!("could not write: {e}"),
         };
+        // What writing said (the timeline's cap) would hide where it went.
+        if summary::newest_deferred().is_some() {
+            self.view.status.push_str(" (notes printed when the view ends)");
+        }
     }
 }
 
