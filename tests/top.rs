@@ -60,6 +60,14 @@ impl Tmux {
             std::thread::sleep(Duration::from_millis(100));
         }
     }
+
+    /// Waits for the command's end and checks that it exited with 0; the
+    /// screen after it.
+    fn exited_ok(&self) -> String {
+        let after = self.wait_for("the command's end", Duration::from_secs(15), |s| s.contains("EXITED"));
+        assert!(after.contains("EXITED 0"), "{after}");
+        after
+    }
 }
 
 impl Drop for Tmux {
@@ -117,8 +125,7 @@ fn in_a_terminal_the_split_is_on_screen_and_q_restores_the_terminal() {
     let spin = row(&screen, "spin").unwrap_or_else(|| panic!("no spin row:\n{screen}"));
     assert!(spin[2] >= 95.0, "spin's self share {:.1}%:\n{screen}", spin[2]);
     tmux.keys(&["q"]);
-    let after = tmux.wait_for("the command's end", Duration::from_secs(15), |s| s.contains("EXITED"));
-    assert!(after.contains("EXITED 0"), "{after}");
+    let after = tmux.exited_ok();
     assert_eq!(tmux.tmux(&["display", "-p", "-t", &tmux.name, "#{alternate_on}"]).trim(), "0", "still on the alternate screen");
     assert_eq!(tmux.tmux(&["display", "-p", "-t", &tmux.name, "#{cursor_flag}"]).trim(), "1", "the cursor is hidden");
     let lines: Vec<&str> = after.lines().map(str::trim).collect();
@@ -184,8 +191,7 @@ fn keys_narrow_pause_switch_to_off_cpu_and_write_a_capture() {
     let shown = row(&wrote, "work_fifty").unwrap_or_else(|| panic!("{wrote}"))[3];
     // Ctrl-C quits as q does.
     tmux.keys(&["C-c"]);
-    let after = tmux.wait_for("the command's end", Duration::from_secs(15), |s| s.contains("EXITED"));
-    assert!(after.contains("EXITED 0"), "{after}");
+    tmux.exited_ok();
     let written: PathBuf = dir.clone();
     for f in ["oncpu.folded", "offcpu.folded", "wall.folded", "report.txt", "oncpu.svg"] {
         assert!(written.join(f).exists(), "{f} not written in {}", written.display());
@@ -288,8 +294,7 @@ fn what_is_said_while_the_view_is_up_is_shown_then_printed() {
     });
     assert!(screen.lines().next().is_some_and(|l| l.starts_with("fgbpf top:")), "{screen}");
     tmux.keys(&["q"]);
-    let after = tmux.wait_for("the command's end", Duration::from_secs(20), |s| s.contains("EXITED"));
-    assert!(after.contains("EXITED 0"), "{after}");
+    let after = tmux.exited_ok();
     let said: Vec<&str> = after.lines().filter(|l| l.starts_with("fgbpf: OTLP: ")).collect();
     // The first failure's warning, once, then the end's account.
     assert_eq!(said.iter().filter(|l| l.contains("failed")).count(), 1, "{after}");

@@ -208,7 +208,6 @@ static __always_inline bool send_proc_event(void *ctx, __u32 pid, __u32 kind, st
 	return true;
 }
 
-
 /* A new process's announcement: the process `task` was forked from, when
  * neither has exec'd since, and its size now in pages (what
  * /proc/PID/stat's vsize says). Its memory is a copy of that one's: user
