@@ -7,16 +7,21 @@
 #
 # then the total wall time. KERNELS.md has the results of a real run.
 #
-# Usage: sudo scripts/kernel-matrix.sh [--all] [KERNEL...]
+# Usage: sudo scripts/kernel-matrix.sh [--all | --tests=A,B | --smoke] [KERNEL[:FORCE]...]
 #
-#   no KERNEL    the host kernel, then Debian's packaged 6.1 cloud kernel
+#   no KERNEL    the host kernel, then Debian's 5.10 and 6.1
 #   host         the running kernel: its image is not booted, the tests run
 #                natively on the host (said so in its line)
-#   debian-6.1   Debian's linux-image-cloud-amd64 (6.1), fetched once with
-#                apt-get download and unpacked with dpkg-deb -x into
-#                target/kernels/debian-6.1/ (never installed on the host)
-#   debian-6.12  the same for bookworm's 6.12 cloud kernel
-#                (linux-image-6.12-cloud-amd64), in target/kernels/debian-6.12/
+#   debian-5.10  Debian 11 (bullseye)'s cloud kernel (linux-image-cloud-amd64)
+#   debian-6.1   Debian 12 (bookworm)'s cloud kernel (linux-image-cloud-amd64)
+#   debian-6.12  Debian 12's 6.12 cloud kernel (linux-image-6.12-cloud-amd64,
+#                the same series as Debian 13's)
+#                Each is fetched once from Debian's archive with apt-get
+#                download through a temporary sources list (the host's apt
+#                configuration is neither read nor changed) and unpacked
+#                with dpkg-deb -x into the machine's cache, outside the
+#                clone: ${XDG_CACHE_HOME:-~/.cache}/fgbpf/kernels/NAME
+#                (FGBPF_CACHE overrides the fgbpf/ folder). Never installed.
 #   PATH         any other x86-64 kernel image (a bzImage/vmlinuz). Its
 #                modules are looked for beside it, in this order:
 #                  DIR/../lib/modules/VERSION  (dpkg-deb -x of a package:
@@ -30,26 +35,43 @@
 #                where DIR is the image's directory. A kernel with virtio-pci,
 #                fuse, virtiofs and overlayfs built in needs none. It needs
 #                CONFIG_DEBUG_INFO_BTF=y like any kernel fgbpf runs on.
+#   KERNEL:FORCE that kernel with FGBPF_FORCE_FALLBACK=FORCE (e.g.
+#                debian-6.1:no-loop, the combination of Ubuntu 22.04's 5.15:
+#                bpf_task_pt_regs without bpf_loop)
 #   --all        every test binary instead of the default subset (on-CPU,
 #                off-CPU, wall, unwinding, wakers, scopes, commands, Python)
-#   --tests=A,B  these test binaries (tests/A.rs, tests/B.rs) instead
+#   --tests=A,B  these test binaries (tests/A.rs, tests/B.rs) instead;
+#                --tests=none runs only the feature probe
+#   --smoke      tests/kernels.rs only: every capture command on a known
+#                workload, and the fallbacks the README's table names for
+#                the kernel (what CI boots: scripts/test.sh)
+#   --debug      the debug build (cargo build; cargo test --no-run), which
+#                scripts/test.sh has built already, instead of --release
+#   --run=SCRIPT also runs SCRIPT (bash, from the repository) in each
+#                kernel, after the feature probe and before the tests, with
+#                the results directory as its argument and REPO and FGBPF
+#                set (scripts/bench/kernel_path.sh measures the BPF time
+#                per sample so)
 #
 # How a guest runs: the host's root filesystem is shared read-only over
-# virtiofs (virtiofsd, built once from crates.io into target/kernels/tools),
+# virtiofs (virtiofsd, built once from crates.io into the machine's cache),
 # a small initramfs (busybox, plus the kernel's own virtio/fuse/virtiofs/
 # overlay modules) mounts it under a tmpfs overlay so the guest can write
 # anywhere without touching the host, and runs this script again inside
 # with --in-guest; results come back through a second, writable share,
 # target/kernels/run/KERNEL/. The guest has 2 vCPUs and 4 GiB.
 #
-# Needs root, /dev/kvm, and from apt: qemu-system-x86 busybox-static cpio
-# kmod (plus libseccomp-dev libcap-ng-dev pkg-config to build virtiofsd),
-# and what scripts/test.sh installs for the tests themselves. Writes only
-# under target/ and /tmp; running it again reuses the downloaded kernel,
+# Needs root and /dev/kvm (or TCG emulation, chosen where KVM cannot boot a
+# stock kernel). What it needs from apt (qemu-system-x86 busybox-static
+# cpio kmod jq, and libseccomp-dev libcap-ng-dev pkg-config to build
+# virtiofsd) it installs when missing, as scripts/test.sh does; the tests'
+# own tools are those scripts/test.sh installs. Writes under target/, /tmp
+# and the machine's cache; running it again reuses the downloaded kernels,
 # virtiofsd and the build.
 set -euo pipefail
 
 MEM_MB=${KM_MEM_MB:-4096}
+RUN_SCRIPT=
 CPUS=2
 GUEST_TIMEOUT=${KM_GUEST_TIMEOUT:-2400} # seconds for one guest, boot to poweroff
 TEST_TIMEOUT=${KM_TEST_TIMEOUT:-900}    # seconds for one test binary
@@ -105,15 +127,19 @@ if [ "${1:-}" = --in-guest ]; then
     {
         echo "kernel: $(uname -a)"
         echo "btf: $(ls -l /sys/kernel/btf/vmlinux 2>&1)"
+        echo "clocksource: $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>&1)"
         echo "mounts:"
         cat /proc/mounts
     } >"$out/guest-env.txt"
     # What fgbpf's summary says about the kernel's features.
     features "$FGBPF" "$out"
+    if [ -n "${RUN_SCRIPT:-}" ]; then
+        REPO=$REPO FGBPF=$FGBPF bash "$RUN_SCRIPT" "$out" >"$out/run.log" 2>&1 || echo "--run exited $?" >>"$out/run.log"
+    fi
     while read -r name bin; do
         start=$(date +%s)
         status=0
-        timeout -k 10 "$TEST_TIMEOUT" "$bin" --test-threads=1 >"$out/$name.log" 2>&1 || status=$?
+        timeout -k 10 "$TEST_TIMEOUT" "$bin" --test-threads=1 --show-output >"$out/$name.log" 2>&1 || status=$?
         echo "$name $status $(($(date +%s) - start))" >>"$out/done"
     done <"$out/tests"
     sync
@@ -130,12 +156,19 @@ main() {
 cd "$(dirname "$0")/.."
 repo=$PWD
 kdir=$repo/target/kernels
+# What is fetched or built once per machine, outside the clone.
+cache=${FGBPF_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fgbpf}
 all=0
+profile=release
 kernels=()
 for a in "$@"; do
     case $a in
     --all) all=1 ;;
+    --tests=none) DEFAULT_TESTS=() ;;
     --tests=*) IFS=, read -r -a DEFAULT_TESTS <<<"${a#--tests=}" ;;
+    --smoke) DEFAULT_TESTS=(kernels) ;;
+    --debug) profile=debug ;;
+    --run=*) RUN_SCRIPT=${a#--run=} ;;
     -h | --help)
         sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
         exit 0
@@ -144,7 +177,7 @@ for a in "$@"; do
     *) kernels+=("$a") ;;
     esac
 done
-[ ${#kernels[@]} -gt 0 ] || kernels=(host debian-6.1)
+[ ${#kernels[@]} -gt 0 ] || kernels=(host debian-5.10 debian-6.1)
 
 die() { echo "kernel-matrix: $*" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || die "run as root: the capture tests load BPF programs"
@@ -153,25 +186,35 @@ fmt_time() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
 
 needs_guest=0
 for k in "${kernels[@]}"; do [ "$k" = host ] || needs_guest=1; done
+missing=()
+command -v jq >/dev/null || missing+=(jq)
 if [ $needs_guest = 1 ]; then
-    missing=()
     command -v qemu-system-x86_64 >/dev/null || missing+=(qemu-system-x86)
-    [ -x /bin/busybox ] && /bin/busybox --list | grep -qx switch_root || missing+=(busybox-static)
-    file -L /bin/busybox 2>/dev/null | grep -q 'statically linked' || missing+=(busybox-static)
+    { [ -x /bin/busybox ] && /bin/busybox --list | grep -qx switch_root &&
+        file -L /bin/busybox 2>/dev/null | grep -q 'statically linked'; } || missing+=(busybox-static)
     command -v cpio >/dev/null || missing+=(cpio)
     command -v depmod >/dev/null || missing+=(kmod)
-    if [ ${#missing[@]} -gt 0 ]; then
-        die "missing tools: apt-get install ${missing[*]} (and libseccomp-dev libcap-ng-dev pkg-config to build virtiofsd)"
+    command -v file >/dev/null || missing+=(file)
+    if [ ! -x "$cache/virtiofsd-$VIRTIOFSD_VERSION/bin/virtiofsd" ]; then
+        for p in libseccomp-dev libcap-ng-dev pkg-config; do
+            dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+        done
     fi
 fi
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "kernel-matrix: installing ${missing[*]}" >&2
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
 
-# The build: fgbpf and the test binaries, as root so that build.rs turns
-# the capture tests on.
-echo "kernel-matrix: building (cargo build --release, cargo test --release --no-run)" >&2
-cargo build --release --locked -q
+# The build: fgbpf and the test binaries.
+release=(--release)
+[ $profile = release ] || release=()
+echo "kernel-matrix: building (cargo build${release:+ --release}, cargo test${release:+ --release} --no-run)" >&2
+cargo build "${release[@]}" --locked -q
 mkdir -p "$kdir"
-cargo test --release --locked --no-run --message-format=json -q >"$kdir/build.json"
-fgbpf_bin=$repo/target/release/fgbpf
+cargo test "${release[@]}" --locked --no-run --message-format=json -q >"$kdir/build.json"
+fgbpf_bin=$repo/target/$profile/fgbpf
 scripts/fetch-py-spy.sh
 # name path, one a line, of the integration test binaries (tests/*.rs).
 test_list=$kdir/tests.txt
@@ -196,6 +239,7 @@ count() {
 # failing tests' names.
 per_binary() {
     local dir=$1 name status secs
+    [ -f "$dir/done" ] || : >"$dir/done"
     while read -r name status secs; do
         local res
         res=$(grep -h '^test result:' "$dir/$name.log" | tail -1 | sed 's/^test result: [a-zA-Z]*\. //; s/; finished.*//')
@@ -204,20 +248,52 @@ per_binary() {
         failed=$(sed -n 's/^test \(.*\) \.\.\. FAILED$/\1/p' "$dir/$name.log" | tr '\n' ' ')
         echo "  $name: $res ($(fmt_time "$secs"))${failed:+ failed: $failed}"
     done <"$dir/done"
+    # Binaries that never finished (the guest timed out or died).
+    while read -r name _; do
+        grep -q "^$name " "$dir/done" 2>/dev/null || echo "  $name: did not finish"
+    done <"$2"
 }
 
-# A Debian cloud kernel, downloaded and unpacked once: $1 is the series
-# (6.1 or 6.12), $2 the meta-package whose dependency names its package.
+# Whether every binary listed in $2 ran in $1 and exited 0.
+all_passed() {
+    local dir=$1 name st
+    while read -r name _; do
+        st=$(awk -v n="$name" '$1 == n { print $2 }' "$dir/done" 2>/dev/null)
+        [ "$st" = 0 ] || return 1
+    done <"$2"
+}
+
+# apt-get or apt-cache ($2...) against Debian's suite $1 through a
+# temporary sources list and lists kept in the cache: the host's apt
+# configuration is neither read nor changed.
+suite_apt() {
+    local suite=$1 d=$cache/apt/$1
+    shift
+    mkdir -p "$d/lists/partial" "$d/archives/partial"
+    echo "deb http://deb.debian.org/debian $suite main" >"$d/sources.list"
+    "$@" -o Dir::Etc::sourcelist="$d/sources.list" -o Dir::Etc::sourceparts=/dev/null \
+        -o Dir::State::Lists="$d/lists" -o Dir::Cache="$d" -o Dir::Cache::archives="$d/archives" \
+        -o APT::Sandbox::User=root
+}
+
+# A Debian cloud kernel, downloaded and unpacked once into the cache: $1
+# the name (debian-5.10), $2 the suite, $3 the meta-package whose
+# dependency names the kernel's package, $4 its series (5.10, 6.1, 6.12).
+# Prints the image's path.
 fetch_debian() {
-    local series=$1 meta=$2 dir=$kdir/debian-$1
+    local name=$1 suite=$2 meta=$3 series=$4 dir=$cache/kernels/$1
     if [ ! -f "$dir/.unpacked" ]; then
         local pkg
-        pkg=$(apt-cache depends "$meta" 2>/dev/null | awk '/Depends:/ { print $2 }' | grep -m1 "^linux-image-${series}[.-]" || true)
-        [ -n "$pkg" ] || die "apt-cache knows no $meta depending on a $series kernel (apt-get update?)"
+        echo "kernel-matrix: reading Debian $suite's package lists (temporary sources list)" >&2
+        suite_apt "$suite" apt-get update -qq >&2 || die "apt-get update of Debian $suite failed"
+        pkg=$(suite_apt "$suite" apt-cache depends "$meta" 2>/dev/null | awk '/Depends:/ { print $2 }' |
+            grep -m1 "^linux-image-${series}[.-]" || true)
+        [ -n "$pkg" ] || die "Debian $suite has no $meta depending on a $series kernel"
         rm -rf "$dir"
         mkdir -p "$dir"
-        echo "kernel-matrix: downloading ${pkg}-unsigned" >&2
-        (cd "$dir" && { apt-get download -q "${pkg}-unsigned" >/dev/null 2>&1 || apt-get download -q "$pkg" >/dev/null; })
+        echo "kernel-matrix: downloading ${pkg}-unsigned from Debian $suite" >&2
+        (cd "$dir" && { suite_apt "$suite" apt-get download -q "${pkg}-unsigned" >/dev/null 2>&1 ||
+            suite_apt "$suite" apt-get download -q "$pkg" >/dev/null; }) || die "downloading $pkg failed"
         dpkg-deb -x "$dir"/*.deb "$dir/root"
         rm -f "$dir"/*.deb
         touch "$dir/.unpacked"
@@ -225,14 +301,14 @@ fetch_debian() {
     find "$dir/root/boot" -name 'vmlinuz-*' | head -1
 }
 
-# virtiofsd, built once into target/kernels/tools.
+# virtiofsd, built once per machine into the cache.
 virtiofsd_bin() {
-    local bin=$kdir/tools/bin/virtiofsd
-    if [ ! -x "$bin" ]; then
-        echo "kernel-matrix: building virtiofsd $VIRTIOFSD_VERSION from crates.io" >&2
-        cargo install -q --locked --root "$kdir/tools" virtiofsd --version "$VIRTIOFSD_VERSION" >&2
+    local root=$cache/virtiofsd-$VIRTIOFSD_VERSION
+    if [ ! -x "$root/bin/virtiofsd" ]; then
+        echo "kernel-matrix: building virtiofsd $VIRTIOFSD_VERSION from crates.io (once per machine)" >&2
+        cargo install -q --locked --root "$root" virtiofsd --version "$VIRTIOFSD_VERSION" >&2
     fi
-    echo "$bin"
+    echo "$root/bin/virtiofsd"
 }
 
 # The version string of a bzImage (from its header), e.g. 6.1.0-56-cloud-amd64.
@@ -313,37 +389,48 @@ EOF
     rm -rf "$tree"
 }
 
+# $1: the fallbacks forced (FGBPF_FORCE_FALLBACK), empty for none.
 run_host() {
-    local dir=$kdir/run/host start
+    local force=$1 dir=$kdir/run/host${1:++$1} start
     rm -rf "$dir"
     mkdir -p "$dir"
     start=$(date +%s)
     uname -r >"$dir/uname"
-    features "$fgbpf_bin" "$dir"
-    while read -r name bin; do
-        local t0 status=0
-        t0=$(date +%s)
-        (cd "$repo" && timeout -k 10 "$TEST_TIMEOUT" "$bin" --test-threads=1) >"$dir/$name.log" 2>&1 || status=$?
-        echo "$name $status $(($(date +%s) - t0))" >>"$dir/done"
-    done <"$test_list"
+    (
+        [ -z "$force" ] || export FGBPF_FORCE_FALLBACK=$force
+        features "$fgbpf_bin" "$dir"
+        if [ -n "$RUN_SCRIPT" ]; then
+            REPO=$repo FGBPF=$fgbpf_bin bash "$RUN_SCRIPT" "$dir" >"$dir/run.log" 2>&1 || echo "--run exited $?" >>"$dir/run.log"
+        fi
+        while read -r name bin; do
+            t0=$(date +%s)
+            status=0
+            (cd "$repo" && timeout -k 10 "$TEST_TIMEOUT" "$bin" --test-threads=1) >"$dir/$name.log" 2>&1 || status=$?
+            echo "$name $status $(($(date +%s) - t0))" >>"$dir/done"
+        done <"$test_list"
+    )
     # Native runs share the machine with whatever else runs there: the load
     # at the end (1-minute average, 2 CPUs here) tells whether shares could
     # have been disturbed.
     local load
     load=$(cut -d' ' -f1 /proc/loadavg)
-    echo "$(uname -r): $(count "$dir") (native on the host: its image is not on disk; load $load; $(fmt_time $(($(date +%s) - start))))"
-    per_binary "$dir" >&2
+    echo "host${force:+ (forced: $force)} $(uname -r): $(count "$dir") (native on the host: its image is not on disk; load $load; $(fmt_time $(($(date +%s) - start))))"
+    per_binary "$dir" "$test_list" >&2
+    all_passed "$dir" "$test_list" || failed_any=1
 }
 
+# $1: the kernel's image; $2 its name (debian-5.10, or the version for
+# a path); $3 the fallbacks forced, empty for none.
 run_guest() {
-    local image=$1 ver moddir label dir start vfsd
+    local image=$1 name=$2 force=$3 ver moddir label dir start vfsd
     pids=()
     [ -f "$image" ] || die "no kernel image $image"
     image=$(realpath "$image")
     ver=$(image_version "$image")
     [ -n "$ver" ] || die "$image: not a bzImage (no version in its header)"
     moddir=$(modules_dir "$image" "$ver")
-    label=$ver
+    [ -n "$name" ] || name=$ver
+    label=$name${force:++$force}
     dir=$kdir/run/$label
     runout=$dir/out
     rm -rf "$dir"
@@ -354,10 +441,13 @@ run_guest() {
         echo "REPO=$repo"
         echo "FGBPF=$fgbpf_bin"
         echo "TEST_TIMEOUT=$TEST_TIMEOUT"
+        [ -z "$RUN_SCRIPT" ] || echo "RUN_SCRIPT=$(printf %q "$(realpath "$RUN_SCRIPT")")"
         echo "export HOME=/root PATH=$(printf %q "$PATH")"
         for v in PYENV_ROOT FGBPF_CONSUMERS FGBPF_FORCE_FALLBACK CI CARGO_HOME RUSTUP_HOME; do
             [ -n "${!v:-}" ] && echo "export $v=$(printf %q "${!v}")"
         done
+        [ -z "$force" ] || echo "export FGBPF_FORCE_FALLBACK=$(printf %q "$force")"
+        echo "export FGBPF_KERNEL_NAME=$(printf %q "$name")"
         true
     } >"$runout/env"
     cp "$test_list" "$runout/tests"
@@ -375,12 +465,18 @@ run_guest() {
         sleep 0.1
     done
     local status=0
+    # The TSC as the guest's clock: an emulated guest otherwise settles on
+    # the HPET, which the vDSO cannot read, and every clock_gettime of a
+    # workload becomes a system call (half of a timing loop's time in the
+    # kernel, which real machines do not see). QEMU's TSC follows the
+    # host's clock; the watchdog that would demote it is told not to.
+    local clock="clocksource=tsc tsc=reliable"
     timeout -k 10 "$GUEST_TIMEOUT" qemu-system-x86_64 "${accel[@]}" -smp "$CPUS" -m "$MEM_MB" \
         -object memory-backend-memfd,id=mem,size="${MEM_MB}M",share=on -numa node,memdev=mem \
         -chardev socket,id=root,path="$dir/root.sock" -device vhost-user-fs-pci,chardev=root,tag=rootfs \
         -chardev socket,id=out,path="$dir/out.sock" -device vhost-user-fs-pci,chardev=out,tag=results \
         -kernel "$image" -initrd "$dir/initramfs.gz" \
-        -append "console=ttyS0 panic=-1 rdinit=/init quiet loglevel=${KM_LOGLEVEL:-4}" \
+        -append "console=ttyS0 panic=-1 rdinit=/init quiet loglevel=${KM_LOGLEVEL:-4} $clock" \
         -nographic -no-reboot -serial "file:$dir/console.log" -monitor none \
         </dev/null >"$dir/qemu.log" 2>&1 || status=$?
     kill "${pids[@]}" 2>/dev/null || true
@@ -388,11 +484,13 @@ run_guest() {
     local took=$(($(date +%s) - start)) where="guest, $accel_name"
     [ $status = 124 ] && where="guest timed out after $(fmt_time "$GUEST_TIMEOUT")"
     if [ ! -f "$runout/uname" ]; then
-        echo "$ver: 0 passed, 0 failed (guest did not start the tests; see $dir/console.log; $(fmt_time $took))"
+        echo "$label $ver: 0 passed, 0 failed (guest did not start the tests; see $dir/console.log; $(fmt_time $took))"
+        failed_any=1
         return
     fi
-    echo "$(cat "$runout/uname"): $(count "$runout") ($where; $(fmt_time $took))"
-    [ -f "$runout/done" ] && per_binary "$runout" >&2
+    echo "$label $(cat "$runout/uname"): $(count "$runout") ($where; $(fmt_time $took))"
+    per_binary "$runout" "$runout/tests" >&2
+    all_passed "$runout" "$runout/tests" || failed_any=1
 }
 
 # KVM where it can boot a stock kernel. A kvm-pvm host (a PVM guest itself,
@@ -412,15 +510,20 @@ tcg) accel=(-accel tcg,thread=multi -cpu max) ;;
 esac
 
 total_start=$(date +%s)
-for k in "${kernels[@]}"; do
+failed_any=0
+for arg in "${kernels[@]}"; do
+    k=${arg%%:*} force=
+    [ "$k" = "$arg" ] || force=${arg#*:}
     case $k in
-    host) run_host ;;
-    debian-6.1) run_guest "$(fetch_debian 6.1 linux-image-cloud-amd64)" ;;
-    debian-6.12) run_guest "$(fetch_debian 6.12 linux-image-6.12-cloud-amd64)" ;;
-    *) run_guest "$k" ;;
+    host) run_host "$force" ;;
+    debian-5.10) run_guest "$(fetch_debian debian-5.10 bullseye linux-image-cloud-amd64 5.10)" "$k" "$force" ;;
+    debian-6.1) run_guest "$(fetch_debian debian-6.1 bookworm linux-image-cloud-amd64 6.1)" "$k" "$force" ;;
+    debian-6.12) run_guest "$(fetch_debian debian-6.12 bookworm linux-image-6.12-cloud-amd64 6.12)" "$k" "$force" ;;
+    *) run_guest "$k" "" "$force" ;;
     esac
 done
 echo "total: $(fmt_time $(($(date +%s) - total_start)))"
+exit $failed_any
 }
 
 main "$@"

@@ -67,28 +67,43 @@ scripts/fetch-jdks.sh
 scripts/fetch-otlp-receiver.sh
 export FGBPF_CONSUMERS="$PWD/$consumers"
 
-# cargo prints one result line per test binary, the last one for doc tests
-# (there are none); close with the totals over all of them.
+# Each run's output is kept apart in target/: the suite's, the forced
+# fallbacks' rerun and the kernels booted, each closed by its own line
+# (scripts/test-summary.py: passed, failed and ignored over the binaries'
+# own result lines; a binary that ends without one is a failure, and so is
+# an ignored test in a root run).
 mkdir -p target
 set +e
 # --no-fail-fast: a failing binary must not hide the results of the rest.
 cargo test --locked --no-fail-fast "$@" 2>&1 | tee target/test-output.log
 status=${PIPESTATUS[0]}
+logs=("tests=target/test-output.log")
 # The kernel fallbacks (src/probe/features.rs: task state from the task,
 # raw tracepoints, perf buffer, the tail-call table walker with registers
-# read off the kernel stack), forced on this kernel, under the capture
-# tests that exercise them: off-CPU, wakers, on-CPU and the unwinding of
-# plain gcc -O2 builds and distribution binaries, built above already.
-# Skipped when arguments select other tests.
+# read off the kernel stack, preallocated maps), forced on this kernel,
+# under the capture tests that exercise them: off-CPU, wakers, on-CPU, the
+# unwinding of plain gcc -O2 builds and distribution binaries, and every
+# capture command (tests/kernels.rs), built above already. Then the
+# kernels CI boots (README, "Kernels booted"): Debian 11's 5.10 and
+# Debian 12's 6.1, each in an emulated guest running tests/kernels.rs
+# (scripts/kernel-matrix.sh --smoke), with the debug build made above.
+# Both skipped when arguments select other tests.
 if [ "$#" -eq 0 ]; then
-    echo "test: again with FGBPF_FORCE_FALLBACK=all: offcpu wakers oncpu unwind" >&2
+    echo "test: again with FGBPF_FORCE_FALLBACK=all: offcpu wakers oncpu unwind kernels" >&2
     FGBPF_FORCE_FALLBACK=all cargo test --locked --no-fail-fast --test offcpu --test wakers --test oncpu \
-        --test unwind 2>&1 \
-        | tee -a target/test-output.log
+        --test unwind --test kernels 2>&1 | tee target/test-fallback.log
     forced=${PIPESTATUS[0]}
     [ "$status" -ne 0 ] || status=$forced
+    logs+=("fallback rerun (FGBPF_FORCE_FALLBACK=all)=target/test-fallback.log")
+    echo "test: booting kernels: debian-5.10 debian-6.1 (scripts/kernel-matrix.sh --smoke --debug)" >&2
+    scripts/kernel-matrix.sh --smoke --debug debian-5.10 debian-6.1 2>&1 | tee target/test-kernels.log
+    booted=${PIPESTATUS[0]}
+    [ "$status" -ne 0 ] || status=$booted
+    for run in debian-5.10 debian-6.1; do
+        logs+=("kernel $run (tests/kernels.rs in a guest)=target/kernels/run/$run/out/kernels.log")
+    done
 fi
 set -e
-awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
-     END { printf "tests: %d passed, %d failed\n", p, f }' target/test-output.log
+echo
+python3 scripts/test-summary.py --root "${logs[@]}" || status=1
 exit "$status"

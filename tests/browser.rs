@@ -35,7 +35,6 @@ fn in_browser(svg: &std::path::Path, probe: &str) -> String {
     rest[..rest.find('"').unwrap()].to_string()
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "runs Chromium: run scripts/test.sh")]
 #[test]
 fn search_finds_kernel_frames_in_a_browser() {
     let dir = out_dir("browser");

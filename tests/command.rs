@@ -33,7 +33,6 @@ fn alive(pid: u32) -> bool {
         .is_ok_and(|s| !s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn the_commands_exit_status_is_fgbpfs() {
     if !require_root() {
@@ -52,7 +51,6 @@ fn the_commands_exit_status_is_fgbpfs() {
     }
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn sigint_to_fgbpf_ends_the_command() {
     if !require_root() {
@@ -98,7 +96,6 @@ fn sigint_to_fgbpf_ends_the_command() {
     assert!(dir.join("oncpu.folded").exists());
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn a_command_outliving_the_capture_is_named_or_stopped() {
     if !require_root() {
@@ -164,21 +161,24 @@ fn bad_numbers_get_one_clear_line() {
     assert!(entries(&cwd).is_empty());
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn pid_lists_may_have_spaces() {
     if !require_root() {
         return;
     }
+    let _serial = serial();
+    let busy = KillOnDrop(std::process::Command::new(workload("split")).arg("30").spawn().unwrap());
     let dir = out_dir("pid-spaces");
-    let me = std::process::id();
     let out = run(fgbpf()
-        .args(["oncpu", "-d", "0.3", "-p", &format!("1, {me}"), "-o"])
+        .args(["oncpu", "-d", "1", "-p", &format!("1, {}", busy.id()), "-o"])
         .arg(&dir));
     assert_ok(&out);
+    // Both PIDs are targets: the busy one's samples are there.
+    let stacks = read_folded(&dir.join("oncpu.folded"));
+    let mine = weight_with(&stacks, "work_fifty");
+    assert!(mine > 0 && stacks.iter().any(|(f, _)| f[0] == format!("split-{}", busy.id())), "{stacks:?}");
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn two_captures_in_the_same_second_keep_both_profiles() {
     if !require_root() {
@@ -236,7 +236,6 @@ fn unix_now() -> u64 {
         .as_secs()
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn directories_created_under_sudo_belong_to_the_user() {
     if !require_root() {
@@ -257,7 +256,6 @@ fn directories_created_under_sudo_belong_to_the_user() {
     assert_eq!(std::fs::metadata(&base).unwrap().uid(), 0, "an existing parent changed hands");
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn the_command_runs_as_the_user_given() {
     if !require_root() {
@@ -278,7 +276,6 @@ fn the_command_runs_as_the_user_given() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("no such user"));
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn fgbpfs_own_code_in_the_held_child_is_not_profiled() {
     if !require_root() {
@@ -307,7 +304,6 @@ fn fgbpfs_own_code_in_the_held_child_is_not_profiled() {
     assert!(total(&stacks) > 0, "the command's exec was not profiled at all");
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn quiet_and_json_suit_scripts() {
     if !require_root() {

@@ -146,7 +146,6 @@ fn assert_busy_walked(stacks: &Folded, summary: &str, label: &str) -> Folded {
     busy
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn busy_java_methods_are_walked_and_named_compiled_and_inlined() {
     if !require_root() {
@@ -158,13 +157,21 @@ fn busy_java_methods_are_walked_and_named_compiled_and_inlined() {
     drop(jvm);
     let stacks = read_folded(&dir.join("oncpu.folded"));
     let busy = assert_busy_walked(&stacks, &summary, "default");
-    // C2 compiles the loop and inlines into it: compiled and inlined
-    // frames both appear, never a frame of the interpreter's kind alone.
-    let kinds: Vec<&str> = frames_of(&busy, "Busy.inner");
-    assert!(kinds.iter().any(|f| f.ends_with("_[i]") || f.ends_with("_[j]")), "{kinds:?}");
+    // C2 compiles the loop and inlines into it: outer compiled, inner
+    // inlined into it, and inner interpreted on 5% of the samples at most
+    // (the capture starts after the warm-up the workload's "ready" waits).
+    let outer: Vec<&str> = frames_of(&busy, "Busy.outer");
+    let inner: Vec<&str> = frames_of(&busy, "Busy.inner");
+    assert!(outer.iter().any(|f| f.ends_with("_[j]")), "Busy.outer compiled: {outer:?}");
+    assert!(inner.iter().any(|f| f.ends_with("_[i]")), "Busy.inner inlined: {inner:?}");
+    let interpreted: u64 = busy
+        .iter()
+        .filter(|(f, _)| f.iter().any(|x| method(x, "Busy.inner") && x.ends_with("_[0]")))
+        .map(|(_, w)| w)
+        .sum();
+    assert!(pct(interpreted, total(&busy)) <= 5.0, "Busy.inner interpreted on {interpreted} of {} samples", total(&busy));
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn interpreted_java_methods_are_walked_and_named() {
     if !require_root() {
@@ -182,7 +189,6 @@ fn interpreted_java_methods_are_walked_and_named() {
     }
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn a_jvm_that_refuses_attach_is_named() {
     if !require_root() {
@@ -231,7 +237,6 @@ fn jfr_stacks(file: &Path, events: &str) -> Vec<Vec<String>> {
     stacks
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn split_matches_the_known_answer_and_jfr_on_the_same_jvm() {
     if !require_root() {
@@ -276,13 +281,13 @@ fn split_matches_the_known_answer_and_jfr_on_the_same_jvm() {
         n as f64 * 100.0 / jfr.len() as f64
     };
     // fgbpf must match the known answer within 3 points (its sampling
-    // error is about 1), and be no further from it than JFR is. JFR takes
-    // ~590 samples in its 6 s (a spread of 2 points at 50%), too few to
-    // hold fgbpf to within a few points of it directly, so the two are
-    // compared through the answer. (JFR read 41-43/33-34/24-25 while the
-    // workload's round was 0.1 ms in a fixed order, its 10 ms period
-    // landing on the same points of it; in 20 ms rounds in a random
-    // order, 48.3-50.7/29.4-31.5/20.0-20.3 over three runs.)
+    // error is about 1) and JFR on the same process within 7: JFR takes
+    // ~590 samples in its 6 s (σ 2.1 points at 50%), fgbpf ~3,000 at 499
+    // Hz (σ 0.9), so the two differ by chance with σ 2.3 points, and 7 is
+    // three of them. (JFR read 41-43/33-34/24-25 while the workload's
+    // round was 0.1 ms in a fixed order, its 10 ms period landing on the
+    // same points of it; in 20 ms rounds in a random order,
+    // 48.3-50.7/29.4-31.5/20.0-20.3 over three runs.)
     let mut lines = Vec::new();
     let (mut ours_worst, mut jfr_worst) = (0.0f64, 0.0f64);
     let mut bad = Vec::new();
@@ -291,16 +296,14 @@ fn split_matches_the_known_answer_and_jfr_on_the_same_jvm() {
         lines.push(format!("{name}: fgbpf {a:.1}% of {}, JFR {b:.1}% of {}, known {known}%", total(&ours), jfr.len()));
         ours_worst = ours_worst.max((a - known).abs());
         jfr_worst = jfr_worst.max((b - known).abs());
-        if (a - known).abs() > 3.0 {
+        if (a - known).abs() > 3.0 || (a - b).abs() > 7.0 {
             bad.push(name);
         }
     }
     eprintln!("{}\nworst error: fgbpf {ours_worst:.1} points, JFR {jfr_worst:.1}", lines.join("\n"));
-    assert!(ours_worst <= jfr_worst.max(3.0), "fgbpf is further from the answer than JFR\n{}", lines.join("\n"));
-    assert!(bad.is_empty(), "{bad:?} disagree\n{}\n{summary}", lines.join("\n"));
+    assert!(bad.is_empty(), "{bad:?} further than 3 points from the answer or 7 from JFR\n{}\n{summary}", lines.join("\n"));
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn waiting_java_threads_show_their_java_callers() {
     if !require_root() {
@@ -341,7 +344,6 @@ fn waiting_java_threads_show_their_java_callers() {
     assert!(total(&stuck) > 2_000_000 && before >= 99.0, "stuck: {before:.1}% of {} us\n{summary}", total(&stuck));
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn a_jvm_that_exits_mid_capture_is_named() {
     if !require_root() {
@@ -354,11 +356,12 @@ fn a_jvm_that_exits_mid_capture_is_named() {
     drop(jvm);
     let stacks = read_folded(&dir.join("oncpu.folded"));
     let busy = busiest_thread(&stacks);
+    // It burns ~2 s after "ready": ~1,000 samples at 499 Hz.
+    assert!(total(&busy) > 500, "{} samples of the busy thread", total(&busy));
     let ordered = pct(in_order(&busy, &["Busy.main", "Busy.outer", "Busy.inner"]), total(&busy));
     assert!(ordered >= 90.0, "{ordered:.1}% of {} in main;outer;inner\n{summary}", total(&busy));
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn a_jvm_in_its_own_mount_namespace_is_named() {
     if !require_root() {
@@ -436,7 +439,6 @@ fn churn_rounds_by_slice(path: &Path) -> BTreeMap<u32, BTreeSet<u32>> {
     by_slice
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn class_churn_never_names_a_method_of_another_round() {
     if !require_root() {
@@ -494,7 +496,6 @@ fn class_churn_never_names_a_method_of_another_round() {
     }
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn other_hotspot_versions_are_walked_and_named() {
     if !require_root() {

@@ -10,7 +10,6 @@ use std::time::Duration;
 use common::*;
 
 #[test]
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 fn seventy_thousand_exited_threads_leave_the_tracer_working() {
     if !require_root() {
         return;
@@ -37,7 +36,6 @@ fn seventy_thousand_exited_threads_leave_the_tracer_working() {
 }
 
 #[test]
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 fn a_command_forking_nine_thousand_children_still_has_the_next_followed() {
     if !require_root() {
         return;
@@ -61,7 +59,6 @@ fn a_command_forking_nine_thousand_children_still_has_the_next_followed() {
 }
 
 #[test]
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 fn sampling_switches_does_not_scale_a_block_from_before_the_capture() {
     if !require_root() {
         return;
@@ -90,7 +87,6 @@ fn sampling_switches_does_not_scale_a_block_from_before_the_capture() {
 }
 
 #[test]
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 fn more_distinct_stacks_than_the_stack_map_holds_are_all_kept() {
     if !require_root() {
         return;
@@ -119,7 +115,6 @@ fn more_distinct_stacks_than_the_stack_map_holds_are_all_kept() {
 }
 
 #[test]
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 fn exited_processes_are_let_go_of_and_still_named() {
     if !require_root() {
         return;

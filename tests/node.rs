@@ -80,7 +80,6 @@ fn assert_outer_inner(stacks: &Folded, pid: u32, summary: &str, label: &str) -> 
     main
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn busy_javascript_functions_are_named_with_no_flag() {
     if !require_root() {
@@ -98,7 +97,6 @@ fn busy_javascript_functions_are_named_with_no_flag() {
     assert!(rooted >= 95.0, "{rooted:.1}% under the loader and the script's top level\n{summary}");
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn with_a_perf_map_javascript_frames_are_still_named_from_the_heap_and_the_summary_says_so() {
     if !require_root() {
@@ -116,7 +114,6 @@ fn with_a_perf_map_javascript_frames_are_still_named_from_the_heap_and_the_summa
     assert!(summary.contains("its perf map names V8's other generated code"), "{summary}");
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn a_process_running_for_30_seconds_is_named_in_its_optimised_code() {
     if !require_root() {
@@ -147,7 +144,6 @@ fn weight_with_by(stacks: &Folded, hit: impl Fn(&str) -> bool) -> u64 {
     stacks.iter().filter(|(f, _)| f.iter().any(|x| hit(x))).map(|(_, w)| w).sum()
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn the_libuv_pool_threads_are_named_by_what_they_run() {
     if !require_root() {
@@ -196,7 +192,6 @@ fn feed(child: &mut Child) -> Feeder {
     Feeder(stop, Some(t))
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn an_event_loop_blocked_synchronously_shows_its_javascript_caller() {
     if !require_root() {
@@ -269,7 +264,6 @@ fn wait_end(node: &mut KillOnDrop, limit: Duration) {
     }
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn a_50_30_20_split_matches_v8s_own_sampler_on_the_same_process() {
     if !require_root() {
@@ -303,10 +297,15 @@ fn a_50_30_20_split_matches_v8s_own_sampler_on_the_same_process() {
     let (all_mine, all_v8) = (mine.iter().sum::<u64>(), v8.iter().sum::<u64>());
     eprintln!("fgbpf {mine:?} of {all_mine}, --cpu-prof {v8:?} of {all_v8}");
     assert!(all_mine > 500 && all_v8 > 200, "too few samples\n{summary}");
-    for (i, f) in ["a", "b", "c"].iter().enumerate() {
+    // Within 3 points of the answer and of V8's sampler: fgbpf's ~3,000
+    // samples in 6 s at 499 Hz spread by 0.9 point at 50% (σ), V8's
+    // ~90,000 by 0.2, so they differ by chance with σ 0.9 and 3 is three
+    // of them (49.6/30.5/19.9 against 49.9/30.1/20.1 in a run here).
+    for (i, (f, known)) in [("a", 50.0), ("b", 30.0), ("c", 20.0)].iter().enumerate() {
         let (m, t) = (pct(mine[i], all_mine), pct(v8[i], all_v8));
-        eprintln!("{f}: fgbpf {m:.1}%, --cpu-prof {t:.1}%");
-        assert!((m - t).abs() <= 5.0, "{f}: fgbpf {m:.1}% against --cpu-prof's {t:.1}%\n{summary}");
+        eprintln!("{f}: fgbpf {m:.1}%, --cpu-prof {t:.1}%, known {known}%");
+        assert!((m - t).abs() <= 3.0, "{f}: fgbpf {m:.1}% against --cpu-prof's {t:.1}%\n{summary}");
+        assert!((m - known).abs() <= 3.0, "{f}: fgbpf {m:.1}% against the known {known}%\n{summary}");
     }
 }
 
@@ -329,7 +328,6 @@ fn cpuprofile_names(dir: &Path) -> (BTreeSet<String>, BTreeSet<String>) {
     (names, scripts)
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn a_minute_of_hard_allocation_names_no_function_wrongly() {
     if !require_root() {
@@ -361,13 +359,14 @@ fn a_minute_of_hard_allocation_names_no_function_wrongly() {
         }
     }
     // The script's top level runs round (inlined into its compiled loop):
-    // at least as much of the main thread under it as V8's own sampler saw
-    // on the same process, less 5 points. V8 puts its collector's samples
-    // at the root, where fgbpf has them under the JavaScript that
-    // allocated, and its compiler's (`new Function`) as `(program)`: fgbpf
-    // read 89.7-92.1% in runs where V8 read 63-81% (13% in its collector).
-    // A fixed 90% bound failed a CI run at 89.7%; a naming that breaks
-    // under compaction read 41%.
+    // 85% of the main thread under it at least. V8's own sampler decides
+    // the names above (no frame named with a function V8 does not have),
+    // but not this share: it puts its collector's samples at the root,
+    // where fgbpf has them under the JavaScript that allocated, and its
+    // compiler's (`new Function`) as `(program)`, so it read 63-81% (13%
+    // in its collector) in runs where fgbpf read 89.7-92.1%. 85 is under
+    // those runs by more than their spread (the main thread's ~3,000
+    // samples, σ 0.5 point); a naming that breaks under compaction read 41%.
     let main = main_thread(&stacks, pid);
     let in_round = pct(weight_in_order_by(&main, &["(anonymous)@churn.js", "round@churn.js"], js), total(&main));
     let v8 = cpuprofile_stacks(&prof);
@@ -377,7 +376,8 @@ fn a_minute_of_hard_allocation_names_no_function_wrongly() {
     eprintln!("{named} weighted JavaScript frames; {in_round:.1}% of the main thread under round, --cpu-prof {v8_round:.1}% of {} samples; not V8's: {wrong:?}", v8.len());
     assert!(wrong.is_empty(), "frames named with functions neither the script nor V8 has: {wrong:?}\n{summary}");
     assert!(v8.len() > 1000, "--cpu-prof took {} samples", v8.len());
-    assert!(in_round >= v8_round - 5.0, "{in_round:.1}% of the main thread under round, --cpu-prof {v8_round:.1}%\n{summary}");
+    assert!(total(&main) > 1000, "{} samples of the main thread", total(&main));
+    assert!(in_round >= 85.0, "{in_round:.1}% of the main thread under round (want 85), --cpu-prof {v8_round:.1}%\n{summary}");
     // Frames left unnamed are counted, with why, in the summary.
     let unknown = main.iter().filter(|(f, _)| f.iter().any(|x| x == "[unknown]")).map(|(_, w)| w).sum::<u64>();
     if unknown > 0 {

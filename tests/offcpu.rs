@@ -45,9 +45,8 @@ fn under(stacks: &[(Vec<String>, u64)], frame: &str, leaf: &str) -> u64 {
         .sum()
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
-fn sleeper_spends_96_percent_sleeping_in_its_sleep_function() {
+fn sleeper_sleeps_in_its_sleep_function_as_long_as_the_kernel_says() {
     if !require_root() {
         return;
     }
@@ -84,8 +83,11 @@ fn sleeper_spends_96_percent_sleeping_in_its_sleep_function() {
     }
     let sleeping = under(&stacks, "sleep_phase", "[sleeping]") as f64 * 100.0 / window_us;
     eprintln!("{sleeping:.1}% of the window under sleep_phase, sleeping; the kernel says {expected:.1}%");
-    // The first block may have begun before the capture (no user stack
-    // then): at most one 50 ms sleep, 1.3%.
+    // The kernel's account decides: within 3 points of it (the first block
+    // may have begun before the capture, with no user stack then: at most
+    // one 50 ms sleep, 1.3%). The workload sleeps 50 ms per 52 (96%)
+    // nominally; 85 only checks that it slept at all as designed, since on
+    // a loaded VM its wake-ups wait for a CPU (run-queue time, not sleep).
     assert!(
         expected > 85.0 && (sleeping - expected).abs() <= 3.0,
         "{sleeping:.1}% of the window under sleep_phase, sleeping; the kernel says {expected:.1}%"
@@ -94,7 +96,6 @@ fn sleeper_spends_96_percent_sleeping_in_its_sleep_function() {
     assert!(all <= 100.5, "off-CPU time {all:.1}% exceeds the window");
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn pipe_reader_waits_in_its_read_call() {
     if !require_root() {
@@ -136,43 +137,46 @@ fn pipe_reader_waits_in_its_read_call() {
     );
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn min_and_max_block_exclude_what_they_should() {
     if !require_root() {
         return;
     }
     let _g = serial();
-    let mut child = Command::new(workload("sleeper")).arg("10").spawn().unwrap();
+    let mut child = Command::new(workload("sleeper")).args(["10", "mixed"]).spawn().unwrap();
     std::thread::sleep(Duration::from_millis(300));
     let pid = child.id().to_string();
     let target = ["-p", pid.as_str()];
-    // The 50 ms sleeps pass a 20 ms minimum, fail an 80 ms one, and fail a
-    // 20 ms maximum.
+    // Each round sleeps 10 ms (short_nap), 50 ms (sleep_phase) and 100 ms
+    // (long_nap): each bound keeps the waits on its side and drops the
+    // others, and each capture holds waits it kept (an empty one would
+    // pass every "dropped" check).
     let kept = offcpu("min20", &target, "1.5", &["--min-block", "20000"]);
     let dropped_min = offcpu("min80", &target, "1.5", &["--min-block", "80000"]);
     let dropped_max = offcpu("max20", &target, "1.5", &["--max-block", "20000"]);
     child.kill().ok();
     child.wait().ok();
-    assert!(
-        under(&kept, "sleep_phase", "[sleeping]") > 1_000_000,
-        "{kept:?}"
-    );
-    assert_eq!(
-        under(&dropped_min, "sleep_phase", "[sleeping]"),
-        0,
-        "{dropped_min:?}"
-    );
+    // 1.5 s is 9 rounds of 162 ms: 450 ms in 50 ms sleeps, 900 in 100 ms.
+    assert!(under(&kept, "sleep_phase", "[sleeping]") > 300_000, "{kept:?}");
+    assert_eq!(under(&kept, "short_nap", "[sleeping]"), 0, "{kept:?}");
+    assert!(under(&dropped_min, "long_nap", "[sleeping]") > 600_000, "{dropped_min:?}");
+    assert_eq!(under(&dropped_min, "short_nap", "[sleeping]"), 0, "{dropped_min:?}");
+    // sleep_phase's 50 ms sleeps call the same nanosleep: its own frame.
+    let fifty = |s: &[(Vec<String>, u64)]| {
+        s.iter()
+            .filter(|(f, _)| f.iter().any(|x| x == "sleep_phase") && !f.iter().any(|x| x == "short_nap" || x == "long_nap"))
+            .filter(|(f, _)| f.last().is_some_and(|l| l == "[sleeping]"))
+            .map(|(_, w)| w)
+            .sum::<u64>()
+    };
+    assert_eq!(fifty(&dropped_min), 0, "{dropped_min:?}");
+    assert!(under(&dropped_max, "short_nap", "[sleeping]") > 50_000, "{dropped_max:?}");
     // A sleep still open at the end is not yet known to exceed the
-    // maximum: its time so far (under 50 ms) is kept.
-    let open = under(&dropped_max, "sleep_phase", "[sleeping]");
-    assert!(
-        open < 50_000,
-        "{open} us under sleep_phase with --max-block 20000: {dropped_max:?}"
-    );
+    // maximum: its time so far (under 100 ms) is kept.
+    let open = fifty(&dropped_max) + under(&dropped_max, "long_nap", "[sleeping]");
+    assert!(open < 100_000, "{open} us in 50 and 100 ms sleeps with --max-block 20000: {dropped_max:?}");
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn runqueue_time_shows_when_threads_outnumber_cpus() {
     if !require_root() {
@@ -219,7 +223,6 @@ fn bad_block_filters_are_refused_before_capture() {
     }
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn state_filter_keeps_only_the_states_asked_for() {
     if !require_root() {
@@ -235,6 +238,9 @@ fn state_filter_keeps_only_the_states_asked_for() {
         .args(["1", "3"]));
     assert_ok(&out);
     let stacks = read_folded(&dir.join("offcpu.folded"));
+    // The main thread sleeps in pthread_join for the whole second: kept;
+    // the burning threads' run-queue waits are not.
+    assert!(total(&stacks) > 500_000, "{} us kept of the join's second: {stacks:?}", total(&stacks));
     assert!(
         stacks
             .iter()
@@ -267,7 +273,6 @@ fn root_pids(stacks: &[(Vec<String>, u64)]) -> std::collections::HashSet<u32> {
         .collect()
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn whole_system_off_cpu_shows_programs_waits_not_idle_kernel_threads() {
     if !require_root() {
@@ -326,7 +331,6 @@ fn whole_system_off_cpu_shows_programs_waits_not_idle_kernel_threads() {
     assert!(weight_with(&stacks, "[blocked before capture]") > 0);
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn a_command_that_waits_once_and_exits_is_named() {
     if !require_root() {
@@ -358,7 +362,6 @@ fn a_command_that_waits_once_and_exits_is_named() {
 /// (its announcement came through the perf buffer), in the right state,
 /// walked to main, with its kernel stack and without the tracer's own
 /// frames.
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn forced_fallbacks_are_named_and_still_measure_a_short_sleeper() {
     if !require_root() {
@@ -386,9 +389,10 @@ fn forced_fallbacks_are_named_and_still_measure_a_short_sleeper() {
     assert!(taken("perf buffer instead of a ring buffer"), "{paths:?}");
     assert!(taken("user stacks walked with .eh_frame tables by tail calls"), "{paths:?}");
     assert!(taken("user registers read from the top of the task's"), "{paths:?}");
-    assert_eq!(paths.len(), 5, "{paths:?}");
+    assert!(taken("the processes' unwind entries preallocated"), "{paths:?}");
+    assert_eq!(paths.len(), 6, "{paths:?}");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(stderr.matches("fgbpf: kernel fallback: ").count(), 5, "{stderr}");
+    assert_eq!(stderr.matches("fgbpf: kernel fallback: ").count(), 6, "{stderr}");
     let report = std::fs::read_to_string(dir.join("report.txt")).unwrap();
     assert!(report.contains("Kernel fallbacks") && report.contains("raw tracepoints"), "{report}");
     assert!(json["lost"].as_array().unwrap().is_empty(), "{json}");
@@ -422,7 +426,6 @@ fn forced_fallbacks_are_named_and_still_measure_a_short_sleeper() {
 
 /// `--btf FILE` relocates against the file and takes raw tracepoints; the
 /// kernel's own BTF is such a file.
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn btf_file_is_used_with_raw_tracepoints() {
     if !require_root() {
@@ -445,7 +448,6 @@ fn btf_file_is_used_with_raw_tracepoints() {
 
 /// Unknown FGBPF_FORCE_FALLBACK words and unusable --btf files: one line
 /// each, exit 2, nothing written.
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "checks run after the privilege check: run as root (sudo scripts/test.sh)")]
 #[test]
 fn bad_fallback_words_and_btf_files_fail_before_the_capture() {
     if !require_root() {
@@ -455,7 +457,7 @@ fn bad_fallback_words_and_btf_files_fail_before_the_capture() {
     let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
     let cases: [(Option<&str>, &[&str], &str); 5] = [
         (Some("raw-tp,ringbuf"), &[], "FGBPF_FORCE_FALLBACK: unknown fallback \"ringbuf\""),
-        (Some("everything"), &[], "task-state, raw-tp, perf-buffer, no-loop, no-task-regs or all"),
+        (Some("everything"), &[], "task-state, raw-tp, perf-buffer, no-loop, no-task-regs, prealloc or all"),
         (None, &["--btf", "/nonexistent/vmlinux.btf"], "--btf /nonexistent/vmlinux.btf: No such file"),
         (None, &["--btf", "/tmp"], "--btf /tmp is not a regular file"),
         (None, &["--btf", manifest], "does not parse as BTF"),

@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn split_50_30_20_is_measured_within_3_points() {
     if !require_root() {
@@ -72,7 +71,6 @@ fn split_50_30_20_is_measured_within_3_points() {
     );
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn twenty_deep_chain_appears_whole() {
     if !require_root() {
@@ -104,7 +102,6 @@ fn twenty_deep_chain_appears_whole() {
     );
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn named_threads_are_attributed_to_their_names() {
     if !require_root() {
@@ -143,7 +140,6 @@ fn named_threads_are_attributed_to_their_names() {
     }
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn command_is_profiled_from_its_start_until_it_exits() {
     if !require_root() {
@@ -181,14 +177,16 @@ fn command_is_profiled_from_its_start_until_it_exits() {
     // Sampling began before the command's first instruction and ended
     // after its last, so the samples cover all of its CPU time.
     let expected = cpu * 999.0;
+    eprintln!("{t} samples for {cpu:.3} s of CPU at 999 Hz: {expected:.0} expected");
+    // /usr/bin/time prints user and system time to 10 ms each: 20 samples
+    // of rounding at 999 Hz; 3% more for the timer's own drift.
     assert!(
-        (t - expected).abs() <= 0.1 * expected + 20.0,
+        (t - expected).abs() <= 0.03 * expected + 20.0,
         "{t} samples for {cpu:.3} s of CPU at 999 Hz"
     );
     assert!(share(&stacks, "work_fifty") > 40.0);
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn ctrl_c_ends_the_capture_and_writes_everything() {
     if !require_root() {
@@ -214,7 +212,6 @@ fn ctrl_c_ends_the_capture_and_writes_everything() {
     assert!(dir.join("oncpu.svg").exists() && dir.join("report.txt").exists());
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn capture_ends_when_the_last_target_exits() {
     if !require_root() {
@@ -248,7 +245,6 @@ fn capture_ends_when_the_last_target_exits() {
     assert!(total(&read_folded(&dir.join("oncpu.folded"))) > 200);
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn whole_system_sees_a_busy_process_and_skips_idle() {
     if !require_root() {
@@ -277,7 +273,6 @@ fn whole_system_sees_a_busy_process_and_skips_idle() {
     );
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn idle_target_writes_no_samples_outputs() {
     if !require_root() {
@@ -301,7 +296,6 @@ fn idle_target_writes_no_samples_outputs() {
     );
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn hostile_thread_names_are_escaped_and_folded_stays_parseable() {
     if !require_root() {
@@ -398,7 +392,6 @@ fn bad_input_fails_fast_with_one_line_and_writes_nothing() {
     }
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn kernel_frames_have_their_own_hue_and_can_be_searched() {
     if !require_root() {
@@ -435,7 +428,6 @@ fn kernel_frames_have_their_own_hue_and_can_be_searched() {
 /// plain `gcc -O2` program: two runs of the same workload pass (exit 0);
 /// a run where `work_twenty`'s time doubled (its share 20% -> 33%) fails
 /// (exit 1) and names it.
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn diff_fail_above_catches_a_doubled_function_and_passes_a_rerun() {
     if !require_root() {
@@ -490,7 +482,6 @@ fn diff_fail_above_catches_a_doubled_function_and_passes_a_rerun() {
 /// call, from user registers read off the task's kernel stack, and the
 /// Python walker is off. A plain gcc -O2 build (no frame pointers) deeper
 /// than one call's frames is walked whole, and the summary says how.
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn without_bpf_loop_tables_are_walked_by_tail_calls_and_the_summary_says_so() {
     if !require_root() {

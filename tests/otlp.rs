@@ -127,7 +127,6 @@ fn pid_of(c: &KillOnDrop) -> i64 {
 /// resolves to a mapping with its binary's build ID; and the same capture's
 /// pprof output (read by `go tool pprof -raw`) has the same on-CPU
 /// samples, stack by stack.
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn wall_views_sent_over_otlp_decode_with_the_official_classes() {
     if !require_root() {
@@ -178,7 +177,7 @@ fn wall_views_sent_over_otlp_decode_with_the_official_classes() {
     let binary = plain_workload("plain");
     let ours = build_id_of(&binary);
     assert!(ours.len() >= 16, "the workload has no build ID: {ours:?}");
-    let mut native = 0;
+    let (mut native, mut work) = (0, 0);
     for s in &on {
         for i in 0..s.frames.len() {
             if s.types.get(i).map(String::as_str) != Some("native") {
@@ -187,11 +186,12 @@ fn wall_views_sent_over_otlp_decode_with_the_official_classes() {
             native += 1;
             assert!(!s.build_ids[i].is_empty(), "{} in {:?} has no build ID", s.frames[i], s.mappings[i]);
             if s.frames[i].starts_with("work_") {
+                work += 1;
                 assert_eq!((s.mappings[i].as_str(), s.build_ids[i].as_str()), ("plain-O2", ours.as_str()), "{}", s.frames[i]);
             }
         }
     }
-    assert!(native > 0, "no native location");
+    assert!(native > 0 && work > 0, "native locations: {native}, of the workload's work_* functions: {work}");
     // Kernel locations lie in the kernel's image, with its build ID (a BPF
     // program's or trampoline's code, in none, has none).
     let mut kernel = 0;
@@ -225,7 +225,6 @@ fn wall_views_sent_over_otlp_decode_with_the_official_classes() {
 
 /// With no receiver there, the capture and its files are whole, and one
 /// line says the profiles were not sent.
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn a_receiver_that_is_not_there_costs_one_line() {
     if !require_root() {
@@ -269,7 +268,6 @@ fn free_port() -> u16 {
 /// receivers, each interval once; the intervals made while it was down
 /// beyond the queue's 8 are dropped and counted, and the end's numbers add
 /// up (sent + lost = made); one warning while it was down.
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn a_stream_outlives_its_receiver_down_for_20_seconds() {
     if !require_root() {
@@ -327,7 +325,6 @@ fn a_stream_outlives_its_receiver_down_for_20_seconds() {
 /// unavailable: each capture is whole, its exports are all counted (sent
 /// or lost, with why), and at most one warning is said before the end's
 /// line.
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn slow_or_refusing_receivers_cost_counted_drops_and_one_warning() {
     if !require_root() {
@@ -363,7 +360,6 @@ fn slow_or_refusing_receivers_cost_counted_drops_and_one_warning() {
 
 /// `--otlp-protocol http/protobuf`: the same export POSTed to
 /// /v1development/profiles, decoded by the official classes.
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn http_protobuf_reaches_an_otlp_http_receiver() {
     if !require_root() {
@@ -387,13 +383,15 @@ fn http_protobuf_reaches_an_otlp_http_receiver() {
     let fifty: i64 = samples.iter().filter(|s| s.frames.iter().any(|f| f == "work_fifty")).map(|s| s.value).sum();
     let files = total(&read_folded(&dir.join("oncpu.folded")));
     assert_eq!(all as u64, files, "samples over HTTP against the files");
-    assert!((pct(fifty as u64, all as u64) - 50.0).abs() <= 5.0, "work_fifty {fifty} of {all}");
+    // 3 s at 499 Hz: ~1,500 samples, σ 1.3 points at 50%, as the gRPC
+    // tests hold it: within 3.
+    assert!(all > 1000, "{all} samples over HTTP");
+    assert!((pct(fifty as u64, all as u64) - 50.0).abs() <= 3.0, "work_fifty {fifty} of {all}");
 }
 
 /// `fgbpf flight --otlp-interval`: the recorder streams as it records
 /// (a continuous profiler): on-CPU, off-CPU and wall profiles each second,
 /// and no dump is needed for them.
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn the_flight_recorder_streams_each_interval() {
     if !require_root() {
@@ -426,7 +424,6 @@ fn the_flight_recorder_streams_each_interval() {
 /// A CPython process's frames go as `cpython` frames with their file and
 /// line apart (`fifty` in split.py at its line), its interpreter's own
 /// as `native`; 50/30/20 as known.
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn python_frames_go_as_cpython_frames_with_file_and_line() {
     if !require_root() {

@@ -64,7 +64,6 @@ fn assert_outer_inner(stacks: &Folded, main: &str, summary: &str, label: &str) {
     assert_eq!(weight_in_order_by(stacks, &["execute_ex"], |f, w| f == w), 0, "{label}: execute_ex left in the stacks");
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn busy_php_functions_are_named_in_order() {
     if !require_root() {
@@ -104,7 +103,6 @@ impl Drop for FpmGroup {
 /// php-fpm's workers, each a process, serving requests from a local
 /// loop (`cgi-fcgi`, libfcgi-bin), each request a quarter of a second of
 /// outer → inner.
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn php_fpm_workers_name_the_requests_functions() {
     if !require_root() {
@@ -198,8 +196,9 @@ fn excimer_shares(path: &Path, functions: &[&str]) -> Vec<f64> {
 
 /// fgbpf on a 50/30/20 split of methods, with excimer sampling the same
 /// script from inside at the same time: each method within 3 points of
-/// the known split and within 5 of excimer's.
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
+/// the known split and within 4 of excimer's (fgbpf's ~2,000 samples in 4
+/// s at 499 Hz spread by 1.1 points at 50% (σ), excimer's ~7,000 in 7 s by
+/// 0.6: they differ by chance with σ 1.25, and 4 is three of them).
 #[test]
 fn a_50_30_20_split_between_php_methods_agrees_with_excimer() {
     if !require_root() {
@@ -231,7 +230,7 @@ fn a_50_30_20_split_between_php_methods_agrees_with_excimer() {
     eprintln!("{said}");
     for i in 0..3 {
         assert!((ours[i] - known[i]).abs() <= 3.0, "{} off the known split by more than 3 points\n{said}\n{summary}", methods[i]);
-        assert!((ours[i] - theirs[i]).abs() <= 5.0, "{} off excimer's by more than 5 points\n{said}\n{summary}", methods[i]);
+        assert!((ours[i] - theirs[i]).abs() <= 4.0, "{} off excimer's by more than 4 points\n{said}\n{summary}", methods[i]);
     }
 }
 
@@ -288,7 +287,6 @@ fn the_offset_table_matches_phps_own_headers() {
 
 /// A script that exits before the first drain still has its functions
 /// named: the walker announces each new function, read at once.
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn a_script_of_half_a_second_keeps_its_names() {
     if !require_root() {

@@ -97,18 +97,10 @@ fn refused(args: &[&str], want: &str) {
     assert!(out.stdout.is_empty(), "fgbpf {args:?} printed to stdout");
 }
 
-/// A consumer that scripts/test.sh installs: found, or skipped with a
-/// message, or under CI=true a failure.
-fn consumer(what: &str, found: Option<PathBuf>) -> Option<PathBuf> {
-    if found.is_some() {
-        return found;
-    }
-    let msg = format!("{what} is not installed: run scripts/test.sh, which installs it");
-    if std::env::var_os("CI").is_some() {
-        panic!("{msg}");
-    }
-    eprintln!("skipping: {msg}");
-    None
+/// A consumer that scripts/test.sh installs: found, or a failure that says
+/// how to get it (a test that skips would pass without checking).
+fn consumer(what: &str, found: Option<PathBuf>) -> PathBuf {
+    found.unwrap_or_else(|| panic!("{what} is not installed: run scripts/test.sh, which installs it"))
 }
 
 fn consumers_dir() -> PathBuf {
@@ -117,7 +109,7 @@ fn consumers_dir() -> PathBuf {
         .unwrap_or_else(|| Path::new(ROOT).join("target/consumers"))
 }
 
-fn go() -> Option<PathBuf> {
+fn go() -> PathBuf {
     let on_path = std::env::var_os("PATH").and_then(|paths| {
         std::env::split_paths(&paths)
             .map(|d| d.join("go"))
@@ -159,9 +151,7 @@ fn validate_speedscope(file: &Path) {
     let schema = dir.join("speedscope/file-format-schema.json");
     let ajv = dir.join("node_modules/.bin/ajv");
     let found = (schema.is_file() && ajv.is_file()).then(|| ajv.clone());
-    let Some(ajv) = consumer("speedscope's schema with ajv-cli", found) else {
-        return;
-    };
+    let ajv = consumer("speedscope's schema with ajv-cli", found);
     let out = Command::new(&ajv)
         .args(["validate", "-s", s(&schema), "-d", s(file)])
         .output()
@@ -397,7 +387,7 @@ fn pprof_loads_in_go_tool_pprof() {
     pprof::write(&capture_profile(), &mut f).unwrap();
     drop(f);
 
-    let Some(go) = go() else { return };
+    let go = go();
     let top = pprof_top(&go, &oncpu, &[]);
     assert!(top.contains("Type: samples"), "{top}");
     assert!(top.contains("of 150 total"), "{top}");
@@ -743,16 +733,16 @@ fn thread_tables_and_findings_say_where_each_thread_waited() {
 }
 
 /// `ajv validate` of `doc` (JSON text) against one of docs/*.schema.json.
-fn schema_accepts(schema: &str, doc: &[u8], name: &str) -> Option<bool> {
+fn schema_accepts(schema: &str, doc: &[u8], name: &str) -> bool {
     let ajv = consumers_dir().join("node_modules/.bin/ajv");
-    let ajv = consumer("ajv-cli", ajv.is_file().then_some(ajv))?;
+    let ajv = consumer("ajv-cli", ajv.is_file().then_some(ajv));
     let file = scratch("schema").join(name);
     fs::write(&file, doc).unwrap();
     let out = Command::new(&ajv)
         .args(["validate", "-s", &format!("{ROOT}/docs/{schema}"), "-d", s(&file)])
         .output()
         .expect("run ajv");
-    Some(out.status.success())
+    out.status.success()
 }
 
 /// Issue 18: `report --json` and `diff --json` follow their documented
@@ -761,13 +751,11 @@ fn schema_accepts(schema: &str, doc: &[u8], name: &str) -> Option<bool> {
 fn json_outputs_follow_their_documented_schemas() {
     for input in ["tests/fixtures/report/rust/wall.folded", "tests/fixtures/oncpu.folded", "tests/fixtures/perf.folded"] {
         let out = ok(&["report", input, "--json"]);
-        if schema_accepts("report.schema.json", &out.stdout, "report.json") == Some(false) {
-            panic!("docs/report.schema.json rejects the report of {input}");
-        }
+        assert!(schema_accepts("report.schema.json", &out.stdout, "report.json"), "docs/report.schema.json rejects the report of {input}");
         let mut v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         v["by_total"][0]["total"] = serde_json::json!(-1);
         let bad = serde_json::to_vec(&v).unwrap();
-        assert_ne!(schema_accepts("report.schema.json", &bad, "bad.json"), Some(true), "the schema accepts a negative weight");
+        assert!(!schema_accepts("report.schema.json", &bad, "bad.json"), "the schema accepts a negative weight");
     }
     let out = fgbpf(&[
         "diff",
@@ -781,11 +769,11 @@ fn json_outputs_follow_their_documented_schemas() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["fail_above"], 5.0);
     assert!(!v["regressions"].as_array().unwrap().is_empty());
-    assert_ne!(schema_accepts("diff.schema.json", &out.stdout, "diff.json"), Some(false));
+    assert!(schema_accepts("diff.schema.json", &out.stdout, "diff.json"), "docs/diff.schema.json rejects diff --json");
     let mut v = v;
     v["unit"] = serde_json::json!("bytes");
     let bad = serde_json::to_vec(&v).unwrap();
-    assert_ne!(schema_accepts("diff.schema.json", &bad, "bad-diff.json"), Some(true));
+    assert!(!schema_accepts("diff.schema.json", &bad, "bad-diff.json"), "the schema accepts another unit");
 }
 
 /// Issue 18: the CI gate's exit codes: 1 with the regressions on stderr,

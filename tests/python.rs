@@ -91,10 +91,30 @@ fn capture(cmd: &str, pid: u32, seconds: &str, test: &str, extra: &[&str]) -> (P
     (dir, out)
 }
 
+/// On a kernel without the interpreter walkers (before 5.17, or
+/// FGBPF_FORCE_FALLBACK=no-loop): a busy Python program is still captured,
+/// the summary says why its functions are not named, and its samples keep
+/// the interpreter's own frames, none guessed as Python's.
+fn python_unread_is_said(why: &str) {
+    let child = KillOnDrop(start(Path::new("/usr/bin/python3.11"), "busy.py", 60));
+    let (dir, out) = capture("oncpu", child.id(), "2", "py_unread", &[]);
+    drop(child);
+    let summary = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        summary.contains(&format!("the Python, Ruby and PHP frame walkers did not load ({why})")),
+        "the summary does not say why Python frames are not named: {summary}"
+    );
+    let stacks = read_folded(&dir.join("oncpu.folded"));
+    assert!(total(&stacks) > 0, "no samples of the busy script");
+    assert!(!stacks.iter().any(|(f, _)| f.iter().any(|x| x.ends_with("_[p]"))), "no Python frame guessed");
+    let native = weight_in_order(&stacks, &["_start", "Py_BytesMain", "_PyEval_EvalFrameDefault"]);
+    assert!(pct(native, total(&stacks)) >= 90.0, "{:.1}% of the samples whole to _start through the evaluator", pct(native, total(&stacks)));
+}
+
 /// py-spy's folded output: frames like `inner (busy.py:9)`, root first.
 fn py_spy_record(pid: u32, seconds: u32, out: &Path) -> Child {
     Command::new(py_spy())
-        .args(["record", "--nonblocking", "-r", "99", "-f", "raw", "-d"])
+        .args(["record", "--nonblocking", "-r", "499", "-f", "raw", "-d"])
         .arg(seconds.to_string())
         .args(["-p", &pid.to_string(), "-o"])
         .arg(out)
@@ -104,13 +124,15 @@ fn py_spy_record(pid: u32, seconds: u32, out: &Path) -> Child {
         .unwrap()
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn every_installed_cpython_names_its_functions_in_order() {
     if !require_root() {
         return;
     }
     let _serial = serial();
+    if let Some(why) = interpreter_walkers_missing() {
+        return python_unread_is_said(&why);
+    }
     let found = interpreters();
     assert!(Path::new(DEBIAN).is_file(), "Debian's python3.11 is installed (scripts/test.sh)");
     let mut lines = Vec::new();
@@ -131,7 +153,7 @@ fn every_installed_cpython_names_its_functions_in_order() {
         let summary = String::from_utf8_lossy(&out.stderr);
         lines.push(format!("{label}: inner under outer under <module> {ordered:.1}%, under Py_BytesMain {rooted:.1}% of {all}"));
         assert!(ordered >= 90.0, "{label}: {ordered:.1}% of {all} samples in <module>;outer;inner\n{summary}");
-        assert!(rooted >= 85.0, "{label}: {rooted:.1}% of {all} samples rooted at Py_BytesMain\n{summary}");
+        assert!(rooted >= 95.0, "{label}: {rooted:.1}% of {all} samples rooted at Py_BytesMain\n{summary}");
         assert!(
             summary.contains("% of its time with the Python stack read whole"),
             "{label}: the summary says how far Python stacks were read\n{summary}"
@@ -178,13 +200,15 @@ fn inclusive(stacks: &[(Vec<String>, u64)], prefix: &str) -> f64 {
     pct(with, total(stacks))
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn inner_share_agrees_with_py_spy_on_the_same_process() {
     if !require_root() {
         return;
     }
     let _serial = serial();
+    if let Some(why) = interpreter_walkers_missing() {
+        return python_unread_is_said(&why);
+    }
     let pyenv = interpreters().into_iter().find(|(l, _)| l.starts_with("pyenv-3.11"));
     for (label, python) in std::iter::once(("debian-3.11".to_string(), PathBuf::from(DEBIAN))).chain(pyenv) {
         let (ours, spy) = side_by_side(&python, "busy.py", &format!("py_busy_{label}"));
@@ -196,30 +220,40 @@ fn inner_share_agrees_with_py_spy_on_the_same_process() {
     }
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn a_50_30_20_split_between_python_functions() {
     if !require_root() {
         return;
     }
     let _serial = serial();
+    if let Some(why) = interpreter_walkers_missing() {
+        return python_unread_is_said(&why);
+    }
     let (ours, spy) = side_by_side(Path::new(DEBIAN), "split.py", "py_split");
+    // Within 3 points of the answer, and within 5 of py-spy on the same
+    // process: both sample at 499 Hz, py-spy for 4 s (~2,000 samples, σ
+    // 1.1 points at 50%) and fgbpf a little longer, so the two differ by
+    // chance with σ 1.6 points, and 5 is three of them.
+    assert!(total(&ours) >= 1500 && total(&spy) >= 1500, "samples: fgbpf {}, py-spy {}", total(&ours), total(&spy));
     let mut report = Vec::new();
     for (f, want) in [("fifty (split.py:", 50.0), ("thirty (split.py:", 30.0), ("twenty (split.py:", 20.0)] {
         let (a, b) = (inclusive(&ours, f), inclusive(&spy, f));
         report.push(format!("{f} fgbpf {a:.1}% py-spy {b:.1}%"));
         assert!((a - want).abs() <= 3.0, "{f}: {a:.1}% (want {want} ±3; py-spy {b:.1}%)");
+        assert!((a - b).abs() <= 5.0, "{f}: fgbpf {a:.1}%, py-spy {b:.1}% on the same process (want within 5)");
     }
     eprintln!("{}", report.join("\n"));
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn a_thread_sleeping_in_time_sleep_waits_under_nap() {
     if !require_root() {
         return;
     }
     let _serial = serial();
+    if let Some(why) = interpreter_walkers_missing() {
+        return python_unread_is_said(&why);
+    }
     let child = KillOnDrop(start(Path::new(DEBIAN), "nap.py", 60));
     let (dir, out) = capture("offcpu", child.id(), "3", "py_nap", &[]);
     drop(child);
@@ -245,13 +279,15 @@ fn a_thread_sleeping_in_time_sleep_waits_under_nap() {
     assert!(summary.contains("under nap (nap.py:"), "the finding names the Python function that slept:\n{summary}");
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn a_c_extension_shows_under_its_python_caller() {
     if !require_root() {
         return;
     }
     let _serial = serial();
+    if let Some(why) = interpreter_walkers_missing() {
+        return python_unread_is_said(&why);
+    }
     let child = KillOnDrop(start(Path::new(DEBIAN), "ext.py", 60));
     let (dir, _) = capture("oncpu", child.id(), "3", "py_ext", &["-F", "499"]);
     drop(child);
@@ -268,13 +304,15 @@ fn a_c_extension_shows_under_its_python_caller() {
     assert!(under >= 95.0, "{under:.1}% of deflate's {zlib} samples under squeeze");
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn no_py_lines_merges_frames_per_function_and_no_python_keeps_the_evaluator() {
     if !require_root() {
         return;
     }
     let _serial = serial();
+    if let Some(why) = interpreter_walkers_missing() {
+        return python_unread_is_said(&why);
+    }
     let child = KillOnDrop(start(Path::new(DEBIAN), "busy.py", 60));
     let (dir, _) = capture("oncpu", child.id(), "1", "py_no_lines", &["--no-py-lines"]);
     let (raw_dir, _) = capture("oncpu", child.id(), "1", "py_no_python", &["--no-python"]);
@@ -295,13 +333,15 @@ fn no_py_lines_merges_frames_per_function_and_no_python_keeps_the_evaluator() {
     assert!(pct(weight_with(&native, "_PyEval_EvalFrameDefault"), total(&native)) >= 90.0);
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn an_older_cpython_is_named_as_unsupported_and_keeps_native_frames() {
     if !require_root() {
         return;
     }
     let _serial = serial();
+    if let Some(why) = interpreter_walkers_missing() {
+        return python_unread_is_said(&why);
+    }
     let root = std::env::var_os("PYENV_ROOT")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/root/.pyenv"));
@@ -395,13 +435,15 @@ fn the_offset_table_matches_each_installed_cpythons_debug_info() {
 /// A script that exits before the first drain of the counts (every
 /// second) still has its functions named: the walker announces each new
 /// code object, and it is read at once.
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn a_script_of_half_a_second_keeps_its_names() {
     if !require_root() {
         return;
     }
     let _serial = serial();
+    if let Some(why) = interpreter_walkers_missing() {
+        return python_unread_is_said(&why);
+    }
     let dir = out_dir("py_short");
     let out = run(fgbpf()
         .args(["oncpu", "-F", "499", "-o"])

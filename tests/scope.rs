@@ -144,7 +144,6 @@ fn capture_scoped(cg: &mut TestCgroup, name: &str, scope: &[&str]) {
 }
 
 #[test]
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 fn a_v2_cgroup_keeps_its_processes_and_a_child_forked_in_later() {
     if !require_root() {
         return;
@@ -157,7 +156,6 @@ fn a_v2_cgroup_keeps_its_processes_and_a_child_forked_in_later() {
 }
 
 #[test]
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 fn a_v1_cpu_cgroup_is_read_through_the_task_s_css_set() {
     if !require_root() {
         return;
@@ -171,7 +169,6 @@ fn a_v1_cpu_cgroup_is_read_through_the_task_s_css_set() {
 }
 
 #[test]
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 fn a_container_id_prefix_and_a_unit_name_find_their_cgroups() {
     if !require_root() {
         return;
@@ -191,7 +188,6 @@ fn a_container_id_prefix_and_a_unit_name_find_their_cgroups() {
 }
 
 #[test]
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 fn bad_scopes_fail_before_the_capture_with_one_line() {
     if !require_root() {
         return;
@@ -227,7 +223,6 @@ fn group_frame_of(pid: u32) -> String {
 }
 
 #[test]
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 fn group_by_cgroup_puts_each_container_s_stacks_under_its_own_root() {
     if !require_root() {
         return;

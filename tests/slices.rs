@@ -21,7 +21,6 @@ fn range(dir: &Path, from: &str, to: &str) -> Vec<(Vec<String>, u64)> {
     read_folded(&out)
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn on_cpu_ranges_show_their_phase() {
     assert!(require_root());
@@ -90,7 +89,6 @@ fn on_cpu_ranges_show_their_phase() {
     assert!(leaves_in(late, "phase_b") * 10 >= late.len() * 9, "late samples are phase_b");
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn off_cpu_waits_spread_over_their_slices() {
     assert!(require_root());

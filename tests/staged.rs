@@ -60,7 +60,6 @@ fn joined_after(summary: &str) -> Option<u64> {
     rest.split(" ms after sampling began").next()?.parse().ok()
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn a_system_wide_capture_names_python_once_its_walker_joins_and_says_what_came_before() {
     if !require_root() {
@@ -88,7 +87,6 @@ fn a_system_wide_capture_names_python_once_its_walker_joins_and_says_what_came_b
     assert!(line.contains("taken before fgbpf was reading the interpreter"), "{line}");
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn a_system_wide_off_cpu_capture_walks_python_at_switch_out_once_its_walker_joins() {
     if !require_root() {

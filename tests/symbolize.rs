@@ -186,7 +186,6 @@ impl Drop for Placed {
     }
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn process_exiting_mid_capture_is_named() {
     if !require_root() {
@@ -200,7 +199,6 @@ fn process_exiting_mid_capture_is_named() {
     assert_mostly_in(&stacks, "shortlived", BURN);
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn process_exiting_mid_system_wide_capture_is_named() {
     if !require_root() {
@@ -238,7 +236,6 @@ fn process_exiting_mid_system_wide_capture_is_named() {
     assert_mostly_in(&stacks, "shortlived", BURN);
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn binary_seen_only_in_a_private_mount_namespace_is_named() {
     if !require_root() {
@@ -262,7 +259,6 @@ fn binary_seen_only_in_a_private_mount_namespace_is_named() {
     assert_mostly_in(&stacks, "privlived", BURN);
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn binary_deleted_and_replaced_while_running_is_named_from_the_mapped_file() {
     if !require_root() {
@@ -282,7 +278,6 @@ fn binary_deleted_and_replaced_while_running_is_named_from_the_mapped_file() {
     assert_mostly_in(&stacks, "dellived", BURN);
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn program_run_from_a_memory_file_is_named_not_taken_for_jit_code() {
     if !require_root() {
@@ -306,7 +301,6 @@ fn program_run_from_a_memory_file_is_named_not_taken_for_jit_code() {
     assert_mostly_in(&stacks, "memlived", BURN);
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn node_javascript_functions_are_named_from_the_perf_map() {
     if !require_root() {
@@ -374,7 +368,6 @@ if (sink === 0) console.log(sink);
     assert!(svg.contains("fibonacciHotspot"), "not in the flamegraph");
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn stripped_binaries_use_debug_files_or_show_module_offsets() {
     if !require_root() {
@@ -486,7 +479,6 @@ fn leaf_name(s: &mut Symbolizer, pid: u32, addr: u64) -> (String, Vec<(Unresolve
     (p.frame(leaf).to_string(), reasons)
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn extra_debug_dirs_name_a_stripped_binary_after_it_exits() {
     if !require_root() {
@@ -509,6 +501,7 @@ fn extra_debug_dirs_name_a_stripped_binary_after_it_exits() {
     let pid = child.id();
     let mut with = Symbolizer::new(&Options {
         debug_dirs: vec![debug_dir],
+        ..Options::default()
     });
     let mut without = Symbolizer::new(&Options::default());
     with.remember(pid, "dd-stripped");
@@ -534,7 +527,6 @@ fn extra_debug_dirs_name_a_stripped_binary_after_it_exits() {
     );
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn library_loaded_after_first_sight_is_named_after_exit_when_refreshed() {
     if !require_root() {

@@ -95,7 +95,6 @@ function drag(from, to) {
 function names() { return fgbpfTimeline.frames().map(function (f) { return f.name; }); }
 "##;
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "runs Chromium: run scripts/test.sh")]
 #[test]
 fn dragging_over_the_heat_map_draws_that_range() {
     let page = written("timeline", &profile("idle"));
@@ -186,7 +185,6 @@ return r;"##
     assert_eq!(r["hookRange"], serde_json::json!({ "from": 35, "to": 50, "weight": 150 }));
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "runs Chromium: run scripts/test.sh")]
 #[test]
 fn a_thread_without_weight_draws_nothing_and_says_so() {
     let page = written("timeline-idle", &profile(HOSTILE));
@@ -242,7 +240,6 @@ fn even(slice_ms: u64, seconds: u64) -> Profile {
     p
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "runs Chromium: run scripts/test.sh")]
 #[test]
 fn slices_that_do_not_make_a_second_still_make_columns() {
     let probe = r##"

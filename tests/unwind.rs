@@ -33,7 +33,6 @@ fn capture(cmd: &str, pid: u32, seconds: &str, test: &str) -> (std::path::PathBu
     (dir, String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn plain_gcc_split_reaches_main_with_the_right_shares() {
     if !require_root() {
@@ -58,7 +57,6 @@ fn plain_gcc_split_reaches_main_with_the_right_shares() {
     assert!(stderr.contains("unwound"), "the summary says how stacks were unwound: {stderr}");
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn plain_gcc_ten_deep_chain_is_whole() {
     if !require_root() {
@@ -77,7 +75,6 @@ fn plain_gcc_ten_deep_chain_is_whole() {
     assert!(whole >= 95.0, "whole chain on {whole:.1}% of samples: {stacks:?}");
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn plain_gcc_waits_in_glibc_keep_their_callers() {
     if !require_root() {
@@ -105,7 +102,6 @@ fn plain_gcc_waits_in_glibc_keep_their_callers() {
     }
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn debian_python_reaches_main() {
     if !require_root() {
@@ -197,7 +193,6 @@ fn perf_samples(text: &str) -> Vec<Vec<String>> {
     out
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn plain_gcc_split_agrees_with_perf_dwarf_on_the_same_process() {
     if !require_root() {
@@ -232,7 +227,6 @@ fn rooted(stacks: &[(Vec<String>, u64)]) -> f64 {
     pct(ok, total(stacks))
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn debian_redis_under_load_is_walked_to_its_roots() {
     if !require_root() {
@@ -274,7 +268,6 @@ fn debian_redis_under_load_is_walked_to_its_roots() {
 }
 
 #[test]
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 fn a_rust_binary_built_by_cargo_is_walked_to_its_roots() {
     if !require_root() {
         return;
@@ -308,7 +301,6 @@ fn a_rust_binary_built_by_cargo_is_walked_to_its_roots() {
 /// walker follows the kernel's signal frame (glibc's `__restore_rt`,
 /// marked by its CFI), as perf's DWARF unwinder does on the same process
 /// at the same time.
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn plain_gcc_signal_handler_keeps_the_code_it_interrupted() {
     if !require_root() {
@@ -334,8 +326,15 @@ fn plain_gcc_signal_handler_keeps_the_code_it_interrupted() {
     );
     assert!(all >= 30 && theirs.len() >= 30, "too few samples in the handler: fgbpf {all}, perf {}\n{summary}", theirs.len());
     assert!(whole * 100 >= all * 95, "{whole} of {all} handler samples reach main through the signal frame:\n{handler:?}");
-    assert!(from_loop * 100 >= all * 80, "{from_loop} of {all} handler samples interrupted `interrupted`:\n{handler:?}");
+    // The workload's loop is `interrupted` but for its clock reads: perf's
+    // DWARF unwinder sees 95% of the handler's samples interrupt it, and
+    // fgbpf must see as many, within 3 points.
     assert!(theirs_whole * 100 >= theirs.len() * 95, "perf: {theirs_whole} of {}", theirs.len());
+    let (ours_pct, theirs_pct) = (pct(from_loop, all), pct(theirs_whole as u64, theirs.len() as u64));
+    assert!(
+        ours_pct >= theirs_pct - 3.0,
+        "{from_loop} of {all} handler samples interrupted `interrupted` ({ours_pct:.1}%), perf {theirs_pct:.1}%:\n{handler:?}"
+    );
     // No walk stops at the signal frame's rule (a CI run cut 1 of 4,000
     // samples elsewhere, at code without rows: counted, not this test's).
     assert!(!summary.contains("a rule the walker does not follow"), "{summary}");

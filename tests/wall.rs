@@ -67,7 +67,6 @@ fn capture_mixed(test: &str, busy: &[&str]) -> (std::path::PathBuf, Vec<(Vec<Str
 }
 
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn a_thread_computing_30_ms_and_sleeping_70_splits_30_70() {
     if !require_root() {
@@ -90,8 +89,10 @@ fn a_thread_computing_30_ms_and_sleeping_70_splits_30_70() {
     }
     let sum = thread_named(&by_thread(&stacks), "mix30") as f64;
     let window = window_us(&dir);
+    // As in several_mixes_each_sum_to_the_window: to the window's
+    // millisecond, 0.5%.
     assert!(
-        (sum - window).abs() <= 0.05 * window,
+        (sum - window).abs() <= 0.005 * window,
         "{sum} us in a {window} us window"
     );
     let on =
@@ -146,7 +147,6 @@ fn a_thread_computing_30_ms_and_sleeping_70_splits_30_70() {
     );
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn several_mixes_each_sum_to_the_window() {
     if !require_root() {
@@ -190,7 +190,6 @@ fn several_mixes_each_sum_to_the_window() {
     }
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn per_process_merges_threads() {
     if !require_root() {
@@ -240,7 +239,6 @@ fn per_process_merges_threads() {
     assert!(on.iter().any(|(f, _)| f[1].starts_with("mix50-")));
 }
 
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn each_frame_is_coloured_by_its_own_split() {
     if !require_root() {
@@ -289,7 +287,6 @@ fn each_frame_is_coloured_by_its_own_split() {
 /// each thread's wall time as the demo is built (ingest computes, compress
 /// computes a quarter of the time, idle-waiter sleeps), and the summary
 /// starts with findings in words.
-#[cfg_attr(not(fgbpf_capture_tests), ignore = "loads BPF programs: run as root (sudo scripts/test.sh)")]
 #[test]
 fn the_demos_thread_table_has_the_right_split_and_the_summary_starts_with_findings() {
     if !require_root() {

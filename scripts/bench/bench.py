@@ -29,6 +29,7 @@ import node_cost  # noqa: E402
 import top_cost  # noqa: E402
 import go_cost  # noqa: E402
 import otlp_cost  # noqa: E402
+import kernel_paths  # noqa: E402
 import slices as slices_cost  # noqa: E402
 import side_by_side  # noqa: E402
 import wall_sums  # noqa: E402
@@ -561,6 +562,8 @@ ONLY = {
            "a Go program's goroutines read: cost per read, 1,000 to 100,000 goroutines"),
     "otlp": ("## 19. OTLP", lambda t: otlp_cost.report(otlp_cost.measure(3, t)),
              "what sending to an OTLP receiver costs, once and streamed each second"),
+    "kernel-paths": ("## 20. Kernel paths", lambda t: kernel_paths.report(kernel_paths.measure(3, t)),
+                     "BPF time per sample of each kernel's path, in emulated guests (ratios only)"),
 }
 
 

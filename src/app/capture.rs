@@ -19,7 +19,7 @@ use crate::format::files::{self, OutDir};
 use crate::format::folded::{self, Leading};
 use crate::format::{pprof, slices, speedscope, svg};
 use crate::profile::Profile;
-use crate::app::session::command::{HeldCommand, RunAs};
+use crate::app::session::command::{HeldCommand, RunAs, Stage};
 use nix::sys::signal::Signal;
 use crate::app::session::signals::StopFlag;
 use crate::app::session::window::{EndReason, Window};
@@ -117,13 +117,35 @@ pub fn open(
     let attach_ms = loading.elapsed().as_secs_f64() * 1000.0;
     let symbolizer = Symbolizer::new(&symbolize::Options {
         debug_dirs: args.symbols.debug_dirs.clone(),
+        own_debug: !args.command.is_empty(),
     });
     if let Some(h) = held.as_mut() {
         recorder.prepare_command(&h.program);
         // Nothing of the held command runs before this: its window starts
         // here, not when the programs were attached.
         recorder.restart_window();
-        h.release().map_err(CliError::usage)?;
+        // Stopped at its entry point, its tables placed: it is recorded
+        // from there, the window starting again, so that the stop (fgbpf's
+        // doing) is not the command's wait. The kernel's exec and the
+        // dynamic linker before it (a millisecond or two) are not recorded.
+        let mut failed = None;
+        let note = h
+            .release(|stage| {
+                let done = match stage {
+                    Stage::Traced(pid) => recorder.hold_until_entry(pid),
+                    Stage::Entry(pid) => recorder.command_at_entry(pid).map(|()| recorder.restart_window()),
+                };
+                if let Err(e) = done {
+                    failed.get_or_insert(e);
+                }
+            })
+            .map_err(CliError::usage)?;
+        if let Some(e) = failed {
+            return Err(CliError::failed(e.message));
+        }
+        if let Some(note) = note {
+            say(format_args!("{note}; its first stacks may be walked by frame pointers until its image is read"));
+        }
         stop.forward_to(h.pid);
     }
     say(format_args!(

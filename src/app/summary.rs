@@ -120,6 +120,8 @@ struct Json<'a> {
     /// The kernel fallbacks taken (FGBPF_FORCE_FALLBACK, or features the
     /// kernel lacks), one sentence each; empty when none.
     kernel_fallbacks: &'a [String],
+    /// The same, one word each (README, "Supported kernels").
+    kernel_fallback_words: &'a [&'static str],
 }
 
 #[derive(Serialize)]
@@ -198,6 +200,7 @@ fn to_json<'a>(
         findings: findings(profile, Lens::default(), FINDINGS),
         registry: Held::default(),
         kernel_fallbacks: &profile.meta.kernel,
+        kernel_fallback_words: &profile.meta.kernel_words,
     }
 }
 

@@ -155,6 +155,7 @@ impl Views {
             losses,
             unwinding: unwinding.clone(),
             kernel: recorded.kernel.clone(),
+            kernel_words: recorded.kernel_words.clone(),
             slice: recorded.slice,
         };
         // Each side's raw stacks are freed as they are named.

@@ -63,10 +63,14 @@ enum fg_py_walk {
 
 /* Values in target_pids: a followed process, or the `-- COMMAND` child
  * that fgbpf forked and holds before execve. The held child is fgbpf's own
- * code until its exec, so it becomes a target only then. */
+ * code until its exec, so it becomes a target only then; or, when fgbpf
+ * stops it at its program's entry point to place its unwind tables
+ * (src/app/session/entry.rs), only there, where user space makes it one
+ * (the stop is fgbpf's doing, not the command's wait). */
 enum fg_target {
 	FG_TARGET = 1,
 	FG_TARGET_HELD = 2,
+	FG_TARGET_AT_ENTRY = 3,
 };
 
 /* One aggregation bucket, for every program: a thread, the pair of stacks

@@ -304,10 +304,11 @@ static __always_inline void on_exec(void *ctx, struct task_struct *task)
 	 * stores its only stack as it exits). */
 	__u8 *known;
 
-	if (v && *v == FG_TARGET_HELD) {
+	if (v && (*v == FG_TARGET_HELD || *v == FG_TARGET_AT_ENTRY)) {
 		__u8 one = FG_KNOWN;
 
-		*v = FG_TARGET;
+		if (*v == FG_TARGET_HELD)
+			*v = FG_TARGET;
 		bpf_map_update_elem(&known_procs, &pid, &one, BPF_ANY);
 		send_proc_event(ctx, pid, FG_PROC_NEW, task, 0, 0);
 		return;

@@ -6,8 +6,10 @@
 //! external file (`--btf`, BTFHub's convention) for CO-RE; and, from the
 //! kernel's list of helpers, how user stacks are walked (in a `bpf_loop`,
 //! 5.17, or by tail calls, src/bpf/tailwalk.bpf.h), how user registers
-//! are found (`bpf_task_pt_regs`, 5.15, or on the task's kernel stack) and
-//! where off-CPU kernel stacks are read (`bpf_get_task_stack`, 5.9). Each
+//! are found (`bpf_task_pt_regs`, 5.15, or on the task's kernel stack),
+//! where off-CPU kernel stacks are read (`bpf_get_task_stack`, 5.9) and,
+//! from a probe load, whether the sampler may use a hash map allocated as
+//! it fills (6.1) or must have it preallocated. Each
 //! decision is
 //! made here, in one place, so that the loader, the summary and the tests
 //! agree on it; `FGBPF_FORCE_FALLBACK` makes the loader take a fallback on
@@ -33,7 +35,7 @@ pub const KERNEL_BTF: &str = "/sys/kernel/btf/vmlinux";
 pub const FORCE_ENV: &str = "FGBPF_FORCE_FALLBACK";
 
 /// The words `FGBPF_FORCE_FALLBACK` takes, besides `all`.
-pub const FORCE_WORDS: [&str; 5] = ["task-state", "raw-tp", "perf-buffer", "no-loop", "no-task-regs"];
+pub const FORCE_WORDS: [&str; 6] = ["task-state", "raw-tp", "perf-buffer", "no-loop", "no-task-regs", "prealloc"];
 
 /// Fallbacks forced on a kernel that has the features.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -48,6 +50,8 @@ pub struct Force {
     /// user registers from the task's kernel stack (implies `no-loop`,
     /// the only walker that reads them so).
     pub no_task_regs: bool,
+    /// As if perf_event programs took only preallocated hash maps.
+    pub prealloc: bool,
 }
 
 impl Force {
@@ -74,6 +78,7 @@ impl Force {
                         perf_buffer: true,
                         no_loop: true,
                         no_task_regs: true,
+                        prealloc: true,
                     }
                 }
                 "task-state" => force.task_state = true,
@@ -84,6 +89,7 @@ impl Force {
                     force.no_loop = true;
                     force.no_task_regs = true;
                 }
+                "prealloc" => force.prealloc = true,
                 other => {
                     return Err(format!(
                         "{FORCE_ENV}: unknown fallback {other:?}: use a comma-separated list of {} or all",
@@ -158,6 +164,11 @@ pub struct Paths {
     /// The kernel has bpf_get_task_stack (5.9), for off-CPU kernel stacks
     /// read at switch-in; without it they are taken at switch-out.
     pub task_stack: bool,
+    /// The processes' unwind entries (`proc_unwind`, which the sampler
+    /// reads) preallocated: before 6.1 the verifier refuses a perf_event
+    /// program that uses a hash map allocated as it fills
+    /// ("perf_event programs can only use preallocated hash map").
+    pub prealloc: Taken,
 }
 
 impl Paths {
@@ -196,6 +207,7 @@ impl Paths {
             ),
             kernel_stack_size: if btf.type_by_name::<types::Func<'_>>("kasan_report").is_some() { 32768 } else { 16384 },
             task_stack: has_enumerator(&btf, "bpf_func_id", "BPF_FUNC_get_task_stack"),
+            prealloc: Taken::of(force.prealloc, !perf_event_takes_unpreallocated_maps()),
         })
     }
 
@@ -220,6 +232,7 @@ impl Paths {
                 p.perf_buffer.taken(),
                 p.compat.taken(),
                 p.task_regs.taken(),
+                p.prealloc.taken(),
                 p.kstack_at_switch_out(),
                 p.btf_file.clone(),
                 // Read only by the registers-by-hand walker.
@@ -237,6 +250,40 @@ impl Paths {
     /// Why the Python walker is off on the compat path.
     pub fn no_loop_why(&self) -> String {
         self.compat.why("the kernel has no bpf_loop helper (Linux 5.17)")
+    }
+
+    /// One word per fallback taken, in the order of [`Paths::lines`]: the
+    /// words of [`FORCE_ENV`] for those it can force, `no-task-stack` and
+    /// `btf-file` for the others. For scripts (`--json`'s
+    /// `kernel_fallback_words`) and the README's table of kernels, which
+    /// tests/kernels.rs holds the booted kernels to.
+    pub fn words(&self) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        if self.btf_file.is_some() {
+            out.push("btf-file");
+        }
+        if self.task_state.taken() {
+            out.push("task-state");
+        }
+        if self.raw_tp.taken() {
+            out.push("raw-tp");
+        }
+        if !self.task_stack && !self.raw_tp.taken() {
+            out.push("no-task-stack");
+        }
+        if self.perf_buffer.taken() {
+            out.push("perf-buffer");
+        }
+        if self.compat.taken() {
+            out.push("no-loop");
+            if self.task_regs.taken() {
+                out.push("no-task-regs");
+            }
+        }
+        if self.prealloc.taken() {
+            out.push("prealloc");
+        }
+        out
     }
 
     /// One sentence per fallback taken, for the summary and the report.
@@ -283,6 +330,13 @@ impl Paths {
                 ));
             }
         }
+        if self.prealloc.taken() {
+            out.push(format!(
+                "the processes' unwind entries preallocated ({} MiB of kernel memory from the start; {})",
+                PROC_UNWIND_ENTRIES * std::mem::size_of::<super::skel::types::fg_proc_unwind>() >> 20,
+                self.prealloc.why("before Linux 6.1 perf_event programs use only preallocated hash maps")
+            ));
+        }
         out
     }
 }
@@ -322,6 +376,12 @@ impl Paths {
         ro.kstack_at_switch_out = self.kstack_at_switch_out();
         ro.regs_by_hand = self.task_regs.taken();
         ro.kernel_stack_size = self.kernel_stack_size;
+        if self.prealloc.taken() {
+            open.maps
+                .proc_unwind
+                .set_map_flags(0)
+                .map_err(|e| super::bpf_error("preallocating the unwind entries' map", e))?;
+        }
         if self.perf_buffer.taken() {
             let map = &mut open.maps.proc_events;
             // As libbpf-tools' bpf_buffer: 4-byte keys and values (CPU
@@ -398,6 +458,62 @@ fn has_member(btf: &Btf<'_>, strukt: &str, member: &str) -> bool {
     found
 }
 
+/// `proc_unwind`'s entries (src/bpf/tables.bpf.h).
+const PROC_UNWIND_ENTRIES: usize = 4096;
+
+/// Whether the kernel loads a perf_event program that uses a hash map
+/// allocated as it fills (`BPF_F_NO_PREALLOC`): from Linux 6.1, whose
+/// hash maps allocate from a pool safe in any context. Before, the
+/// verifier refuses it ("perf_event programs can only use preallocated
+/// hash map"). Probed by loading the smallest such program: a reference
+/// to the map, then exit. False also when the probe itself cannot run.
+fn perf_event_takes_unpreallocated_maps() -> bool {
+    // One instruction in 8 bytes, little-endian: code, registers (dst low
+    // nibble, src high), offset, immediate.
+    fn insn(code: u8, regs: u8, imm: i32) -> u64 {
+        u64::from(code) | u64::from(regs) << 8 | u64::from(imm as u32) << 32
+    }
+    let opts = libbpf_sys::bpf_map_create_opts {
+        sz: std::mem::size_of::<libbpf_sys::bpf_map_create_opts>() as _,
+        map_flags: libbpf_sys::BPF_F_NO_PREALLOC,
+        ..Default::default()
+    };
+    // SAFETY: plain syscall wrappers; the name may be NULL, the options
+    // outlive the call.
+    let map = unsafe { libbpf_sys::bpf_map_create(libbpf_sys::BPF_MAP_TYPE_HASH, std::ptr::null(), 4, 4, 1, &opts) };
+    if map < 0 {
+        return false;
+    }
+    let code: [u64; 4] = [
+        // r1 = the map (ld_imm64, src BPF_PSEUDO_MAP_FD), in two words.
+        insn(0x18, 1 | (libbpf_sys::BPF_PSEUDO_MAP_FD as u8) << 4, map),
+        0,
+        // r0 = 0; exit
+        insn(0xb7, 0, 0),
+        insn(0x95, 0, 0),
+    ];
+    // SAFETY: bpf_insn is 8 bytes laid out as above; the license is a C
+    // string; no options.
+    let prog = unsafe {
+        libbpf_sys::bpf_prog_load(
+            libbpf_sys::BPF_PROG_TYPE_PERF_EVENT,
+            std::ptr::null(),
+            c"GPL".as_ptr(),
+            code.as_ptr().cast(),
+            code.len() as _,
+            std::ptr::null_mut(),
+        )
+    };
+    // SAFETY: closing descriptors this function opened.
+    unsafe {
+        if prog >= 0 {
+            libc::close(prog);
+        }
+        libc::close(map);
+    }
+    prog >= 0
+}
+
 fn probe_map_type(map_type: libbpf_sys::bpf_map_type) -> bool {
     // SAFETY: libbpf's probe loads a tiny map with no options (NULL allowed).
     unsafe { libbpf_sys::libbpf_probe_bpf_map_type(map_type, std::ptr::null()) == 1 }
@@ -419,14 +535,14 @@ mod tests {
     fn force_words_parse_and_unknown_ones_are_refused() {
         assert_eq!(Force::parse("").unwrap(), Force::default());
         let all = Force::parse("all").unwrap();
-        assert!(all.task_state && all.raw_tp && all.perf_buffer && all.no_loop && all.no_task_regs);
+        assert!(all.task_state && all.raw_tp && all.perf_buffer && all.no_loop && all.no_task_regs && all.prealloc);
         let two = Force::parse("raw-tp, perf-buffer").unwrap();
         assert!(!two.task_state && two.raw_tp && two.perf_buffer && !two.no_loop);
         let regs = Force::parse("no-task-regs").unwrap();
         assert!(regs.no_loop && regs.no_task_regs, "only the compat walker reads registers by hand");
         let err = Force::parse("task-state,ringbuf").unwrap_err();
         assert!(
-            err.contains("\"ringbuf\"") && err.contains("task-state, raw-tp, perf-buffer, no-loop, no-task-regs"),
+            err.contains("\"ringbuf\"") && err.contains("task-state, raw-tp, perf-buffer, no-loop, no-task-regs, prealloc"),
             "{err}"
         );
     }
@@ -436,9 +552,8 @@ mod tests {
     /// fields.
     #[test]
     fn the_kernels_btf_answers_each_question() {
-        if !Path::new(KERNEL_BTF).exists() {
-            return;
-        }
+        // Not a skip: every kernel fgbpf's tests run on has its own BTF.
+        assert!(Path::new(KERNEL_BTF).exists(), "{KERNEL_BTF} is missing: the tests need a kernel with BTF");
         let btf = Btf::from_path(KERNEL_BTF).unwrap();
         let params = sched_switch_params(&btf);
         assert!(matches!(params, Some(4 | 5)), "{params:?}");
@@ -468,6 +583,7 @@ mod tests {
             task_regs: Taken::Forced,
             kernel_stack_size: 16384,
             task_stack: true,
+            prealloc: Taken::No,
         };
         let lines = paths.lines();
         assert_eq!(lines.len(), 4, "{lines:?}");
@@ -475,10 +591,11 @@ mod tests {
         assert!(lines[1].contains("raw tracepoints") && lines[1].contains("the kernel has no BTF"));
         assert!(lines[2].contains("tail calls") && lines[2].contains("no bpf_loop helper (Linux 5.17)"));
         assert!(lines[3].contains("16 KiB kernel stack") && lines[3].contains("forced by FGBPF_FORCE_FALLBACK"));
+        assert_eq!(paths.words(), ["task-state", "raw-tp", "no-loop", "no-task-regs"]);
         let native = Paths {
             task_stack: true,
             ..Default::default()
         };
-        assert!(native.lines().is_empty());
+        assert!(native.lines().is_empty() && native.words().is_empty());
     }
 }

@@ -441,6 +441,21 @@ impl Probe {
         }
     }
 
+    /// The held `-- COMMAND` will be stopped at its program's entry point
+    /// (src/app/session/entry.rs): it is recorded from there, not from its
+    /// exec.
+    pub fn hold_until_entry(&mut self, pid: u32) -> Result<(), CaptureError> {
+        Targets::hold_until_entry(&self.skel.maps.target_pids, pid)
+    }
+
+    /// The held `-- COMMAND`, stopped at its program's entry point with its
+    /// libraries mapped: its unwind tables and runtimes are placed before
+    /// its first instruction runs, and it is a target from here on.
+    pub fn command_at_entry(&mut self, pid: u32) -> Result<(), CaptureError> {
+        runtimes::track(&mut self.skel, self.tables.as_mut(), &mut self.runtimes, pid);
+        Targets::entered(&self.skel.maps.target_pids, pid)
+    }
+
     /// Gives the walkers what they need of processes just announced, from
     /// their maps as the symbolizer read them (pid, /proc/PID/maps text):
     /// read once, not once for names and once for tables.

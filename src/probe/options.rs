@@ -220,6 +220,8 @@ pub struct Recorded {
     /// The kernel fallbacks taken, one sentence each (see
     /// [`features::Paths::lines`](super::features::Paths::lines)).
     pub kernel: Vec<String>,
+    /// The same, one word each ([`features::Paths::words`](super::features::Paths::words)).
+    pub kernel_words: Vec<&'static str>,
     /// Python interpreters found: (pid, version, binary), and those fgbpf
     /// cannot read, with why.
     pub interpreters: Vec<(u32, (u32, u32), String)>,

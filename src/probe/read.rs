@@ -49,6 +49,7 @@ impl Probe {
             node_refused: self.node_refused.clone(),
             walkers_joined: self.walkers_joined,
             kernel: self.paths.lines(),
+            kernel_words: self.paths.words(),
             slice: Some(self.counts.slicing().width()),
             ..Default::default()
         };

@@ -8,6 +8,7 @@ use super::{bpf_error, CaptureError};
 /// `enum fg_target` in `src/bpf/fgbpf.h`.
 const FG_TARGET: u8 = 1;
 const FG_TARGET_HELD: u8 = 2;
+const FG_TARGET_AT_ENTRY: u8 = 3;
 
 /// Empty `pids` and `tids` mean the whole system.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -54,4 +55,18 @@ impl Targets {
         Ok(())
     }
 
+    /// The held command becomes a target at its program's entry point,
+    /// where fgbpf stops it (src/app/session/entry.rs), not at its exec.
+    pub(crate) fn hold_until_entry(pid_map: &dyn MapCore, pid: u32) -> Result<(), CaptureError> {
+        pid_map
+            .update(&pid.to_ne_bytes(), &[FG_TARGET_AT_ENTRY], MapFlags::EXIST)
+            .map_err(|e| bpf_error(&format!("holding the command {pid} until its entry point"), e))
+    }
+
+    /// The held command, at its entry point: a target from here on.
+    pub(crate) fn entered(pid_map: &dyn MapCore, pid: u32) -> Result<(), CaptureError> {
+        pid_map
+            .update(&pid.to_ne_bytes(), &[FG_TARGET], MapFlags::EXIST)
+            .map_err(|e| bpf_error(&format!("making the command {pid} a target"), e))
+    }
 }

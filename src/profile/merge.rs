@@ -158,6 +158,7 @@ pub fn wall(on: &Profile, off: &mut Profile, runs: Vec<Ran>) -> Profile {
         losses: Default::default(),
         unwinding: on.meta.unwinding.clone(),
         kernel: on.meta.kernel.clone(),
+        kernel_words: on.meta.kernel_words.clone(),
         slice: on.meta.slice.or(off.meta.slice),
     };
     wall

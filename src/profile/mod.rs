@@ -309,6 +309,9 @@ pub struct Meta {
     /// The kernel fallbacks the capture took, one sentence each (none on
     /// a kernel with every feature, and for profiles read from files).
     pub kernel: Vec<String>,
+    /// The same, one word each (`FGBPF_FORCE_FALLBACK`'s words and
+    /// `no-task-stack`, `btf-file`).
+    pub kernel_words: Vec<&'static str>,
     /// The width of the time slices stacks' spans count in; `None` when
     /// the profile has no time.
     pub slice: Option<Duration>,

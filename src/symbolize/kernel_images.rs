@@ -133,9 +133,10 @@ mod tests {
     }
 
     /// As root (kallsyms and iomem show addresses to root only).
-    #[cfg_attr(not(fgbpf_capture_tests), ignore = "reads kernel addresses: run as root (sudo scripts/test.sh)")]
     #[test]
     fn this_kernel_s_text_has_its_build_id() {
+        // SAFETY: geteuid has no preconditions.
+        assert_eq!(unsafe { libc::geteuid() }, 0, "this test reads kernel addresses: run it as root (sudo scripts/test.sh)");
         let images = Images::read();
         let (text, module) = images.text.as_ref().expect("the kernel's text bounds are read");
         assert!(text.end > text.start);

@@ -34,6 +34,13 @@ pub struct Options {
     /// system ones: `DIR/.build-id/xx/yyyy.debug` by build ID, and by
     /// `.gnu_debuglink` name.
     pub debug_dirs: Vec<PathBuf>,
+    /// fgbpf's own executable named with its debug information (inlined
+    /// functions) too, as any binary is: for a capture of a command, which
+    /// may be fgbpf itself (`fgbpf demo`). Off elsewhere: a whole-host or
+    /// flight capture holds `fgbpf dump` clients only, whose inlined
+    /// frames nobody reads, and reading fgbpf's debug information costs
+    /// each dump some 50 MB (measured).
+    pub own_debug: bool,
 }
 
 /// Where a named frame's code lives.
@@ -150,6 +157,8 @@ pub struct Symbolizer {
     own_vdso: Option<Range<u64>>,
     /// The kernel's text and modules, read at the first kernel frame.
     kernel_images: std::sync::OnceLock<kernel_images::Images>,
+    /// [`Options::own_debug`].
+    own_debug: bool,
 }
 
 impl Symbolizer {
@@ -163,6 +172,7 @@ impl Symbolizer {
             runtime: RuntimeNames::new(),
             own_vdso: own_vdso(),
             kernel_images: std::sync::OnceLock::new(),
+            own_debug: opts.own_debug,
         }
     }
 
@@ -400,14 +410,13 @@ impl Symbolizer {
             match &bin.elf {
                 Some(elf) => {
                     let virt: Vec<Option<u64>> = offsets.iter().map(|&o| elf.virt(o)).collect();
-                    // fgbpf's own frames from its symbols only: its debug
-                    // information would cost each dump `fgbpf dump` asks
-                    // for some 50 MB (measured), for inlined frames of the
-                    // tracer's own that nobody reads.
-                    if let Some(debug) = bin.debug.as_ref().filter(|_| !bin.own) {
+                    // fgbpf's own frames from its symbols only, unless
+                    // asked (Options::own_debug).
+                    let full = !bin.own || self.own_debug;
+                    if let Some(debug) = bin.debug.as_ref().filter(|_| full) {
                         self.fill(&mut out, &virt, &fd_path(debug), true);
                     }
-                    self.fill(&mut out, &virt, path, !bin.own);
+                    self.fill(&mut out, &virt, path, full);
                 }
                 None => {
                     // Not an ELF layout fgbpf reads: let blazesym map the

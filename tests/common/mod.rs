@@ -431,3 +431,15 @@ pub fn capture_pid(cmd: &str, pid: u32, seconds: &str, test: &str) -> (PathBuf, 
     assert_ok(&out);
     (dir, String::from_utf8_lossy(&out.stderr).into_owned())
 }
+
+/// Why fgbpf's interpreter walkers (CPython, Ruby, PHP, Go labels) cannot
+/// run on this kernel, in the words its summary uses, or `None` when they
+/// can: they need `bpf_loop` (Linux 5.17), which kernels before it (Debian
+/// 11's 5.10, Ubuntu 22.04's 5.15) lack, and FGBPF_FORCE_FALLBACK=no-loop
+/// takes away. Tests of those walkers check on such a kernel that the
+/// capture says so and keeps the interpreter's native frames.
+pub fn interpreter_walkers_missing() -> Option<String> {
+    let paths = fgbpf::probe::features::Paths::probe(None)
+        .unwrap_or_else(|e| panic!("reading the kernel's features: {}", e.message));
+    paths.compat.taken().then(|| paths.no_loop_why())
+}

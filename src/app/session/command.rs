@@ -1,7 +1,8 @@
 //! `-- COMMAND`: the command is forked first and held before `execve` until
 //! the sampler is attached and knows its PID, so it is profiled from its
 //! first instruction (and not before: fgbpf's own code in the child, until
-//! its `execve`, is not profiled). The child may run as another user
+//! its `execve`, is not profiled), and stopped at its entry point until the
+//! walkers have its image (entry.rs). The child may run as another user
 //! (`--user`); after the capture it is waited for, signalled or left
 //! running, and its exit status becomes fgbpf's.
 
@@ -77,6 +78,17 @@ impl RunAs {
             ],
         })
     }
+}
+
+/// What [`HeldCommand::release`] tells its caller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// The command will be stopped at its entry point: recording of it
+    /// waits for that.
+    Traced(u32),
+    /// The command is at its entry point (stopped there, its libraries
+    /// mapped), or runs already when the stop failed after its exec.
+    Entry(u32),
 }
 
 /// A forked child waiting to exec the command.
@@ -174,8 +186,17 @@ impl HeldCommand {
         }
     }
 
-    /// Lets the command exec; fails if the exec did.
-    pub fn release(&mut self) -> Result<(), String> {
+    /// Lets the command exec, and has it stopped at its program's entry
+    /// point (entry.rs): `hook` hears [`Stage::Traced`] before the exec
+    /// when it will be, then [`Stage::Entry`] with it stopped there (or
+    /// running, when the stop failed after the exec). Fails if the exec
+    /// did. `Ok` with a note when it could not be stopped there (it then
+    /// ran at once).
+    pub fn release(&mut self, mut hook: impl FnMut(Stage)) -> Result<Option<String>, String> {
+        let seized = super::entry::seize(self.pid);
+        if seized.is_ok() {
+            hook(Stage::Traced(self.pid));
+        }
         let go = self.go.take().expect("released once");
         unistd::write(&go, &[1u8]).map_err(|e| format!("cannot start the command: {e}"))?;
         drop(go);
@@ -194,7 +215,30 @@ impl HeldCommand {
                     _ => format!("cannot start the command: {why}"),
                 })
             }
-            _ => Ok(()),
+            _ => {
+                if let Err(why) = seized {
+                    return Ok(Some(format!("the command was not stopped at its entry point: {why}")));
+                }
+                let pid = self.pid;
+                let mut entered = false;
+                let reached = super::entry::run_to_entry(pid, |p| {
+                    entered = true;
+                    hook(Stage::Entry(p));
+                });
+                match reached {
+                    super::entry::Entry::Reached => Ok(None),
+                    super::entry::Entry::Ended(code) => {
+                        self.reaped = Some(code);
+                        Ok(None)
+                    }
+                    super::entry::Entry::NotStopped(why) => {
+                        if !entered {
+                            hook(Stage::Entry(pid));
+                        }
+                        Ok(Some(format!("the command was not stopped at its entry point: {why}")))
+                    }
+                }
+            }
         }
     }
 
@@ -299,7 +343,19 @@ mod tests {
     #[test]
     fn held_command_runs_after_release() {
         let mut cmd = HeldCommand::spawn(&["sh".into(), "-c".into(), "exit 3".into()], None).unwrap();
-        cmd.release().unwrap();
+        let mut stopped = None;
+        let mut traced = false;
+        let note = cmd.release(|stage| match stage {
+            Stage::Traced(_) => traced = true,
+            Stage::Entry(pid) => {
+                // Stopped at sh's entry: its libraries are mapped.
+                let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+                stopped = Some(maps.contains("libc.so"));
+            }
+        });
+        assert!(traced, "told before the exec");
+        assert_eq!(note.unwrap(), None, "stopped at its entry point");
+        assert_eq!(stopped, Some(true), "the libraries were mapped at the entry point");
         let code = loop {
             if let Some(c) = cmd.try_wait() {
                 break c;

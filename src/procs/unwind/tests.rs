@@ -202,6 +202,10 @@ fn check_against_readelf(path: &str) -> usize {
         bad.len(),
         &bad[..bad.len().min(10)]
     );
+    // Every FDE has rows, each sampled up to three times: far more samples
+    // than FDEs, unless readelf's table was not read (then nothing would
+    // have been compared).
+    assert!(checked > nonempty, "{path}: only {checked} addresses compared for {nonempty} FDEs");
     eprintln!("{path}: {checked} sampled addresses agree with readelf");
     checked
 }
