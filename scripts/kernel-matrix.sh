@@ -14,8 +14,7 @@
 #                natively on the host (said so in its line)
 #   debian-5.10  Debian 11 (bullseye)'s cloud kernel (linux-image-cloud-amd64)
 #   debian-6.1   Debian 12 (bookworm)'s cloud kernel (linux-image-cloud-amd64)
-#   debian-6.12  Debian 12's 6.12 cloud kernel (linux-image-6.12-cloud-amd64,
-#                the same series as Debian 13's)
+#   debian-6.12  Debian 13 (trixie)'s cloud kernel (linux-image-cloud-amd64)
 #                Each is fetched once from Debian's archive with apt-get
 #                download through a temporary sources list (the host's apt
 #                configuration is neither read nor changed) and unpacked
@@ -518,7 +517,7 @@ for arg in "${kernels[@]}"; do
     host) run_host "$force" ;;
     debian-5.10) run_guest "$(fetch_debian debian-5.10 bullseye linux-image-cloud-amd64 5.10)" "$k" "$force" ;;
     debian-6.1) run_guest "$(fetch_debian debian-6.1 bookworm linux-image-cloud-amd64 6.1)" "$k" "$force" ;;
-    debian-6.12) run_guest "$(fetch_debian debian-6.12 bookworm linux-image-6.12-cloud-amd64 6.12)" "$k" "$force" ;;
+    debian-6.12) run_guest "$(fetch_debian debian-6.12 trixie linux-image-cloud-amd64 6.12)" "$k" "$force" ;;
     *) run_guest "$k" "" "$force" ;;
     esac
 done

@@ -143,7 +143,10 @@ fn min_and_max_block_exclude_what_they_should() {
         return;
     }
     let _g = serial();
-    let mut child = Command::new(workload("sleeper")).args(["10", "mixed"]).spawn().unwrap();
+    // It outlasts the three captures however long each takes to attach
+    // (2 s each in an emulated guest, where a 10 s sleeper had ended
+    // before the third, which then recorded 0.2 s and nothing).
+    let mut child = Command::new(workload("sleeper")).args(["60", "mixed"]).spawn().unwrap();
     std::thread::sleep(Duration::from_millis(300));
     let pid = child.id().to_string();
     let target = ["-p", pid.as_str()];

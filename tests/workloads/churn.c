@@ -5,7 +5,12 @@
  *   churn forks N SECONDS     N short child processes one after another,
  *                             then one child spinning in burn_in_child;
  *   churn naps N SECONDS      N short child processes one after another,
- *                             each sleeping SECONDS in nap_in_child. */
+ *                             each sleeping SECONDS in nap_in_child;
+ *   churn storm N M           N short child processes, then M short
+ *                             threads, one after another; then at once a
+ *                             late child burning 1 s in late_work and a
+ *                             late thread napping 50 x 20 ms in late_nap:
+ *                             the work that follows a storm. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +49,27 @@ __attribute__((noinline)) void burn_in_child(double seconds)
 			sink++;
 }
 
+__attribute__((noinline)) void late_work(double seconds)
+{
+	double until = now() + seconds;
+	while (now() < until)
+		for (int i = 0; i < 10000; i++)
+			sink++;
+}
+
+__attribute__((noinline)) void late_nap(void)
+{
+	for (int i = 0; i < 50; i++)
+		usleep(20000);
+}
+
+static void *late_thread(void *arg)
+{
+	(void)arg;
+	late_nap();
+	return NULL;
+}
+
 __attribute__((noinline)) void nap_in_child(double seconds)
 {
 	usleep((useconds_t)(seconds * 1e6));
@@ -76,6 +102,30 @@ int main(int argc, char **argv)
 			burn_in_child(seconds);
 			_exit(0);
 		}
+		waitpid(p, NULL, 0);
+	} else if (!strcmp(argv[1], "storm")) {
+		long m = atol(argv[3]);
+		for (long i = 0; i < n; i++) {
+			pid_t p = fork();
+			if (p == 0)
+				_exit(0);
+			waitpid(p, NULL, 0);
+		}
+		for (long i = 0; i < m; i++) {
+			pthread_t t;
+			if (pthread_create(&t, NULL, short_thread, NULL))
+				return 1;
+			pthread_join(t, NULL);
+		}
+		pthread_t t;
+		pid_t p = fork();
+		if (p == 0) {
+			late_work(1.0);
+			_exit(0);
+		}
+		if (pthread_create(&t, NULL, late_thread, NULL))
+			return 1;
+		pthread_join(t, NULL);
 		waitpid(p, NULL, 0);
 	} else if (!strcmp(argv[1], "naps")) {
 		for (long i = 0; i < n; i++) {

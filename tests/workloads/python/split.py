@@ -1,9 +1,13 @@
-# Three functions sharing the CPU 50/30/20 through one leaf, for SECONDS.
-# Each call lasts tens of milliseconds: a loop of a few milliseconds, as
-# the first version was (2.15 ms here), beats against a sampler's period
-# (2.004 ms at 499 Hz) and puts samples at a handful of fixed points of the
-# loop, which moved each share by up to 6 points from run to run in fgbpf
-# and py-spy alike.
+# Three functions sharing the CPU 50/30/20 through one leaf, for SECONDS:
+# equal-cost loop iterations, a round of the three (about 1.2 ms here) in a
+# random order. Rounds in a fixed order beat against a sampler's period
+# (2.004 ms at 499 Hz) and put samples at a handful of fixed points of the
+# round, which moved each share by up to 6 points from run to run in fgbpf
+# and py-spy alike; a random order breaks that. Rounds of tens of
+# milliseconds (the version before this one) last seconds in an emulated
+# guest, so that a 4-second window held one or two of them and both
+# profilers read 35% for the 50% function there.
+import random
 import sys
 import time
 
@@ -16,20 +20,21 @@ def spin(n):
 
 
 def fifty():
-    spin(2500000)
+    spin(25000)
 
 
 def thirty():
-    spin(1500000)
+    spin(15000)
 
 
 def twenty():
-    spin(1000000)
+    spin(10000)
 
 
 deadline = time.time() + float(sys.argv[1])
+order = [fifty, thirty, twenty]
 print("ready", flush=True)
 while time.time() < deadline:
-    fifty()
-    thirty()
-    twenty()
+    random.shuffle(order)
+    for f in order:
+        f()
