@@ -3,6 +3,8 @@
 
 Usage: test-summary.py [--root] LABEL=LOG [LABEL=LOG...]
 
+(LOG is what follows the last '=', so a label may hold one.)
+
 For each log (the output of one `cargo test --no-fail-fast` run) prints one
 line: `LABEL: N passed, N failed, N ignored[, N filtered out] in B
 binaries`, summed over the binaries' own `test result:` lines, each binary
@@ -74,7 +76,8 @@ def main(argv):
     root = "--root" in argv
     any_bad = False
     for arg in (a for a in argv if a != "--root"):
-        label, _, path = arg.partition("=")
+        # The label may hold "=" (FGBPF_FORCE_FALLBACK=all); the path is after the last.
+        label, _, path = arg.rpartition("=")
         try:
             with open(path, encoding="utf-8", errors="replace") as f:
                 text = f.read()

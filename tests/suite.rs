@@ -46,14 +46,14 @@ test result: ok. 0 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; fini
 fn each_binary_is_counted_once_and_each_run_has_its_own_line() {
     let rerun = "     Running tests/oncpu.rs (target/debug/deps/oncpu-2)\ntest result: ok. 2 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 3.00s\n";
     let guest = "running 6 tests\ntest result: ok. 6 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 51.01s\n";
-    let (ok, text) = summary(true, &[("tests", OK_RUN), ("fallback rerun", rerun), ("kernel debian-5.10", guest)]);
+    let (ok, text) = summary(true, &[("tests", OK_RUN), ("fallback rerun (FGBPF_FORCE_FALLBACK=all)", rerun), ("kernel debian-5.10", guest)]);
     assert!(ok, "{text}");
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(
         lines,
         [
             "tests: 5 passed, 0 failed, 0 ignored in 3 binaries",
-            "fallback rerun: 2 passed, 0 failed, 0 ignored in 1 binaries",
+            "fallback rerun (FGBPF_FORCE_FALLBACK=all): 2 passed, 0 failed, 0 ignored in 1 binaries",
             "kernel debian-5.10: 6 passed, 0 failed, 0 ignored in 1 binaries",
         ]
     );
