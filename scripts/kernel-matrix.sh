@@ -320,9 +320,15 @@ image_version() {
 modules_dir() {
     local image=$1 ver=$2 d
     d=$(dirname "$image")
-    for m in "$d/../lib/modules/$ver" "$d/modules/lib/modules/$ver" "$d/lib/modules/$ver" "$d/kernel/.."; do
+    # usr/lib/modules: Debian 13's packages, after the /usr merge.
+    for m in "$d/../lib/modules/$ver" "$d/../usr/lib/modules/$ver" "$d/modules/lib/modules/$ver" \
+        "$d/lib/modules/$ver" "$d/kernel/.."; do
         [ -d "$m" ] && { realpath "$m"; return; }
     done
+    # None: the modules the guest needs must be built in (make_initramfs
+    # says which are missing); not a failure here, where `set -e` would end
+    # the script without a word.
+    return 0
 }
 
 # Builds the initramfs for a kernel: busybox, the modules needed to reach

@@ -102,8 +102,11 @@ fn pipe_reader_waits_in_its_read_call() {
         return;
     }
     let _g = serial();
+    // It outlives the capture (killed below): an emulated guest takes
+    // up to 4 s to attach, and a 6-second writer ended there a second
+    // into the window.
     let mut child = Command::new(workload("piper"))
-        .arg("6")
+        .arg("60")
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();

@@ -122,6 +122,10 @@ struct Json<'a> {
     kernel_fallbacks: &'a [String],
     /// The same, one word each (README, "Supported kernels").
     kernel_fallback_words: &'a [&'static str],
+    /// The window recorded, [start, end] on CLOCK_MONOTONIC in
+    /// nanoseconds, to line the capture up with other accounts of the same
+    /// seconds (/proc/TID/schedstat, perf's timestamps).
+    window_monotonic_ns: Option<[u64; 2]>,
 }
 
 #[derive(Serialize)]
@@ -201,6 +205,7 @@ fn to_json<'a>(
         registry: Held::default(),
         kernel_fallbacks: &profile.meta.kernel,
         kernel_fallback_words: &profile.meta.kernel_words,
+        window_monotonic_ns: profile.meta.window_ns.map(|(a, b)| [a, b]),
     }
 }
 

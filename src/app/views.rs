@@ -80,6 +80,8 @@ impl Views {
                 idle: recorded.idle,
                 kthread_switches: recorded.kthread_switches,
                 untraced: (recorded.stats.untraced_ins, recorded.stats.untraced_outs),
+                switch_misses: recorded.switch_misses,
+                stale_starts: recorded.stats.stale_starts,
             },
             oncpu_losses: recorded.oncpu_losses,
             offcpu_losses: recorded.offcpu_losses,
@@ -157,6 +159,7 @@ impl Views {
             kernel: recorded.kernel.clone(),
             kernel_words: recorded.kernel_words.clone(),
             slice: recorded.slice,
+            window_ns: recorded.window_ns,
         };
         // Each side's raw stacks are freed as they are named.
         if let Some(frequency) = rec.frequency {
@@ -290,6 +293,10 @@ pub struct Edges {
     kthread_switches: u64,
     /// Switch-ins and switch-outs sched_switch did not report.
     untraced: (u64, u64),
+    /// The kernel's count of the times it skipped the switch program.
+    switch_misses: Option<u64>,
+    /// Entries of threads gone whose ids new threads took, dropped.
+    stale_starts: u64,
 }
 
 impl Edges {
@@ -317,16 +324,36 @@ impl Edges {
             ));
         }
         let (ins, outs) = self.untraced;
+        // Who missed them, by the kernel's own count: its record of the
+        // program (recursion misses) says whether the tracepoint ran
+        // fgbpf's program every time it was called.
+        let whose = match self.switch_misses {
+            Some(0) => " (not fgbpf's misses: the kernel ran its program each time the tracepoint fired, its recursion misses are 0)",
+            Some(_) => "",
+            None => " (this kernel does not count the program's recursion misses)",
+        };
         if ins > 0 {
             out.push(format!(
-                "the kernel did not report {} switch-ins through sched_switch: those waits end where the scheduler says the thread ran again, their kernel frames drawn as {END_UNTRACED}.",
+                "the kernel did not report {} switch-ins through sched_switch{whose}: those waits end where the scheduler says the thread ran again (sched_info.last_arrival), their kernel frames drawn as {END_UNTRACED}.",
                 thousands(ins)
             ));
         }
         if outs > 0 {
             out.push(format!(
-                "the kernel did not report {} switch-outs through sched_switch: those runs end where the scheduler's account of the thread's run time says, and the waits after them are drawn without user stacks, under {START_UNTRACED}.",
+                "the kernel did not report {} switch-outs through sched_switch (its own count of the threads' runs, sched_info.pcount, is that many above the switch-ins it reported){whose}: the time after each is split as the scheduler accounted it (run time, run-queue delay, the rest off-CPU, as /proc/TID/schedstat shows them) and drawn without user stacks, under {START_UNTRACED}.",
                 thousands(outs)
+            ));
+        }
+        if let Some(n) = self.switch_misses.filter(|&n| n > 0) {
+            out.push(format!(
+                "the kernel skipped fgbpf's sched_switch program {} times (its recursion misses: the program was running on that CPU already), so switches were lost; another BPF program on sched_switch can cause this.",
+                thousands(n)
+            ));
+        }
+        if self.stale_starts > 0 {
+            out.push(format!(
+                "{} threads took the id of a thread that had ended; what was left of the earlier one was dropped, and each was traced from its birth.",
+                thousands(self.stale_starts)
             ));
         }
         out

@@ -26,6 +26,13 @@ struct {
 /* Written by user space through the mapped .bss; only its low bit counts. */
 volatile __u64 generation = 0;
 
+/* Keys inserted into counts0 and counts1 since user space last emptied
+ * them: it drains before the interval is up when the one in use is half
+ * full (a storm of threads or processes brings a new key each), and
+ * zeroes the count of the one it emptied. */
+volatile __u64 inserted0 = 0;
+volatile __u64 inserted1 = 0;
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	/* 0: the counters user space reports; 1: scratch for walks that are
@@ -87,9 +94,18 @@ static __always_inline long add_in(void *map, struct fg_key *key, __u64 value, b
  * new in this generation. */
 static __always_inline long add_count(struct fg_key *key, __u64 value, bool *fresh)
 {
-	if (generation & 1)
-		return add_in(&counts1, key, value, fresh);
-	return add_in(&counts0, key, value, fresh);
+	long err;
+
+	if (generation & 1) {
+		err = add_in(&counts1, key, value, fresh);
+		if (!err && *fresh)
+			__sync_fetch_and_add(&inserted1, 1);
+		return err;
+	}
+	err = add_in(&counts0, key, value, fresh);
+	if (!err && *fresh)
+		__sync_fetch_and_add(&inserted0, 1);
+	return err;
 }
 
 #endif

@@ -133,6 +133,14 @@ struct fg_start {
 	__u64 waker;      /* --wakers: set at the wakeup, see struct fg_key */
 	__u64 kern_stack; /* when taken at switch-out (raw tracepoints, before 5.9) */
 	__u64 sum_exec;   /* FG_RUNNING: the thread's se.sum_exec_runtime then */
+	/* The scheduler's own account of the thread: sched_info.run_delay
+	 * (time spent waiting on a run-queue) and sched_info.pcount (runs).
+	 * FG_RUNNING: both as they stand once the switch-in's arrival is
+	 * counted; a switch sched_switch did not report is measured against
+	 * them. Waiting: run_delay at the switch-out, for the time the
+	 * thread waited for a CPU once woken. */
+	__u64 run_delay;
+	__u64 pcount;
 };
 
 /* Per-CPU counters; user space sums them over CPUs. Every sample or
@@ -161,6 +169,10 @@ struct fg_stats {
 	__u64 untraced_ins;
 	__u64 untraced_ins_lost;
 	__u64 untraced_outs;
+	/* Entries left by a thread whose id a new thread took (its birth is
+	 * after the entry's last switch): dropped, the new thread started
+	 * afresh. */
+	__u64 stale_starts;
 	/* both */
 	__u64 lost_user_stack;  /* user stack not stored: stacks map full */
 	__u64 lost_kern_stack;  /* kernel stack not stored: stacks map full */

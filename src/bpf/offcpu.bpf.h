@@ -202,14 +202,35 @@ static __always_inline void announce_wait(const struct fg_key *key, __u64 ns)
 	bpf_ringbuf_submit(e, FG_WAKE);
 }
 
+/* Adds `ns` of the wait in `key` (slices set), counting it lost when the
+ * counts map is full; true when it was added. */
+static __always_inline bool add_wait(void *ctx, struct fg_stats *st, struct task_struct *next, struct fg_key *key,
+				     __u64 ns)
+{
+	bool fresh = false;
+
+	if (add_count(key, ns, &fresh)) {
+		st->lost_intervals++;
+		st->lost_ns += ns;
+		return false;
+	}
+	if (fresh)
+		note_process(ctx, key->pid, next);
+	return true;
+}
+
 /* Adds the wait in `start` (pid and user stack from its switch-out, or a
- * wait noted without one) that ends now, at next's switch-in. */
-static __always_inline void record_wait(void *ctx, struct fg_stats *st, struct task_struct *next, __u32 tid,
-					struct fg_start *start, __u64 now, const bool btf, const bool untraced)
+ * wait noted without one) that ends now, at next's switch-in. `woke`: when
+ * the scheduler queued the thread to run again (its wakeup), 0 when not
+ * known: from then on it waited for a CPU, counted as run-queue time under
+ * the same stacks, as the kernel counts it (sched_info.run_delay). The
+ * filters take the whole wait. */
+static __always_inline void record_woken_wait(void *ctx, struct fg_stats *st, struct task_struct *next, __u32 tid,
+					      struct fg_start *start, __u64 woke, __u64 now, const bool btf,
+					      const bool untraced)
 {
 	struct fg_key key = {};
-	bool fresh = false;
-	__u64 delta = now - start->ts;
+	__u64 delta = now - start->ts, scale = 1;
 
 	key.slice_first = slice_of(start->ts);
 	key.slice_last = slice_of(now);
@@ -233,7 +254,7 @@ static __always_inline void record_wait(void *ctx, struct fg_stats *st, struct t
 	/* Sampled intervals stand for sample_every of their kind; a seeded
 	 * block was not sampled, it is the one thread's own wait. */
 	if (!(key.flags & FG_PRE_EXISTING))
-		delta *= sample_every;
+		scale = sample_every;
 	key.pid = TASK_FIELD(btf, next, tgid);
 	key.tid = tid;
 	key.cgroup = group_of(next);
@@ -254,14 +275,29 @@ static __always_inline void record_wait(void *ctx, struct fg_stats *st, struct t
 		if (lost)
 			st->lost_kern_stack++;
 	}
-	if (add_count(&key, delta, &fresh)) {
-		st->lost_intervals++;
-		st->lost_ns += delta;
-		return;
+	if (woke > start->ts && woke < now) {
+		key.slice_last = slice_of(woke);
+		if (!add_wait(ctx, st, next, &key, (woke - start->ts) * scale))
+			return;
+		if (!(state_mask & (1 << FG_RUNQUEUE))) {
+			st->recorded++;
+			return;
+		}
+		key.state = FG_RUNQUEUE;
+		key.slice_first = key.slice_last;
+		key.slice_last = slice_of(now);
+		delta = now - woke;
 	}
-	if (fresh)
-		note_process(ctx, key.pid, next);
-	st->recorded++;
+	if (add_wait(ctx, st, next, &key, delta * scale))
+		st->recorded++;
+}
+
+
+/* record_woken_wait without a wakeup's time. */
+static __always_inline void record_wait(void *ctx, struct fg_stats *st, struct task_struct *next, __u32 tid,
+					struct fg_start *start, __u64 now, const bool btf, const bool untraced)
+{
+	record_woken_wait(ctx, st, next, tid, start, 0, now, btf, untraced);
 }
 
 /* The rq-clock time `at` of `task` (sched_info, on its run-queue's clock,
@@ -277,6 +313,33 @@ static __always_inline __u64 rq_time(struct task_struct *task, __u64 at, __u64 n
 	if (at > clock || clock - at > now)
 		return 0;
 	return now - (clock - at);
+}
+
+/* The scheduler's own account of `task` (sched_info, kept where the kernel
+ * has CONFIG_SCHED_INFO, as Debian's do): the time it has waited on a
+ * run-queue and the runs it has begun; 0 where the kernel keeps none. */
+static __always_inline void sched_account(struct task_struct *task, __u64 *run_delay, __u64 *pcount,
+					  const bool btf)
+{
+	*run_delay = 0;
+	*pcount = 0;
+	if (bpf_core_field_exists(task->sched_info.run_delay))
+		*run_delay = TASK_FIELD(btf, task, sched_info.run_delay);
+	if (bpf_core_field_exists(task->sched_info.pcount))
+		*pcount = TASK_FIELD(btf, task, sched_info.pcount);
+}
+
+/* How long `task` has waited for a CPU since it was last queued, not yet
+ * in its run_delay (the kernel adds it when the task arrives on a CPU,
+ * after sched_switch); 0 when it is not queued, or unknown. */
+static __always_inline __u64 queued_for(struct task_struct *task, __u64 now, const bool btf)
+{
+	__u64 queued;
+
+	if (!bpf_core_field_exists(task->sched_info.last_queued))
+		return 0;
+	queued = rq_time(task, TASK_FIELD(btf, task, sched_info.last_queued), now, btf);
+	return queued && queued < now ? now - queued : 0;
 }
 
 /* When `task`, running on this CPU, last began to run, on the clock of
@@ -319,6 +382,18 @@ static __always_inline void end_untraced_wait(void *ctx, struct fg_stats *st, st
 	cur->phase = FG_RUNNING;
 }
 
+/* An entry left by an earlier thread that had the id `tid` (every switch
+ * of a thread is after its birth): dropped, and counted. NULL then. */
+static __always_inline struct fg_start *own_start(struct fg_stats *st, struct fg_start *start,
+						  struct task_struct *task, __u32 tid, const bool btf)
+{
+	if (!start || start->ts >= TASK_FIELD(btf, task, start_time))
+		return start;
+	st->stale_starts++;
+	bpf_map_delete_elem(&starts, &tid);
+	return NULL;
+}
+
 /* A switch-out's state across the parts it is split into (on_switch). */
 struct switch_out {
 	struct fg_start start;
@@ -337,31 +412,46 @@ static __always_inline bool switch_out_begin(void *ctx, struct fg_stats *st, str
 					     struct switch_out *o, struct fg_start **curp, const bool btf)
 {
 	__u32 pid = TASK_FIELD(btf, prev, tgid), tid = TASK_FIELD(btf, prev, pid);
-	struct fg_start *cur;
+	bool dying = TASK_FIELD(btf, prev, exit_state) || (o->prev_state & TASK_DEAD);
+	struct fg_start *cur = NULL;
 	__u64 now;
 
 	*curp = NULL;
-	if (tid == 0 || pid == self_pid || !is_target(pid, tid) || !in_scope(prev))
+	if (tid == 0 || pid == self_pid)
 		return false;
+	if (!is_target(pid, tid) || !in_scope(prev)) {
+		/* A followed process leaves the targets at its exit (on_exit),
+		 * before its threads' last switch-outs: a thread traced until
+		 * now ends as a target does, or its entry would be found by
+		 * the next thread given its id. */
+		if (!dying)
+			return false;
+		cur = bpf_map_lookup_elem(&starts, &tid);
+		if (!cur)
+			return false;
+	}
 	if (skip_kthreads && (TASK_FIELD(btf, prev, flags) & PF_KTHREAD)) {
 		st->kthread_switches++;
 		return false;
 	}
 	/* One time for the run's end and the wait's start: they meet. */
 	now = bpf_ktime_get_ns();
-	cur = bpf_map_lookup_elem(&starts, &tid);
+	if (!cur)
+		cur = bpf_map_lookup_elem(&starts, &tid);
+	cur = own_start(st, cur, prev, tid, btf);
 	if (cur && cur->phase == FG_WAITING)
 		end_untraced_wait(ctx, st, prev, tid, cur, now, btf);
 	if (measure_runs) {
 		/* No entry: it has run since before the capture (or since it
 		 * was first traced). */
-		__u64 since = !cur ? slice_origin : cur->phase == FG_RUNNING ? cur->ts : 0;
+		__u64 born = TASK_FIELD(btf, prev, start_time);
+		__u64 since = cur ? (cur->phase == FG_RUNNING ? cur->ts : 0) : born > slice_origin ? born : slice_origin;
 
 		if (since && since < now)
 			add_ran(st, prev, pid, tid, since, now, btf);
 	}
 	/* A thread's last switch-out, at its exit: no switch-in follows. */
-	if (TASK_FIELD(btf, prev, exit_state) || (o->prev_state & TASK_DEAD)) {
+	if (dying) {
 		if (cur)
 			bpf_map_delete_elem(&starts, &tid);
 		return false;
@@ -369,6 +459,9 @@ static __always_inline bool switch_out_begin(void *ctx, struct fg_stats *st, str
 	o->tid = tid;
 	o->start.pid = pid;
 	o->start.ts = now;
+	/* While waiting, fg_start's run_delay is the one at the switch-out. */
+	if (bpf_core_field_exists(prev->sched_info.run_delay))
+		o->start.run_delay = TASK_FIELD(btf, prev, sched_info.run_delay);
 	o->start.state = classify(o->preempt, o->prev_state);
 	if (state_mask & (1 << o->start.state)) {
 		st->switches++;
@@ -451,54 +544,72 @@ static __always_inline void switch_out_compat(void *ctx, struct fg_stats *st, st
 		return 0;                                                                              \
 	}
 
+/* A traced switch-in: the thread runs from now, and the scheduler's
+ * account of it is noted for the next switch to measure against
+ * (fg_start's run_delay and pcount while FG_RUNNING). */
+static __always_inline void begin_run(struct fg_start *start, struct task_struct *task, __u64 now, const bool btf)
+{
+	start->ts = now;
+	start->phase = FG_RUNNING;
+	start->flags = 0;
+	start->sum_exec = TASK_FIELD(btf, task, se.sum_exec_runtime);
+	/* As they will stand once this run's arrival is counted (the kernel
+	 * counts it after the tracepoint). */
+	sched_account(task, &start->run_delay, &start->pcount, btf);
+	start->run_delay += queued_for(task, now, btf);
+	start->pcount++;
+}
+
 /* At switch-in, an entry still held running: the switch-out that ended
- * its run was not reported. The scheduler's own account says how long it
- * ran since its switch-in (se.sum_exec_runtime) and when it was last queued
- * to run (sched_info.last_queued): the run ended there and it waited from
- * then on, blocked until it was queued (if it was) and for a CPU after
- * (sleeping throughout when the scheduler kept no queueing time),
- * drawn without its user stack (the thread was current then, unseen), its
- * kernel stack the one it saved. */
+ * its run was not reported (perf's record of the same tracepoint misses
+ * it too: KERNELS.md). The time since the entry's switch-in is split by
+ * the scheduler's own counters, as /proc/TID/schedstat reports them: what
+ * it ran (se.sum_exec_runtime), what it waited on a run-queue
+ * (sched_info.run_delay, plus the queueing that ends now, from
+ * sched_info.last_queued), and the rest, off-CPU and not runnable, in a
+ * state nobody recorded: drawn as sleeping. The runs the kernel began
+ * meanwhile without a switch-in reported (sched_info.pcount) are each a
+ * switch-out not reported, counted. In time order the run comes first, the
+ * queueing last; the spans are drawn without user stacks (the thread was
+ * current then, unseen), under the pseudo-frame that says so. */
 static __always_inline void untraced_switch_out(void *ctx, struct fg_stats *st, struct task_struct *next,
 						__u32 tid, struct fg_start *start, __u64 now, const bool btf)
 {
-	__u64 sum = TASK_FIELD(btf, next, se.sum_exec_runtime), stopped, queued;
+	__u64 sum = TASK_FIELD(btf, next, se.sum_exec_runtime), span, ran, queueing;
+	__u64 run_delay, pcount;
 	struct fg_start wait = {};
 
-	st->untraced_outs++;
-	if (!start->sum_exec) {
-		/* No account of its run to go by (an entry from before). */
+	sched_account(next, &run_delay, &pcount, btf);
+	/* The runs the kernel began since, none reported, and the one that
+	 * the entry's switch-in began: each ended in a switch-out not
+	 * reported. */
+	st->untraced_outs += pcount >= start->pcount && start->pcount ? pcount - start->pcount + 1 : 1;
+	if (!start->pcount || now <= start->ts) {
+		/* No account of its run to go by (an entry seeded from /proc;
+		 * a new thread's sum_exec is 0 at its first switch-in). */
 		st->untraced_ins_lost++;
 		return;
 	}
-	stopped = start->ts + (sum > start->sum_exec ? sum - start->sum_exec : 0);
-	if (stopped > now)
-		stopped = now;
-	if (measure_runs && stopped > start->ts)
-		add_ran(st, next, start->pid, tid, start->ts, stopped, btf);
-	queued = 0;
-	if (bpf_core_field_exists(next->sched_info.last_queued))
-		queued = rq_time(next, TASK_FIELD(btf, next, sched_info.last_queued), now, btf);
+	span = now - start->ts;
+	ran = sum > start->sum_exec ? sum - start->sum_exec : 0;
+	if (ran > span)
+		ran = span;
+	if (measure_runs && ran)
+		add_ran(st, next, start->pid, tid, start->ts, start->ts + ran, btf);
+	queueing = queued_for(next, now, btf);
+	if (run_delay > start->run_delay)
+		queueing += run_delay - start->run_delay;
+	if (queueing > span - ran)
+		queueing = span - ran;
 	wait.pid = start->pid;
 	wait.flags = FG_START_UNTRACED;
-	wait.ts = stopped;
-	if (!queued) {
-		/* When it was queued is not known either: most runs end by
-		 * blocking, so the span is drawn as sleeping, under the
-		 * pseudo-frame that says it was not traced. */
-		wait.state = FG_SLEEPING;
-		if (state_mask & (1 << FG_SLEEPING))
-			record_wait(ctx, st, next, tid, &wait, now, btf, false);
-		return;
-	}
-	if (queued > stopped && queued < now) {
-		wait.state = FG_SLEEPING;
-		if (state_mask & (1 << FG_SLEEPING))
-			record_wait(ctx, st, next, tid, &wait, queued, btf, false);
-		wait.ts = queued;
-	}
+	wait.ts = start->ts + ran;
+	wait.state = FG_SLEEPING;
+	if (now - queueing > wait.ts && (state_mask & (1 << FG_SLEEPING)))
+		record_wait(ctx, st, next, tid, &wait, now - queueing, btf, false);
+	wait.ts = now - queueing;
 	wait.state = FG_RUNQUEUE;
-	if (wait.ts < now && (state_mask & (1 << FG_RUNQUEUE)))
+	if (queueing && (state_mask & (1 << FG_RUNQUEUE)))
 		record_wait(ctx, st, next, tid, &wait, now, btf, false);
 }
 
@@ -528,11 +639,8 @@ static __always_inline void first_switch_in(void *ctx, struct fg_stats *st, stru
 	}
 	if (start.ts < now && (state_mask & (1 << start.state)))
 		record_wait(ctx, st, next, tid, &start, now, btf, false);
-	start.ts = now;
-	start.phase = FG_RUNNING;
 	start.state = 0;
-	start.flags = 0;
-	start.sum_exec = TASK_FIELD(btf, next, se.sum_exec_runtime);
+	begin_run(&start, next, now, btf);
 	if (bpf_map_update_elem(&starts, &tid, &start, BPF_NOEXIST))
 		st->lost_start_full++;
 }
@@ -540,7 +648,7 @@ static __always_inline void first_switch_in(void *ctx, struct fg_stats *st, stru
 static __always_inline void switch_in(void *ctx, struct fg_stats *st, struct task_struct *next, const bool btf)
 {
 	__u32 tid = TASK_FIELD(btf, next, pid);
-	struct fg_start *start = bpf_map_lookup_elem(&starts, &tid);
+	struct fg_start *start = own_start(st, bpf_map_lookup_elem(&starts, &tid), next, tid, btf);
 	__u64 now = bpf_ktime_get_ns();
 
 	if (!start) {
@@ -549,7 +657,23 @@ static __always_inline void switch_in(void *ctx, struct fg_stats *st, struct tas
 		return;
 	}
 	if (start->phase == FG_WAITING) {
-		record_wait(ctx, st, next, tid, start, now, btf, false);
+		__u64 woke = 0, queueing, run_delay, pcount;
+
+		/* A sleep ends at its wakeup, and the thread waits for a CPU
+		 * from then on: since it was last queued, and before that for
+		 * as long as the kernel counted (run_delay grows when a queued
+		 * thread moves to another CPU's queue). A preempted thread was
+		 * queued from its switch-out on. Seeded waits have no count at
+		 * their start. */
+		if (start->state != FG_RUNQUEUE) {
+			queueing = queued_for(next, now, btf);
+			sched_account(next, &run_delay, &pcount, btf);
+			if (!(start->flags & FG_PRE_EXISTING) && run_delay > start->run_delay)
+				queueing += run_delay - start->run_delay;
+			if (queueing && queueing < now - start->ts)
+				woke = now - queueing;
+		}
+		record_woken_wait(ctx, st, next, tid, start, woke, now, btf, false);
 	} else if (start->phase == FG_RUNNING && !(start->flags & FG_PRE_EXISTING)) {
 		untraced_switch_out(ctx, st, next, tid, start, now, btf);
 	} else if (start->phase == FG_RUNNING && measure_runs) {
@@ -565,10 +689,7 @@ static __always_inline void switch_in(void *ctx, struct fg_stats *st, struct tas
 		if (state_mask & (1 << FG_RUNQUEUE))
 			record_wait(ctx, st, next, tid, &wait, now, btf, false);
 	}
-	start->ts = now;
-	start->phase = FG_RUNNING;
-	start->flags = 0;
-	start->sum_exec = TASK_FIELD(btf, next, se.sum_exec_runtime);
+	begin_run(start, next, now, btf);
 }
 
 SWITCH_PARTS(btf, true)

@@ -8,9 +8,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use libbpf_rs::{MapCore, MapFlags};
+use libbpf_rs::MapCore;
 
-use super::drain::StackReader;
+use super::drain::{take_entries, StackReader};
 use super::wakers::WakerReader;
 use super::skel::{types, FgbpfSkel};
 use super::totals::{Spans, Totals};
@@ -119,6 +119,8 @@ pub(super) struct Counts {
     /// Processes announced gone, with the number of drains done then.
     exits: Vec<(u32, u64)>,
     drains: u64,
+    /// Drains made before the interval was up, the buffer half full.
+    early_drains: u64,
     drained_at: Option<u64>,
     /// `fgbpf flight`'s CPU trigger: on-CPU samples per process in the
     /// buffer the last drain read, and how long that buffer counted.
@@ -161,6 +163,7 @@ impl Counts {
             by_pid: HashMap::new(),
             exits: Vec::new(),
             drains: 0,
+            early_drains: 0,
             drained_at: None,
             cpu: None,
             groups,
@@ -213,12 +216,18 @@ impl Counts {
         self.merged
     }
 
-    /// Drains when [`DRAIN_EVERY`] has passed since the last drain.
-    pub fn tick(&mut self, skel: &mut FgbpfSkel<'_>) {
+    /// Drains when [`DRAIN_EVERY`] has passed since the last drain, or
+    /// sooner when the buffer in use is half full (`high`: half its
+    /// entries): a storm of short threads or processes brings new keys
+    /// faster than one drain a second takes them, and what follows the
+    /// storm would find the map full.
+    pub fn tick(&mut self, skel: &mut FgbpfSkel<'_>, high: u64) {
         let now = Instant::now();
+        let filling = inserted(skel, None) >= high;
         match self.last_drain {
             None => self.last_drain = Some(now),
-            Some(t) if now - t >= DRAIN_EVERY => {
+            Some(t) if now - t >= DRAIN_EVERY || filling => {
+                self.early_drains += u64::from(filling && now - t < DRAIN_EVERY);
                 self.last_drain = Some(now);
                 let flipped = super::offcpu::monotonic_ns();
                 let idle = flip(skel);
@@ -228,6 +237,7 @@ impl Counts {
                     *counted = Duration::from_nanos(flipped.saturating_sub(before));
                 }
                 self.drain(map_of(skel, idle), &skel.maps.stacks, Some(&skel.maps.wakers));
+                inserted(skel, Some(idle));
                 self.drained_at = Some(flipped);
             }
             Some(_) => {}
@@ -548,31 +558,33 @@ fn flip(skel: &mut FgbpfSkel<'_>) -> u64 {
     }
 }
 
+/// The keys inserted into the buffer in use since it was last emptied; with
+/// `Some(idle)`, zeroes the count of that buffer, just emptied, instead.
+fn inserted(skel: &mut FgbpfSkel<'_>, zero: Option<u64>) -> u64 {
+    let Some(bss) = skel.maps.bss_data.as_deref_mut() else { return 0 };
+    let gen = bss.generation;
+    let p: *mut u64 = match zero.unwrap_or(gen & 1) {
+        0 => &mut bss.inserted0,
+        _ => &mut bss.inserted1,
+    };
+    // SAFETY: as in flip: a counter of the mapped .bss, aligned, that BPF
+    // programs add to concurrently.
+    unsafe {
+        match zero {
+            Some(_) => {
+                std::ptr::write_volatile(p, 0);
+                0
+            }
+            None => std::ptr::read_volatile(p),
+        }
+    }
+}
+
 fn map_of<'a>(skel: &'a FgbpfSkel<'_>, which: u64) -> &'a libbpf_rs::Map<'a> {
     match which {
         0 => &skel.maps.counts0,
         _ => &skel.maps.counts1,
     }
-}
-
-/// Reads and deletes every entry: in batches where the kernel supports
-/// it, else key by key.
-fn take_entries<M: MapCore>(map: &M) -> Vec<(Vec<u8>, Vec<u8>)> {
-    if let Ok(iter) = map.lookup_and_delete_batch(4096, MapFlags::ANY, MapFlags::ANY) {
-        let batched: Vec<_> = iter.collect();
-        // The iterator yields nothing when the kernel refuses batch reads.
-        if !batched.is_empty() || map.keys().next().is_none() {
-            return batched;
-        }
-    }
-    let keys: Vec<Vec<u8>> = map.keys().collect();
-    keys.into_iter()
-        .filter_map(|k| {
-            let v = map.lookup(&k, MapFlags::ANY).ok().flatten()?;
-            let _ = map.delete(&k);
-            Some((k, v))
-        })
-        .collect()
 }
 
 #[cfg(test)]

@@ -75,20 +75,100 @@ pub(super) fn ips_of(buf: &[u8]) -> Vec<u64> {
         .collect()
 }
 
-/// Every (key, value) of a hash map that no program updates any more, read
-/// in batches where the kernel supports it, else key by key.
+/// Every entry of a hash map, read in batches where the kernel supports
+/// it, else key by key.
 pub fn entries<M: MapCore>(map: &M) -> Vec<(Vec<u8>, Vec<u8>)> {
-    let batched: Vec<_> = match map.lookup_batch(4096, MapFlags::ANY, MapFlags::ANY) {
-        Ok(iter) => iter.collect(),
-        Err(_) => Vec::new(),
-    };
-    // The batch iterator yields nothing when the kernel refuses batch reads.
-    if !batched.is_empty() || map.keys().next().is_none() {
-        return batched;
+    if let Some(all) = batched(map, false) {
+        return all;
     }
     map.keys()
         .filter_map(|k| map.lookup(&k, MapFlags::ANY).ok().flatten().map(|v| (k, v)))
         .collect()
+}
+
+/// Every entry of a hash map, each deleted as it is read: in batches
+/// where the kernel supports it, else key by key.
+pub fn take_entries<M: MapCore>(map: &M) -> Vec<(Vec<u8>, Vec<u8>)> {
+    if let Some(all) = batched(map, true) {
+        return all;
+    }
+    let keys: Vec<Vec<u8>> = map.keys().collect();
+    keys.into_iter()
+        .filter_map(|k| {
+            let v = map.lookup(&k, MapFlags::ANY).ok().flatten()?;
+            let _ = map.delete(&k);
+            Some((k, v))
+        })
+        .collect()
+}
+
+/// libbpf's batch reads of a hash map, to the map's end: `None` when the
+/// kernel refuses them (before Linux 5.6) before anything was read.
+///
+/// The kernel returns whole buckets, so a batch may come back with fewer
+/// entries than asked while more follow (a bucket that did not fit), and
+/// only ENOENT says the map's end; a bucket larger than the batch is
+/// refused with ENOSPC and nothing read. libbpf-rs's batch iterator
+/// (0.27) takes a short batch for the last one and stops there: in a
+/// storm of new keys that left most of a drained map behind, and the end
+/// of the capture never read it (tests/storms.rs).
+fn batched<M: MapCore>(map: &M, delete: bool) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
+    use libbpf_rs::libbpf_sys;
+    use std::os::fd::AsRawFd;
+
+    let (ks, vs) = (map.key_size() as usize, map.value_size() as usize);
+    let mut room = 4096usize;
+    let (mut keys, mut values) = (vec![0u8; ks * room], vec![0u8; vs * room]);
+    // The position token is the kernel's (a bucket number for a hash map):
+    // at least as large as a key, as libbpf asks.
+    let mut at: Option<Vec<u8>> = None;
+    let mut next = vec![0u8; ks.max(8)];
+    let opts = libbpf_sys::bpf_map_batch_opts {
+        sz: std::mem::size_of::<libbpf_sys::bpf_map_batch_opts>() as _,
+        ..Default::default()
+    };
+    let fd = map.as_fd().as_raw_fd();
+    let mut out = Vec::new();
+    loop {
+        let mut count = room as u32;
+        let from = at.as_mut().map_or(std::ptr::null_mut(), |a| a.as_mut_ptr().cast());
+        // SAFETY: keys and values hold `room` entries of the map's key and
+        // value sizes, `count` says so; the tokens are at least a key long.
+        let ret = unsafe {
+            let call = if delete {
+                libbpf_sys::bpf_map_lookup_and_delete_batch
+            } else {
+                libbpf_sys::bpf_map_lookup_batch
+            };
+            call(
+                fd,
+                from,
+                next.as_mut_ptr().cast(),
+                keys.as_mut_ptr().cast(),
+                values.as_mut_ptr().cast(),
+                &mut count,
+                &opts,
+            )
+        };
+        let err = if ret < 0 { -ret } else { 0 };
+        // The count is what was read for any outcome but EFAULT.
+        if err != libc::EFAULT {
+            let n = (count as usize).min(room);
+            out.extend(keys[..n * ks].chunks_exact(ks).zip(values[..n * vs].chunks_exact(vs)).map(|(k, v)| (k.to_vec(), v.to_vec())));
+        }
+        match err {
+            0 => at = Some(next.clone()),
+            libc::ENOENT => return Some(out),
+            libc::EINTR => {}
+            libc::ENOSPC if count == 0 && room < 1 << 20 => {
+                room *= 2;
+                keys.resize(ks * room, 0);
+                values.resize(vs * room, 0);
+            }
+            _ if out.is_empty() => return None,
+            _ => return Some(out),
+        }
+    }
 }
 
 /// Sums entry 0 of a per-CPU array of `u64` counters over CPUs, into the

@@ -115,6 +115,9 @@ pub struct Probe {
     long_waits: Vec<(u32, events::LongWait)>,
     /// Processes announced gone by the last poll.
     exited: Vec<u32>,
+    /// The program attached to sched_switch, for what the kernel counted
+    /// of it (its recursion misses).
+    switch_prog: Option<std::os::fd::OwnedFd>,
 }
 
 impl Probe {
@@ -248,9 +251,13 @@ impl Probe {
         // before it is read.
         let watcher = ProcWatcher::new(&skel.maps.proc_events, paths.perf_buffer.taken())?;
         let mut links = Vec::new();
+        let mut switch_prog = None;
         for (prog, what) in programs.tracepoints(&skel) {
             let link = prog.attach().map_err(|e| bpf_error(&format!("attaching to {what}"), e))?;
             links.push(link);
+            if what == "sched_switch" {
+                switch_prog = std::os::fd::AsFd::as_fd(prog).try_clone_to_owned().ok();
+            }
         }
         let mut cpus = 0;
         if let Some(on) = &opts.oncpu {
@@ -302,6 +309,7 @@ impl Probe {
             stopped_at: None,
             long_waits: Vec::new(),
             exited: Vec::new(),
+            switch_prog,
         };
         // A command started by fgbpf has no history before the capture.
         if off.is_some() && !opts.targets.follow_children {
@@ -502,7 +510,10 @@ impl Probe {
     /// processes it re-read (young ones, and those whose code mappings
     /// changed), with the maps read, for the symbolizer to take too.
     pub fn tick(&mut self) -> Vec<(u32, String)> {
-        self.counts.tick(&mut self.skel);
+        // Half the buffer in use: room for the keys the loop's next 50 ms
+        // bring while it drains.
+        let high = u64::from(libbpf_rs::MapCore::max_entries(&self.skel.maps.counts0) / 2);
+        self.counts.tick(&mut self.skel, high);
         let reread = match self.tables.as_mut() {
             Some(t) => t.refresh(&self.skel.maps.proc_unwind),
             None => Vec::new(),

@@ -12,7 +12,7 @@ use super::skel::types;
 use super::Targets;
 use crate::procs::groups::Groups;
 use crate::profile::merge::Ran;
-use crate::profile::{More, RawStack, State, BEFORE_CAPTURE, LOST_STACK};
+use crate::profile::{More, RawStack, State, BEFORE_CAPTURE, LOST_STACK, START_UNTRACED};
 
 /// `task_struct.flags` bit of kernel threads (include/linux/sched.h).
 const PF_KTHREAD: u64 = 0x0020_0000;
@@ -59,6 +59,8 @@ pub(super) fn seed_threads<M: MapCore>(
             waker: 0,
             kern_stack: 0,
             sum_exec: 0,
+            run_delay: 0,
+            pcount: 0,
         };
         // SAFETY: fg_start is a padding-free struct of integers.
         let bytes = unsafe { plain::as_bytes(&start) };
@@ -114,16 +116,49 @@ pub(super) fn open_blocks<M: MapCore, S: MapCore>(
         let ns = now.saturating_sub(start.ts);
         let pre = start.flags & 1 != 0;
         if start.phase == FG_RUNNING {
+            // Held running, but the scheduler may have taken it off the
+            // CPU in a switch-out sched_switch did not report: what it
+            // says the thread did since is split as the BPF side splits
+            // such a span (src/bpf/offcpu.bpf.h: untraced_switch_out).
+            let tail = (!pre).then(|| untraced_tail(&start, tid, ns)).flatten().unwrap_or_default();
+            let comm = || {
+                let text = fs::read_to_string(format!("/proc/{}/task/{tid}/comm", start.pid)).unwrap_or_default();
+                std::sync::Arc::<str>::from(text.trim_end_matches('\n'))
+            };
+            let ran = ns - tail.off - tail.queued;
             if probe.oncpu.is_some() {
-                let comm = fs::read_to_string(format!("/proc/{}/task/{tid}/comm", start.pid)).unwrap_or_default();
-                let weight = (ns + 500) / 1000;
+                let weight = (ran + 500) / 1000;
                 found.running.push(Ran {
                     pid: start.pid,
                     tid,
-                    comm: comm.trim_end_matches('\n').into(),
+                    comm: comm(),
                     us: weight,
-                    spans: smallvec::smallvec![slicing.span(start.ts, now, weight)],
+                    spans: smallvec::smallvec![slicing.span(start.ts, start.ts + ran, weight)],
                 });
+            }
+            let mut at = start.ts + ran;
+            for (state, span) in [(State::Sleeping, tail.off), (State::Runqueue, tail.queued)] {
+                let weight = (span + 500) / 1000;
+                if weight > 0 && opts.states.contains(&state) {
+                    found.drawn += 1;
+                    out.push(RawStack {
+                        pid: start.pid,
+                        tid,
+                        comm: comm(),
+                        root_note: Some(START_UNTRACED),
+                        user: Default::default(),
+                        kernel: Default::default(),
+                        kernel_note: None,
+                        spans: smallvec::smallvec![slicing.span(at, at + span, weight)],
+                        weight,
+                        state: Some(state),
+                        walk: Default::default(),
+                        py_walk: Default::default(),
+                        waker: None,
+                        more: None,
+                    });
+                }
+                at += span;
             }
             continue;
         }
@@ -180,6 +215,42 @@ pub(super) fn open_blocks<M: MapCore, S: MapCore>(
         });
     }
     found
+}
+
+/// What the scheduler says a thread held running for `ns` did off-CPU
+/// (nanoseconds): `off` not runnable, `queued` waiting for a CPU.
+#[derive(Clone, Copy, Debug, Default)]
+struct Tail {
+    off: u64,
+    queued: u64,
+}
+
+/// The part of a run begun at `start` (its switch-in, `ns` ago) that the
+/// thread spent off-CPU, by /proc/TID/schedstat (run time, run-queue
+/// delay): `None` without the counts the switch-in noted, or when the
+/// thread is gone. The file is read after the stop, so the run it counts
+/// is if anything longer: a thread still running has no tail.
+fn untraced_tail(start: &types::fg_start, tid: u32, ns: u64) -> Option<Tail> {
+    if start.pcount == 0 {
+        return None;
+    }
+    let mut text = String::new();
+    std::io::Read::read_to_string(
+        &mut std::io::Read::take(fs::File::open(format!("/proc/{}/task/{tid}/schedstat", start.pid)).ok()?, 128),
+        &mut text,
+    )
+    .ok()?;
+    let mut f = text.split_ascii_whitespace().map(|w| w.parse::<u64>().ok());
+    let (run, delay, runs) = (f.next()??, f.next()??, f.next()??);
+    if runs + 1 < start.pcount {
+        return None; // not the thread the entry began with
+    }
+    let ran = run.saturating_sub(start.sum_exec).min(ns);
+    let queued = delay.saturating_sub(start.run_delay).min(ns - ran);
+    Some(Tail {
+        off: ns - ran - queued,
+        queued,
+    })
 }
 
 /// The kernel stack of a blocked thread as the kernel names it, leaf first.

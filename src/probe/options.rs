@@ -205,6 +205,12 @@ pub struct Recorded {
     pub idle: (u64, u64),
     /// Switch-outs of kernel threads left out (system-wide default).
     pub kthread_switches: u64,
+    /// How many times the kernel skipped the sched_switch program (its
+    /// recursion misses); `None` without one, or before Linux 5.12.
+    pub switch_misses: Option<u64>,
+    /// The window recorded, on CLOCK_MONOTONIC (ns): time 0 to the stop,
+    /// or to the read while recording goes on.
+    pub window_ns: Option<(u64, u64)>,
     /// What the unwind tables covered; `None` with frame pointers only.
     pub tables: Option<TableStats>,
     /// Why the kernel refused the table walker, when it did.

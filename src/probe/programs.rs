@@ -173,3 +173,19 @@ fn fill<M: MapCore, P: AsFd>(slots: &[(&M, &P)], what: &str) -> Result<(), Captu
     }
     Ok(())
 }
+
+/// How many times the kernel skipped the program behind `fd` (its
+/// `recursion_misses`, as `bpftool prog show` prints them): a tracepoint
+/// program is skipped when it is already running on the CPU. `None` when
+/// the kernel does not say (before Linux 5.12).
+pub(super) fn recursion_misses(fd: std::os::fd::BorrowedFd<'_>) -> Option<u64> {
+    let mut info = libbpf_rs::libbpf_sys::bpf_prog_info::default();
+    let mut len = std::mem::size_of_val(&info) as u32;
+    // SAFETY: info is a bpf_prog_info of len bytes; the kernel fills at
+    // most len bytes of it and writes the length it filled back.
+    let rc = unsafe {
+        libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(fd.as_raw_fd(), &mut info, &mut len)
+    };
+    let end = std::mem::offset_of!(libbpf_rs::libbpf_sys::bpf_prog_info, recursion_misses) + 8;
+    (rc == 0 && len as usize >= end).then_some(info.recursion_misses)
+}

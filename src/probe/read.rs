@@ -2,6 +2,8 @@
 //! stacks, the off-CPU blocks still open, the runtimes' frames and the
 //! losses; copied while the capture goes on (`top`), moved at its end.
 
+use std::os::fd::AsFd;
+
 use super::counts::Key;
 use super::totals::Totals;
 use super::{drain, losses, offcpu, unwind, wakers, Probe, Recorded};
@@ -42,6 +44,10 @@ impl Probe {
             },
             idle: (open.idle_threads, open.idle_us),
             kthread_switches: stats.kthread_switches,
+            switch_misses: self
+                .switch_prog
+                .as_ref()
+                .and_then(|fd| super::programs::recursion_misses(fd.as_fd())),
             tables: self.tables.as_ref().map(unwind::Tables::stats),
             tables_refused: self.tables_refused.clone(),
             python_refused: self.python_refused.clone(),
@@ -51,6 +57,7 @@ impl Probe {
             kernel: self.paths.lines(),
             kernel_words: self.paths.words(),
             slice: Some(self.counts.slicing().width()),
+            window_ns: Some((self.counts.slicing().origin, now)),
             ..Default::default()
         };
         self.runtimes.finish(&mut rec);

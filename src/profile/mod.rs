@@ -315,6 +315,10 @@ pub struct Meta {
     /// The width of the time slices stacks' spans count in; `None` when
     /// the profile has no time.
     pub slice: Option<Duration>,
+    /// The window recorded, from the programs' attaching to the stop, on
+    /// CLOCK_MONOTONIC in nanoseconds (the clock of bpf_ktime_get_ns and
+    /// of /proc's scheduler accounts); `None` for profiles read from files.
+    pub window_ns: Option<(u64, u64)>,
 }
 
 /// Why the leaf frame of some samples could not be named.

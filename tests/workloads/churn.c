@@ -10,8 +10,11 @@
  *                             threads, one after another; then at once a
  *                             late child burning 1 s in late_work and a
  *                             late thread napping 50 x 20 ms in late_nap:
- *                             the work that follows a storm. */
+ *                             the work that follows a storm. The late
+ *                             child prints `late_work cpu SECONDS`, the
+ *                             CPU time the kernel counted for it. */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -120,7 +123,14 @@ int main(int argc, char **argv)
 		pthread_t t;
 		pid_t p = fork();
 		if (p == 0) {
+			struct timespec cpu;
+
 			late_work(1.0);
+			/* The kernel's account of the CPU it burned, for the
+			 * samples expected of it. */
+			clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
+			printf("late_work cpu %.6f\n", cpu.tv_sec + cpu.tv_nsec / 1e9);
+			fflush(stdout);
 			_exit(0);
 		}
 		if (pthread_create(&t, NULL, late_thread, NULL))

@@ -79,6 +79,11 @@ fn reason(profile: &Profile, stack: &Stack, state: State) -> String {
     if state == State::Runqueue {
         return "waiting for a CPU".into();
     }
+    // Time after a switch-out the kernel did not report: no stack, and no
+    // state anybody recorded (drawn as sleeping).
+    if stack.frames.iter().any(|&f| profile.frame(f).name == crate::profile::START_UNTRACED) {
+        return "off-CPU after a switch-out the kernel did not report (no stack)".into();
+    }
     let kernel = stack
         .frames
         .iter()
