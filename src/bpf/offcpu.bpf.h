@@ -275,9 +275,9 @@ static __always_inline void record_woken_wait(void *ctx, struct fg_stats *st, st
 		if (lost)
 			st->lost_kern_stack++;
 	}
-	if (woke > start->ts && woke < now) {
+	if (woke && woke >= start->ts && woke < now) {
 		key.slice_last = slice_of(woke);
-		if (!add_wait(ctx, st, next, &key, (woke - start->ts) * scale))
+		if (woke > start->ts && !add_wait(ctx, st, next, &key, (woke - start->ts) * scale))
 			return;
 		if (!(state_mask & (1 << FG_RUNQUEUE))) {
 			st->recorded++;
@@ -670,8 +670,9 @@ static __always_inline void switch_in(void *ctx, struct fg_stats *st, struct tas
 			sched_account(next, &run_delay, &pcount, btf);
 			if (!(start->flags & FG_PRE_EXISTING) && run_delay > start->run_delay)
 				queueing += run_delay - start->run_delay;
-			if (queueing && queueing < now - start->ts)
-				woke = now - queueing;
+			/* All of it, when the kernel counted the whole wait. */
+			if (queueing)
+				woke = queueing < now - start->ts ? now - queueing : start->ts;
 		}
 		record_woken_wait(ctx, st, next, tid, start, woke, now, btf, false);
 	} else if (start->phase == FG_RUNNING && !(start->flags & FG_PRE_EXISTING)) {
