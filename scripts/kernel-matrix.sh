@@ -510,7 +510,13 @@ fi
 # shellcheck disable=SC2054 # "tcg,thread=multi" is one argument
 case $accel_name in
 kvm) accel=(-enable-kvm -cpu host) ;;
-tcg) accel=(-accel tcg,thread=multi -cpu max) ;;
+# One host thread for both vCPUs: with a thread each (thread=multi), a
+# guest crashed on 2026-11-27 with "Oops: int3" in __schedule while fgbpf
+# attached sched_switch, and another stalled in the same place: the int3
+# the kernel plants while it patches the tracepoint's jump, left in code
+# the other vCPU had translated (QEMU 7.2's cross-modifying code under
+# MTTCG; KERNELS.md). Real CPUs serialize it.
+tcg) accel=(-accel tcg,thread=single -cpu max) ;;
 *) die "KM_ACCEL must be kvm or tcg" ;;
 esac
 
