@@ -122,11 +122,13 @@ fn whole_system_oncpu_sees_the_program_whole() {
     let _serial = serial();
     let target = KillOnDrop(Command::new(plain_workload("plain")).args(["split", "60"]).spawn().unwrap());
     let dir = out_dir("kernels-system");
-    let out = run(fgbpf().args(["oncpu", "-F", "199", "-d", "4", "-o"]).arg(&dir));
+    // A whole-system capture may start in two stages (src/probe/staged.rs):
+    // its first samples by frame pointers, until the walkers join. In an
+    // emulated guest (one host thread, a debug build) they joined 2.5 s
+    // in, 45% of a 4 s window: 15 s keeps that under a fifth.
+    let out = run(fgbpf().args(["oncpu", "-F", "199", "-d", "15", "-o"]).arg(&dir));
     assert_ok(&out);
     let stacks = of_process(&read_folded(&dir.join("oncpu.folded")), target.id());
-    // A whole-system capture may start in two stages (src/probe/staged.rs):
-    // its first samples by frame pointers, until the walkers join.
     let all = total(&stacks);
     let whole = weight_in_order(&stacks, &["main", "spin"]);
     assert!(all >= 100 && pct(whole, all) >= 75.0, "{whole} of {all} samples whole to main (want 75%)");
