@@ -350,14 +350,24 @@ fn a_jvm_that_exits_mid_capture_is_named() {
         return;
     }
     let _serial = serial();
-    // It runs 3 s (1 s of it before "ready"); the capture asks for 5.
-    let jvm = start(&[], "Busy", 3);
-    let (dir, summary) = capture_pid("oncpu", jvm.id(), "5", "java_exits");
+    // It runs 5 s (1 s of it before "ready"); the capture asks for 8.
+    // Attaching takes up to 1.2 s of the 4 s after "ready" (a debug build:
+    // a fresh-clone CI recorded 0.9 s of a 3 s JVM), so at least 2.5 s
+    // are recorded: over 1,200 samples at 499 Hz.
+    let jvm = start(&[], "Busy", 5);
+    let (dir, summary) = capture_pid("oncpu", jvm.id(), "8", "java_exits");
     drop(jvm);
     let stacks = read_folded(&dir.join("oncpu.folded"));
     let busy = busiest_thread(&stacks);
-    // It burns ~2 s after "ready": ~1,000 samples at 499 Hz.
-    assert!(total(&busy) > 500, "{} samples of the busy thread", total(&busy));
+    assert!(total(&busy) > 1_000, "{} samples of the busy thread\n{summary}", total(&busy));
+    // It exited inside the window: the capture ended before its 8 s.
+    let over: f64 = summary
+        .split(" over ")
+        .nth(1)
+        .and_then(|t| t.split(' ').next())
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("no window in the summary:\n{summary}"));
+    assert!(over < 7.5, "the JVM outlived the capture ({over} s):\n{summary}");
     let ordered = pct(in_order(&busy, &["Busy.main", "Busy.outer", "Busy.inner"]), total(&busy));
     assert!(ordered >= 90.0, "{ordered:.1}% of {} in main;outer;inner\n{summary}", total(&busy));
 }
