@@ -121,6 +121,7 @@ pub(super) fn open_blocks<M: MapCore, S: MapCore>(
             // says the thread did since is split as the BPF side splits
             // such a span (src/bpf/offcpu.bpf.h: untraced_switch_out).
             let tail = (!pre).then(|| untraced_tail(&start, tid, ns)).flatten().unwrap_or_default();
+            let group = || groups.map(|g| g.label_of_pid(start.pid));
             let comm = || {
                 let text = fs::read_to_string(format!("/proc/{}/task/{tid}/comm", start.pid)).unwrap_or_default();
                 std::sync::Arc::<str>::from(text.trim_end_matches('\n'))
@@ -155,7 +156,12 @@ pub(super) fn open_blocks<M: MapCore, S: MapCore>(
                         walk: Default::default(),
                         py_walk: Default::default(),
                         waker: None,
-                        more: None,
+                        more: RawStack::more_of(More {
+                            group: group(),
+                            kernel_names: Vec::new(),
+                            python: Vec::new(),
+                            labels: None,
+                        }),
                     });
                 }
                 at += span;
@@ -231,7 +237,7 @@ struct Tail {
 /// thread is gone. The file is read after the stop, so the run it counts
 /// is if anything longer: a thread still running has no tail.
 fn untraced_tail(start: &types::fg_start, tid: u32, ns: u64) -> Option<Tail> {
-    if start.pcount == 0 {
+    if start.pcount == 0 || !off_cpu_now(start.pid, tid) {
         return None;
     }
     let mut text = String::new();
@@ -251,6 +257,20 @@ fn untraced_tail(start: &types::fg_start, tid: u32, ns: u64) -> Option<Tail> {
         off: ns - ran - queued,
         queued,
     })
+}
+
+/// Whether the thread is off the CPU now by its state in /proc (not `R`):
+/// a running thread's schedstat lags its run by up to a tick, which would
+/// pass for a tail off-CPU.
+fn off_cpu_now(pid: u32, tid: u32) -> bool {
+    let mut text = String::new();
+    let Ok(f) = fs::File::open(format!("/proc/{pid}/task/{tid}/stat")) else { return false };
+    if std::io::Read::read_to_string(&mut std::io::Read::take(f, 512), &mut text).is_err() {
+        return false;
+    }
+    // The state follows the name, which is in parentheses and may hold any
+    // byte: after the last ')'.
+    text.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next()).is_some_and(|s| s != "R")
 }
 
 /// The kernel stack of a blocked thread as the kernel names it, leaf first.
