@@ -102,7 +102,9 @@ if [ "${1:-}" = --in-guest ]; then
     mkdir -p /dev/pts /dev/shm
     mount -t devpts devpts /dev/pts
     mount -t tmpfs tmpfs /dev/shm
-    mount -t tmpfs tmpfs /tmp
+    # Not /tmp: the root is writable already (a tmpfs over the host's),
+    # and a clone under /tmp (the fresh-clone CI's /tmp/ci) and its
+    # results share would be hidden under a new one.
     mount -t tmpfs tmpfs /run
     mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null || true
     mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null || true
