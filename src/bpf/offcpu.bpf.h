@@ -342,6 +342,19 @@ static __always_inline __u64 queued_for(struct task_struct *task, __u64 now, con
 	return queued && queued < now ? now - queued : 0;
 }
 
+/* How long `task` has waited for a CPU since its run_delay stood at `then`:
+ * what the kernel added to run_delay since (queueings that ended, and
+ * those cut short by a move to another CPU's queue), and the queueing
+ * still open. */
+static __always_inline __u64 queued_since(struct task_struct *task, __u64 then, __u64 now, const bool btf)
+{
+	__u64 run_delay = 0;
+
+	if (bpf_core_field_exists(task->sched_info.run_delay))
+		run_delay = TASK_FIELD(btf, task, sched_info.run_delay);
+	return queued_for(task, now, btf) + (run_delay > then ? run_delay - then : 0);
+}
+
 /* When `task`, running on this CPU, last began to run, on the clock of
  * bpf_ktime_get_ns: the scheduler's own record (sched_info.last_arrival,
  * kept on the run-queue clock, which it updated at this switch), for the
@@ -596,9 +609,7 @@ static __always_inline void untraced_switch_out(void *ctx, struct fg_stats *st, 
 		ran = span;
 	if (measure_runs && ran)
 		add_ran(st, next, start->pid, tid, start->ts, start->ts + ran, btf);
-	queueing = queued_for(next, now, btf);
-	if (run_delay > start->run_delay)
-		queueing += run_delay - start->run_delay;
+	queueing = queued_since(next, start->run_delay, now, btf);
 	if (queueing > span - ran)
 		queueing = span - ran;
 	wait.pid = start->pid;
@@ -657,7 +668,7 @@ static __always_inline void switch_in(void *ctx, struct fg_stats *st, struct tas
 		return;
 	}
 	if (start->phase == FG_WAITING) {
-		__u64 woke = 0, queueing, run_delay, pcount;
+		__u64 woke = 0, queueing;
 
 		/* A sleep ends at its wakeup, and the thread waits for a CPU
 		 * from then on: since it was last queued, and before that for
@@ -666,10 +677,8 @@ static __always_inline void switch_in(void *ctx, struct fg_stats *st, struct tas
 		 * queued from its switch-out on. Seeded waits have no count at
 		 * their start. */
 		if (start->state != FG_RUNQUEUE) {
-			queueing = queued_for(next, now, btf);
-			sched_account(next, &run_delay, &pcount, btf);
-			if (!(start->flags & FG_PRE_EXISTING) && run_delay > start->run_delay)
-				queueing += run_delay - start->run_delay;
+			queueing = start->flags & FG_PRE_EXISTING ? queued_for(next, now, btf)
+								  : queued_since(next, start->run_delay, now, btf);
 			/* All of it, when the kernel counted the whole wait. */
 			if (queueing)
 				woke = queueing < now - start->ts ? now - queueing : start->ts;

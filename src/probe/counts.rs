@@ -119,8 +119,6 @@ pub(super) struct Counts {
     /// Processes announced gone, with the number of drains done then.
     exits: Vec<(u32, u64)>,
     drains: u64,
-    /// Drains made before the interval was up, the buffer half full.
-    early_drains: u64,
     drained_at: Option<u64>,
     /// `fgbpf flight`'s CPU trigger: on-CPU samples per process in the
     /// buffer the last drain read, and how long that buffer counted.
@@ -163,7 +161,6 @@ impl Counts {
             by_pid: HashMap::new(),
             exits: Vec::new(),
             drains: 0,
-            early_drains: 0,
             drained_at: None,
             cpu: None,
             groups,
@@ -227,7 +224,6 @@ impl Counts {
         match self.last_drain {
             None => self.last_drain = Some(now),
             Some(t) if now - t >= DRAIN_EVERY || filling => {
-                self.early_drains += u64::from(filling && now - t < DRAIN_EVERY);
                 self.last_drain = Some(now);
                 let flipped = super::offcpu::monotonic_ns();
                 let idle = flip(skel);

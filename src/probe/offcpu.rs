@@ -122,9 +122,14 @@ pub(super) fn open_blocks<M: MapCore, S: MapCore>(
             // such a span (src/bpf/offcpu.bpf.h: untraced_switch_out).
             let tail = (!pre).then(|| untraced_tail(&start, tid, ns)).flatten().unwrap_or_default();
             let group = || groups.map(|g| g.label_of_pid(start.pid));
+            // Read once, for the run and the tail's stacks alike.
+            let name = std::cell::OnceCell::new();
             let comm = || {
-                let text = fs::read_to_string(format!("/proc/{}/task/{tid}/comm", start.pid)).unwrap_or_default();
-                std::sync::Arc::<str>::from(text.trim_end_matches('\n'))
+                name.get_or_init(|| {
+                    let text = task_file(start.pid, tid, "comm", 64).unwrap_or_default();
+                    std::sync::Arc::<str>::from(text.trim_end_matches('\n'))
+                })
+                .clone()
             };
             let ran = ns - tail.off - tail.queued;
             if probe.oncpu.is_some() {
@@ -240,12 +245,7 @@ fn untraced_tail(start: &types::fg_start, tid: u32, ns: u64) -> Option<Tail> {
     if start.pcount == 0 || !off_cpu_now(start.pid, tid) {
         return None;
     }
-    let mut text = String::new();
-    std::io::Read::read_to_string(
-        &mut std::io::Read::take(fs::File::open(format!("/proc/{}/task/{tid}/schedstat", start.pid)).ok()?, 128),
-        &mut text,
-    )
-    .ok()?;
+    let text = task_file(start.pid, tid, "schedstat", 128)?;
     let mut f = text.split_ascii_whitespace().map(|w| w.parse::<u64>().ok());
     let (run, delay, runs) = (f.next()??, f.next()??, f.next()??);
     if runs + 1 < start.pcount {
@@ -263,14 +263,25 @@ fn untraced_tail(start: &types::fg_start, tid: u32, ns: u64) -> Option<Tail> {
 /// a running thread's schedstat lags its run by up to a tick, which would
 /// pass for a tail off-CPU.
 fn off_cpu_now(pid: u32, tid: u32) -> bool {
-    let mut text = String::new();
-    let Ok(f) = fs::File::open(format!("/proc/{pid}/task/{tid}/stat")) else { return false };
-    if std::io::Read::read_to_string(&mut std::io::Read::take(f, 512), &mut text).is_err() {
-        return false;
-    }
-    // The state follows the name, which is in parentheses and may hold any
-    // byte: after the last ')'.
-    text.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next()).is_some_and(|s| s != "R")
+    stat_fields(pid, tid).is_some_and(|f| f.first().is_some_and(|s| s != "R"))
+}
+
+/// The fields of a thread's /proc stat after its name, which is in
+/// parentheses and may hold anything (fields follow the last ')'): the
+/// state first, the flags 7th. `None` when the thread is gone.
+fn stat_fields(pid: u32, tid: u32) -> Option<Vec<String>> {
+    let stat = task_file(pid, tid, "stat", 1024)?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    Some(rest.split_whitespace().map(str::to_string).collect())
+}
+
+/// /proc/PID/task/TID/NAME, its first `limit` bytes, lossily decoded (the
+/// name in it is the target's); `None` when the thread is gone.
+fn task_file(pid: u32, tid: u32, name: &str, limit: u64) -> Option<String> {
+    let mut bytes = Vec::new();
+    let file = fs::File::open(format!("/proc/{pid}/task/{tid}/{name}")).ok()?;
+    std::io::Read::read_to_end(&mut std::io::Read::take(file, limit), &mut bytes).ok()?;
+    Some(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// The kernel stack of a blocked thread as the kernel names it, leaf first.
@@ -311,20 +322,15 @@ fn thread_states(targets: &Targets, skip_kthreads: bool) -> Vec<(u32, u32, Optio
     }
     let mut out = Vec::new();
     let mut add = |pid: u32, tid: u32| {
-        let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")) else {
+        let Some(fields) = stat_fields(pid, tid) else {
             return;
         };
-        // The name in parentheses may hold anything: fields follow its
-        // last ')'. Field 9 of stat(5) (7th after the name) is the flags.
-        let fields: Vec<&str> = stat
-            .rfind(')')
-            .map(|i| stat[i + 1..].split_whitespace().collect())
-            .unwrap_or_default();
+        // Field 9 of stat(5), the 7th after the name, is the flags.
         let flags: u64 = fields.get(6).and_then(|f| f.parse().ok()).unwrap_or(0);
         if skip_kthreads && flags & PF_KTHREAD != 0 {
             return;
         }
-        let state = match fields.first().copied() {
+        let state = match fields.first().map(String::as_str) {
             Some("S") | Some("I") => Some(State::Sleeping),
             Some("D") => Some(State::Uninterruptible),
             Some("R") => None,
