@@ -33,9 +33,22 @@ fn start(name: &str) -> KillOnDrop {
     KillOnDrop(child)
 }
 
-/// `fgbpf CMD -d 3` of the whole machine: its folded stacks of `pid` and
-/// what it said.
-fn system_wide(cmd: &str, pid: u32, test: &str) -> (Folded, String) {
+/// A system-wide capture of `pid` (`fgbpf CMD -d 3`): its stacks, what it
+/// said, and its stacks from the moment fgbpf was reading the process.
+struct Capture {
+    stacks: Folded,
+    summary: String,
+    read: Folded,
+    /// That moment, in s from the capture's time 0.
+    from: f64,
+}
+
+/// `fgbpf CMD -d 3` of the whole machine into out_dir(test). fgbpf reads a
+/// process's interpreter once the walkers have joined (the summary says
+/// when, from the capture's time 0) and the binaries' tables are built (it
+/// says how long that took); its stacks from the slice that begins one
+/// sleep of nap.py (20 ms) after both are drawn again by `convert --from`.
+fn system_wide(cmd: &str, pid: u32, test: &str) -> Capture {
     let dir = out_dir(test);
     let mut fg = fgbpf();
     fg.arg(cmd);
@@ -45,19 +58,45 @@ fn system_wide(cmd: &str, pid: u32, test: &str) -> (Folded, String) {
     let out = run(fg.args(["-d", "3", "-o"]).arg(&dir));
     assert_ok(&out);
     let summary = String::from_utf8_lossy(&out.stderr).into_owned();
+    let joined = joined_after(&summary).unwrap_or_else(|| panic!("the summary says when the walkers joined\n{summary}"));
+    let built: u64 = summary
+        .split(" rows, built in ")
+        .nth(1)
+        .and_then(|r| r.split(" ms").next())
+        .and_then(|ms| ms.parse().ok())
+        .unwrap_or_else(|| panic!("the summary says how long the tables took\n{summary}"));
+    let from = (joined + built + 20).div_ceil(100) as f64 / 10.0;
+    let later = dir.with_extension("read.folded");
+    let _ = std::fs::remove_file(&later);
+    assert_ok(&run(fgbpf()
+        .args(["convert", "--format", "folded", "--from", &from.to_string(), "-o"])
+        .arg(&later)
+        .arg(&dir)));
     let root = format!("-{pid}");
-    let stacks = read_folded(&dir.join(format!("{cmd}.folded")))
-        .into_iter()
-        .filter(|(f, _)| f.first().is_some_and(|r| r.ends_with(&root)))
-        .collect();
-    (stacks, summary)
+    let of_pid = |stacks: Folded| -> Folded {
+        stacks.into_iter().filter(|(f, _)| f.first().is_some_and(|r| r.ends_with(&root))).collect()
+    };
+    Capture {
+        stacks: of_pid(read_folded(&dir.join(format!("{cmd}.folded")))),
+        read: of_pid(read_folded(&later)),
+        summary,
+        from,
+    }
 }
 
-/// The summary's line for the staged start: how long after sampling began
+/// The summary's line for the staged start: how long after the capture began
 /// the walkers joined, in ms.
 fn joined_after(summary: &str) -> Option<u64> {
     let rest = summary.split("their walkers joined ").nth(1)?;
-    rest.split(" ms after sampling began").next()?.parse().ok()
+    rest.split(" ms after the capture began").next()?.parse().ok()
+}
+
+/// The summary's line for the Python process `pid`.
+fn python_line(summary: &str, pid: u32) -> &str {
+    summary
+        .lines()
+        .find(|l| l.contains(&format!("Python: pid {pid} ")))
+        .unwrap_or_else(|| panic!("no line for pid {pid}\n{summary}"))
 }
 
 #[test]
@@ -68,22 +107,23 @@ fn a_system_wide_capture_names_python_once_its_walker_joins_and_says_what_came_b
     let _serial = serial();
     let python = start("busy.py");
     let pid = python.0.id();
-    let (stacks, summary) = system_wide("oncpu", pid, "staged_python");
+    let c = system_wide("oncpu", pid, "staged_python");
     drop(python);
-    let all = total(&stacks);
-    let named = pct(weight_in_order_prefixed(&stacks, &["outer (busy.py:", "inner (busy.py:"]), all);
-    eprintln!("{named:.1}% of the Python process's {all} samples in outer;inner\n{summary}");
+    let (all, summary) = (total(&c.stacks), &c.summary);
     assert!(all > 1000, "{all} samples of the busy Python process in 3 s at 499 Hz\n{summary}");
-    assert!(named >= 90.0, "{named:.1}% of {all} samples in outer;inner\n{summary}");
+    // Every sample from then on is walked: under outer, and mostly in inner
+    // (outer's own share, its clock reads, is 0.4-1.8% here).
+    let read = total(&c.read);
+    let walked = weight_in_order_prefixed(&c.read, &["<module> (busy.py:", "outer (busy.py:"]);
+    let inner = pct(weight_in_order_prefixed(&c.read, &["outer (busy.py:", "inner (busy.py:"]), read);
+    eprintln!("from {} s: {walked} of {read} samples under outer, {inner:.1}% in inner; {all} in all", c.from);
+    assert!(read * 2 >= all, "{read} of {all} samples from {} s", c.from);
+    assert_eq!(walked, read, "samples from {} s not under outer\n{summary}", c.from);
+    assert!(inner >= 90.0, "{inner:.1}% of the samples from {} s in outer;inner\n{summary}", c.from);
     // The sampler ran before the walkers joined, at once: what it recorded
     // then is counted, in the summary and in the interpreter's line.
-    let after = joined_after(&summary);
-    assert!(after.is_some(), "the summary says when the runtimes' walkers joined\n{summary}");
     assert!(summary.contains("before then show the runtimes' native frames only"), "{summary}");
-    let line = summary
-        .lines()
-        .find(|l| l.contains(&format!("Python: pid {pid} ")))
-        .unwrap_or_else(|| panic!("no line for pid {pid}\n{summary}"));
+    let line = python_line(summary, pid);
     assert!(line.contains("taken before fgbpf was reading the interpreter"), "{line}");
 }
 
@@ -95,13 +135,27 @@ fn a_system_wide_off_cpu_capture_walks_python_at_switch_out_once_its_walker_join
     let _serial = serial();
     let python = start("nap.py");
     let pid = python.0.id();
-    let (stacks, summary) = system_wide("offcpu", pid, "staged_python_nap");
+    let c = system_wide("offcpu", pid, "staged_python_nap");
     drop(python);
-    let sleeps: Folded = stacks.into_iter().filter(|(f, _)| f.iter().any(|x| x.contains("clock_nanosleep"))).collect();
-    let all = total(&sleeps);
-    let under = pct(weight_in_order_prefixed(&sleeps, &["nap (nap.py:", "__GI___clock_nanosleep"]), all);
-    eprintln!("{under:.1}% of {all} us of sleeps under nap");
-    assert!(all > 2_000_000, "the sleeping thread's off-CPU time: {all} us\n{summary}");
-    // Sleeps of 20 ms: only those begun before the walkers joined lack it.
-    assert!(under >= 90.0, "{under:.1}% of {all} us of sleeps under nap\n{summary}");
+    let sleeps = |stacks: &Folded| -> Folded {
+        stacks
+            .iter()
+            .filter(|(f, _)| f.iter().any(|x| x.contains("clock_nanosleep")))
+            .filter(|(f, _)| !f.iter().any(|x| x == "[blocked before capture]"))
+            .cloned()
+            .collect()
+    };
+    let (all, read) = (sleeps(&c.stacks), sleeps(&c.read));
+    let everything = total(&all);
+    assert!(everything > 2_000_000, "the sleeping thread's off-CPU time: {everything} us\n{}", c.summary);
+    let under = |stacks: &Folded| weight_in_order_prefixed(stacks, &["nap (nap.py:", "__GI___clock_nanosleep"]);
+    let (late, walked) = (total(&read), under(&read));
+    eprintln!("from {} s: {walked} of {late} us of sleeps under nap; {everything} us in all", c.from);
+    assert!(late * 2 >= everything, "{late} of {everything} us from {} s", c.from);
+    // Every sleep from then on is under nap; those before are native frames
+    // only, and said to be.
+    assert_eq!(walked, late, "sleeps from {} s without nap\n{}", c.from, c.summary);
+    let unwalked = everything - under(&all);
+    let line = python_line(&c.summary, pid);
+    assert!(unwalked == 0 || line.contains("taken before fgbpf was reading the interpreter"), "{unwalked} us unwalked: {line}");
 }

@@ -99,7 +99,6 @@ pub struct Probe {
     pending: Option<staged::Pending>,
     /// Its programs, and when they joined, after the first load's.
     twin: Option<FgbpfSkel<'static>>,
-    attached: Instant,
     walkers_joined: Option<Duration>,
     /// The fallbacks taken on this kernel.
     paths: features::Paths,
@@ -300,7 +299,6 @@ impl Probe {
             runtimes,
             pending,
             twin: None,
-            attached: Instant::now(),
             walkers_joined: None,
             paths: paths.clone(),
             opts: opts.clone(),
@@ -349,7 +347,9 @@ impl Probe {
             }
         }
         if joined.twin.is_some() {
-            self.walkers_joined = Some(self.attached.elapsed());
+            // From the capture's time 0, as its slices and timeline count.
+            let origin = self.counts.slicing().origin;
+            self.walkers_joined = Some(Duration::from_nanos(offcpu::monotonic_ns().saturating_sub(origin)));
         }
         self.twin = joined.twin;
     }

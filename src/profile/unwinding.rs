@@ -151,7 +151,7 @@ impl Lean {
         }
         (!parts.is_empty()).then(|| {
             format!(
-                "runtime frames: their walkers joined {} ms after sampling began (loaded second, so as not to delay it); {} before then show the runtimes' native frames only",
+                "runtime frames: their walkers joined {} ms after the capture began (loaded second, so as not to delay it); {} before then show the runtimes' native frames only",
                 self.after_ms,
                 parts.join(" and ")
             )

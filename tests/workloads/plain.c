@@ -42,18 +42,21 @@ __attribute__((noinline)) void spin(unsigned long iters)
 	sink = h;
 }
 
-/* Each round's work is scaled by k (1000 to 1099, drawn each round): the
- * shares hold in every round, and the round's length jitters by up to 10%,
- * so that the sampler's fixed period cannot lock onto it (a fixed 1.2 ms
- * round at 499 Hz took three phases only, and work_twenty's doubled time
- * was sampled as 25.7% in a CI run instead of 33.3%), while consecutive
- * samples still fall at evenly spread phases. A wider draw (k to 1999)
- * made every sample's phase random: fifty read 47.1-53.3% over eight 3 s
- * runs at 499 Hz, and a rerun moved 7.1 points in CI; with this one,
- * 48.4-50.9% over ten, and the doubled twenty 32.4-33.7%. */
-__attribute__((noinline)) void work_fifty(unsigned long k) { spin(500 * k); sink++; }
-__attribute__((noinline)) void work_thirty(unsigned long k) { spin(300 * k); sink++; }
-__attribute__((noinline)) void work_twenty(unsigned long k) { spin(200 * k); sink++; }
+/* A round is the three functions in a random order, each scaled by k (1000
+ * to 1099, drawn each round), about 20 ms on this machine: ten periods of a
+ * 499 Hz sampler. Each function's count of samples in a round is then the
+ * floor or the ceiling of its length in periods, the round's random order
+ * and length move the sampler's grid over it, and the shares' error shrinks
+ * with the rounds (0.3 points at 499 Hz over 3 s). A round shorter than the
+ * period gives each sample a phase instead, and the phase lags by the
+ * period's remainder modulo the round: at 1.74 ms against 2.004 ms the
+ * phases spread, but a CPU 15% slower (a busy host) makes the round the
+ * period and every sample lands at one point of it: fifty read 36.4% in one
+ * of four runs here with the work scaled by 1.15, 43% over HTTP in a CI run,
+ * and perf's sampler, at another phase of the same process, 36.3%. */
+__attribute__((noinline)) void work_fifty(unsigned long k) { spin(6000 * k); sink++; }
+__attribute__((noinline)) void work_thirty(unsigned long k) { spin(3600 * k); sink++; }
+__attribute__((noinline)) void work_twenty(unsigned long k) { spin(2400 * k); sink++; }
 
 #define LEVEL(n, next)                                                 \
 	__attribute__((noinline)) void level##n(void) { next(); sink++; }
@@ -186,9 +189,16 @@ int main(int argc, char **argv)
 		srand(getpid());
 		while (now() < until) {
 			unsigned long k = 1000 + rand() % 100;
-			work_fifty(k);
-			work_thirty(k);
-			work_twenty(k);
+			int first = rand() % 3, second = (first + 1 + rand() % 2) % 3;
+			for (int i = 0; i < 3; i++) {
+				int which = i == 0 ? first : i == 1 ? second : 3 - first - second;
+				if (which == 0)
+					work_fifty(k);
+				else if (which == 1)
+					work_thirty(k);
+				else
+					work_twenty(k);
+			}
 			if (twice)
 				work_twenty(k);
 		}
