@@ -65,6 +65,7 @@ scripts/fetch-py-spy.sh
 scripts/fetch-rbspy.sh
 scripts/fetch-jdks.sh
 scripts/fetch-otlp-receiver.sh
+scripts/fetch-nginx.sh
 export FGBPF_CONSUMERS="$PWD/$consumers"
 
 # Each run's output is kept apart in target/: the suite's, the forced

@@ -141,8 +141,15 @@ fn offcpu_puts_each_wait_under_its_caller() {
     }
     let _serial = serial();
     let target = KillOnDrop(Command::new(plain_workload("plain")).args(["waits", "60"]).spawn().unwrap());
+    // Blocked from before the capture: its stacks are walked from the
+    // registers a task iterator reads (src/probe/seeds.rs).
+    let mut idle = Command::new(plain_workload("plain"));
+    let mut idle = KillOnDrop(idle.arg("idle").stdout(std::process::Stdio::piped()).spawn().unwrap());
+    assert_eq!(first_line(&mut idle.0).trim(), "ready");
+    std::thread::sleep(std::time::Duration::from_millis(300));
     let dir = out_dir("kernels-offcpu");
-    let out = run(fgbpf().args(["offcpu", "-d", "4", "-p", &target.id().to_string(), "-o"]).arg(&dir));
+    let pids = format!("{},{}", target.id(), idle.id());
+    let out = run(fgbpf().args(["offcpu", "-d", "4", "-p", &pids, "-o"]).arg(&dir));
     assert_ok(&out);
     for file in ["offcpu.folded", "offcpu.svg", "report.txt"] {
         assert!(dir.join(file).is_file(), "{file} written");
@@ -156,6 +163,14 @@ fn offcpu_puts_each_wait_under_its_caller() {
         assert!(all >= 2_000_000, "{thread}: {all} us off-CPU in 4 s");
         let under = weight_in_order(&mine, &["start_thread", caller]);
         assert!(pct(under, all) >= 95.0, "{thread}: {:.1}% of its wait under start_thread > {caller} (want 95)", pct(under, all));
+    }
+    let idle_stacks = of_process(&stacks, idle.id());
+    for path in [
+        &["[blocked before capture]", "_start", "__libc_start_main_impl", "main", "idle_in_main", "__libc_pause"][..],
+        &["[blocked before capture]", "clone3", "start_thread", "idler", "wait_forever"][..],
+    ] {
+        let whole = weight_in_order(&idle_stacks, path);
+        assert!(whole >= 3_000_000, "{whole} us under {path:?}: {idle_stacks:?}");
     }
 }
 

@@ -404,7 +404,13 @@ fn the_flight_recorder_streams_each_interval() {
     let _serial = serial();
     let received = out_dir("otlp_flight_received");
     let (_receiver, port) = serve(&received);
-    let split = start(&["split", "30"]);
+    // The recorder samples at 49 Hz: rounds of 200 ms, ten of its periods
+    // (plain.c; its 20 ms rounds are one period, and a sampler whose
+    // period is the round sees one point of it: fifty read 40.6% in CI).
+    // Over 5 s, 25 rounds: a round's count of each function is the floor
+    // or ceiling of its periods, and the rounds cut by the window's ends
+    // move fifty by at most 10 samples of ~245, 4 points.
+    let split = start(&["split", "30", "200"]);
     let dumps = out_dir("otlp_flight_dumps");
     let out = run(fgbpf()
         .args(["flight", "-p", &pid_of(&split).to_string(), "--keep", "20s", "-d", "5", "--otlp-interval", "1"])

@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::probe::{self, Recorded};
 use crate::profile::unwinding::{by_process, Lean};
 use crate::profile::{build, interp, merge, thousands, Kind, Losses, Meta, Profile, RawStack, Unit, Unwinding};
-use crate::profile::{END_UNTRACED, START_UNTRACED};
+use crate::profile::{BEFORE_CAPTURE, END_UNTRACED, START_UNTRACED};
 use crate::format::goroutines as format_goroutines;
 use crate::symbolize::Symbolizer;
 
@@ -82,6 +82,7 @@ impl Views {
                 untraced: (recorded.stats.untraced_ins, recorded.stats.untraced_outs),
                 switch_misses: recorded.switch_misses,
                 stale_starts: recorded.stats.stale_starts,
+                seeded: recorded.seeded,
             },
             oncpu_losses: recorded.oncpu_losses,
             offcpu_losses: recorded.offcpu_losses,
@@ -297,6 +298,9 @@ pub struct Edges {
     switch_misses: Option<u64>,
     /// Entries of threads gone whose ids new threads took, dropped.
     stale_starts: u64,
+    /// The threads blocked since before the capture, drawn: how their
+    /// user stacks were read.
+    seeded: crate::probe::SeedCounts,
 }
 
 impl Edges {
@@ -309,6 +313,7 @@ impl Edges {
                 thousands(self.open_blocks)
             ));
         }
+        out.extend(seeded_line(&self.seeded));
         let (threads, us) = self.idle;
         if threads > 0 {
             out.push(format!(
@@ -389,4 +394,48 @@ mod tests {
         let (on, off) = split_sides(Vec::new());
         assert!(on.is_empty() && off.is_empty());
     }
+}
+
+/// How the user stacks of the waits begun before the capture were read.
+fn seeded_line(s: &crate::probe::SeedCounts) -> Option<String> {
+    let all = s.walked + s.ran_first + s.unread + s.no_iterator + s.iterator_failed;
+    if all == 0 {
+        return None;
+    }
+    let mut parts = Vec::new();
+    if s.walked > 0 {
+        parts.push(format!(
+            "{} drawn with the user stack they wait in, walked from the registers the kernel saved for them at the start",
+            thousands(s.walked)
+        ));
+    }
+    if s.ran_first > 0 {
+        parts.push(format!(
+            "{} woke before fgbpf had read their process's unwind tables and are drawn without user frames",
+            thousands(s.ran_first)
+        ));
+    }
+    if s.unread > 0 {
+        parts.push(format!(
+            "{} drawn without user frames: their process exited or was never read, or its memory could not be read",
+            thousands(s.unread)
+        ));
+    }
+    if s.no_iterator > 0 {
+        parts.push(format!(
+            "{} drawn without user frames: this kernel has no task iterators (Linux 5.8) to read their registers",
+            thousands(s.no_iterator)
+        ));
+    }
+    if s.iterator_failed > 0 {
+        parts.push(format!(
+            "{} drawn without user frames: the task iterator that reads their registers would not attach",
+            thousands(s.iterator_failed)
+        ));
+    }
+    Some(format!(
+        "{} threads were blocked from before the capture ({BEFORE_CAPTURE}): {}.",
+        thousands(all),
+        parts.join("; ")
+    ))
 }

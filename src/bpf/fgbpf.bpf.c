@@ -8,7 +8,8 @@
  * (targets.bpf.h), and one double-buffered counts map (counts.bpf.h).
  * On kernels without bpf_loop the sampler, switch and wakeup programs load
  * as their _compat variants, which walk user stacks by tail calls
- * (tailwalk.bpf.h). */
+ * (tailwalk.bpf.h). A task iterator reads the registers of the threads
+ * already blocked when an off-CPU capture starts (seeds.bpf.h). */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
@@ -24,6 +25,7 @@
 #include "offcpu.bpf.h"
 #include "wakers.bpf.h"
 #include "lifecycle.bpf.h"
+#include "seeds.bpf.h"
 
 /* Never used: make the shared structs part of the object's BTF so that the
  * skeleton generates their Rust types. */
@@ -31,5 +33,6 @@ struct fg_proc_event fg_proc_event_type = {};
 struct fg_key fg_key_type = {};
 struct fg_start fg_start_type = {};
 struct fg_waker fg_waker_type = {};
+struct fg_seed_regs fg_seed_regs_type = {};
 
 char LICENSE[] SEC("license") = "GPL";

@@ -112,6 +112,18 @@ struct fg_waker {
 	char comm[TASK_COMM_LEN];
 };
 
+/* A user thread's registers as its entry to the kernel saved them, and
+ * its count of runs (sched_info.pcount; 0 without schedstats), written by
+ * the task iterator of seeds.bpf.h at an off-CPU capture's start. */
+struct fg_seed_regs {
+	__u32 pid;
+	__u32 tid;
+	__u64 ip;
+	__u64 sp;
+	__u64 bp;
+	__u64 pcount;
+};
+
 /* Where a traced thread is between two switches (struct fg_start). */
 enum fg_phase {
 	FG_WAITING = 0, /* off-CPU since ts, in a wait that is recorded */

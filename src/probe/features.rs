@@ -169,6 +169,9 @@ pub struct Paths {
     /// program that uses a hash map allocated as it fills
     /// ("perf_event programs can only use preallocated hash map").
     pub prealloc: Taken,
+    /// The kernel has task iterators (5.8): the registers of threads
+    /// blocked before an off-CPU capture are read (src/probe/seeds.rs).
+    pub task_iter: bool,
 }
 
 impl Paths {
@@ -208,6 +211,8 @@ impl Paths {
             kernel_stack_size: if btf.type_by_name::<types::Func<'_>>("kasan_report").is_some() { 32768 } else { 16384 },
             task_stack: has_enumerator(&btf, "bpf_func_id", "BPF_FUNC_get_task_stack"),
             prealloc: Taken::of(force.prealloc, !perf_event_takes_unpreallocated_maps()),
+            // The context of task iterator programs (5.8).
+            task_iter: btf.type_by_name::<types::Struct<'_>>("bpf_iter__task").is_some(),
         })
     }
 
@@ -218,6 +223,7 @@ impl Paths {
             state_field: "__state",
             kernel_stack_size: 16384,
             task_stack: true,
+            task_iter: true,
             ..Default::default()
         }
     }
@@ -234,6 +240,7 @@ impl Paths {
                 p.task_regs.taken(),
                 p.prealloc.taken(),
                 p.kstack_at_switch_out(),
+                p.task_iter,
                 p.btf_file.clone(),
                 // Read only by the registers-by-hand walker.
                 p.task_regs.taken().then_some(p.kernel_stack_size),
@@ -253,7 +260,8 @@ impl Paths {
     }
 
     /// One word per fallback taken, in the order of [`Paths::lines`]: the
-    /// words of [`FORCE_ENV`] for those it can force, `no-task-stack` and
+    /// words of [`FORCE_ENV`] for those it can force, `no-task-stack`,
+    /// `no-task-iter` and
     /// `btf-file` for the others. For scripts (`--json`'s
     /// `kernel_fallback_words`) and the README's table of kernels, which
     /// tests/kernels.rs holds the booted kernels to.
@@ -282,6 +290,9 @@ impl Paths {
         }
         if self.prealloc.taken() {
             out.push("prealloc");
+        }
+        if !self.task_iter {
+            out.push("no-task-iter");
         }
         out
     }
@@ -336,6 +347,12 @@ impl Paths {
                 PROC_UNWIND_ENTRIES * std::mem::size_of::<super::skel::types::fg_proc_unwind>() >> 20,
                 self.prealloc.why("before Linux 6.1 perf_event programs use only preallocated hash maps")
             ));
+        }
+        if !self.task_iter {
+            out.push(
+                "the waits of threads blocked before an off-CPU capture drawn without their user stacks (task iterators need Linux 5.8)"
+                    .to_string(),
+            );
         }
         out
     }
@@ -584,16 +601,19 @@ mod tests {
             kernel_stack_size: 16384,
             task_stack: true,
             prealloc: Taken::No,
+            task_iter: false,
         };
         let lines = paths.lines();
-        assert_eq!(lines.len(), 4, "{lines:?}");
+        assert_eq!(lines.len(), 5, "{lines:?}");
         assert!(lines[0].contains("task_struct.__state") && lines[0].contains("forced by FGBPF_FORCE_FALLBACK"));
         assert!(lines[1].contains("raw tracepoints") && lines[1].contains("the kernel has no BTF"));
         assert!(lines[2].contains("tail calls") && lines[2].contains("no bpf_loop helper (Linux 5.17)"));
         assert!(lines[3].contains("16 KiB kernel stack") && lines[3].contains("forced by FGBPF_FORCE_FALLBACK"));
-        assert_eq!(paths.words(), ["task-state", "raw-tp", "no-loop", "no-task-regs"]);
+        assert!(lines[4].contains("without their user stacks") && lines[4].contains("Linux 5.8"));
+        assert_eq!(paths.words(), ["task-state", "raw-tp", "no-loop", "no-task-regs", "no-task-iter"]);
         let native = Paths {
             task_stack: true,
+            task_iter: true,
             ..Default::default()
         };
         assert!(native.lines().is_empty() && native.words().is_empty());

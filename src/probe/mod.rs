@@ -31,6 +31,7 @@ mod python;
 mod ruby;
 mod v8;
 mod runtimes;
+mod seeds;
 mod skel;
 mod staged;
 pub mod targets;
@@ -54,6 +55,7 @@ use skel::FgbpfSkel;
 
 pub use go::Snapshot as GoSnapshot;
 pub use runtimes::Unnamed as RuntimeUnnamed;
+pub use seeds::SeedCounts;
 pub use options::{OffcpuOptions, OncpuOptions, Options, Recorded, DEFAULT_EVENTS_RING, DEFAULT_SLICE};
 pub use targets::Targets;
 pub use unwind::{NoTable, TableStats};
@@ -117,6 +119,8 @@ pub struct Probe {
     /// The program attached to sched_switch, for what the kernel counted
     /// of it (its recursion misses).
     switch_prog: Option<std::os::fd::OwnedFd>,
+    /// The stacks of the waits begun before the capture (seeds.rs).
+    seeds: seeds::Seeds,
 }
 
 impl Probe {
@@ -193,6 +197,7 @@ impl Probe {
             offcpu: off.is_some(),
             wakers,
             staged: false,
+            seeds: off.is_some() && paths.task_iter && opts.user_stacks && !opts.targets.follow_children,
         };
         // The table walker and the runtimes' walkers load second when they
         // can (staged.rs).
@@ -279,7 +284,7 @@ impl Probe {
                 ));
             }
         }
-        let probe = Probe {
+        let mut probe = Probe {
             watcher,
             links,
             skel,
@@ -308,10 +313,11 @@ impl Probe {
             long_waits: Vec::new(),
             exited: Vec::new(),
             switch_prog,
+            seeds: seeds::Seeds::default(),
         };
         // A command started by fgbpf has no history before the capture.
         if off.is_some() && !opts.targets.follow_children {
-            probe.seed_threads(origin);
+            probe.seed_threads(origin, programs.seeds);
         }
         Ok(Some(probe))
     }
@@ -471,6 +477,8 @@ impl Probe {
         for (pid, text) in read {
             runtimes::track_read(&mut self.skel, self.tables.as_mut(), &mut self.runtimes, *pid, text);
         }
+        let pids: Vec<u32> = read.iter().map(|(pid, _)| *pid).collect();
+        self.walk_seeds(Some(&pids));
     }
 
     /// Processes whose execve was announced without waking user space
@@ -523,6 +531,8 @@ impl Probe {
         for (pid, text) in &reread {
             self.runtimes.track(&mut self.skel, *pid, text);
         }
+        let pids: Vec<u32> = reread.iter().map(|(pid, _)| *pid).collect();
+        self.walk_seeds(Some(&pids));
         self.runtimes.refresh(&self.skel);
         if self.runtimes.python.is_some() || self.runtimes.ruby.is_some() || self.runtimes.php.is_some() {
             let fresh = self.counts.take_fresh();
@@ -605,20 +615,5 @@ impl Probe {
     pub fn drained_through(&self) -> Option<Duration> {
         let at = self.counts.drained_at()?;
         Some(Duration::from_nanos(at.saturating_sub(self.counts.slicing().origin)))
-    }
-
-    /// Threads already blocked when tracing starts would otherwise go
-    /// unseen until they wake (and, in a wall-clock capture, running ones
-    /// until they switch out): start their clocks at `origin`, from /proc.
-    fn seed_threads(&self, origin: u64) {
-        let Some(off) = &self.opts.offcpu else {
-            return;
-        };
-        offcpu::seed_threads(
-            &self.skel.maps.starts,
-            &self.opts.targets,
-            (&off.states, off.skips_kernel_threads(&self.opts.targets), self.opts.measures_runs()),
-            origin,
-        );
     }
 }

@@ -33,12 +33,14 @@ pub(super) fn monotonic_ns() -> u64 {
 /// the capture's time 0); with `runs` (wall-clock captures), running ones
 /// a run since `origin`, so that their time adds up from the start. With
 /// `skip_kthreads`, kernel threads are left out, as the tracer does.
+/// Returns the threads given a wait (their stacks: seeds.rs).
 pub(super) fn seed_threads<M: MapCore>(
     starts: &M,
     targets: &Targets,
     (states, skip_kthreads, runs): (&[State], bool, bool),
     origin: u64,
-) {
+) -> Vec<u32> {
+    let mut waiting = Vec::new();
     for (pid, tid, state) in thread_states(targets, skip_kthreads) {
         if pid == std::process::id() {
             continue;
@@ -65,8 +67,11 @@ pub(super) fn seed_threads<M: MapCore>(
         // SAFETY: fg_start is a padding-free struct of integers.
         let bytes = unsafe { plain::as_bytes(&start) };
         // NOEXIST: a switch seen since attaching is more precise.
-        let _ = starts.update(&tid.to_ne_bytes(), bytes, MapFlags::NO_EXIST);
+        if starts.update(&tid.to_ne_bytes(), bytes, MapFlags::NO_EXIST).is_ok() && phase == FG_WAITING {
+            waiting.push(tid);
+        }
     }
+    waiting
 }
 
 /// `enum fg_phase` of src/bpf/fgbpf.h.
@@ -277,7 +282,7 @@ fn stat_fields(pid: u32, tid: u32) -> Option<Vec<String>> {
 
 /// /proc/PID/task/TID/NAME, its first `limit` bytes, lossily decoded (the
 /// name in it is the target's); `None` when the thread is gone.
-fn task_file(pid: u32, tid: u32, name: &str, limit: u64) -> Option<String> {
+pub(super) fn task_file(pid: u32, tid: u32, name: &str, limit: u64) -> Option<String> {
     let mut bytes = Vec::new();
     let file = fs::File::open(format!("/proc/{pid}/task/{tid}/{name}")).ok()?;
     std::io::Read::read_to_end(&mut std::io::Read::take(file, limit), &mut bytes).ok()?;

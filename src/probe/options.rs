@@ -195,6 +195,9 @@ pub struct Recorded {
     /// Off-CPU blocks still open when the capture ended (their time so far
     /// is in `stacks`).
     pub open_blocks: u64,
+    /// The threads blocked since before the capture that were drawn: how
+    /// their user stacks were read (src/probe/seeds.rs).
+    pub seeded: super::SeedCounts,
     /// Wall-clock captures: the time each thread ran, measured at its
     /// switches (weight and spans in microseconds; no stacks), up to the
     /// end for those still running. Their on-CPU samples divide it among

@@ -29,6 +29,9 @@ pub(super) struct Programs {
     /// The first load of a staged start: the _staged variants
     /// (src/probe/staged.rs).
     pub staged: bool,
+    /// The task iterator that reads the registers of threads blocked
+    /// before an off-CPU capture (src/bpf/seeds.bpf.h).
+    pub seeds: bool,
 }
 
 impl Programs {
@@ -66,12 +69,13 @@ impl Programs {
         p.waking_raw_compat.set_autoload(wk && raw && compat);
         p.walk_waking_btf.set_autoload(wk && btf && walk);
         p.walk_waking_raw.set_autoload(wk && raw && walk);
+        p.seed_regs.set_autoload(self.seeds);
     }
 
     /// The second load of a staged start (src/probe/staged.rs): only the
     /// twins of the first load's programs, the plain ones.
     pub fn autoload_twins(&self, p: &mut OpenFgbpfProgs<'_>) {
-        Programs { staged: false, ..*self }.autoload(p);
+        Programs { staged: false, seeds: false, ..*self }.autoload(p);
         for prog in [&mut p.fork_btf, &mut p.exec_btf, &mut p.exit_btf, &mut p.fork_raw, &mut p.exec_raw, &mut p.exit_raw] {
             prog.set_autoload(false);
         }

@@ -14,6 +14,10 @@ impl Probe {
     /// those held (copied) while the capture goes on, from slice `from` on
     /// (what fell before may be left out).
     pub(super) fn read(&mut self, now: u64, totals: Option<Totals<Key>>, from: u32) -> Recorded {
+        // At the end, a last look for processes read since the last turn.
+        if totals.is_some() {
+            self.walk_seeds(None);
+        }
         let mut reader = drain::StackReader::new(&self.skel.maps.stacks, self.counts.stacks());
         let wakers_on = self.opts.offcpu.as_ref().is_some_and(|o| o.wakers);
         let mut wakers = wakers::WakerReader::new(wakers_on.then_some(&self.skel.maps.wakers));
@@ -33,11 +37,13 @@ impl Probe {
             &mut reader,
             &mut stacks,
         );
+        let seeded = self.seeds.fill(&mut stacks);
         let stats = self.stats();
         let mut rec = Recorded {
             stacks,
             stats,
             open_blocks: open.drawn,
+            seeded,
             runs: {
                 runs.extend(open.running);
                 runs

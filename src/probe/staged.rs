@@ -245,6 +245,7 @@ mod tests {
             offcpu: false,
             wakers: false,
             staged: false,
+            seeds: false,
         }
     }
 

@@ -139,6 +139,22 @@ impl Shared {
         n as u64 <= u64::from(self.capacity - self.used)
     }
 
+    /// Element `i` as a `T`, if written.
+    fn get<T: plain::Plain + Default>(&self, i: u32) -> Option<T> {
+        let size = std::mem::size_of::<T>();
+        if i >= self.used || size > self.stride {
+            return None;
+        }
+        let mut out = T::default();
+        // SAFETY: i < used <= capacity, and the mapping holds capacity
+        // elements of `stride` bytes; T is plain data of `size` bytes.
+        unsafe {
+            let src = self.ptr.add(i as usize * self.stride);
+            std::ptr::copy_nonoverlapping(src, (&mut out as *mut T).cast::<u8>(), size);
+        }
+        Some(out)
+    }
+
     /// Appends `items` (each at most `stride` bytes) and returns the index
     /// of the first. The caller has checked [`Self::room`].
     fn append<T: plain::Plain>(&mut self, items: &[T]) -> u32 {
@@ -183,6 +199,28 @@ impl Tables {
 
     pub fn stats(&self) -> TableStats {
         self.stats.clone()
+    }
+
+    /// The row for `pc` in mapping `m` of a process's entry, as the BPF
+    /// walker finds it (tables.bpf.h, `row_of`): the last of the binary's
+    /// rows at or below `pc - m.load`. None without rows there.
+    pub(super) fn row_for(&self, m: &types::fg_mapping, pc: u64) -> Option<Row> {
+        let rel = pc.wrapping_sub(m.load);
+        if m.count == 0 || rel > u64::from(u32::MAX) {
+            return None;
+        }
+        let rel = rel as u32;
+        let (mut lo, mut hi) = (0u32, m.count);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let row: Row = self.rows.get(m.first.checked_add(mid)?)?;
+            if row.pc <= rel {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo.checked_sub(1).and_then(|i| self.rows.get(m.first + i))
     }
 
     /// Gives the walker the tables of the process's executable mappings

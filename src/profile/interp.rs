@@ -45,9 +45,11 @@ pub fn by_process<'a>(
     let mut per: BTreeMap<u32, InterpWalks> = BTreeMap::new();
     for (r, weight) in raw {
         let Some(version) = versions.get(&r.pid) else { continue };
-        // A stack with no user frames (a thread blocked since before the
-        // capture) was walked neither way: not counted.
-        if r.user.is_empty() && r.py_walk.is_none() {
+        // A stack with no user frames was walked neither way, and one of
+        // a thread blocked since before the capture by user space from
+        // its saved registers (src/probe/seeds.rs), native frames only:
+        // not counted.
+        if (r.user.is_empty() || r.root_note == Some(super::BEFORE_CAPTURE)) && r.py_walk.is_none() {
             continue;
         }
         let e = per.entry(r.pid).or_insert_with(|| InterpWalks {

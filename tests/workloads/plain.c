@@ -1,7 +1,8 @@
 /* Built the way users build: plain `gcc -O2`, no frame-pointer flags, every
- * wait through glibc. Usage: plain MODE SECONDS, where MODE is
+ * wait through glibc. Usage: plain MODE SECONDS [ROUND_MS], where MODE is
  *   split  CPU time split 50/30/20 between work_fifty/thirty/twenty, each
- *          calling the same leaf `spin`, under main;
+ *          calling the same leaf `spin`, under main, in rounds of about
+ *          ROUND_MS (a third argument, 20 by default; see below);
  *   slower as split, but work_twenty runs twice per round: its time doubled,
  *          the regression `diff --fail-above` is tested on;
  *   deep   a 10-deep chain level1 .. level10 spinning at the bottom;
@@ -14,10 +15,14 @@
  *   signal `interrupted` loops under main while a profiling timer's
  *          signal every 4 ms of its CPU runs `on_tick`, which spins about
  *          1 ms in `in_handler`: a share of the time in a signal handler,
- *          on the stack whose frame the kernel's signal frame interrupted. */
+ *          on the stack whose frame the kernel's signal frame interrupted;
+ *   idle   blocked until killed, as a server's idle threads are: main in
+ *          pause() under idle_in_main, thread `idler` in read() on a pipe
+ *          nobody writes, under wait_forever; prints "ready" first. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <sys/time.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,8 +48,9 @@ __attribute__((noinline)) void spin(unsigned long iters)
 }
 
 /* A round is the three functions in a random order, each scaled by k (1000
- * to 1099, drawn each round), about 20 ms on this machine: ten periods of a
- * 499 Hz sampler. Each function's count of samples in a round is then the
+ * to 1099, drawn each round) times ROUND_MS / 20, about ROUND_MS on this
+ * machine; 20 ms is ten periods of a 499 Hz sampler, and a test sampling
+ * at 49 Hz asks for 200. Each function's count of samples in a round is then the
  * floor or the ceiling of its length in periods, the round's random order
  * and length move the sampler's grid over it, and the shares' error shrinks
  * with the rounds (0.3 points at 499 Hz over 3 s). A round shorter than the
@@ -54,9 +60,9 @@ __attribute__((noinline)) void spin(unsigned long iters)
  * period and every sample lands at one point of it: fifty read 36.4% in one
  * of four runs here with the work scaled by 1.15, 43% over HTTP in a CI run,
  * and perf's sampler, at another phase of the same process, 36.3%. */
-__attribute__((noinline)) void work_fifty(unsigned long k) { spin(6000 * k); sink++; }
-__attribute__((noinline)) void work_thirty(unsigned long k) { spin(3600 * k); sink++; }
-__attribute__((noinline)) void work_twenty(unsigned long k) { spin(2400 * k); sink++; }
+__attribute__((noinline)) void work_fifty(unsigned long k) { spin(300 * k); sink++; }
+__attribute__((noinline)) void work_thirty(unsigned long k) { spin(180 * k); sink++; }
+__attribute__((noinline)) void work_twenty(unsigned long k) { spin(120 * k); sink++; }
 
 #define LEVEL(n, next)                                                 \
 	__attribute__((noinline)) void level##n(void) { next(); sink++; }
@@ -180,15 +186,37 @@ static void *writer(void *arg)
 	return NULL;
 }
 
+__attribute__((noinline)) void wait_forever(int fd)
+{
+	char byte;
+	if (read(fd, &byte, 1) < 0)
+		abort();
+	sink++;
+}
+
+static void *idler(void *arg)
+{
+	int *fds = arg;
+	wait_forever(fds[0]);
+	return NULL;
+}
+
+__attribute__((noinline)) void idle_in_main(void)
+{
+	pause();
+	sink++;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "split";
 	until = now() + (argc > 2 ? atof(argv[2]) : 5);
 	if (!strcmp(mode, "split") || !strcmp(mode, "slower")) {
 		int twice = !strcmp(mode, "slower");
+		unsigned long round_ms = argc > 3 && atoi(argv[3]) > 0 ? (unsigned long)atoi(argv[3]) : 20;
 		srand(getpid());
 		while (now() < until) {
-			unsigned long k = 1000 + rand() % 100;
+			unsigned long k = (1000 + rand() % 100) * round_ms;
 			int first = rand() % 3, second = (first + 1 + rand() % 2) % 3;
 			for (int i = 0; i < 3; i++) {
 				int which = i == 0 ? first : i == 1 ? second : 3 - first - second;
@@ -208,6 +236,16 @@ int main(int argc, char **argv)
 		setitimer(ITIMER_PROF, &every, NULL);
 		while (now() < until)
 			interrupted();
+	} else if (!strcmp(mode, "idle")) {
+		static int fds[2];
+		pthread_t t;
+		if (pipe(fds))
+			return 1;
+		pthread_create(&t, NULL, idler, fds);
+		pthread_setname_np(t, "idler");
+		puts("ready");
+		fflush(stdout);
+		idle_in_main();
 	} else if (!strcmp(mode, "deep")) {
 		while (now() < until)
 			level1();
