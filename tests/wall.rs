@@ -325,4 +325,16 @@ fn the_demos_thread_table_has_the_right_split_and_the_summary_starts_with_findin
         text.contains("sleeping: sleep in clock_nanosleep under fgbpf::demo::"),
         "{text}"
     );
+    // Every finding names the demo's own code, and the main thread's wait
+    // for its workers is whole from _start through main to the demo.
+    let findings: Vec<&str> = err.lines().filter(|l| l.contains("% of wall time in thread ")).collect();
+    assert!(!findings.is_empty() && findings.iter().all(|l| l.contains("fgbpf::demo::")), "{err}");
+    let stacks = read_folded(&dir.join("wall.folded"));
+    let main: Vec<(Vec<String>, u64)> = stacks
+        .iter()
+        .filter(|(f, _)| f.get(1).is_some_and(|t| t.starts_with("fgbpf-")) && f.last().is_some_and(|s| s == "[sleeping]"))
+        .cloned()
+        .collect();
+    let whole = weight_in_order(&main, &["_start", "main", "fgbpf::demo::run"]);
+    assert!(pct(whole, total(&main)) >= 99.0, "{whole} of {} us of the main thread's sleeps whole: {main:?}", total(&main));
 }

@@ -57,6 +57,8 @@ pub struct SeedCounts {
 
 /// What became of one seeded thread.
 enum Outcome {
+    /// No registers: see [`Seeds::registers`].
+    NoRegisters,
     Pending(types::fg_seed_regs),
     Walked(Arc<[u64]>, Walk),
     RanFirst,
@@ -88,11 +90,12 @@ impl Seeds {
         if tids.is_empty() {
             return Seeds::default();
         }
+        let none = || tids.iter().map(|&t| (t, Outcome::NoRegisters)).collect();
         if !loaded {
-            return Seeds { registers: Registers::NoIterator, ..Seeds::default() };
+            return Seeds { threads: none(), registers: Registers::NoIterator };
         }
         let Some(records) = iterate(skel) else {
-            return Seeds { registers: Registers::Failed, ..Seeds::default() };
+            return Seeds { threads: none(), registers: Registers::Failed };
         };
         let mut threads: HashMap<u32, Outcome> = tids.iter().map(|&t| (t, Outcome::Unread)).collect();
         for r in records {
@@ -170,11 +173,13 @@ impl Seeds {
                 }
                 Some(Outcome::RanFirst) => count(&mut counts.ran_first),
                 Some(Outcome::Pending(_) | Outcome::Unread) => count(&mut counts.unread),
-                None => match self.registers {
+                Some(Outcome::NoRegisters) => match self.registers {
                     Registers::NoIterator => count(&mut counts.no_iterator),
-                    Registers::Failed => count(&mut counts.iterator_failed),
-                    Registers::Read => count(&mut counts.unread),
+                    _ => count(&mut counts.iterator_failed),
                 },
+                // Not seeded at the start: a held command's thread, stopped
+                // at its entry point until the window restarted.
+                None => {}
             }
         }
         counts
