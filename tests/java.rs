@@ -361,12 +361,8 @@ fn a_jvm_that_exits_mid_capture_is_named() {
     let busy = busiest_thread(&stacks);
     assert!(total(&busy) > 1_000, "{} samples of the busy thread\n{summary}", total(&busy));
     // It exited inside the window: the capture ended before its 8 s.
-    let over: f64 = summary
-        .split(" over ")
-        .nth(1)
-        .and_then(|t| t.split(' ').next())
-        .and_then(|t| t.parse().ok())
-        .unwrap_or_else(|| panic!("no window in the summary:\n{summary}"));
+    let over: f64 =
+        number_between(&summary, " over ", " ").unwrap_or_else(|| panic!("no window in the summary:\n{summary}"));
     assert!(over < 7.5, "the JVM outlived the capture ({over} s):\n{summary}");
     let ordered = pct(in_order(&busy, &["Busy.main", "Busy.outer", "Busy.inner"]), total(&busy));
     assert!(ordered >= 90.0, "{ordered:.1}% of {} in main;outer;inner\n{summary}", total(&busy));

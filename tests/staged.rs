@@ -59,11 +59,7 @@ fn system_wide(cmd: &str, pid: u32, test: &str) -> Capture {
     assert_ok(&out);
     let summary = String::from_utf8_lossy(&out.stderr).into_owned();
     let joined = joined_after(&summary).unwrap_or_else(|| panic!("the summary says when the walkers joined\n{summary}"));
-    let built: u64 = summary
-        .split(" rows, built in ")
-        .nth(1)
-        .and_then(|r| r.split(" ms").next())
-        .and_then(|ms| ms.parse().ok())
+    let built: u64 = number_between(&summary, " rows, built in ", " ms")
         .unwrap_or_else(|| panic!("the summary says how long the tables took\n{summary}"));
     let from = (joined + built + 20).div_ceil(100) as f64 / 10.0;
     let later = dir.with_extension("read.folded");
@@ -87,8 +83,7 @@ fn system_wide(cmd: &str, pid: u32, test: &str) -> Capture {
 /// The summary's line for the staged start: how long after the capture began
 /// the walkers joined, in ms.
 fn joined_after(summary: &str) -> Option<u64> {
-    let rest = summary.split("their walkers joined ").nth(1)?;
-    rest.split(" ms after the capture began").next()?.parse().ok()
+    number_between(summary, "their walkers joined ", " ms after the capture began")
 }
 
 /// The summary's line for the Python process `pid`.

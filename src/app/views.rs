@@ -398,41 +398,19 @@ mod tests {
 
 /// How the user stacks of the waits begun before the capture were read.
 fn seeded_line(s: &crate::probe::SeedCounts) -> Option<String> {
-    let all = s.walked + s.ran_first + s.unread + s.no_iterator + s.iterator_failed;
+    let outcomes = [
+        (s.walked, "drawn with the user stack they wait in, walked from the registers the kernel saved for them at the start"),
+        (s.ran_first, "woke before fgbpf had read their process's unwind tables and are drawn without user frames"),
+        (s.unread, "drawn without user frames: their process exited or was never read, or its memory could not be read"),
+        (s.no_iterator, "drawn without user frames: this kernel has no task iterators (Linux 5.8) to read their registers"),
+        (s.iterator_failed, "drawn without user frames: the task iterator that reads their registers would not attach"),
+    ];
+    let all: u64 = outcomes.iter().map(|(n, _)| n).sum();
     if all == 0 {
         return None;
     }
-    let mut parts = Vec::new();
-    if s.walked > 0 {
-        parts.push(format!(
-            "{} drawn with the user stack they wait in, walked from the registers the kernel saved for them at the start",
-            thousands(s.walked)
-        ));
-    }
-    if s.ran_first > 0 {
-        parts.push(format!(
-            "{} woke before fgbpf had read their process's unwind tables and are drawn without user frames",
-            thousands(s.ran_first)
-        ));
-    }
-    if s.unread > 0 {
-        parts.push(format!(
-            "{} drawn without user frames: their process exited or was never read, or its memory could not be read",
-            thousands(s.unread)
-        ));
-    }
-    if s.no_iterator > 0 {
-        parts.push(format!(
-            "{} drawn without user frames: this kernel has no task iterators (Linux 5.8) to read their registers",
-            thousands(s.no_iterator)
-        ));
-    }
-    if s.iterator_failed > 0 {
-        parts.push(format!(
-            "{} drawn without user frames: the task iterator that reads their registers would not attach",
-            thousands(s.iterator_failed)
-        ));
-    }
+    let parts: Vec<String> =
+        outcomes.iter().filter(|(n, _)| *n > 0).map(|(n, what)| format!("{} {what}", thousands(*n))).collect();
     Some(format!(
         "{} threads were blocked from before the capture ({BEFORE_CAPTURE}): {}.",
         thousands(all),

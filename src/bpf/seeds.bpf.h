@@ -6,7 +6,7 @@
  * each waits in from them (src/probe/seeds.rs), once it has read the
  * process's tables, if the thread has not run since (pcount unchanged).
  * Task iterators came in 5.8: the loader loads this program only where
- * the kernel's BTF has bpf_iter_task. */
+ * the kernel's BTF has their context, struct bpf_iter__task. */
 #ifndef FGBPF_SEEDS_BPF_H
 #define FGBPF_SEEDS_BPF_H
 #include "fgbpf.h"
@@ -29,20 +29,15 @@ int seed_regs(struct bpf_iter__task *ctx)
 	if (regs_by_hand) {
 		void *stack = task->stack;
 
-		if (!stack)
-			return 0;
-		regs = (struct pt_regs *)(stack + kernel_stack_size) - 1;
-		r.ip = BPF_CORE_READ(regs, ip);
-		r.sp = BPF_CORE_READ(regs, sp);
-		r.bp = BPF_CORE_READ(regs, bp);
+		regs = stack ? (struct pt_regs *)(stack + kernel_stack_size) - 1 : NULL;
 	} else {
 		regs = (struct pt_regs *)bpf_task_pt_regs(task);
-		if (!regs)
-			return 0;
-		r.ip = BPF_CORE_READ(regs, ip);
-		r.sp = BPF_CORE_READ(regs, sp);
-		r.bp = BPF_CORE_READ(regs, bp);
 	}
+	if (!regs)
+		return 0;
+	r.ip = BPF_CORE_READ(regs, ip);
+	r.sp = BPF_CORE_READ(regs, sp);
+	r.bp = BPF_CORE_READ(regs, bp);
 	if (bpf_core_field_exists(task->sched_info.pcount))
 		r.pcount = BPF_CORE_READ(task, sched_info.pcount);
 	bpf_seq_write(seq, &r, sizeof(r));

@@ -250,9 +250,7 @@ fn untraced_tail(start: &types::fg_start, tid: u32, ns: u64) -> Option<Tail> {
     if start.pcount == 0 || !off_cpu_now(start.pid, tid) {
         return None;
     }
-    let text = task_file(start.pid, tid, "schedstat", 128)?;
-    let mut f = text.split_ascii_whitespace().map(|w| w.parse::<u64>().ok());
-    let (run, delay, runs) = (f.next()??, f.next()??, f.next()??);
+    let (run, delay, runs) = schedstat(start.pid, tid)?;
     if runs + 1 < start.pcount {
         return None; // not the thread the entry began with
     }
@@ -278,6 +276,15 @@ fn stat_fields(pid: u32, tid: u32) -> Option<Vec<String>> {
     let stat = task_file(pid, tid, "stat", 1024)?;
     let (_, rest) = stat.rsplit_once(')')?;
     Some(rest.split_whitespace().map(str::to_string).collect())
+}
+
+/// A thread's /proc schedstat: its time on a CPU and waiting on a
+/// run-queue (ns), and its count of runs (sched_info.pcount). `None` when
+/// the thread is gone or the kernel keeps no schedstats.
+pub(super) fn schedstat(pid: u32, tid: u32) -> Option<(u64, u64, u64)> {
+    let text = task_file(pid, tid, "schedstat", 128)?;
+    let mut f = text.split_ascii_whitespace().map(|w| w.parse::<u64>().ok());
+    Some((f.next()??, f.next()??, f.next()??))
 }
 
 /// /proc/PID/task/TID/NAME, its first `limit` bytes, lossily decoded (the

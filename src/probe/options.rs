@@ -223,8 +223,8 @@ pub struct Recorded {
     /// Why the Java walker was not loaded, when the user wanted it.
     pub java_refused: Option<String>,
     /// A staged start (src/probe/staged.rs): how long after the capture's
-    /// time 0 (its slices' origin) the runtimes' walkers joined (the stats count what was recorded
-    /// before: `lean_samples`, `lean_switches`).
+    /// time 0 (its slices' origin) the runtimes' walkers joined (the stats
+    /// count what was recorded before: `lean_samples`, `lean_switches`).
     pub walkers_joined: Option<std::time::Duration>,
     /// The kernel fallbacks taken, one sentence each (see
     /// [`features::Paths::lines`](super::features::Paths::lines)).

@@ -243,8 +243,7 @@ fn proc_entry<M: MapCore>(proc_unwind: &M, pid: u32) -> Option<types::fg_proc_un
 
 /// The thread's count of runs (sched_info.pcount) as /proc shows it.
 fn runs(pid: u32, tid: u32) -> Option<u64> {
-    let text = offcpu::task_file(pid, tid, "schedstat", 256)?;
-    text.split_whitespace().nth(2)?.parse().ok()
+    offcpu::schedstat(pid, tid).map(|(_, _, runs)| runs)
 }
 
 /// Walks the stack from `regs` as the BPF walker would (unwind.bpf.h,
@@ -267,9 +266,6 @@ fn walk(regs: &types::fg_seed_regs, proc: &types::fg_proc_unwind, tables: &Table
     let mut used_fp = false;
     let done = |used_fp: bool| if used_fp { Walk::Mixed } else { Walk::Tables };
     loop {
-        if ips.len() >= MAX_FRAMES {
-            return (ips, Walk::Depth);
-        }
         ips.push(ip);
         if ips.len() >= MAX_FRAMES {
             return (ips, Walk::Depth);
@@ -280,30 +276,31 @@ fn walk(regs: &types::fg_seed_regs, proc: &types::fg_proc_unwind, tables: &Table
             .iter()
             .find(|m| pc >= m.start && pc < m.end)
             .and_then(|m| tables.row_for(m, pc));
-        let cfa = match row.map(|r| (r, r.cfa())) {
-            None | Some((_, CfaType::None)) => {
-                // rbp zero: the ABI's mark of the outermost frame.
-                if bp == 0 {
-                    return (ips, done(used_fp));
-                }
-                if bp < sp {
-                    return (ips, Walk::Lost);
-                }
-                let (Some(saved), Some(ra)) = (read(bp), read(bp.wrapping_add(8))) else {
-                    return (ips, Walk::Lost);
-                };
-                (sp, bp, ip) = (bp + 16, saved, ra);
-                used_fp = true;
-                if ip == 0 {
-                    return (ips, done(used_fp));
-                }
-                continue;
+        // No row here: the frame pointer.
+        let Some(r) = row.filter(|r| r.cfa() != CfaType::None) else {
+            // rbp zero: the ABI's mark of the outermost frame.
+            if bp == 0 {
+                return (ips, done(used_fp));
             }
-            Some((r, CfaType::Rsp)) => sp.wrapping_add_signed(i64::from(r.cfa_off)),
-            Some((r, CfaType::Rbp)) => bp.wrapping_add_signed(i64::from(r.cfa_off)),
-            Some((r, CfaType::Plt)) => sp.wrapping_add_signed(i64::from(r.cfa_off)) + if ip & 15 >= 11 { 8 } else { 0 },
-            Some((_, CfaType::End)) => return (ips, done(used_fp)),
-            Some((_, CfaType::Signal)) => {
+            if bp < sp {
+                return (ips, Walk::Lost);
+            }
+            let (Some(saved), Some(ra)) = (read(bp), read(bp.wrapping_add(8))) else {
+                return (ips, Walk::Lost);
+            };
+            (sp, bp, ip) = (bp + 16, saved, ra);
+            used_fp = true;
+            if ip == 0 {
+                return (ips, done(used_fp));
+            }
+            continue;
+        };
+        let cfa = match r.cfa() {
+            CfaType::Rsp => sp.wrapping_add_signed(i64::from(r.cfa_off)),
+            CfaType::Rbp => bp.wrapping_add_signed(i64::from(r.cfa_off)),
+            CfaType::Plt => sp.wrapping_add_signed(i64::from(r.cfa_off)) + if ip & 15 >= 11 { 8 } else { 0 },
+            CfaType::End => return (ips, done(used_fp)),
+            CfaType::Signal => {
                 let ctx = sp.wrapping_add(SIGCONTEXT);
                 let (Some(rip), Some(rsp), Some(rbp)) =
                     (read(ctx + SIGCONTEXT_RIP), read(ctx + SIGCONTEXT_RSP), read(ctx + SIGCONTEXT_RBP))
@@ -318,21 +315,21 @@ fn walk(regs: &types::fg_seed_regs, proc: &types::fg_proc_unwind, tables: &Table
                 }
                 continue;
             }
-            Some((_, CfaType::Unsupported)) => return (ips, Walk::Unsupported),
+            // None was left to the frame pointer above.
+            CfaType::Unsupported | CfaType::None => return (ips, Walk::Unsupported),
         };
         let Some(ra) = read(cfa.wrapping_sub(8)) else {
             return (ips, Walk::Fault);
         };
-        match row.map(|r| r.rbp()) {
-            Some(RbpType::AtCfa) => {
-                let off = row.map_or(0, |r| i64::from(r.rbp_off));
-                let Some(saved) = read(cfa.wrapping_add_signed(off)) else {
+        match r.rbp() {
+            RbpType::AtCfa => {
+                let Some(saved) = read(cfa.wrapping_add_signed(i64::from(r.rbp_off))) else {
                     return (ips, Walk::Fault);
                 };
                 bp = saved;
             }
-            Some(RbpType::Same) | None => {}
-            Some(RbpType::Unsupported) => bp = 0,
+            RbpType::Same => {}
+            RbpType::Unsupported => bp = 0,
         }
         (sp, ip) = (cfa, ra);
         if ip == 0 {

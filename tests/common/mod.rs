@@ -294,6 +294,12 @@ pub fn weight_in_order_by(stacks: &[(Vec<String>, u64)], wanted: &[&str], matche
         .sum()
 }
 
+/// The number a summary gives between `before` and `after` (the first
+/// time `before` occurs), e.g. `number_between(s, " over ", " s")`.
+pub fn number_between<T: std::str::FromStr>(text: &str, before: &str, after: &str) -> Option<T> {
+    text.split(before).nth(1)?.split(after).next()?.parse().ok()
+}
+
 /// `part` as a percentage of `all` (0 when `all` is 0).
 pub fn pct(part: u64, all: u64) -> f64 {
     part as f64 * 100.0 / all.max(1) as f64
