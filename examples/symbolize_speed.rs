@@ -101,7 +101,7 @@ fn main() {
     let start = Instant::now();
     let mut s = Symbolizer::new(&Options::default());
     for (pid, _) in &per_pid {
-        s.remember(*pid, "bench");
+        s.remember(*pid, 0, "bench");
     }
     let remembered = start.elapsed();
     for c in &mut children {

@@ -454,6 +454,7 @@ fn capture_profile() -> Profile {
     p.meta.target = "pid 5".into();
     let thread = |p: &mut Profile, tid: u32, name: &str| {
         p.intern_thread(Thread {
+            start: 0,
             group: None,
             pid: 5,
             tid,

@@ -504,8 +504,8 @@ fn extra_debug_dirs_name_a_stripped_binary_after_it_exits() {
         ..Options::default()
     });
     let mut without = Symbolizer::new(&Options::default());
-    with.remember(pid, "dd-stripped");
-    without.remember(pid, "dd-stripped");
+    with.remember(pid, 0, "dd-stripped");
+    without.remember(pid, 0, "dd-stripped");
     child.wait().unwrap();
 
     let (name, reasons) = leaf_name(&mut with, pid, addr);
@@ -540,8 +540,8 @@ fn library_loaded_after_first_sight_is_named_after_exit_when_refreshed() {
     let pid = child.id();
     let mut refreshed = Symbolizer::new(&Options::default());
     let mut stale = Symbolizer::new(&Options::default());
-    refreshed.remember(pid, "latelib");
-    stale.remember(pid, "latelib");
+    refreshed.remember(pid, 0, "latelib");
+    stale.remember(pid, 0, "latelib");
     // As the capture window does, until the process is gone.
     while child.try_wait().unwrap().is_none() {
         refreshed.refresh();

@@ -25,6 +25,7 @@ fn profile(idle_name: &str) -> Profile {
     p.meta.slice = Some(Duration::from_millis(100));
     p.meta.duration = Duration::from_secs(6);
     let app = p.intern_thread(Thread {
+        start: 0,
         group: None,
         pid: 1000,
         tid: 1000,
@@ -32,6 +33,7 @@ fn profile(idle_name: &str) -> Profile {
         name: "app".into(),
     });
     p.intern_thread(Thread {
+        start: 0,
         group: None,
         pid: 1000,
         tid: 1001,
@@ -223,6 +225,7 @@ fn even(slice_ms: u64, seconds: u64) -> Profile {
     p.meta.slice = Some(Duration::from_millis(slice_ms));
     p.meta.duration = Duration::from_secs(seconds);
     let t = p.intern_thread(Thread {
+        start: 0,
         group: None,
         pid: 1,
         tid: 1,

@@ -84,8 +84,13 @@ struct fg_key {
 	 * from `stacks` is a stack that could not be stored (counted). */
 	__u64 user_stack;
 	__u64 kern_stack;
-	__u32 state; /* enum fg_state */
-	__u32 flags; /* enum fg_key_flags */
+	__u16 state; /* enum fg_state */
+	__u16 flags; /* enum fg_key_flags, enum fg_walk, enum fg_py_walk */
+	/* The process's start (targets.bpf.h: proc_start): with pid, which
+	 * process it was. A pid the kernel gives again within one capture is
+	 * another process. 32 bits, so the key keeps its size (the switch
+	 * handler's chain of calls is at 6.1's 512 bytes of stack). */
+	__u32 start;
 	char comm[TASK_COMM_LEN];
 	/* --wakers: key of the thread and stacks that woke this one, in the
 	 * `wakers` map; 0 when not recorded or not asked for. */
@@ -110,6 +115,7 @@ struct fg_waker {
 	__u64 user_stack;
 	__u64 kern_stack;
 	char comm[TASK_COMM_LEN];
+	__u64 start; /* the waking process's, as struct fg_key's (proc_start) */
 };
 
 /* A user thread's registers as its entry to the kernel saved them, and
@@ -614,6 +620,7 @@ struct fg_proc_event {
 	char comm[TASK_COMM_LEN]; /* the process's (thread group leader's) name */
 	__u64 addr;               /* FG_PROC_PY_CODE: the code object */
 	__u64 addr2;              /* FG_PROC_JAVA_NMETHOD: the compile id */
+	__u64 start;              /* the process's start (proc_start); 0 for a runtime's object */
 };
 
 #endif

@@ -127,6 +127,7 @@ static __always_inline void add_ran(struct fg_stats *st, struct task_struct *tas
 
 	key.pid = pid;
 	key.tid = tid;
+	key.start = proc_start(task);
 	key.state = FG_RAN;
 	key.slice_first = slice_of(from);
 	key.slice_last = slice_of(to);
@@ -199,6 +200,7 @@ static __always_inline void announce_wait(const struct fg_key *key, __u64 ns)
 	__builtin_memcpy(e->comm, key->comm, sizeof(e->comm));
 	e->addr = ns;
 	e->addr2 = (__u64)key->slice_first << 32 | key->tid;
+	e->start = key->start;
 	bpf_ringbuf_submit(e, FG_WAKE);
 }
 
@@ -257,6 +259,7 @@ static __always_inline void record_woken_wait(void *ctx, struct fg_stats *st, st
 		scale = sample_every;
 	key.pid = TASK_FIELD(btf, next, tgid);
 	key.tid = tid;
+	key.start = proc_start(next);
 	key.cgroup = group_of(next);
 	task_comm(next, key.comm, btf);
 	/* Its own length, before sampling scaled it. */

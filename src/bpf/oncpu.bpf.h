@@ -83,6 +83,7 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, const bool co
 		st->lean_samples++;
 	key.pid = pid;
 	key.tid = tid;
+	key.start = proc_start((struct task_struct *)bpf_get_current_task());
 	key.state = FG_ONCPU;
 	key.slice_first = key.slice_last = slice_of(bpf_ktime_get_ns());
 	key.cgroup = group_of((struct task_struct *)bpf_get_current_task());

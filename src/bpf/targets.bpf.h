@@ -24,6 +24,31 @@ const volatile __s32 scope_subsys = -1;
 
 #define FG_MAX_CGROUP_DEPTH 32
 
+/* Nanoseconds in a clock tick of /proc (USER_HZ): set by the loader. */
+const volatile __u64 tick_ns = 10000000;
+
+/* Before 5.5 start_boottime was real_start_time. */
+struct task_struct___pre55 {
+	struct task_struct___pre55 *group_leader;
+	__u64 real_start_time;
+};
+
+/* A process's start: its thread group leader's boot-time start, which
+ * execve keeps (de_thread hands it to the thread that takes over), in
+ * clock ticks as /proc/PID/stat's starttime counts it, its low 32 bits
+ * (497 days at 100 Hz). With its pid, what tells two processes given one
+ * pid apart; user space compares it with starttime. */
+static __always_inline __u32 proc_start(struct task_struct *task)
+{
+	__u64 ns;
+
+	if (bpf_core_field_exists(task->start_boottime))
+		ns = BPF_CORE_READ(task, group_leader, start_boottime);
+	else
+		ns = BPF_CORE_READ((struct task_struct___pre55 *)task, group_leader, real_start_time);
+	return tick_ns ? ns / tick_ns : 0;
+}
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, MAX_TARGETS);
@@ -51,6 +76,16 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 256 * 1024);
 } proc_events SEC(".maps");
+
+/* Where an event is made before its perf buffer takes it (kernels before
+ * 5.8, without ring buffers): not on the stack, which the switch handler's
+ * chain of calls, that announces processes, has none of to spare. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fg_proc_event);
+} proc_event_scratch SEC(".maps");
 
 /* Set by the loader on kernels without ring buffers (before Linux 5.8, or
  * FGBPF_FORCE_FALLBACK=perf-buffer): proc_events is then a perf event
@@ -164,6 +199,7 @@ static __always_inline void announce_object(__u32 pid, __u32 kind, __u64 addr, _
 	e->comm[0] = 0;
 	e->addr = addr;
 	e->addr2 = addr2;
+	e->start = 0;
 	bpf_ringbuf_submit(e, FG_WAKE);
 }
 
@@ -176,16 +212,22 @@ static __always_inline bool send_proc_event(void *ctx, __u32 pid, __u32 kind, st
 	struct fg_proc_event *e;
 
 	if (events_perf) {
-		struct fg_proc_event ev = {};
+		__u32 zero = 0;
+		struct fg_proc_event *ev = bpf_map_lookup_elem(&proc_event_scratch, &zero);
 
-		ev.pid = pid;
-		ev.kind = kind;
-		ev.addr = addr;
-		ev.addr2 = addr2;
-		BPF_CORE_READ_STR_INTO(&ev.comm, task, group_leader, comm);
+		if (!ev) {
+			__sync_fetch_and_add(&proc_events_lost, 1);
+			return false;
+		}
+		ev->pid = pid;
+		ev->kind = kind;
+		ev->addr = addr;
+		ev->addr2 = addr2;
+		ev->start = proc_start(task);
+		BPF_CORE_READ_STR_INTO(&ev->comm, task, group_leader, comm);
 		/* Fails (and the event is counted lost) when this CPU's
 		 * buffer is full. */
-		if (bpf_perf_event_output(ctx, &proc_events, BPF_F_CURRENT_CPU, &ev, sizeof(ev))) {
+		if (bpf_perf_event_output(ctx, &proc_events, BPF_F_CURRENT_CPU, ev, sizeof(*ev))) {
 			__sync_fetch_and_add(&proc_events_lost, 1);
 			return false;
 		}
@@ -196,6 +238,7 @@ static __always_inline bool send_proc_event(void *ctx, __u32 pid, __u32 kind, st
 		return false;
 	e->addr = addr;
 	e->addr2 = addr2;
+	e->start = proc_start(task);
 	BPF_CORE_READ_STR_INTO(&e->comm, task, group_leader, comm);
 	/* An exit, a child that is a copy of its parent, or an execve needs
 	 * nothing read at once: user space takes it at its next turn (within

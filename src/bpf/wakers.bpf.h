@@ -102,6 +102,7 @@ static __always_inline void on_waking(void *ctx, struct task_struct *p, const bo
 	 * without BTF too (--btf). */
 	w.pid = bpf_get_current_pid_tgid() >> 32;
 	w.tid = (__u32)bpf_get_current_pid_tgid();
+	w.start = proc_start((struct task_struct *)bpf_get_current_task());
 	bpf_get_current_comm(&w.comm, sizeof(w.comm));
 	if (kern_stacks) {
 		w.kern_stack = store_stack(ctx, 1, 0, &lost);

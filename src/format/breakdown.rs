@@ -113,6 +113,7 @@ mod tests {
     fn splits_thread_time_by_state() {
         let mut p = Profile::new(Unit::Microseconds);
         let t = p.intern_thread(Thread {
+            start: 0,
             group: None,
             pid: 1,
             tid: 2,

@@ -86,6 +86,7 @@ mod tests {
     fn counts_by_state_and_top_stacks_read_as_go_lists_them() {
         let mut p = Profile::new(Unit::Samples);
         let t = p.intern_thread(Thread {
+            start: 0,
             pid: 7,
             tid: 0,
             process: "app".into(),

@@ -231,6 +231,7 @@ mod tests {
         let threads: Vec<_> = (0..3)
             .map(|t| {
                 p.intern_thread(Thread {
+                    start: 0,
                     pid: 7,
                     tid: 7 + t,
                     process: "srv".into(),

@@ -201,8 +201,9 @@ fn file_line(name: &str) -> Option<(&str, &str, i64)> {
 /// added).
 pub struct Request {
     dict: Dictionary,
-    /// (pid, process name) → the profiles of its views.
-    by_process: BTreeMap<(u32, String), Vec<OtlpProfile>>,
+    /// (pid, start, process name) → the profiles of its views: a PID given
+    /// again within the capture is another process, another resource.
+    by_process: BTreeMap<(u32, u32, String), Vec<OtlpProfile>>,
 }
 
 impl Default for Request {
@@ -234,10 +235,10 @@ impl Request {
             },
             _ => sample_type.0,
         };
-        let mut per: BTreeMap<((u32, String), &str), Vec<Sample>> = BTreeMap::new();
+        let mut per: BTreeMap<((u32, u32, String), &str), Vec<Sample>> = BTreeMap::new();
         for s in p.stacks() {
             let thread = s.thread.map(|t| p.thread(t));
-            let key = thread.map_or((0, String::new()), |t| (t.pid, sanitize(&t.process)));
+            let key = thread.map_or((0, 0, String::new()), |t| (t.pid, t.start, sanitize(&t.process)));
             let mut ids = Vec::with_capacity(s.frames.len());
             let runtime = thread.and_then(|t| runtimes.get(&t.pid).copied());
             for &f in s.frames.iter().rev() {
@@ -303,7 +304,7 @@ impl Request {
 
     /// The processes it has profiles of.
     pub fn pids(&self) -> impl Iterator<Item = u32> + '_ {
-        self.by_process.keys().map(|(pid, _)| *pid).filter(|&p| p != 0)
+        self.by_process.keys().map(|(pid, _, _)| *pid).filter(|&p| p != 0)
     }
 
     /// The request, with each process's resource attributes.
@@ -316,7 +317,7 @@ impl Request {
         };
         let resource_profiles = by_process
             .into_iter()
-            .map(|((pid, process), profiles)| {
+            .map(|((pid, _, process), profiles)| {
                 let mut attributes = vec![text("host.name", origin.host.clone())];
                 if pid != 0 {
                     attributes.push(KeyValue {
@@ -376,7 +377,7 @@ mod tests {
         let main = p.intern_frame(Frame::new("main", FrameKind::User));
         let sleep = p.intern_frame(Frame::new("do_nanosleep", FrameKind::Kernel));
         for (pid, w) in [(7, 3), (9, 4)] {
-            let t = p.intern_thread(Thread { pid, tid: pid, process: "app".into(), name: "app".into(), group: None });
+            let t = p.intern_thread(Thread { start: 0, pid, tid: pid, process: "app".into(), name: "app".into(), group: None });
             p.push(Stack { thread: Some(t), frames: vec![main, sleep].into(), weight: w, ..Default::default() });
         }
         let mut r = Request::new();
@@ -398,7 +399,7 @@ mod tests {
         // A stack that ends at a state is that state's.
         let mut p = Profile::new(Unit::Microseconds);
         p.meta.kind = Kind::OffCpu;
-        let t = p.intern_thread(Thread { pid: 7, tid: 7, process: "app".into(), name: "app".into(), group: None });
+        let t = p.intern_thread(Thread { start: 0, pid: 7, tid: 7, process: "app".into(), name: "app".into(), group: None });
         let main = p.intern_frame(Frame::new("main", FrameKind::User));
         let slept = p.intern_frame(Frame::new("[sleeping]", FrameKind::Pseudo));
         p.push(Stack { thread: Some(t), frames: vec![main].into(), weight: 1, ..Default::default() });

@@ -344,6 +344,7 @@ mod tests {
         p.meta.kind = Kind::OnCpu;
         p.meta.frequency = Some(100);
         let t = p.intern_thread(Thread {
+            start: 0,
             group: None,
             pid: 7,
             tid: 8,

@@ -130,6 +130,7 @@ mod tests {
         let mut p = Profile::new(Unit::Microseconds);
         p.meta.slice = Some(Duration::from_millis(100));
         let t = p.intern_thread(Thread {
+            start: 0,
             group: None,
             pid: 7,
             tid: 8,

@@ -206,6 +206,7 @@ mod tests {
         let mut p = Profile::new(Unit::Microseconds);
         let thread = |p: &mut Profile, tid| {
             p.intern_thread(Thread {
+                start: 0,
                 group: None,
                 pid: 1,
                 tid,

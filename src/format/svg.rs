@@ -180,6 +180,7 @@ mod tests {
         let evil = "<svg onload=alert(1)>&\"'";
         let mut p = Profile::new(Unit::Samples);
         let t = p.intern_thread(Thread {
+            start: 0,
             group: None,
             pid: 1,
             tid: 2,

@@ -163,6 +163,7 @@ mod tests {
     fn profile() -> Profile {
         let mut p = Profile::new(Unit::Samples);
         let t = p.intern_thread(Thread {
+            start: 0,
             group: None,
             pid: 42,
             tid: 42,
@@ -170,6 +171,7 @@ mod tests {
             name: "node".into(),
         });
         let u = p.intern_thread(Thread {
+            start: 0,
             group: None,
             pid: 7,
             tid: 7,

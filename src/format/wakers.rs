@@ -152,6 +152,7 @@ mod tests {
     fn groups_by_blocked_site_and_waker() {
         let mut p = Profile::new(Unit::Microseconds);
         let t = p.intern_thread(Thread {
+            start: 0,
             group: None,
             pid: 10,
             tid: 11,

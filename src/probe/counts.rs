@@ -115,9 +115,12 @@ pub(super) struct Counts {
     fresh: Vec<(u32, u64)>,
     /// The user stacks each process's keys (and wakers) hold, for
     /// [`Self::take_retired`].
-    by_pid: HashMap<u32, Vec<u64>>,
-    /// Processes announced gone, with the number of drains done then.
-    exits: Vec<(u32, u64)>,
+    /// Each is the process's start (clock ticks) and the stack: a PID
+    /// given again holds its processes' stacks apart.
+    by_pid: HashMap<u32, Vec<(u32, u64)>>,
+    /// Processes (PID, start) announced gone, with the number of drains
+    /// done then.
+    exits: Vec<((u32, u32), u64)>,
     drains: u64,
     drained_at: Option<u64>,
     /// `fgbpf flight`'s CPU trigger: on-CPU samples per process in the
@@ -198,13 +201,13 @@ impl Counts {
     /// located).
     pub fn held_addresses(&self, pid: u32) -> HashSet<u64> {
         let ids = self.by_pid.get(&pid).map(Vec::as_slice).unwrap_or_default();
-        ids.iter().filter_map(|id| self.stacks.get(id)).flat_map(|s| native_addresses(s)).collect()
+        ids.iter().filter_map(|(_, id)| self.stacks.get(id)).flat_map(|s| native_addresses(s)).collect()
     }
 
     /// About how many bytes the totals and the stacks they name hold.
     pub fn bytes(&self) -> usize {
         let stacks: usize = self.stacks.values().map(|s| s.len() * 8 + 16 + 32).sum();
-        let by_pid: usize = self.by_pid.values().map(|v| v.capacity() * 8 + 40).sum();
+        let by_pid: usize = self.by_pid.values().map(|v| v.capacity() * 16 + 40).sum();
         self.totals.bytes() + stacks + by_pid
     }
 
@@ -279,7 +282,8 @@ impl Counts {
             }
             let value = u64::from_ne_bytes(v[..8].try_into().expect("8 bytes"));
             let slice = |at: usize| u32::from_ne_bytes(k[at..at + 4].try_into().expect("4 bytes"));
-            if let Some((cpu, _)) = self.cpu.as_mut().filter(|_| slice(STATE_AT) == 0) {
+            let state = u16::from_ne_bytes(k[STATE_AT..STATE_AT + 2].try_into().expect("2 bytes"));
+            if let Some((cpu, _)) = self.cpu.as_mut().filter(|_| state == 0) {
                 *cpu.entry(slice(PID_AT)).or_default() += value;
             }
             let span = Span {
@@ -306,11 +310,13 @@ impl Counts {
                     }
                     if key.user_stack != 0 {
                         self.fresh.push((key.pid, key.user_stack));
-                        self.by_pid.entry(key.pid).or_default().push(key.user_stack);
+                        let at = (key.start, key.user_stack);
+                        self.by_pid.entry(key.pid).or_default().push(at);
                     }
                     if let Some(w) = wakers.and_then(|m| super::wakers::lookup(m, key.waker)) {
                         if w.user_stack != 0 {
-                            self.by_pid.entry(w.pid).or_default().push(w.user_stack);
+                            let at = (w.start as u32, w.user_stack);
+                            self.by_pid.entry(w.pid).or_default().push(at);
                         }
                     }
                 }
@@ -352,34 +358,38 @@ impl Counts {
         self.slicing.widened *= 2;
     }
 
-    /// Notes that `pid` exited (its announced exit).
-    pub fn exited(&mut self, pid: u32) {
-        self.exits.push((pid, self.drains));
+    /// Notes that `pid` since `start` exited (its announced exit).
+    pub fn exited(&mut self, pid: u32, start: u32) {
+        self.exits.push(((pid, start), self.drains));
     }
 
     /// Processes that exited at least two drains ago, so that both count
     /// buffers were read since (every stack of theirs is out of the
     /// kernel), each with the distinct native addresses of its stacks, as
     /// they will be named.
-    pub fn take_retired(&mut self) -> Vec<(u32, Vec<u64>)> {
+    pub fn take_retired(&mut self) -> Vec<((u32, u32), Vec<u64>)> {
         let drains = self.drains;
         let (ready, waiting): (Vec<_>, Vec<_>) =
             self.exits.drain(..).partition(|&(_, at)| drains >= at + 2);
         self.exits = waiting;
         ready
             .into_iter()
-            .map(|(pid, _)| {
-                let mut addrs: Vec<u64> = self
-                    .by_pid
-                    .remove(&pid)
-                    .unwrap_or_default()
+            .map(|((pid, start), _)| {
+                // Its own stacks, not those of a process given its PID since.
+                let mut ids = self.by_pid.remove(&pid).unwrap_or_default();
+                let (its, others): (Vec<_>, Vec<_>) =
+                    ids.drain(..).partition(|&(s, _)| s == start || s == 0 || start == 0);
+                if !others.is_empty() {
+                    self.by_pid.insert(pid, others);
+                }
+                let mut addrs: Vec<u64> = its
                     .iter()
-                    .filter_map(|k| self.stacks.get(k))
+                    .filter_map(|(_, k)| self.stacks.get(k))
                     .flat_map(|s| native_addresses(s))
                     .collect();
                 addrs.sort_unstable();
                 addrs.dedup();
-                (pid, addrs)
+                ((pid, start), addrs)
             })
             .collect()
     }
@@ -410,7 +420,7 @@ impl Counts {
             held.extend([key.user_stack, key.kern_stack]);
             left.held.insert(key.pid);
             if key.user_stack != 0 {
-                by_pid.entry(key.pid).or_default().push(key.user_stack);
+                by_pid.entry(key.pid).or_default().push((key.start, key.user_stack));
             }
             spans_left += spans.len();
             true
@@ -467,7 +477,7 @@ impl Counts {
                 continue;
             }
             time::normalize(&mut spans);
-            if key.state == RAN {
+            if u32::from(key.state) == RAN {
                 runs.push(Ran {
                     pid: key.pid,
                     tid: key.tid,
@@ -479,7 +489,7 @@ impl Counts {
             }
             let user = reader.get(key.user_stack);
             let kernel = reader.get(key.kern_stack);
-            let state = state_of_raw(key.state);
+            let state = state_of_raw(key.state.into());
             let pre_existing = key.flags & 1 != 0;
             let root_note = match () {
                 _ if pre_existing => Some(BEFORE_CAPTURE),
@@ -489,6 +499,7 @@ impl Counts {
             };
             out.push(RawStack {
                 pid: key.pid,
+                start: key.start,
                 tid: key.tid,
                 comm: reader.name(&key.comm),
                 user: user.unwrap_or_default(),
@@ -504,9 +515,9 @@ impl Counts {
                 root_note,
                 kernel_note: (key.flags & 2 != 0).then_some(END_UNTRACED),
                 state,
-                walk: walk_of(key.flags),
+                walk: walk_of(key.flags.into()),
                 waker: wakers.get(key.waker, reader),
-                py_walk: py_walk_of(key.flags),
+                py_walk: py_walk_of(key.flags.into()),
                 more: RawStack::more_of(More {
                     group: self.groups.as_ref().map(|g| g.label(key.cgroup)),
                     ..More::default()

@@ -54,8 +54,8 @@ fn what_is_held_of_a_process_is_what_its_retiring_located() {
     let user: Arc<[u64]> = Arc::from(&[0x1000, 0x2005, 0x3009][..]);
     *c.totals.entry(key(7, 70, 0)).0 = [Span::at(12, 1)].into_iter().collect();
     c.stacks.insert(70, user);
-    c.by_pid.insert(7, vec![70]);
-    c.exits.push((7, 0));
+    c.by_pid.insert(7, vec![(0, 70)]);
+    c.exits.push(((7, 0), 0));
     c.drains = 2;
     let retired = c.take_retired();
     assert_eq!(retired.len(), 1);
@@ -63,4 +63,19 @@ fn what_is_held_of_a_process_is_what_its_retiring_located() {
     let held = c.held_addresses(7);
     let located: HashSet<u64> = retired[0].1.iter().copied().collect();
     assert_eq!(held, located, "the addresses kept located are those the window still holds");
+}
+
+#[test]
+fn a_retired_process_takes_its_own_stacks_not_those_of_the_next_under_its_pid() {
+    let slicing = Slicing { origin: 0, width: Duration::from_millis(100), widened: 1 };
+    let mut c = Counts::new(slicing, None);
+    // PID 7 held by a process started at tick 100, then one at tick 200.
+    c.stacks.insert(70, Arc::from(&[0x1000][..]));
+    c.stacks.insert(71, Arc::from(&[0x2000][..]));
+    c.by_pid.insert(7, vec![(100, 70), (200, 71)]);
+    c.exits.push(((7, 100), 0));
+    c.drains = 2;
+    let retired = c.take_retired();
+    assert_eq!(retired, vec![((7, 100), vec![0x1000])]);
+    assert_eq!(c.held_addresses(7), HashSet::from([0x2000]), "the next one's stacks stay held");
 }

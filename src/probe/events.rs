@@ -70,6 +70,9 @@ pub struct LongWait {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProcEvent {
     pub pid: u32,
+    /// With `pid`, which process: its start in clock ticks since boot
+    /// (as [`crate::procs::maps::Stat::start`]); 0 for a runtime's object.
+    pub start: u32,
     pub kind: ProcEventKind,
     /// The process's name (its main thread's), untrusted.
     pub comm: String,
@@ -201,6 +204,8 @@ fn decode(raw: &types::fg_proc_event) -> ProcEvent {
     let pid = raw.pid;
     ProcEvent {
         pid,
+        // Clock ticks' low 32 bits (proc_start).
+        start: raw.start as u32,
         kind: match raw.kind {
             2 => ProcEventKind::Exec,
             4 => ProcEventKind::Exit,

@@ -115,7 +115,7 @@ pub struct Probe {
     /// `--wait-above`'s long waits not yet taken (pid, wait).
     long_waits: Vec<(u32, events::LongWait)>,
     /// Processes announced gone by the last poll.
-    exited: Vec<u32>,
+    exited: Vec<(u32, u32)>,
     /// The program attached to sched_switch, for what the kernel counted
     /// of it (its recursion misses).
     switch_prog: Option<std::os::fd::OwnedFd>,
@@ -146,6 +146,7 @@ impl Probe {
             ro.filter_tids = !opts.targets.tids.is_empty();
             ro.follow_children = opts.targets.follow_children;
             ro.self_pid = std::process::id();
+            ro.tick_ns = crate::procs::maps::tick_ns();
             if let Some(scope) = &opts.targets.scope {
                 ro.scope_cgroup = scope.id;
                 ro.scope_subsys = scope.v1_subsys.map_or(-1, |i| i as i32);
@@ -374,8 +375,8 @@ impl Probe {
         let mut tables = self.tables.as_mut();
         events.retain(|e| match &e.kind {
             events::ProcEventKind::Exit => {
-                counts.exited(e.pid);
-                exited.push(e.pid);
+                counts.exited(e.pid, e.start);
+                exited.push((e.pid, e.start));
                 if let Some(go) = runtimes.go.as_mut() {
                     go.exited(e.pid);
                 }
@@ -423,16 +424,17 @@ impl Probe {
         }
     }
 
-    /// The processes the last [`Self::poll_processes`] was told are gone, in
-    /// the order told: a PID announced again after is a new process.
-    pub fn exited(&self) -> &[u32] {
+    /// The processes (PID, start) the last [`Self::poll_processes`] was
+    /// told are gone, in the order told: a PID announced again after is a
+    /// new process.
+    pub fn exited(&self) -> &[(u32, u32)] {
         &self.exited
     }
 
     /// Processes that exited and whose stacks are all out of the kernel,
     /// each with the distinct user addresses of its stacks: what the
     /// symbolizer must keep of it (see [`crate::symbolize::Symbolizer::retire`]).
-    pub fn retired(&mut self) -> Vec<(u32, Vec<u64>)> {
+    pub fn retired(&mut self) -> Vec<((u32, u32), Vec<u64>)> {
         self.counts.take_retired()
     }
 

@@ -154,6 +154,8 @@ pub(super) fn open_blocks<M: MapCore, S: MapCore>(
                     found.drawn += 1;
                     out.push(RawStack {
                         pid: start.pid,
+                        // The process under the PID now: the thread runs.
+                        start: 0,
                         tid,
                         comm: comm(),
                         root_note: Some(START_UNTRACED),
@@ -202,6 +204,8 @@ pub(super) fn open_blocks<M: MapCore, S: MapCore>(
         let weight = (ns * if pre { 1 } else { sample_every } + 500) / 1000;
         out.push(RawStack {
             pid: start.pid,
+            // The process under the PID now: the thread lives.
+            start: 0,
             tid,
             comm: comm.trim_end_matches('\n').into(),
             root_note: if pre {

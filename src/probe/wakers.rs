@@ -40,6 +40,8 @@ impl<'m, M: MapCore> WakerReader<'m, M> {
         let w = lookup(map, key).map(|raw| {
             Box::new(RawStack {
                 pid: raw.pid,
+                // Clock ticks' low 32 bits (proc_start).
+                start: raw.start as u32,
                 tid: raw.tid,
                 comm: stacks.name(&raw.comm),
                 user: stacks.get(raw.user_stack).unwrap_or_default(),

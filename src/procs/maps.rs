@@ -113,10 +113,37 @@ pub fn root_key(pid: &str) -> Option<(String, u64, u64)> {
 /// Virtual memory size, from /proc/PID/stat: far cheaper to read than the
 /// memory map.
 pub fn vsize(pid: u32) -> Option<u64> {
+    stat(pid).map(|s| s.vsize)
+}
+
+/// What /proc/PID/stat says of who a process is and how large.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stat {
+    /// When it started, in clock ticks since boot (`starttime`), its low
+    /// 32 bits as the BPF side keeps them (struct fg_key's `start`): with
+    /// its PID, which process it is.
+    pub start: u32,
+    /// Virtual memory size in bytes.
+    pub vsize: u64,
+}
+
+pub fn stat(pid: u32) -> Option<Stat> {
     let stat = read_proc(&format!("/proc/{pid}/stat"), 1024)?;
-    // The name, in parentheses, may hold spaces: count fields after it.
-    let after = &stat[stat.rfind(')')? + 1..];
-    after.split_whitespace().nth(20)?.parse().ok()
+    // The name, in parentheses, may hold spaces: count fields after it
+    // (the state is the first, starttime the 20th, vsize the 21st).
+    let mut after = stat[stat.rfind(')')? + 1..].split_whitespace().skip(19);
+    Some(Stat {
+        start: after.next()?.parse::<u64>().ok()? as u32,
+        vsize: after.next()?.parse().ok()?,
+    })
+}
+
+/// Nanoseconds in one of /proc's clock ticks (USER_HZ), for the BPF side
+/// to count a process's start as /proc/PID/stat does.
+pub fn tick_ns() -> u64 {
+    // SAFETY: sysconf reads a constant.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    1_000_000_000 / u64::try_from(hz).ok().filter(|&h| h > 0).unwrap_or(100)
 }
 
 /// The PID the process sees itself as (innermost PID namespace). One in

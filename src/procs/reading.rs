@@ -6,20 +6,19 @@
 use std::fs::File;
 use std::time::Instant;
 
-use super::{maps, Proc, Region, Registry, RootId, Vma, REFRESH_BUDGET, REFRESH_EVERY};
+use super::{maps, same_start, Proc, Region, Registry, RootId, Vma, REFRESH_BUDGET, REFRESH_EVERY};
 
 impl Registry {
-    /// Reads what naming `pid`'s frames will need while it lives. Call
-    /// again after it execs; earlier mappings are kept where the new ones
-    /// do not cover them. Gives the text of its maps it read (the walkers
-    /// need it too); `None` when the process is gone.
-    pub fn remember(&mut self, pid: u32, name: &str) -> Option<String> {
+    /// Reads what naming `pid`'s frames (the process since `start`, as
+    /// announced) will need while it lives. Call again after it execs;
+    /// earlier mappings are kept where the new ones do not cover them.
+    /// Gives the text of its maps it read (the walkers need it too);
+    /// `None` when the process is gone.
+    pub fn remember(&mut self, pid: u32, start: u32, name: &str) -> Option<String> {
         if pid == 0 {
             return None;
         }
-        if !name.is_empty() {
-            self.names.insert(pid, name.to_string());
-        }
+        self.name(pid, start, name);
         self.read_maps(pid)
     }
 
@@ -29,7 +28,8 @@ impl Registry {
     /// read, lives, and was as large then as the child (`size` bytes) was
     /// when announced: what the parent mapped since its last read, the
     /// child maps too but would not be named.
-    pub fn inherit(&mut self, child: u32, parent: u32, size: u64, name: &str) -> bool {
+    /// `start`: the child's, as announced.
+    pub fn inherit(&mut self, child: u32, start: u32, parent: u32, size: u64, name: &str) -> bool {
         let Some(from) = self.procs.get(&parent).filter(|p| p.alive) else {
             return false;
         };
@@ -37,6 +37,7 @@ impl Registry {
             return false;
         }
         let proc = Proc {
+            start,
             vmas: from.vmas.clone(),
             // Asked of the child too, for a process that compiles code.
             ns_pid: from.ns_pid.map(|_| maps::ns_pid(child).unwrap_or(child)),
@@ -45,22 +46,18 @@ impl Registry {
             perf_map: None,
             vsize: from.vsize,
             alive: true,
-            exits: 0,
         };
-        if !name.is_empty() {
-            self.names.insert(child, name.to_string());
-        }
+        self.name(child, start, name);
         self.put(child, proc);
         self.inherited_count += 1;
         true
     }
 
-    /// `pid` exited: its maps are not read again (what naming it needs is
-    /// kept until [`Self::retire`]).
-    pub fn exited(&mut self, pid: u32) {
-        if let Some(p) = self.procs.get_mut(&pid) {
+    /// `pid` since `start` exited: its maps are not read again (what
+    /// naming it needs is kept until [`Self::retire`]).
+    pub fn exited(&mut self, pid: u32, start: u32) {
+        if let Some(p) = self.procs.get_mut(&pid).filter(|p| same_start(p.start, start)) {
             p.alive = false;
-            p.exits += 1;
         }
     }
 
@@ -90,8 +87,9 @@ impl Registry {
                 self.refresh_from = pid;
                 break;
             }
-            let changed = match maps::vsize(pid) {
-                Some(size) => self.procs.get(&pid).is_some_and(|p| p.vsize != size),
+            // Another process under the PID is a change too.
+            let changed = match maps::stat(pid) {
+                Some(now) => self.procs.get(&pid).is_some_and(|p| p.vsize != now.vsize || !same_start(p.start, now.start)),
                 None => true,
             };
             if changed && !self.read_process(pid) {
@@ -121,6 +119,13 @@ impl Registry {
         if text.is_empty() {
             return false;
         }
+        // Whose map it is: read after it, so a map read just before the
+        // PID was given again is the older process's, under its start,
+        // unless that one had exited by then (which its map, read then,
+        // would have shown empty).
+        let Some(start) = maps::stat(pid).map(|s| s.start) else {
+            return false;
+        };
         // Found when first needed (`root_known`).
         let mut root: Option<Option<RootId>> = None;
         let mut compiled = false;
@@ -176,6 +181,7 @@ impl Registry {
             ns_pid = Some(maps::ns_pid(pid).unwrap_or(pid));
         }
         let proc = Proc {
+            start,
             vmas,
             ns_pid,
             root: root.flatten(),
@@ -183,7 +189,6 @@ impl Registry {
             perf_map: None,
             vsize: size,
             alive: true,
-            exits: 0,
         };
         self.put(pid, proc);
         true
@@ -223,25 +228,37 @@ impl Registry {
     /// Holds `proc` as what is known of `pid` now, over what was: mappings
     /// gone since the last read still name the stacks taken before (a
     /// library unloaded, the image before execve), and a perf map seen
-    /// stays open.
+    /// stays open. What was known of another process under the PID is
+    /// kept apart, for its own stacks, until it is retired.
     fn put(&mut self, pid: u32, mut proc: Proc) {
         if let Some(r) = proc.root {
             self.root_users[r] += 1;
         }
-        if let Some(old) = self.procs.remove(&pid) {
-            self.release_root(old.root);
-            proc.perf_map = old.perf_map;
-            proc.exits = old.exits;
-            for v in old.vmas {
-                let i = proc.vmas.partition_point(|n: &Vma| n.end <= v.start);
-                if proc.vmas.get(i).is_none_or(|n| n.start >= v.end) {
-                    proc.vmas.insert(i, v);
-                }
+        match self.procs.remove(&pid) {
+            Some(mut old) if !same_start(old.start, proc.start) => {
+                // Its own retiring lets it go.
+                old.alive = false;
+                self.older.insert((pid, old.start), old);
             }
+            Some(old) => self.merge(old, &mut proc),
+            None => {}
         }
         if let Some(ns_pid) = proc.ns_pid.filter(|_| proc.perf_map.is_none()) {
             proc.perf_map = File::open(format!("/proc/{pid}/root/tmp/perf-{ns_pid}.map")).ok();
         }
         self.procs.insert(pid, proc);
+    }
+
+    /// Takes into `proc` what was known of the same process before.
+    fn merge(&mut self, old: Proc, proc: &mut Proc) {
+        self.release_root(old.root);
+        proc.perf_map = old.perf_map;
+        proc.start = proc.start.max(old.start);
+        for v in old.vmas {
+            let i = proc.vmas.partition_point(|n: &Vma| n.end <= v.start);
+            if proc.vmas.get(i).is_none_or(|n| n.start >= v.end) {
+                proc.vmas.insert(i, v);
+            }
+        }
     }
 }

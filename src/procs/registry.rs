@@ -7,6 +7,10 @@
 //! a container all still resolve after the capture. Each binary is opened
 //! and parsed once, however many processes map it.
 //!
+//! A process is its PID and its start ([`maps::Stat::start`]): a PID the
+//! kernel gives again within a capture is another process, with its own
+//! name and map; the one before keeps its own until it is retired.
+//!
 //! A process that exited is retired once its stacks are all read: where
 //! each address of them lies is kept (and the lines of its perf map they
 //! need), its map, perf map and root directory are let go. What the
@@ -112,6 +116,9 @@ struct Vma {
 
 /// What was read about a process while it lived.
 struct Proc {
+    /// When it started, in clock ticks since boot (their low 32 bits, as
+    /// [`maps::Stat::start`]); 0 when not known.
+    start: u32,
     /// Sorted by start and disjoint.
     vmas: Vec<Vma>,
     /// Its PID as it sees itself, which names its perf map: read with the
@@ -130,10 +137,12 @@ struct Proc {
     vsize: u64,
     /// False once it is known to have exited.
     alive: bool,
-    /// Exits told of processes under its PID and not yet retired: a
-    /// process given the PID again, that exited too before the first was
-    /// retired, is let go of only at its own retiring.
-    exits: u32,
+}
+
+/// Whether two starts can be one process's: 0 is a start not known (a
+/// stack made in user space, a process read before it was announced).
+pub(super) fn same_start(a: u32, b: u32) -> bool {
+    a == 0 || b == 0 || a == b
 }
 
 /// What is kept of a process that exited once its stacks were drained.
@@ -218,9 +227,13 @@ pub enum Target {
 pub struct Registry {
     /// Host directories searched for debug files, in order.
     debug_dirs: Vec<PathBuf>,
-    /// Process names announced during the capture.
-    names: HashMap<u32, String>,
+    /// Process names announced during the capture, by PID and start.
+    names: HashMap<u32, Vec<(u32, String)>>,
+    /// The process under each PID now (or last, if it exited).
     procs: HashMap<u32, Proc>,
+    /// Processes that exited and whose PID was given again before they
+    /// were retired, by PID and start.
+    older: HashMap<(u32, u32), Proc>,
     binaries: Vec<Binary>,
     /// (device, inode) as /proc/PID/maps shows them: a file already held
     /// is recognised without a system call.
@@ -237,7 +250,7 @@ pub struct Registry {
     roots: Vec<Option<File>>,
     root_users: Vec<u32>,
     root_ids: HashMap<(String, u64, u64), RootId>,
-    retired: HashMap<u32, Retired>,
+    retired: HashMap<(u32, u32), Retired>,
     retired_count: usize,
     /// See [`Held::inherited`].
     inherited_count: usize,
@@ -255,6 +268,7 @@ impl Registry {
             debug_dirs,
             names: HashMap::new(),
             procs: HashMap::new(),
+            older: HashMap::new(),
             binaries: Vec::new(),
             by_maps_key: HashMap::new(),
             by_file_key: HashMap::new(),
@@ -276,16 +290,39 @@ impl Registry {
         &self.binaries[b]
     }
 
-    /// The name a process was announced with, else its current one, else
-    /// the thread's.
-    pub fn process_name(&self, pid: u32, comm: &str) -> String {
-        if let Some(name) = self.names.get(&pid) {
+    /// The name the process (`pid` since `start`; 0: the last under it)
+    /// was announced with, else its current one if it still runs, else
+    /// the thread's (`comm`).
+    pub fn process_name(&self, pid: u32, start: u32, comm: &str) -> String {
+        if pid == 0 {
+            return "[idle]".to_string();
+        }
+        let named = self.names.get(&pid).and_then(|n| match start {
+            0 => n.iter().max_by_key(|(s, _)| *s),
+            _ => n.iter().find(|(s, _)| *s == start),
+        });
+        if let Some((_, name)) = named {
             return name.clone();
         }
+        // The PID's process now, unless it is another than the one asked.
+        if start != 0 && maps::stat(pid).is_none_or(|s| s.start != start) {
+            return comm.to_string();
+        }
         match fs::read_to_string(format!("/proc/{pid}/comm")) {
-            Ok(name) if pid != 0 => name.trim_end_matches('\n').to_string(),
-            _ if pid == 0 => "[idle]".to_string(),
-            _ => comm.to_string(),
+            Ok(name) => name.trim_end_matches('\n').to_string(),
+            Err(_) => comm.to_string(),
+        }
+    }
+
+    /// Notes `name` as the name of `pid` since `start`.
+    pub(super) fn name(&mut self, pid: u32, start: u32, name: &str) {
+        if name.is_empty() {
+            return;
+        }
+        let names = self.names.entry(pid).or_default();
+        match names.iter_mut().find(|(s, _)| *s == start) {
+            Some((_, n)) => *n = name.to_string(),
+            None => names.push((start, name.to_string())),
         }
     }
 
@@ -305,12 +342,26 @@ impl Registry {
         firsts
     }
 
-    /// Where the addresses of `pid` live ([`Locator::locate`]): the
-    /// process is looked up once for all of them.
-    pub fn locator(&self, pid: u32) -> Locator<'_> {
+    /// Where the addresses of `pid` since `start` (0: the last process
+    /// under it) lie ([`Locator::locate`]): the process is looked up once
+    /// for all of them.
+    pub fn locator(&self, pid: u32, start: u32) -> Locator<'_> {
+        let now = self.procs.get(&pid).filter(|p| same_start(p.start, start));
+        let proc = now.or_else(|| self.older.get(&(pid, start)));
         Locator {
-            retired: self.retired.get(&pid),
-            proc: self.procs.get(&pid),
+            retired: match proc {
+                Some(_) => None,
+                None => self.retired_of(pid, start),
+            },
+            proc,
+        }
+    }
+
+    /// What is kept of `pid` since `start` retired (0: the last retired).
+    fn retired_of(&self, pid: u32, start: u32) -> Option<&Retired> {
+        match start {
+            0 => self.retired.iter().filter(|((p, _), _)| *p == pid).max_by_key(|((_, s), _)| *s).map(|(_, r)| r),
+            _ => self.retired.get(&(pid, start)),
         }
     }
 
@@ -319,7 +370,7 @@ impl Registry {
     /// descriptor kept on it, so it is found in containers and after exit.
     pub fn perf_map(&self, pid: u32) -> Option<PerfMap> {
         let Some(proc) = self.procs.get(&pid) else {
-            return self.retired.get(&pid)?.perf_map.clone();
+            return self.retired_of(pid, 0)?.perf_map.clone();
         };
         let path = match &proc.perf_map {
             Some(file) => fd_path(file),
@@ -346,10 +397,10 @@ impl Registry {
 
     /// What the registry holds now.
     pub fn held(&self) -> Held {
-        let mappings: usize = self.procs.values().map(|p| p.vmas.len()).sum();
+        let mappings: usize = self.procs.values().chain(self.older.values()).map(|p| p.vmas.len()).sum();
         let located: usize = self.retired.values().map(|r| r.located.len()).sum();
         Held {
-            processes: self.procs.len(),
+            processes: self.procs.len() + self.older.len(),
             retired: self.retired_count,
             inherited: self.inherited_count,
             mappings,
@@ -358,9 +409,9 @@ impl Registry {
             roots: self.roots.iter().flatten().count(),
             bytes: mappings * std::mem::size_of::<Vma>()
                 + located * std::mem::size_of::<(u64, Target)>()
-                + self.procs.len() * (std::mem::size_of::<Proc>() + 8)
+                + (self.procs.len() + self.older.len()) * (std::mem::size_of::<Proc>() + 16)
                 + self.retired.len() * (std::mem::size_of::<Retired>() + 8)
-                + self.names.values().map(|n| n.len() + 32).sum::<usize>(),
+                + self.names.values().flatten().map(|(_, n)| n.len() + 40).sum::<usize>(),
         }
     }
 

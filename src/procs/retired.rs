@@ -4,48 +4,45 @@
 
 use std::collections::HashSet;
 
-use super::{maps, Registry, Target};
+use super::{same_start, Registry, Target};
 
 impl Registry {
-    /// Lets go of an exited process whose stacks are all drained, keeping
-    /// where each of `addrs` (the distinct user addresses of its stacks)
-    /// lies, and the lines of its perf map they need. A process running
-    /// under the PID again (reused since), or whose exit is still to be
-    /// retired (it exited since, its last stacks not yet drained), keeps
-    /// its map: its stacks are named with it.
-    pub fn retire(&mut self, pid: u32, addrs: &[u64]) {
-        if !self.procs.contains_key(&pid) {
+    /// Lets go of an exited process (`pid` since `start`) whose stacks
+    /// are all drained, keeping where each of `addrs` (the distinct user
+    /// addresses of its stacks) lies, and the lines of its perf map they
+    /// need. Another process under the PID since keeps its own map.
+    pub fn retire(&mut self, pid: u32, start: u32, addrs: &[u64]) {
+        let is_now = self.procs.get(&pid).is_some_and(|p| same_start(p.start, start));
+        if !is_now && !self.older.contains_key(&(pid, start)) {
             return;
         }
-        let at = self.locator(pid);
+        let at = self.locator(pid, start);
         let located: Vec<(u64, Target)> = addrs.iter().map(|&a| (a, at.locate(a))).collect();
         let jit: Vec<u64> = located
             .iter()
             .filter(|(_, t)| matches!(t, Target::Jit | Target::Unmapped))
             .map(|&(a, _)| a)
             .collect();
-        let perf_map = match jit.is_empty() {
-            true => None,
-            false => self.perf_map(pid).map(|m| m.keep_only(&jit)),
+        let perf_map = match (jit.is_empty(), is_now) {
+            (true, _) => None,
+            (false, true) => self.perf_map(pid).map(|m| m.keep_only(&jit)),
+            // An older process's perf map is not read again: JIT frames of
+            // a process whose PID was given again before it was retired
+            // stay unnamed rather than be named from the new one's.
+            (false, false) => None,
         };
-        let r = self.retired.entry(pid).or_default();
+        let r = self.retired.entry((pid, start)).or_default();
         r.located.extend(located);
         r.located.sort_by_key(|&(a, _)| a);
         r.located.dedup_by_key(|&mut (a, _)| a);
         if perf_map.is_some() {
             r.perf_map = perf_map;
         }
-        let Some(p) = self.procs.get_mut(&pid) else { return };
-        p.exits = p.exits.saturating_sub(1);
-        if p.exits > 0 {
-            return;
-        }
-        // Running under the PID again (a zombie's vsize is 0); not asked
-        // of one whose exit was told and that was not announced since.
-        if p.alive && maps::vsize(pid).is_some_and(|size| size != 0) {
-            return;
-        }
-        if let Some(old) = self.procs.remove(&pid) {
+        let old = match is_now {
+            true => self.procs.remove(&pid),
+            false => self.older.remove(&(pid, start)),
+        };
+        if let Some(old) = old {
             self.release_root(old.root);
             self.retired_count += 1;
         }
@@ -58,7 +55,7 @@ impl Registry {
     /// again would otherwise gather every address of every process that
     /// had it.
     pub fn forget_retired(&mut self, held: &HashSet<u32>, addresses: &dyn Fn(u32) -> Option<HashSet<u64>>) {
-        self.retired.retain(|pid, r| {
+        self.retired.retain(|(pid, _), r| {
             if !held.contains(pid) {
                 return false;
             }

@@ -54,12 +54,12 @@ pub fn from_raw(mut raw: Vec<RawStack>, unit: Unit, symbolizer: &mut Symbolizer)
     // another name or group (renamed during the capture) is found by the
     // profile's own index of its threads: rare, and a whole host's
     // hundreds of thousands of threads then need one small entry each.
-    let mut thread_ids: HashMap<(u32, u32), ThreadId> = HashMap::new();
-    let mut process_names: HashMap<u32, Arc<str>> = HashMap::new();
+    let mut thread_ids: HashMap<(u32, u32, u32), ThreadId> = HashMap::new();
+    let mut process_names: HashMap<(u32, u32), Arc<str>> = HashMap::new();
     let mut unnamed_threads = std::collections::HashSet::new();
     let mut roles: HashMap<ThreadId, &'static str> = HashMap::new();
     // Per process, unresolved weight by reason.
-    let mut accounts: HashMap<u32, HashMap<UnresolvedReason, u64>> = HashMap::new();
+    let mut accounts: HashMap<(u32, u32), HashMap<UnresolvedReason, u64>> = HashMap::new();
     // The raw stacks named so far are dropped a quarter at a time, so
     // that the named ones take their memory as they come.
     let mut at = 0;
@@ -146,12 +146,12 @@ pub fn from_raw(mut raw: Vec<RawStack>, unit: Unit, symbolizer: &mut Symbolizer)
         };
         if let Some(reason) = reason.filter(|_| r.weight > 0) {
             *accounts
-                .entry(r.pid)
+                .entry((r.pid, r.start))
                 .or_default()
                 .entry(reason.clone())
                 .or_default() += r.weight;
         }
-        let first = thread_ids.get(&(r.pid, r.tid)).copied().filter(|&t| {
+        let first = thread_ids.get(&(r.pid, r.start, r.tid)).copied().filter(|&t| {
             let known = profile.thread(t);
             *known.name == *r.comm && known.group == more.group
         });
@@ -159,12 +159,13 @@ pub fn from_raw(mut raw: Vec<RawStack>, unit: Unit, symbolizer: &mut Symbolizer)
             Some(t) => t,
             None => {
                 let process = process_names
-                    .entry(r.pid)
-                    .or_insert_with(|| symbolizer.process_name(r.pid, &r.comm).into())
+                    .entry((r.pid, r.start))
+                    .or_insert_with(|| symbolizer.process_name_of(r.pid, r.start, &r.comm).into())
                     .clone();
                 let unnamed = r.tid != r.pid && *r.comm == *process;
                 let t = profile.intern_thread(Thread {
                     pid: r.pid,
+                    start: r.start,
                     tid: r.tid,
                     process,
                     name: r.comm.clone(),
@@ -173,7 +174,7 @@ pub fn from_raw(mut raw: Vec<RawStack>, unit: Unit, symbolizer: &mut Symbolizer)
                 if unnamed {
                     unnamed_threads.insert(t);
                 }
-                thread_ids.entry((r.pid, r.tid)).or_insert(t);
+                thread_ids.entry((r.pid, r.start, r.tid)).or_insert(t);
                 t
             }
         };
@@ -406,7 +407,7 @@ fn user_entries(
     let mut slot_keys: Vec<(u32, u64, Target)> = Vec::new();
     let mut frame_slots = Vec::with_capacity(raw.iter().flat_map(parts).map(|r| r.user.len()).sum());
     for r in raw.iter().flat_map(parts).filter(|r| !r.user.is_empty()) {
-        let locate = symbolizer.locator(r.pid);
+        let locate = symbolizer.locator(r.pid, r.start);
         for a in adjusted(&r.user) {
             let target = locate(a);
             let key = match target {
@@ -515,17 +516,17 @@ fn frame_kind(kind: SymKind) -> FrameKind {
 }
 
 fn unresolved_list(
-    accounts: HashMap<u32, HashMap<UnresolvedReason, u64>>,
-    names: &HashMap<u32, Arc<str>>,
+    accounts: HashMap<(u32, u32), HashMap<UnresolvedReason, u64>>,
+    names: &HashMap<(u32, u32), Arc<str>>,
 ) -> Vec<Unresolved> {
     let mut list: Vec<Unresolved> = accounts
         .into_iter()
-        .map(|(pid, reasons)| {
+        .map(|((pid, start), reasons)| {
             let mut reasons: Vec<(UnresolvedReason, u64)> = reasons.into_iter().collect();
             reasons.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
             Unresolved {
                 pid,
-                process: names.get(&pid).map(|n| n.to_string()).unwrap_or_default(),
+                process: names.get(&(pid, start)).map(|n| n.to_string()).unwrap_or_default(),
                 reasons,
             }
         })

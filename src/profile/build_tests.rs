@@ -16,7 +16,7 @@ fn symbolizes_own_function_through_pid() {
     let addr = symbolizes_own_function_through_pid as *const () as usize as u64;
     let pid = std::process::id();
     let mut s = Symbolizer::new(&Options::default());
-    s.remember(pid, "self");
+    s.remember(pid, 0, "self");
     let raw = RawStack {
         pid,
         tid: pid,

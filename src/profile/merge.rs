@@ -117,6 +117,7 @@ pub fn wall(on: &Profile, off: &mut Profile, runs: Vec<Ran>) -> Profile {
         let known = like(pid, tid);
         let thread = wall.intern_thread(Thread {
             pid,
+            start: known.as_ref().map_or(0, |t| t.start),
             tid,
             process: known.as_ref().map_or_else(|| comm.clone(), |t| t.process.clone()),
             name: comm.clone(),
@@ -172,6 +173,7 @@ mod tests {
 
     fn thread(pid: u32, tid: u32) -> Thread {
         Thread {
+            start: 0,
             pid,
             tid,
             process: "app".into(),

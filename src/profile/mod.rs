@@ -218,6 +218,9 @@ pub type ThreadId = u32;
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Thread {
     pub pid: u32,
+    /// With `pid`, which process (its start in clock ticks since boot; 0
+    /// when not known): a PID given again is another process's thread.
+    pub start: u32,
     pub tid: u32,
     pub process: std::sync::Arc<str>,
     pub name: std::sync::Arc<str>,

@@ -68,6 +68,9 @@ impl State {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RawStack {
     pub pid: u32,
+    /// With `pid`, which process: its start in clock ticks since boot; 0
+    /// when not known (the process under the PID now, or last).
+    pub start: u32,
     pub tid: u32,
     /// The thread's name at the time of the sample (untrusted).
     /// Shared by the stacks of threads of the same name.

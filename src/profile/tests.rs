@@ -10,6 +10,7 @@ fn interning_dedupes_frames_and_threads() {
     assert_ne!(a, b);
     assert_eq!(a, p.intern_frame(Frame::new("main", FrameKind::User)));
     let t = Thread {
+        start: 0,
         group: None,
         pid: 1,
         tid: 2,
@@ -60,6 +61,7 @@ fn absorb_shares_frames_and_scales() {
     let mut a = Profile::new(Unit::Microseconds);
     let mut b = Profile::new(Unit::Samples);
     let t = Thread {
+        start: 0,
         group: None,
         pid: 1,
         tid: 1,

@@ -209,23 +209,23 @@ impl Symbolizer {
     }
 
     /// See [`Registry::remember`].
-    pub fn remember(&mut self, pid: u32, name: &str) -> Option<String> {
-        self.registry.remember(pid, name)
+    pub fn remember(&mut self, pid: u32, start: u32, name: &str) -> Option<String> {
+        self.registry.remember(pid, start, name)
     }
 
     /// See [`Registry::retire`].
-    pub fn retire(&mut self, pid: u32, addrs: &[u64]) {
-        self.registry.retire(pid, addrs);
+    pub fn retire(&mut self, pid: u32, start: u32, addrs: &[u64]) {
+        self.registry.retire(pid, start, addrs);
     }
 
     /// See [`Registry::inherit`].
-    pub fn inherit(&mut self, child: u32, parent: u32, size: u64, name: &str) -> bool {
-        self.registry.inherit(child, parent, size, name)
+    pub fn inherit(&mut self, child: u32, start: u32, parent: u32, size: u64, name: &str) -> bool {
+        self.registry.inherit(child, start, parent, size, name)
     }
 
     /// See [`Registry::exited`].
-    pub fn exited(&mut self, pid: u32) {
-        self.registry.exited(pid);
+    pub fn exited(&mut self, pid: u32, start: u32) {
+        self.registry.exited(pid, start);
     }
 
     /// See [`Registry::forget_retired`].
@@ -261,19 +261,26 @@ impl Symbolizer {
         self.registry.read_from(pid, text)
     }
 
-    /// Where the addresses of `pid` lie, for [`Self::user`] (a runtime's
-    /// frame word lies nowhere); the process is looked up once.
-    pub fn locator(&self, pid: u32) -> impl Fn(u64) -> Target + '_ {
-        let at = self.registry.locator(pid);
+    /// Where the addresses of `pid` since `start` lie, for [`Self::user`]
+    /// (a runtime's frame word lies nowhere); the process is looked up
+    /// once.
+    pub fn locator(&self, pid: u32, start: u32) -> impl Fn(u64) -> Target + '_ {
+        let at = self.registry.locator(pid, start);
         move |addr| match is_runtime_word(addr) {
             true => Target::Unmapped,
             false => at.locate(addr),
         }
     }
 
-    /// See [`Registry::process_name`].
+    /// See [`Registry::process_name`]: the process under `pid` now, or
+    /// last.
     pub fn process_name(&self, pid: u32, comm: &str) -> String {
-        self.registry.process_name(pid, comm)
+        self.registry.process_name(pid, 0, comm)
+    }
+
+    /// See [`Registry::process_name`]: the process `pid` since `start`.
+    pub fn process_name_of(&self, pid: u32, start: u32, comm: &str) -> String {
+        self.registry.process_name(pid, start, comm)
     }
 
     /// Whether the process writes a perf map (a runtime's JIT symbols).

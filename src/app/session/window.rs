@@ -112,8 +112,8 @@ impl Window<'_> {
         let events = live.poll_processes(wait);
         // Exits first: a PID announced after its exit in the same turn is
         // a new process, read as such.
-        for &pid in live.exited() {
-            symbolizer.exited(pid);
+        for &(pid, start) in live.exited() {
+            symbolizer.exited(pid, start);
         }
         // Each process's maps read once, for its names and its walkers; a
         // process announced twice in one turn (forked, then exec'd) once,
@@ -127,7 +127,7 @@ impl Window<'_> {
             .filter_map(|ev| match inherited(ev, live, symbolizer) {
                 true => None,
                 false => {
-                    let text = symbolizer.remember(ev.pid, &ev.comm)?;
+                    let text = symbolizer.remember(ev.pid, ev.start, &ev.comm)?;
                     if ev.kind == ProcEventKind::Exec {
                         execs.push(ev.pid);
                     }
@@ -163,8 +163,8 @@ impl Window<'_> {
         }
         // Processes gone whose stacks are all drained: what naming them
         // needs is kept, the rest let go.
-        for (pid, addrs) in live.retired() {
-            symbolizer.retire(pid, &addrs);
+        for ((pid, start), addrs) in live.retired() {
+            symbolizer.retire(pid, start, &addrs);
         }
         let now = Instant::now();
         if self.stop.stopped() {
@@ -189,7 +189,7 @@ impl Window<'_> {
     /// window: remember them before anything else exits.
     pub fn end(&self, live: &mut Probe, symbolizer: &mut Symbolizer) {
         for ev in live.poll_processes(Duration::ZERO) {
-            symbolizer.remember(ev.pid, &ev.comm);
+            symbolizer.remember(ev.pid, ev.start, &ev.comm);
         }
     }
 }
@@ -204,5 +204,5 @@ fn inherited(ev: &ProcEvent, live: &mut Probe, symbolizer: &mut Symbolizer) -> b
     let ProcEventKind::New { forked: Some(f) } = ev.kind else {
         return false;
     };
-    symbolizer.inherit(ev.pid, f.parent, f.size, &ev.comm) && live.inherit(ev.pid, f.parent)
+    symbolizer.inherit(ev.pid, ev.start, f.parent, f.size, &ev.comm) && live.inherit(ev.pid, f.parent)
 }

@@ -119,6 +119,7 @@ mod tests {
     fn sample_profile() -> Profile {
         let mut p = Profile::new(Unit::Samples);
         let t = p.intern_thread(Thread {
+            start: 0,
             group: None,
             pid: 10,
             tid: 11,

@@ -233,6 +233,7 @@ pub fn parse_timed(
                 let (name, tid) = id_frame(frames[at + 1]).expect("checked by scan");
                 let t = profile.intern_thread(Thread {
                     pid,
+                    start: 0,
                     tid,
                     process: process.into(),
                     name: name.into(),
@@ -371,6 +372,7 @@ mod tests {
     fn capture_like() -> Profile {
         let mut p = Profile::new(Unit::Samples);
         let t1 = p.intern_thread(Thread {
+            start: 0,
             group: None,
             pid: 10,
             tid: 11,
@@ -378,6 +380,7 @@ mod tests {
             name: "wo;rk\ner".into(),
         });
         let t2 = p.intern_thread(Thread {
+            start: 0,
             group: None,
             pid: 10,
             tid: 10,
@@ -416,6 +419,7 @@ mod tests {
         // Group names are untrusted: a `;`, a line break, a `]`.
         for (tid, group) in [(1, "container 0123456789ab"), (2, "cgroup /a;b\nc]")] {
             let t = p.intern_thread(Thread {
+                start: 0,
                 pid: 1,
                 tid,
                 process: "srv".into(),

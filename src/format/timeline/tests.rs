@@ -34,6 +34,7 @@ fn timed(unit: Unit) -> Profile {
 
 fn thread(p: &mut Profile, tid: u32, name: &str) -> u32 {
     p.intern_thread(Thread {
+        start: 0,
         group: None,
         pid: 1,
         tid,
@@ -46,6 +47,7 @@ fn thread(p: &mut Profile, tid: u32, name: &str) -> u32 {
 fn hostile_names_cannot_leave_the_data() {
     let mut p = timed(Unit::Samples);
     let t = p.intern_thread(Thread {
+        start: 0,
         group: None,
         pid: 7,
         tid: 8,

@@ -133,6 +133,7 @@ mod tests {
         let sleeping = f(&mut p, "[sleeping]", FrameKind::Pseudo);
         for tid in 1..=3 {
             let t = p.intern_thread(Thread {
+                start: 0,
                 group: None,
                 pid: 1,
                 tid,

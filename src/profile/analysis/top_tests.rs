@@ -13,6 +13,7 @@ fn sample() -> Profile {
     p.meta.slice = Some(Duration::from_millis(100));
     let t = |p: &mut Profile, tid, name: &str| {
         p.intern_thread(Thread {
+            start: 0,
             pid: 10,
             tid,
             process: "srv".into(),
