@@ -43,12 +43,23 @@ fn slices_with(path: &Path, frame: &str) -> BTreeMap<u32, (u64, u64)> {
     out
 }
 
-/// The samples of early_fn (spike.c burns its first 2 s in it) that a
-/// recorder at 49 Hz can have when it attached `late` after the workload
-/// started, less 5 for the timing between the two (0.1 s): 98 when it was
-/// recording already.
-fn early_floor(late: Duration) -> u64 {
-    (49.0 * (2.0 - late.as_secs_f64()).max(0.0) - 5.0).max(0.0) as u64
+/// The samples of early_fn (spike.c burns its first 2 s of wall time in
+/// it) a recorder at 49 Hz can hold when it recorded `cpu` seconds of it:
+/// the kernel's account of what the process ran, not its 2 s of wall time
+/// (on a loaded host it gets less: 88 samples of a 98 that a fixed 2 s
+/// expected), less 5 for the edges (0.1 s).
+fn early_floor(cpu: f64) -> u64 {
+    (49.0 * cpu - 5.0).max(0.0) as u64
+}
+
+/// The CPU time the kernel has given process `pid` so far (its stat's
+/// utime and stime), in seconds: spike.c's before its spike is early_fn's.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("the workload lives");
+    let after = &stat[stat.rfind(')').unwrap() + 1..];
+    let ticks: u64 = after.split_whitespace().skip(11).take(2).map(|f| f.parse::<u64>().unwrap()).sum();
+    // SAFETY: sysconf reads a constant.
+    ticks as f64 / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
 }
 
 /// The dump directories in `dumps` whose last file is written.
@@ -255,9 +266,10 @@ fn a_process_started_by_name_asks_for_a_dump_by_itself() {
     assert!(trigger.starts_with(&format!("start: pid {pid} (spike-O2) started, at ")), "trigger.txt: {trigger}");
     // Written 4 s after the start: the 2 s the program burned first are in.
     let on = read_folded(&dump.join("oncpu.folded"));
-    let floor = early_floor(Duration::ZERO);
+    let cpu = cpu_seconds(pid);
+    let floor = early_floor(cpu);
     let early = weight_with(&on, "early_fn");
-    assert!(early >= floor, "early_fn has {early} samples in the dump (want {floor} of 98)");
+    assert!(early >= floor, "early_fn has {early} samples in the dump (want {floor}: {cpu:.2} s of CPU at 49 Hz)");
 }
 
 /// `fgbpf dump --dumps DIR`, run as `uid` (0: root).
@@ -278,11 +290,11 @@ fn fgbpf_dump_asks_the_recorder_through_a_socket_only_root_may_use() {
     // recorder's own check to be what refuses it.
     let dumps = std::env::temp_dir().join(format!("fgbpf-test-flight-ask-{}", std::process::id()));
     let bin = plain_workload("spike");
-    let started = Instant::now();
     let load = KillOnDrop(Command::new(&bin).stdout(Stdio::null()).spawn().unwrap());
     let pid = load.id().to_string();
     let flight = spawn_attached(fgbpf().args(["flight", "-p", &pid, "--keep", "20s", "--dumps"]).arg(&dumps));
-    let floor = early_floor(started.elapsed());
+    // What it ran before the recorder attached is not in the recording.
+    let before = cpu_seconds(load.id());
     // early_fn burns the program's first 2 s.
     std::thread::sleep(Duration::from_secs(3));
     let socket = dumps.join("flight.sock");
@@ -296,7 +308,9 @@ fn fgbpf_dump_asks_the_recorder_through_a_socket_only_root_may_use() {
     let why = std::fs::read_to_string(dir.join("trigger.txt")).unwrap();
     assert!(why.starts_with("asked by fgbpf dump, pid "), "trigger.txt says who asked: {why}");
     let early = weight_with(&read_folded(&dir.join("oncpu.folded")), "early_fn");
-    assert!(early >= floor, "early_fn has {early} samples in the dump (want {floor} of 98)");
+    let cpu = cpu_seconds(load.id()) - before;
+    let floor = early_floor(cpu);
+    assert!(early >= floor, "early_fn has {early} samples in the dump (want {floor}: {cpu:.2} s of CPU at 49 Hz)");
     // Another user: refused by the socket's mode, and by the recorder
     // when the mode lets it in.
     let nobody = ask(&dumps, 65534);
@@ -321,15 +335,16 @@ fn two_dumps_asked_at_the_same_moment_write_two_directories() {
     let _serial = serial();
     let dumps = out_dir("flight-two");
     let bin = plain_workload("spike");
-    let started = Instant::now();
     let load = KillOnDrop(Command::new(&bin).stdout(Stdio::null()).spawn().unwrap());
     let pid = load.id().to_string();
     let flight = spawn_attached(fgbpf().args(["flight", "-p", &pid, "--keep", "20s", "--dumps"]).arg(&dumps));
-    let floor = early_floor(started.elapsed());
+    let before = cpu_seconds(load.id());
     std::thread::sleep(Duration::from_secs(3));
     flight.signal(libc::SIGUSR1);
     let out = ask(&dumps, 0);
     assert_ok(&out);
+    let cpu = cpu_seconds(load.id()) - before;
+    let floor = early_floor(cpu);
     let stderr = stop(flight);
     let done = dumps_in(&dumps);
     assert_eq!(done.len(), 2, "two asked, two dumps: {done:?}\n{stderr}");
@@ -342,7 +357,7 @@ fn two_dumps_asked_at_the_same_moment_write_two_directories() {
     assert_eq!(whys, ["asked by SIGUSR1", "asked by fgbpf dump"], "each says who asked");
     for d in &done {
         let early = weight_with(&read_folded(&d.join("oncpu.folded")), "early_fn");
-        assert!(early >= floor, "{}: early_fn has {early} samples (want {floor} of 98)", d.display());
+        assert!(early >= floor, "{}: early_fn has {early} samples (want {floor}: {cpu:.2} s of CPU at 49 Hz)", d.display());
     }
 }
 
@@ -444,6 +459,8 @@ fn an_exited_process_keeps_its_names_when_the_recorder_forgets() {
     // recorder's forgetting (every 10 s) until the dump.
     let load = KillOnDrop(Command::new(&bin).stdout(Stdio::null()).spawn().unwrap());
     std::thread::sleep(Duration::from_secs(3));
+    // Started while the recorder ran: all it ran of early_fn.
+    let cpu = cpu_seconds(load.id());
     drop(load);
     std::thread::sleep(Duration::from_secs(12));
     let out = ask(&dumps, 0);
@@ -452,9 +469,8 @@ fn an_exited_process_keeps_its_names_when_the_recorder_forgets() {
     let dump = wait_for_dump(&dumps, Duration::from_secs(5));
     let on = read_folded(&dump.join("oncpu.folded"));
     let early = weight_with(&on, "early_fn");
-    // Started while the recorder ran: all of its 2 s.
-    let floor = early_floor(Duration::ZERO);
-    assert!(early >= floor, "early_fn has {early} samples in the dump (want {floor} of 98)");
+    let floor = early_floor(cpu);
+    assert!(early >= floor, "early_fn has {early} samples in the dump (want {floor}: {cpu:.2} s of CPU at 49 Hz)");
     // Walked past early_fn (all but a process's first few samples, taken
     // before its unwind tables were placed): every caller named. Kernel
     // frames (a sample in an interrupt's softirq) are not callers.

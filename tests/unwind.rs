@@ -339,3 +339,64 @@ fn plain_gcc_signal_handler_keeps_the_code_it_interrupted() {
     // samples elsewhere, at code without rows: counted, not this test's).
     assert!(!summary.contains("a rule the walker does not follow"), "{summary}");
 }
+
+/// Each way a walk is cut short, on a `gcc -O2` program made to meet it
+/// (tests/workloads/cuts.c), is told in the summary with its real cause:
+/// the 127-frame limit (200 frames of recursion), a CFA rule the walker
+/// does not follow (gcc's stack-realigning prologue, whose body's CFA is a
+/// DWARF expression), a failed read of the stack (the page holding a
+/// caller's return address dropped, as a swapped-out page is), and code
+/// with neither an unwind row nor a frame pointer (assembly without CFI),
+/// located in the binary, not called JIT code.
+#[test]
+fn each_reason_a_walk_is_cut_short_is_said_as_it_is() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let bin = plain_workload("cuts");
+    let cases = [
+        ("depth", "cut_deep", "cut short at the 127-frame limit"),
+        ("realign", "cut_realigned", "cut short at an unwind rule the walker does not follow"),
+        ("fault", "cut_paged", "cut short by a read of the stack that failed"),
+        (
+            "bare",
+            "cut_bare",
+            "cut short at code with neither an unwind row nor a frame pointer (in code of cuts-O2 no unwind row covers",
+        ),
+    ];
+    for (mode, leaf, said) in cases {
+        let dir = out_dir(&format!("cuts-{mode}"));
+        let out = run(fgbpf()
+            .args(["oncpu", "-F", "499", "--format", "folded", "-o"])
+            .arg(&dir)
+            .arg("--")
+            .arg(&bin)
+            .args([mode, "1.5"]));
+        assert_ok(&out);
+        let stacks = read_folded(&dir.join("oncpu.folded"));
+        let report = std::fs::read_to_string(dir.join("report.txt")).unwrap();
+        // The busy function is where nearly every sample is (the rest:
+        // the program's start and the clock it reads).
+        let busy = share(&stacks, leaf);
+        assert!(busy >= 90.0, "{mode}: {leaf} in {busy:.1}% of samples: {stacks:?}");
+        let line = report
+            .lines()
+            .map(str::trim_start)
+            .find(|l| l.starts_with("pid ") && l.contains("(cuts-O2)"))
+            .unwrap_or_else(|| panic!("{mode}: no line on the process's walks in the report:\n{report}"));
+        eprintln!("{mode}: {line}");
+        let cut: f64 = number_between(line, ": ", "% ").unwrap_or_else(|| panic!("{mode}: no share in {line}"));
+        assert!(line.contains(said), "{mode}: the cause is not said as it is: {line}");
+        assert!(
+            cut >= busy - 1.0,
+            "{mode}: {cut}% cut short, but {busy:.1}% of samples were in {leaf}: {line}"
+        );
+        if mode == "depth" {
+            // Cut at the limit: each stack holds the 127 frames it kept,
+            // the recursion's (the thread's frame and its process's above).
+            let deepest = stacks.iter().map(|(f, _)| f.iter().filter(|x| *x == "cut_deep").count()).max();
+            assert!(deepest >= Some(120), "{mode}: {deepest:?} frames of cut_deep at most");
+        }
+    }
+}

@@ -116,7 +116,8 @@ impl Views {
                 (true, false) => on.collect(),
                 (false, _) => off.collect(),
             };
-            u.processes = by_process(weighed.iter().copied(), name_of);
+            let name_of_process = |pid, start, comm: &str| symbolizer.process_name_of(pid, start, comm);
+            u.processes = by_process(weighed.iter().copied(), name_of_process, |r| cut_at(symbolizer, r));
             for (walks, unreadable, found, why) in [
                 (&mut u.python, &mut u.python_unreadable, &recorded.interpreters, &recorded.py_unsupported),
                 (&mut u.ruby, &mut u.ruby_unreadable, &recorded.rubies, &recorded.rb_unsupported),
@@ -365,6 +366,23 @@ impl Edges {
     }
 }
 
+/// Where a walk cut for want of an unwind row and a frame pointer stopped:
+/// its last frame, located in the process's map.
+fn cut_at(symbolizer: &Symbolizer, r: &RawStack) -> String {
+    use crate::procs::Target;
+    let Some(addr) = build::adjusted(&r.user).last() else {
+        return "with no frame".into();
+    };
+    match symbolizer.locator(r.pid, r.start)(addr) {
+        Target::Binary(b, _) => {
+            format!("in code of {} no unwind row covers", crate::profile::names::sanitize(symbolizer.binary_name(b)))
+        }
+        Target::Jit => "in JIT code, memory no file backs".into(),
+        Target::Vdso(_) => "in the vDSO".into(),
+        Target::Unmapped => "at an address outside the mappings read".into(),
+        Target::Gone => "in a process gone before its map was read".into(),
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -55,6 +55,9 @@ pub struct ProcessWalks {
     pub frame_pointers: u64,
     /// Weight cut short, by the heaviest reason first.
     pub cut: Vec<(Walk, u64)>,
+    /// Where the walks cut for want of a row and a frame pointer stopped
+    /// (where [`by_process`]'s `place_of` put their last frame), by weight.
+    pub lost_at: Vec<(String, u64)>,
 }
 
 /// Counts of user stacks by how they were walked, and what the tables
@@ -168,9 +171,11 @@ const LISTED_PROCESSES: usize = 5;
 fn why(walk: Walk) -> &'static str {
     match walk {
         Walk::Depth => "at the 127-frame limit",
-        Walk::Fault => "by a stack page not in memory",
-        Walk::Unsupported => "at a rule the walker does not follow (e.g. a signal frame)",
-        Walk::Lost => "at code with neither unwind rows nor a frame pointer (JIT code without frame pointers)",
+        Walk::Fault => "by a read of the stack that failed (a page not in memory, or not mapped)",
+        Walk::Unsupported => {
+            "at an unwind rule the walker does not follow (a CFA computed by a DWARF expression or from a register other than rsp and rbp, as gcc's stack-realigning prologues write)"
+        }
+        Walk::Lost => "at code with neither an unwind row nor a frame pointer",
         _ => "",
     }
 }
@@ -179,38 +184,55 @@ fn why(walk: Walk) -> &'static str {
 /// weight each stands for (samples, or in a wall-clock capture the
 /// microseconds of both views, so that one long wait walked by frame
 /// pointers weighs what it weighs in the picture): only processes with
-/// stacks cut short or walked by frame pointers alone.
+/// stacks cut short or walked by frame pointers alone. `place_of` says
+/// where a walk cut for want of a row and a frame pointer stopped (its
+/// last frame: JIT code, a binary's code no row covers).
 pub fn by_process<'a>(
     raw: impl IntoIterator<Item = (&'a super::RawStack, u64)>,
-    name_of: impl Fn(u32, &str) -> String,
+    name_of: impl Fn(u32, u32, &str) -> String,
+    place_of: impl Fn(&super::RawStack) -> String,
 ) -> Vec<ProcessWalks> {
     use std::collections::BTreeMap;
-    let mut per: BTreeMap<u32, (String, u64, u64, BTreeMap<Walk, u64>)> = BTreeMap::new();
+    #[derive(Default)]
+    struct Per {
+        process: String,
+        total: u64,
+        frame_pointers: u64,
+        cut: BTreeMap<Walk, u64>,
+        lost_at: BTreeMap<String, u64>,
+    }
+    let mut per: BTreeMap<(u32, u32), Per> = BTreeMap::new();
     for (r, weight) in raw {
         let Some(walk) = r.walk else { continue };
-        let e = per
-            .entry(r.pid)
-            .or_insert_with(|| (name_of(r.pid, &r.comm), 0, 0, BTreeMap::new()));
-        e.1 += weight;
+        let e = per.entry((r.pid, r.start)).or_insert_with(|| Per {
+            process: name_of(r.pid, r.start, &r.comm),
+            ..Per::default()
+        });
+        e.total += weight;
         if walk == Walk::FramePointers {
-            e.2 += weight;
+            e.frame_pointers += weight;
         } else if walk.is_cut() {
-            *e.3.entry(walk).or_default() += weight;
+            *e.cut.entry(walk).or_default() += weight;
+            if walk == Walk::Lost {
+                *e.lost_at.entry(place_of(r)).or_default() += weight;
+            }
         }
+    }
+    fn heaviest_first<K>(m: BTreeMap<K, u64>) -> Vec<(K, u64)> {
+        let mut v: Vec<(K, u64)> = m.into_iter().collect();
+        v.sort_by_key(|c| std::cmp::Reverse(c.1));
+        v
     }
     let mut out: Vec<ProcessWalks> = per
         .into_iter()
-        .filter(|(_, (_, total, fp, cut))| *total > 0 && (*fp > 0 || !cut.is_empty()))
-        .map(|(pid, (process, total, frame_pointers, cut))| {
-            let mut cut: Vec<(Walk, u64)> = cut.into_iter().collect();
-            cut.sort_by_key(|c| std::cmp::Reverse(c.1));
-            ProcessWalks {
-                pid,
-                process,
-                total,
-                frame_pointers,
-                cut,
-            }
+        .filter(|(_, p)| p.total > 0 && (p.frame_pointers > 0 || !p.cut.is_empty()))
+        .map(|((pid, _), p)| ProcessWalks {
+            pid,
+            process: p.process,
+            total: p.total,
+            frame_pointers: p.frame_pointers,
+            cut: heaviest_first(p.cut),
+            lost_at: heaviest_first(p.lost_at),
         })
         .collect();
     let share = |p: &ProcessWalks| {
@@ -302,7 +324,12 @@ impl Unwinding {
                 ));
             }
             for (walk, w) in &p.cut {
-                parts.push(format!("{:.1}% cut short {}", share(*w), why(*walk)));
+                let mut part = format!("{:.1}% cut short {}", share(*w), why(*walk));
+                if *walk == Walk::Lost {
+                    let at: Vec<String> = p.lost_at.iter().take(3).map(|(place, n)| format!("{place}: {:.1}%", share(*n))).collect();
+                    part.push_str(&format!(" ({})", at.join(", ")));
+                }
+                parts.push(part);
             }
             out.push(format!(
                 "pid {} ({}): {}",
@@ -369,7 +396,7 @@ mod tests {
             raw(3, Some(Walk::Tables), 100),
             raw(4, None, 100),
         ];
-        let p = by_process(stacks.iter().map(|r| (r, r.weight)), |pid, _| format!("proc{pid}"));
+        let p = by_process(stacks.iter().map(|r| (r, r.weight)), |pid, _, _| format!("proc{pid}"), |_| "in JIT code".into());
         let pids: Vec<u32> = p.iter().map(|p| p.pid).collect();
         assert_eq!(pids, vec![2, 1], "{p:?}");
         assert_eq!(p[1].cut, vec![(Walk::Lost, 10)]);

@@ -278,6 +278,12 @@ impl Symbolizer {
         self.registry.process_name(pid, 0, comm)
     }
 
+    /// The file name of a binary [`Self::locator`] found an address in
+    /// (the target's: untrusted).
+    pub fn binary_name(&self, b: crate::procs::BinaryId) -> &str {
+        &self.registry.binary(b).name
+    }
+
     /// See [`Registry::process_name`]: the process `pid` since `start`.
     pub fn process_name_of(&self, pid: u32, start: u32, comm: &str) -> String {
         self.registry.process_name(pid, start, comm)

@@ -110,8 +110,13 @@ impl View {
         let from = self.through.saturating_sub(self.interval).as_secs_f64();
         let (a, b) = now.slices_for(from, Some(self.through.as_secs_f64()));
         now.keep_slices(a, b);
-        // The thread table lists everyone; the rest shows the narrowed.
-        self.tasks = top::tasks(&now, &all);
+        // The thread table lists everyone (on either side); the rest shows
+        // the narrowed.
+        let other = self.views.as_ref().and_then(|v| match self.side {
+            Side::OnCpu => v.off.as_ref(),
+            Side::OffCpu => v.on.as_ref(),
+        });
+        self.tasks = top::tasks(&now, &all, other);
         self.narrow.apply(&mut all);
         self.narrow.apply(&mut now);
         // Only what the mode shows is computed (set_mode derives again).

@@ -194,19 +194,25 @@ impl Task {
     }
 }
 
-/// Each process, heaviest first since the start, followed by its threads.
-pub fn tasks(now: &Profile, all: &Profile) -> Vec<Task> {
+/// Each process, heaviest first since the start, followed by its threads:
+/// those of `now` and `all` with their weights, and those seen only on the
+/// other side (`other`: a thread that sleeps is in the on-CPU table too,
+/// with nothing, so that it can be narrowed to before a sample lands on
+/// its rare runs).
+pub fn tasks(now: &Profile, all: &Profile, other: Option<&Profile>) -> Vec<Task> {
     type Weights = FxHashMap<(u32, u32), (u64, u64, String, String)>;
     let mut threads: Weights = FxHashMap::default();
-    for (profile, is_now) in [(now, true), (all, false)] {
+    let sides = [(now, Some(true)), (all, Some(false))].into_iter().chain(other.map(|o| (o, None)));
+    for (profile, is_now) in sides {
         for s in profile.stacks() {
             let Some(t) = s.thread.map(|t| profile.thread(t)) else { continue };
             let e = threads
                 .entry((t.pid, t.tid))
                 .or_insert_with(|| (0, 0, sanitize(&t.process), sanitize(&t.name)));
             match is_now {
-                true => e.0 += s.weight,
-                false => e.1 += s.weight,
+                Some(true) => e.0 += s.weight,
+                Some(false) => e.1 += s.weight,
+                None => {}
             }
         }
     }

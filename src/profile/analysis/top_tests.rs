@@ -92,11 +92,18 @@ fn waits_are_named_by_site_and_state() {
 #[test]
 fn tasks_list_each_process_then_its_threads_with_safe_names() {
     let all = sample();
-    let tasks = tasks(&all, &all);
-    let rows: Vec<(u32, Option<u32>, &str, u64)> = tasks.iter().map(|t| (t.pid, t.tid, t.name.as_str(), t.all)).collect();
+    let listed = tasks(&all, &all, None);
+    let rows: Vec<(u32, Option<u32>, &str, u64)> = listed.iter().map(|t| (t.pid, t.tid, t.name.as_str(), t.all)).collect();
     assert_eq!(rows, [(10, None, "srv", 13), (10, Some(12), "worker", 9), (10, Some(11), "main?", 4)]);
-    assert_eq!(tasks[1].narrow(), Narrow::Thread(12));
-    assert_eq!(tasks[0].narrow(), Narrow::Process(10));
+    assert_eq!(listed[1].narrow(), Narrow::Thread(12));
+    assert_eq!(listed[0].narrow(), Narrow::Process(10));
+    // A thread seen on the other side only is listed, with nothing here.
+    let mut other = Profile::new(Unit::Samples);
+    let t = other.intern_thread(Thread { pid: 10, start: 0, tid: 13, process: "srv".into(), name: "sleeper".into(), group: None });
+    let f = other.intern_frame(Frame::new("nap", FrameKind::User));
+    other.push(Stack { thread: Some(t), frames: [f].into(), weight: 500, ..Default::default() });
+    let rows: Vec<(Option<u32>, u64)> = tasks(&all, &all, Some(&other)).iter().map(|t| (t.tid, t.all)).collect();
+    assert_eq!(rows, [(None, 13), (Some(12), 9), (Some(11), 4), (Some(13), 0)]);
 }
 
 #[test]
