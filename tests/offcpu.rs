@@ -157,9 +157,23 @@ fn min_and_max_block_exclude_what_they_should() {
     // (long_nap): each bound keeps the waits on its side and drops the
     // others, and each capture holds waits it kept (an empty one would
     // pass every "dropped" check).
-    let kept = offcpu("min20", &target, "1.5", &["--min-block", "20000"]);
-    let dropped_min = offcpu("min80", &target, "1.5", &["--min-block", "80000"]);
-    let dropped_max = offcpu("max20", &target, "1.5", &["--max-block", "20000"]);
+    // A wait begun before a capture is not filtered (its length is not
+    // known: README, "Off-CPU states"), and since a6baf8f it is drawn
+    // with the user stack it waits in, under [blocked before capture]:
+    // one sleep_phase or long_nap sleep under way at the start, in about
+    // half of the runs (3 of 6 here), which the checks below leave out
+    // after checking that it is marked and at most one sleep long (the
+    // longest, long_nap's 100 ms, plus the timer's slack: 110 ms).
+    let within = |name: &str, args: &[&str]| -> Vec<(Vec<String>, u64)> {
+        let all = offcpu(name, &target, "1.5", args);
+        let (before, during): (Vec<_>, Vec<_>) =
+            all.into_iter().partition(|(f, _)| f.iter().any(|x| x == "[blocked before capture]"));
+        assert!(total(&before) <= 110_000, "{name}: {before:?}");
+        during
+    };
+    let kept = within("min20", &["--min-block", "20000"]);
+    let dropped_min = within("min80", &["--min-block", "80000"]);
+    let dropped_max = within("max20", &["--max-block", "20000"]);
     child.kill().ok();
     child.wait().ok();
     // 1.5 s is 9 rounds of 162 ms: 450 ms in 50 ms sleeps, 900 in 100 ms.
