@@ -2,13 +2,19 @@
 
 use super::*;
 
+/// A `sleep 5` that maps nothing more while it sleeps, its PID, and an
+/// empty registry.
+fn sleeping() -> (std::process::Child, u32, Registry) {
+    let child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
+    let pid = child.id();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    (child, pid, Registry::new(Vec::new()))
+}
+
 #[test]
 fn a_process_size_added_up_from_its_maps_is_the_kernels_vsize() {
     // A child that maps nothing more while it sleeps.
-    let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
-    let pid = child.id();
-    std::thread::sleep(std::time::Duration::from_millis(200));
-    let mut registry = Registry::new(Vec::new());
+    let (mut child, pid, mut registry) = sleeping();
     assert!(registry.read_process(pid));
     let kernel = maps::vsize(pid).unwrap();
     let _ = child.kill();
@@ -19,10 +25,7 @@ fn a_process_size_added_up_from_its_maps_is_the_kernels_vsize() {
 
 #[test]
 fn a_forked_child_takes_its_parents_map_only_when_it_is_the_same_size_and_the_parent_lives() {
-    let mut parent = std::process::Command::new("sleep").arg("5").spawn().unwrap();
-    let pid = parent.id();
-    std::thread::sleep(std::time::Duration::from_millis(200));
-    let mut registry = Registry::new(Vec::new());
+    let (mut parent, pid, mut registry) = sleeping();
     assert!(registry.read_process(pid));
     let size = registry.procs[&pid].vsize;
     // No process has PID 0 or this one: only what was read of the parent
@@ -43,10 +46,7 @@ fn a_forked_child_takes_its_parents_map_only_when_it_is_the_same_size_and_the_pa
 
 #[test]
 fn a_pid_given_again_is_another_process_with_its_own_map_and_name() {
-    let mut sleeper = std::process::Command::new("sleep").arg("5").spawn().unwrap();
-    let pid = sleeper.id();
-    std::thread::sleep(std::time::Duration::from_millis(200));
-    let mut registry = Registry::new(Vec::new());
+    let (mut sleeper, pid, mut registry) = sleeping();
     let start = maps::stat(pid).unwrap().start;
     assert!(start > 0);
     // What was read is made an earlier process's under the same PID: a
