@@ -86,6 +86,9 @@ fn twenty_deep_chain_appears_whole() {
         .arg("1.5"));
     assert_ok(&out);
     let stacks = read_folded(&dir.join("oncpu.folded"));
+    // 1.5 s of CPU at 499 Hz is ~750 samples: 300 says the capture holds
+    // the workload (an empty one passed the share below).
+    assert!(total(&stacks) >= 300, "{} samples of deep's 1.5 s", total(&stacks));
     let want: Vec<String> = std::iter::once("main".to_string())
         .chain((1..=20).map(|i| format!("level_{i}")))
         .chain(std::iter::once("leaf_burn".to_string()))

@@ -112,6 +112,9 @@ fn without_wakers_no_offwake_view_is_written() {
         .arg(&dir)
         .args(["--", "sleep", "0.2"]));
     assert_ok(&out);
-    assert!(dir.join("offcpu.folded").exists());
+    // The capture holds sleep's 200 ms wait (an empty one would write no
+    // offwake view either).
+    let slept = total(&read_folded(&dir.join("offcpu.folded")));
+    assert!(slept >= 150_000, "{slept} us off-CPU recorded of sleep 0.2");
     assert!(!dir.join("offwake.folded").exists());
 }
