@@ -5,7 +5,8 @@
 //! machine's `gcc -O2` and captured with `fgbpf wall -F 199` at default
 //! map sizes. The storm must cost nothing of the work that follows it.
 //! And process identity: a PID given again within a capture is two
-//! processes, each named from its own binary.
+//! processes, each named from its own binary; thousands of processes that
+//! each live a millisecond are named and walked whole.
 
 mod common;
 
@@ -116,4 +117,60 @@ fn a_pid_given_again_within_a_capture_is_two_processes_each_named_from_its_own_b
             .sum();
         assert_eq!(elsewhere, 0, "{busy} drawn under another process");
     }
+}
+
+/// Thousands of processes that each live about a millisecond, started one
+/// after another (tests/workloads/blink.c, gcc -O2: an exec, about 1 ms of
+/// CPU in `blink_burn`, an exit), under a whole-host `fgbpf oncpu -F 999`:
+/// each is gone before its /proc/PID/maps could be read, and its frames
+/// are named and walked by the files its code comes from, which the
+/// kernel tells the walker at the sample (src/bpf/files.bpf.h).
+#[test]
+fn processes_that_live_a_millisecond_are_named_and_walked_whole() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let dir = out_dir("blink");
+    let blink = plain_workload("blink");
+    let capture = spawn_attached(fgbpf().args(["oncpu", "-F", "999", "-d", "60", "--format", "folded", "-o"]).arg(&dir));
+    // A whole-host capture samples from its attach by frame pointers, and
+    // its walkers join tens of milliseconds later (a staged start, tested
+    // and counted in tests/staged.rs): the storm begins after that.
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let spawner = std::process::Command::new(&blink).args(["spawn", "3000"]).output().expect("running blink");
+    capture.signal(libc::SIGINT);
+    let out = capture.finish();
+    assert_ok(&out);
+    let said = String::from_utf8_lossy(&spawner.stdout);
+    assert!(spawner.status.success(), "blink: {said}");
+    let cpu: f64 = number_between(&said, "children cpu ", "\n").unwrap_or_else(|| panic!("no CPU time said: {said}"));
+    let stacks = read_folded(&dir.join("oncpu.folded"));
+    // The children, not the spawner: each is its own process, `blink-O2-PID`.
+    let spawner_root = format!("blink-O2-{}", number_between::<u32>(&said, "spawner ", "\n").unwrap_or(0));
+    let children: Vec<(Vec<String>, u64)> = stacks
+        .iter()
+        .filter(|(f, _)| f[0].starts_with("blink-O2-") && f[0] != spawner_root)
+        .cloned()
+        .collect();
+    let all = total(&children);
+    let unnamed: Vec<&(Vec<String>, u64)> = children
+        .iter()
+        .filter(|(f, _)| f.iter().skip(1).any(|x| x.contains("[unknown]") || x.contains("+0x")))
+        .collect();
+    let unnamed_w: u64 = unnamed.iter().map(|(_, w)| w).sum();
+    let busy = weight_with(&children, "blink_burn");
+    let whole = weight_in_order(&children, &["main", "blink_burn"]);
+    eprintln!(
+        "{all} samples in the children ({:.0} expected from {cpu:.3} s of CPU at 999 Hz), {unnamed_w} with a frame unnamed, {whole} of {busy} in blink_burn whole to main",
+        cpu * 999.0
+    );
+    for (f, w) in unnamed.iter().take(20) {
+        eprintln!("unnamed: {w} {}", f.join(";"));
+    }
+    // ~4,300 samples expected: the sampling error is ~1.5%; fewer than
+    // 90% would be samples lost, not chance.
+    assert!(all as f64 >= 0.9 * cpu * 999.0, "{all} samples for {cpu:.3} s of CPU");
+    assert!(pct(all - unnamed_w, all) >= 99.0, "{unnamed_w} of {all} samples with a frame unnamed");
+    assert!(busy > 0 && pct(whole, busy) >= 95.0, "{whole} of {busy} samples in blink_burn whole to main");
 }

@@ -328,6 +328,57 @@ enum fg_proc_flags {
 	FG_PROC_READ = 1,
 };
 
+/* Walks by file (files.bpf.h): the rows of a binary by its device (major
+ * << 32 | minor, as /proc/PID/maps shows it) and inode, for a process
+ * user space has not read. */
+struct fg_file_key {
+	__u64 dev;
+	__u64 ino;
+};
+
+/* Where a binary's rows are, and how its executable segment is placed:
+ * a mapping of it at `start` from file offset `off` (in [seg_lo, seg_hi))
+ * has load = start - off + adjust (see fg_mapping.load). */
+struct fg_file_table {
+	__u64 seg_lo;
+	__u64 seg_hi;
+	__u64 adjust;
+	__u32 first;
+	__u32 count;
+	__u32 pages;
+	__u32 npages;
+};
+
+/* A mapping the walker found in a process user space had not read, noted
+ * for naming its frames after the process is gone (`found_maps`). */
+struct fg_found_key {
+	__u32 pid;
+	__u32 start; /* the process's start (proc_start) */
+	__u64 vm_start;
+};
+
+struct fg_found_map {
+	__u64 vm_end;
+	__u64 offset; /* file offset of vm_start */
+	__u64 dev;    /* 0 with ino 0: no file (anonymous memory, the vDSO) */
+	__u64 ino;
+	__u32 flags;  /* enum fg_found_flags */
+	__u32 pad;
+};
+
+enum fg_found_flags {
+	FG_FOUND_VDSO = 1,
+};
+
+/* The path a binary was exec'd by, as the exec gave it (`exec_paths`,
+ * keyed by fg_file_key): user space opens it, checks it is that file, and
+ * names the frames of processes of it that exited unread. */
+#define FG_EXEC_PATH 256
+
+struct fg_exec_path {
+	char path[FG_EXEC_PATH];
+};
+
 /* known_procs values (user space writes FG_KNOWN to a process read after
  * its execve). */
 enum fg_known {
@@ -481,6 +532,11 @@ enum fg_runtime {
  * pc (FG_CFA_SIGNAL): a signal handler's frames above it, the code the
  * signal interrupted below. */
 #define FG_SIGNAL_WORD (FG_RT_TAG | ((__u64)FG_RT_NATIVE << FG_RT_SHIFT))
+
+/* The whole user stack of a thread in execve past its point of no return:
+ * its registers are still those of the image the exec replaced, whose
+ * memory is gone (files.bpf.h). */
+#define FG_EXEC_WORD (FG_SIGNAL_WORD | (1ULL << FG_RT_KIND_SHIFT))
 
 /* HotSpot frame words (kind, payload):
  * COMPILED: bits 0-21 the segment index of the nmethod's heap block

@@ -80,6 +80,7 @@ SEC("tp_btf/sched_process_exec")
 int BPF_PROG(exec_btf, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
 	forget(BPF_CORE_READ(p, tgid));
+	note_exec_path(bprm);
 	on_exec(ctx, p);
 	return 0;
 }
@@ -88,6 +89,7 @@ SEC("raw_tp/sched_process_exec")
 int BPF_PROG(exec_raw, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
 	forget(BPF_CORE_READ(p, tgid));
+	note_exec_path(bprm);
 	on_exec(ctx, p);
 	return 0;
 }

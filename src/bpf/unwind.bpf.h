@@ -26,6 +26,7 @@
 #include "go.bpf.h"
 #include "tables.bpf.h"
 #include "walk.bpf.h"
+#include "files.bpf.h"
 #include "java.bpf.h"
 #include "v8.bpf.h"
 
@@ -102,6 +103,23 @@ static __always_inline long walk_frame(struct walk_ref *ref, const bool by_pid)
 				if (r)
 					c->row = *r;
 			}
+		}
+	}
+	/* Not read yet (no entry, or one made at its start or its fork): by
+	 * the file that holds the code (files.bpf.h). */
+	if (!have_table && by_files && !by_pid && !(ref->proc && (ref->proc->flags & FG_PROC_READ))) {
+		struct fg_mapping *m = file_mapping(w, pc);
+
+		if (m) {
+			have_table = m->count != 0;
+			r = row_of(m, pc);
+		} else if (n == 0 && (w->asked == -ENOENT || (w->in_exec && w->asked == -EBUSY))) {
+			/* The pc is in no mapping of the process: an execve past
+			 * its point of no return, the registers the old image's
+			 * (the exec itself may hold the map's lock: EBUSY). */
+			put_word(ref->buf, 0, FG_EXEC_WORD);
+			w->end = WALK_DONE;
+			return 1;
 		}
 	}
 	if (!r || r->cfa_type == FG_CFA_NONE) {
@@ -219,6 +237,9 @@ static __always_inline void walk_begin(struct walk *w, __u32 pid, const bool com
 	w->end = WALK_GOING;
 	w->used_fp = 0;
 	w->used_rows = 0;
+	w->found_ok = 0;
+	w->asks = 0;
+	w->in_exec = 0;
 }
 
 /* Counts how a walk ended and says it in *walk (enum fg_walk). */
@@ -346,11 +367,20 @@ static __always_inline __u64 store_user_stack(void *ctx, __u32 pid, struct fg_st
 	if (use_tables)
 		ref.proc = bpf_map_lookup_elem(&proc_unwind, &pid);
 	walk_begin(ref.w, pid, false);
+	/* Its parent's, given at fork, and it has begun an exec since, which
+	 * lets go of the entry once done: in execve past its point of no
+	 * return, the registers still the old image's. Walked by file. */
+	if (by_files && ref.proc && !(ref.proc->flags & FG_PROC_READ) && !(ref.proc->gen >> 63) &&
+	    !(bpf_get_current_task_btf()->flags & PF_FORKNOEXEC)) {
+		ref.proc = NULL;
+		ref.w->in_exec = 1;
+	}
 	bpf_loop(MAX_STACK_DEPTH, walk_step, &ref, 0);
-	if (ref.proc) {
+	if (ref.proc || ref.w->used_rows) {
 		walk_outcome(ref.w->end, ref.w->used_fp, st, walk);
 	} else {
-		/* No tables for the process (yet): frame pointers all the way. */
+		/* No tables for the process (yet), nor for the files it maps:
+		 * frame pointers all the way. */
 		st->unw_fp_only++;
 		*walk = FG_WALK_FP;
 	}

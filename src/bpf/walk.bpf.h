@@ -52,6 +52,12 @@ struct walk {
 	__u32 java_at, java_pushed, java_stop, java_done;
 	__s32 java_rbp_at;
 	__u32 java_pad;
+	/* files.bpf.h: the mapping found last, for a process without tables */
+	struct fg_mapping found;
+	__u32 found_ok; /* found holds a mapping */
+	__u32 asks;     /* mappings asked of the kernel in this walk */
+	__s32 asked;    /* what the last one returned (0: found) */
+	__u32 in_exec;  /* in execve past its point of no return (unwind.bpf.h) */
 	__u8 win[FG_WINDOW];
 	/* java.bpf.h: the head of the code blob of a frame, and code bytes;
 	 * v8.bpf.h: the head of a SharedFunctionInfo, in `code` */

@@ -172,6 +172,9 @@ pub struct Paths {
     /// The kernel has task iterators (5.8): the registers of threads
     /// blocked before an off-CPU capture are read (src/probe/seeds.rs).
     pub task_iter: bool,
+    /// The kernel has bpf_find_vma (5.17): the bpf_loop walker walks a
+    /// process not read yet by the files it maps (src/bpf/files.bpf.h).
+    pub find_vma: bool,
 }
 
 impl Paths {
@@ -213,6 +216,7 @@ impl Paths {
             prealloc: Taken::of(force.prealloc, !perf_event_takes_unpreallocated_maps()),
             // The context of task iterator programs (5.8).
             task_iter: btf.type_by_name::<types::Struct<'_>>("bpf_iter__task").is_some(),
+            find_vma: has_enumerator(&btf, "bpf_func_id", "BPF_FUNC_find_vma"),
         })
     }
 
@@ -224,6 +228,7 @@ impl Paths {
             kernel_stack_size: 16384,
             task_stack: true,
             task_iter: true,
+            find_vma: true,
             ..Default::default()
         }
     }
@@ -602,6 +607,7 @@ mod tests {
             task_stack: true,
             prealloc: Taken::No,
             task_iter: false,
+            find_vma: false,
         };
         let lines = paths.lines();
         assert_eq!(lines.len(), 5, "{lines:?}");

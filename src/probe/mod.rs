@@ -9,6 +9,7 @@ mod counts;
 mod error;
 mod losses;
 mod fallback;
+mod files;
 mod flight;
 mod go;
 mod go_labels;
@@ -199,6 +200,7 @@ impl Probe {
             wakers,
             staged: false,
             seeds: off.is_some() && paths.task_iter && opts.user_stacks && !opts.targets.follow_children,
+            files: paths.find_vma && !paths.compat.taken() && opts.user_stacks && opts.max_unwind_rows > 0,
         };
         // The table walker and the runtimes' walkers load second when they
         // can (staged.rs).
@@ -213,6 +215,8 @@ impl Probe {
         let ro = skel::rodata(&mut open);
         ro.staged = pending.is_some();
         ro.use_tables = rows > 0 && pending.is_none();
+        // Walks by file take the rows of the tables: none without them.
+        ro.by_files = programs.files;
         match pending {
             Some(_) => staged::Walkers::default().set(ro),
             None => walkers.set(ro),
@@ -233,7 +237,7 @@ impl Probe {
         let mut tables = None;
         if rows > 0 && pending.is_none() {
             tables = Some(
-                unwind::Tables::new(&skel.maps.unwind_rows, &skel.maps.unwind_pages)
+                unwind::Tables::new(&skel.maps.unwind_rows, &skel.maps.unwind_pages, files::handle(&skel)?)
                     .map_err(CaptureError::new)?,
             );
         }
@@ -263,6 +267,9 @@ impl Probe {
             if what == "sched_switch" {
                 switch_prog = std::os::fd::AsFd::as_fd(prog).try_clone_to_owned().ok();
             }
+        }
+        if programs.files && !programs.staged {
+            links.extend(files::attach_libc_start(&skel));
         }
         let mut cpus = 0;
         if let Some(on) = &opts.oncpu {
@@ -332,10 +339,13 @@ impl Probe {
         let joined = staged::join(&self.skel, &self.paths, &pending);
         let (wanted, got) = (pending.walkers, joined.walkers);
         if let (Some(twin), true) = (&joined.twin, joined.tables) {
-            match unwind::Tables::new(&twin.maps.unwind_rows, &twin.maps.unwind_pages) {
+            let made = files::handle(&self.skel).and_then(|files| {
+                unwind::Tables::new(&twin.maps.unwind_rows, &twin.maps.unwind_pages, files).map_err(CaptureError::new)
+            });
+            match made {
                 Ok(t) => self.tables = Some(t),
                 Err(e) => {
-                    self.tables_refused = Some(e);
+                    self.tables_refused = Some(e.to_string());
                 }
             }
         }
@@ -352,6 +362,9 @@ impl Probe {
             if wanted.v8 && !got.v8 {
                 self.node_refused.get_or_insert(why);
             }
+        }
+        if let Some(twin) = joined.twin.as_ref().filter(|_| pending.programs.files) {
+            self.links.extend(files::attach_libc_start(twin));
         }
         if joined.twin.is_some() {
             // From the capture's time 0, as its slices and timeline count.
@@ -568,13 +581,17 @@ impl Probe {
     /// Stops recording; what was gathered stays readable for
     /// [`Self::finish`].
     pub fn stop(&mut self) {
+        // Recording stops as the first program is detached: taken before,
+        // for letting go of a uprobe takes the kernel tens of milliseconds,
+        // which blocks still open must not be counted.
+        let at = offcpu::monotonic_ns();
         self.links.clear();
         if self.stopped_at.is_none() {
             if let Some(go) = self.runtimes.go.as_mut() {
                 go.read_all();
             }
         }
-        self.stopped_at.get_or_insert_with(offcpu::monotonic_ns);
+        self.stopped_at.get_or_insert(at);
     }
 
     /// Reads every counted stack, plus the off-CPU blocks still open. Call

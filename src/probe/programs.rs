@@ -32,6 +32,9 @@ pub(super) struct Programs {
     /// The task iterator that reads the registers of threads blocked
     /// before an off-CPU capture (src/bpf/seeds.bpf.h).
     pub seeds: bool,
+    /// The uprobe on the C library's start that gives a process not read
+    /// yet its first mappings (src/bpf/files.bpf.h): walks by file.
+    pub files: bool,
 }
 
 impl Programs {
@@ -70,6 +73,9 @@ impl Programs {
         p.walk_waking_btf.set_autoload(wk && btf && walk);
         p.walk_waking_raw.set_autoload(wk && raw && walk);
         p.seed_regs.set_autoload(self.seeds);
+        // Not in the first load of a staged start, which leaves out maps
+        // its searches use: its twin holds it.
+        p.libc_start.set_autoload(self.files && !self.staged);
     }
 
     /// The second load of a staged start (src/probe/staged.rs): only the

@@ -30,6 +30,9 @@ const SIGNAL_RUNTIME: u64 = 2;
 /// A signal frame's name: a handler's frames above it, the code the
 /// signal interrupted below.
 pub const SIGNAL_FRAME: &str = "[signal]";
+/// FG_EXEC_WORD: the user stack of a thread in execve, whose registers are
+/// those of the image the exec replaced (its memory gone).
+pub const EXEC_FRAME: &str = "[image replaced by execve]";
 
 pub(super) struct Runtimes {
     pub python: Option<Python>,
@@ -209,8 +212,9 @@ impl Runtimes {
             rec.v8_unsupported.sort_by_key(|(p, _)| *p);
         }
         // The kernel's signal frames the walker followed (FG_SIGNAL_WORD).
-        let (signals, _) = name_words(&rec.stacks, SIGNAL_RUNTIME, |_, _| {
-            (Named::known(vec![(SIGNAL_FRAME.to_string(), SymKind::User)]), None)
+        let (signals, _) = name_words(&rec.stacks, SIGNAL_RUNTIME, |_, w| {
+            let frame = if (w >> 58) & 3 == 1 { EXEC_FRAME } else { SIGNAL_FRAME };
+            (Named::known(vec![(frame.to_string(), SymKind::User)]), None)
         });
         rec.runtime_names.extend(signals);
         if let Some(labels) = self.go.as_mut().and_then(|g| g.labels.as_mut()) {

@@ -14,6 +14,11 @@ unsafe impl plain::Plain for types::fg_stats {}
 unsafe impl plain::Plain for types::fg_proc_event {}
 unsafe impl plain::Plain for types::fg_proc_unwind {}
 unsafe impl plain::Plain for types::fg_py_proc {}
+unsafe impl plain::Plain for types::fg_file_key {}
+unsafe impl plain::Plain for types::fg_file_table {}
+unsafe impl plain::Plain for types::fg_found_key {}
+unsafe impl plain::Plain for types::fg_found_map {}
+unsafe impl plain::Plain for types::fg_exec_path {}
 
 /// The object's read-only configuration, set before it loads.
 pub fn rodata<'a>(open: &'a mut OpenFgbpfSkel<'_>) -> &'a mut types::rodata {

@@ -246,6 +246,7 @@ mod tests {
             wakers: false,
             staged: false,
             seeds: false,
+            files: false,
         }
     }
 

@@ -86,6 +86,11 @@ pub(super) struct Tables {
     inherited: std::collections::HashSet<u32>,
     last_refresh: Instant,
     stats: TableStats,
+    /// `file_tables`: each binary's rows by device and inode, for the
+    /// walks of processes not read yet (src/bpf/files.bpf.h).
+    files: libbpf_rs::MapHandle,
+    /// Binaries walks by file found, built by path (see [`Self::build_found`]).
+    asked: std::collections::HashSet<(u64, u64)>,
 }
 
 /// A BPF array map (BPF_F_MMAPABLE) mapped for writing, filled from the
@@ -176,8 +181,9 @@ impl Shared {
 }
 
 impl Tables {
-    /// Maps the loaded `unwind_rows` and `unwind_pages` arrays for writing.
-    pub fn new<M: MapCore>(rows: &M, pages: &M) -> Result<Self, String> {
+    /// Maps the loaded `unwind_rows` and `unwind_pages` arrays for writing;
+    /// `files` is the loaded `file_tables`.
+    pub fn new<M: MapCore>(rows: &M, pages: &M, files: libbpf_rs::MapHandle) -> Result<Self, String> {
         let rows = Shared::map(rows, ROW_STRIDE, "unwind rows")?;
         let capacity = rows.capacity;
         Ok(Tables {
@@ -194,6 +200,8 @@ impl Tables {
                 capacity: capacity as u64,
                 ..Default::default()
             },
+            files,
+            asked: std::collections::HashSet::new(),
         })
     }
 
@@ -351,6 +359,26 @@ impl Tables {
         let Ok(data) = (unsafe { memmap2::Mmap::map(&file) }) else { return };
         if let Ok(placed) = self.build(&data) {
             self.by_binary.insert(key, Ok(placed));
+            let segments = self.segments.entry(key).or_insert_with(|| exec_segments(&data));
+            file_placed(&self.files, key, &placed, segments);
+        }
+    }
+
+    /// Builds the rows of a binary a walk by file met without them
+    /// (device and inode as /proc/PID/maps shows them), from the path its
+    /// program was exec'd by, when that is still the same file: the next
+    /// processes of a program that exited unread are walked whole. Tried
+    /// once per binary.
+    pub fn build_found(&mut self, key: (u64, u64), path: &std::path::Path) {
+        use std::os::unix::fs::MetadataExt;
+        if self.by_binary.contains_key(&key) || !self.asked.insert(key) {
+            return;
+        }
+        let same = std::fs::metadata(path).is_ok_and(|m| {
+            ((libc::major(m.dev()) as u64) << 32 | libc::minor(m.dev()) as u64, m.ino()) == key
+        });
+        if same {
+            self.prebuild(path);
         }
     }
 
@@ -445,7 +473,11 @@ impl Tables {
         let Ok(placed) = placed else {
             return (None, None);
         };
+        let fresh = !self.segments.contains_key(&key);
         let segments = self.segments.entry(key).or_insert_with(|| exec_segments(data));
+        if fresh {
+            file_placed(&self.files, key, &placed, segments);
+        }
         let load = bias_in(segments, m.start, m.offset).map(|b| b.wrapping_add(placed.base));
         (Some(placed), load)
     }
@@ -519,6 +551,29 @@ fn own_vdso() -> Option<&'static [u8]> {
     Some(unsafe {
         std::slice::from_raw_parts(range.start as *const u8, (range.end - range.start) as usize)
     })
+}
+
+/// Writes where a binary's rows are in `file_tables`, for walks by file
+/// (src/bpf/files.bpf.h): with its largest executable segment, in which a
+/// mapping's offset must lie for the rows to be used. A binary whose table
+/// the map has no room for is walked by frame pointers there, as one
+/// without rows.
+fn file_placed(files: &libbpf_rs::MapHandle, key: (u64, u64), placed: &Placed, segments: &[ExecSegment]) {
+    const PAGE: u64 = 4096;
+    let Some(seg) = segments.iter().max_by_key(|s| s.size) else { return };
+    let value = types::fg_file_table {
+        seg_lo: seg.offset & !(PAGE - 1),
+        seg_hi: seg.offset.saturating_add(seg.size.max(1)),
+        adjust: seg.offset.wrapping_sub(seg.vaddr).wrapping_add(placed.base),
+        first: placed.first,
+        count: placed.count,
+        pages: placed.pages,
+        npages: placed.npages,
+    };
+    let k = types::fg_file_key { dev: key.0, ino: key.1 };
+    // SAFETY: both are plain structs of integers.
+    let (k, v) = unsafe { (plain::as_bytes(&k), plain::as_bytes(&value)) };
+    let _ = files.update(k, v, MapFlags::ANY);
 }
 
 fn digest(lines: &[MapsLine]) -> u64 {

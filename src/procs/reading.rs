@@ -28,12 +28,15 @@ impl Registry {
     /// read, lives, and was as large then as the child (`size` bytes) was
     /// when announced: what the parent mapped since its last read, the
     /// child maps too but would not be named.
-    /// `start`: the child's, as announced.
+    /// `start`: the child's, as announced. `size` 0: taken whatever the
+    /// parent mapped since, for a child whose own map of that time can no
+    /// longer be read (it exec'd): code mapped since stays unnamed, the
+    /// rest is named.
     pub fn inherit(&mut self, child: u32, start: u32, parent: u32, size: u64, name: &str) -> bool {
         let Some(from) = self.procs.get(&parent).filter(|p| p.alive) else {
             return false;
         };
-        if child == 0 || size != from.vsize {
+        if child == 0 || (size != 0 && size != from.vsize) {
             return false;
         }
         let proc = Proc {
@@ -230,7 +233,7 @@ impl Registry {
     /// library unloaded, the image before execve), and a perf map seen
     /// stays open. What was known of another process under the PID is
     /// kept apart, for its own stacks, until it is retired.
-    fn put(&mut self, pid: u32, mut proc: Proc) {
+    pub(super) fn put(&mut self, pid: u32, mut proc: Proc) {
         if let Some(r) = proc.root {
             self.root_users[r] += 1;
         }

@@ -442,10 +442,26 @@ impl Registry {
         let opened = File::open(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end))
             .or_else(|_| File::open(format!("/proc/{pid}/root{path}")))
             .or_else(|_| File::open(&in_root));
+        // Without a descriptor, only a path that outlives the process
+        // will do.
+        let fallback = (opened.is_err() && root.is_none() && path == m.path).then(|| PathBuf::from(path));
+        self.hold_binary(maps_key, path, opened.ok(), fallback, root_path.as_deref())
+    }
+
+    /// The binary opened as `file` (mapped as `path`, under the process's
+    /// root `root_path`), held: the one held already when it is the same
+    /// file or a copy of the same build.
+    fn hold_binary(
+        &mut self,
+        maps_key: (u64, u64),
+        path: &str,
+        file: Option<File>,
+        fallback: Option<PathBuf>,
+        root_path: Option<&Path>,
+    ) -> BinaryId {
         let name = Path::new(path)
             .file_name()
             .map_or_else(|| path.to_string(), |n| n.to_string_lossy().into_owned());
-        let file = opened.ok();
         let key = file.as_ref().and_then(FileKey::of);
         if let Some(b) = key.and_then(|k| self.by_file_key.get(&k).copied()) {
             self.by_maps_key.insert(maps_key, b);
@@ -470,16 +486,12 @@ impl Registry {
         }
         let debug = match (&elf, &file) {
             (Some(info), Some(_)) if !info.has_dwarf => {
-                debug_file::find(&self.debug_dirs, info, path, root_path.as_deref(), &|f| {
+                debug_file::find(&self.debug_dirs, info, path, root_path, &|f| {
                     key.is_some() && FileKey::of(f) == key
                 })
             }
             _ => None,
         };
-        // Without a descriptor, only a path that outlives the process
-        // will do.
-        let fallback =
-            (file.is_none() && root.is_none() && path == m.path).then(|| PathBuf::from(path));
         let b = self.binaries.len();
         let own = key.is_some_and(|k| own_exe() == Some((k.dev, k.ino)));
         self.binaries.push(Binary {
@@ -527,6 +539,10 @@ impl Registry {
 mod reading;
 #[path = "retired.rs"]
 mod retired;
+#[path = "found.rs"]
+mod found;
+
+pub use found::FoundMap;
 
 #[cfg(test)]
 #[path = "registry_tests.rs"]

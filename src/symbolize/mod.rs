@@ -218,6 +218,11 @@ impl Symbolizer {
         self.registry.retire(pid, start, addrs);
     }
 
+    /// See [`Registry::place_found`].
+    pub fn place_found(&mut self, pid: u32, start: u32, found: &[crate::procs::registry::FoundMap]) {
+        self.registry.place_found(pid, start, found);
+    }
+
     /// See [`Registry::inherit`].
     pub fn inherit(&mut self, child: u32, start: u32, parent: u32, size: u64, name: &str) -> bool {
         self.registry.inherit(child, start, parent, size, name)

@@ -127,6 +127,17 @@ impl Window<'_> {
             .filter_map(|ev| match inherited(ev, live, symbolizer) {
                 true => None,
                 false => {
+                    // Forked, then exec'd in this turn: its stacks from
+                    // before the exec are its parent's code, named from
+                    // what was read of the parent (its map of then can no
+                    // longer be read), those after from its own, read now.
+                    let forked = events.iter().find_map(|e| match e.kind {
+                        ProcEventKind::New { forked: Some(f) } if e.pid == ev.pid && e.start == ev.start => Some(f),
+                        _ => None,
+                    });
+                    if let Some(f) = forked {
+                        symbolizer.inherit(ev.pid, ev.start, f.parent, 0, &ev.comm);
+                    }
                     let text = symbolizer.remember(ev.pid, ev.start, &ev.comm)?;
                     if ev.kind == ProcEventKind::Exec {
                         execs.push(ev.pid);
@@ -160,6 +171,11 @@ impl Window<'_> {
         symbolizer.refresh();
         for (pid, text) in live.tick() {
             symbolizer.reread_from(pid, &text);
+        }
+        // Mappings the walker found in processes not read (a process that
+        // lived a millisecond): placed before the processes are retired.
+        for ((pid, start), found) in live.found() {
+            symbolizer.place_found(pid, start, &found);
         }
         // Processes gone whose stacks are all drained: what naming them
         // needs is kept, the rest let go.
