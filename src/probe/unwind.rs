@@ -344,14 +344,25 @@ impl Tables {
     /// longer to compile than a short command takes to run). Files that
     /// cannot be read are left to [`Self::track`], which says why.
     pub fn prebuild(&mut self, path: &std::path::Path) {
-        use std::os::unix::fs::MetadataExt;
-        let Ok(file) = File::open(path) else { return };
+        self.build_at(path, None);
+    }
+
+    /// The rows of the regular file at `path` (when given, only if it is
+    /// the binary `want`: device and inode as /proc/PID/maps shows them).
+    /// Opened without blocking: a path a process gave may name a FIFO.
+    fn build_at(&mut self, path: &std::path::Path, want: Option<(u64, u64)>) {
+        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+        let opened = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+            .open(path);
+        let Ok(file) = opened else { return };
         let Ok(meta) = file.metadata() else { return };
         let key = (
             (libc::major(meta.dev()) as u64) << 32 | libc::minor(meta.dev()) as u64,
             meta.ino(),
         );
-        if !meta.is_file() || self.by_binary.contains_key(&key) {
+        if !meta.is_file() || self.by_binary.contains_key(&key) || want.is_some_and(|w| w != key) {
             return;
         }
         // SAFETY: read-only private mapping of an executable file, as in
@@ -370,15 +381,8 @@ impl Tables {
     /// processes of a program that exited unread are walked whole. Tried
     /// once per binary.
     pub fn build_found(&mut self, key: (u64, u64), path: &std::path::Path) {
-        use std::os::unix::fs::MetadataExt;
-        if self.by_binary.contains_key(&key) || !self.asked.insert(key) {
-            return;
-        }
-        let same = std::fs::metadata(path).is_ok_and(|m| {
-            ((libc::major(m.dev()) as u64) << 32 | libc::minor(m.dev()) as u64, m.ino()) == key
-        });
-        if same {
-            self.prebuild(path);
+        if !self.by_binary.contains_key(&key) && self.asked.insert(key) {
+            self.build_at(path, Some(key));
         }
     }
 

@@ -6,9 +6,10 @@
 //! its program was exec'd by, opened and checked to be that very file.
 //! What cannot be placed stays unplaced, and its frames unnamed.
 
-use std::fs::File;
-use std::os::unix::fs::MetadataExt;
+use std::fs::OpenOptions;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 use super::{same_start, Proc, Region, Registry, Vma};
 
@@ -28,12 +29,46 @@ pub struct FoundMap {
     pub path: Option<PathBuf>,
 }
 
+/// How long mappings found in a process wait for its announcement: one
+/// that stores no stack is never announced (nor retired), and its
+/// mappings are let go of.
+const ANNOUNCED_WITHIN: Duration = Duration::from_secs(3);
+
 impl Registry {
+    /// Places the mappings the walker found since the last call, by process
+    /// (PID and start): see [`Self::place`]. Only in processes announced:
+    /// the others' wait for their announcement (the walker notes a
+    /// mapping before the stack that announces the process is stored) and
+    /// are let go of after [`ANNOUNCED_WITHIN`], as are those of processes
+    /// retired already.
+    pub fn place_found(&mut self, found: Vec<((u32, u32), Vec<FoundMap>)>) {
+        let now = Instant::now();
+        let mut waiting = std::mem::take(&mut self.pending_found);
+        waiting.extend(found.into_iter().map(|(id, maps)| (now, id, maps)));
+        for (at, (pid, start), maps) in waiting {
+            if self.retired.contains_key(&(pid, start)) {
+                continue;
+            }
+            if self.announced(pid, start) {
+                self.place(pid, start, &maps);
+            } else if now.duration_since(at) < ANNOUNCED_WITHIN {
+                self.pending_found.push((at, (pid, start), maps));
+            }
+        }
+    }
+
+    /// Whether `pid` since `start` was announced (named) or read.
+    fn announced(&self, pid: u32, start: u32) -> bool {
+        self.names.get(&pid).is_some_and(|n| n.iter().any(|(s, _)| *s == start))
+            || self.procs.get(&pid).is_some_and(|p| p.start == start)
+            || self.older.contains_key(&(pid, start))
+    }
+
     /// Places the mappings the walker found in `pid` since `start` (not
     /// read while it lived, or not since its exec): its frames there are
     /// named from them. They replace the mappings held of the process
     /// that they overlap (its image before an exec, inherited at its fork).
-    pub fn place_found(&mut self, pid: u32, start: u32, found: &[FoundMap]) {
+    fn place(&mut self, pid: u32, start: u32, found: &[FoundMap]) {
         if pid == 0 || start == 0 || found.is_empty() {
             return;
         }
@@ -88,7 +123,13 @@ impl Registry {
             return Some(b);
         }
         let path = f.path.as_ref()?;
-        let file = File::open(path).ok()?;
+        // Without blocking: the path a process was exec'd by may name a
+        // FIFO by now.
+        let file = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+            .open(path)
+            .ok()?;
         let meta = file.metadata().ok()?;
         let dev = (u64::from(libc::major(meta.dev())) << 32) | u64::from(libc::minor(meta.dev()));
         if !meta.is_file() || dev != f.dev || meta.ino() != f.ino {

@@ -258,6 +258,9 @@ pub struct Registry {
     last_refresh: Instant,
     /// Where the next refresh resumes, in PID order.
     refresh_from: u32,
+    /// Mappings found in processes not announced yet (see
+    /// [`Registry::place_found`]), with when they were found.
+    pending_found: Vec<(Instant, (u32, u32), Vec<FoundMap>)>,
 }
 
 impl Registry {
@@ -283,6 +286,7 @@ impl Registry {
             own_root: maps::root_key("self"),
             last_refresh: Instant::now(),
             refresh_from: 0,
+            pending_found: Vec::new(),
         }
     }
 

@@ -219,8 +219,8 @@ impl Symbolizer {
     }
 
     /// See [`Registry::place_found`].
-    pub fn place_found(&mut self, pid: u32, start: u32, found: &[crate::procs::registry::FoundMap]) {
-        self.registry.place_found(pid, start, found);
+    pub fn place_found(&mut self, found: Vec<((u32, u32), Vec<crate::procs::registry::FoundMap>)>) {
+        self.registry.place_found(found);
     }
 
     /// See [`Registry::inherit`].

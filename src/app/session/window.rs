@@ -174,9 +174,7 @@ impl Window<'_> {
         }
         // Mappings the walker found in processes not read (a process that
         // lived a millisecond): placed before the processes are retired.
-        for ((pid, start), found) in live.found() {
-            symbolizer.place_found(pid, start, &found);
-        }
+        symbolizer.place_found(live.found());
         // Processes gone whose stacks are all drained: what naming them
         // needs is kept, the rest let go.
         for ((pid, start), addrs) in live.retired() {
