@@ -480,16 +480,18 @@ fn an_exited_process_keeps_its_names_when_the_recorder_forgets() {
     let weight: u64 = walked.iter().map(|(_, w)| w).sum();
     // The rest were walked by frame pointers before the process's tables
     // were placed: a gcc -O2 leaf's walk ends at the leaf, `early_fn`
-    // alone, and the report says so for the process. How long placing
-    // takes is a bound, not a share: at 49 Hz, 25 samples are 0.5 s; a
-    // debug build took 0.3 to 0.4 s (15 to 22 of 98) on 2026-11-27.
-    // Placing tables before a process's first sample is issue 63's, open.
+    // alone, and the report says so for the process. How many is a time
+    // (how long placing takes), not asserted here: 14 to 28 of ~98 (0.3 to
+    // 0.6 s at 49 Hz) in a debug build on 2026-11-28, on main and with
+    // walks by file alike; a bound of 25 failed 1 run in 4 on main.
+    // Placing tables before a process's first sample is issue 63's.
     let leaf_only: u64 = on.iter().filter(|(f, _)| f.iter().filter(|x| !x.ends_with("_[k]")).count() == 3 && f[2] == "early_fn").map(|(_, w)| w).sum();
     let report = std::fs::read_to_string(dump.join("report.txt")).unwrap();
     eprintln!("early_fn: {weight} of {early} walked past it, {leaf_only} by frame pointers to the leaf only");
     assert_eq!(weight + leaf_only, early, "early_fn's samples: walked past it or stopped at it, nothing else");
-    assert!(leaf_only <= 25, "{leaf_only} of early_fn's samples before its tables were placed (0.5 s at 49 Hz)");
-    assert!(leaf_only == 0 || report.contains("by frame pointers only (its tables were not built yet)"), "{report}");
+    assert!(weight > 0, "none of early_fn's samples walked past it: {report}");
+    let said = report.lines().any(|l| l.contains("(spike-O2): ") && l.contains("by frame pointers only (its tables were not built yet)"));
+    assert!(leaf_only == 0 || said, "the report does not say spike-O2's walks by frame pointers: {report}");
     for (frames, _) in walked {
         assert!(
             frames.iter().any(|x| x == "main") && !frames.iter().any(|x| x.contains("[unknown]")),
