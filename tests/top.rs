@@ -17,11 +17,11 @@ struct Tmux {
 
 impl Tmux {
     /// Starts `command` (a shell line) in a new detached session. After it
-    /// ends, the pane shows `EXITED <status>` and the terminal's line
-    /// settings, and stays open.
+    /// ends, the pane shows `EXITED <status>`, the terminal's line
+    /// settings and `SHOWN`, and stays open.
     fn start(test: &str, command: &str) -> Tmux {
         let name = format!("fgbpf-{test}-{}", std::process::id());
-        let line = format!("{command}; echo EXITED $?; stty -a | tr ' ;' '\\n\\n' | grep -x -- '-\\?icanon'; sleep 120");
+        let line = format!("{command}; echo EXITED $?; stty -a | tr ' ;' '\\n\\n' | grep -x -- '-\\?icanon'; echo SHOWN; sleep 120");
         let status = Command::new("tmux")
             .args(["-L", &name, "new-session", "-d", "-s", &name, "-x", "80", "-y", "24", "sh", "-c", &line])
             .env("TERM", "xterm-256color")
@@ -62,9 +62,11 @@ impl Tmux {
     }
 
     /// Waits for the command's end and checks that it exited with 0; the
-    /// screen after it.
+    /// screen after it, with the line settings (`SHOWN` follows them: a
+    /// screen read between `EXITED` and stty's line lacks them, which
+    /// failed a fresh-clone CI as "the terminal was left raw").
     fn exited_ok(&self) -> String {
-        let after = self.wait_for("the command's end", Duration::from_secs(15), |s| s.contains("EXITED"));
+        let after = self.wait_for("the command's end", Duration::from_secs(15), |s| s.contains("SHOWN"));
         assert!(after.contains("EXITED 0"), "{after}");
         after
     }

@@ -404,7 +404,7 @@ static __always_inline void end_untraced_wait(void *ctx, struct fg_stats *st, st
  * Measured here on a 6.18 guest with a thread that reads /proc and sleeps
  * 2 ms: 4 of ~2,000 runs a capture (bpftrace on the sched_switch
  * tracepoint saw the same runs, pcount +2 between a switch-in and the
- * next switch-out), their run-queue time (run_delay) 5-60 ms in all,
+ * next switch-out), their run-queue time (run_delay) 5-30 ms in all,
  * which was counted as the thread's run. The span is split as the
  * scheduler accounted it, as untraced_switch_out does: its run time
  * (se.sum_exec_runtime), its run-queue delay (sched_info.run_delay), the

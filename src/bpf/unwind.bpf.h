@@ -78,6 +78,15 @@ static __always_inline long walk_frame(struct walk_ref *ref, const bool by_pid)
 	w->n = n + 1;
 	if (n + 1 >= MAX_STACK_DEPTH)
 		return 1;
+	/* An address space execve is still building (past the point of no
+	 * return, before the stack's strings are placed: its env_end is
+	 * still 0): the registers are the old image's, whatever the
+	 * process's entry or the mapping search says. */
+	if (n == 0 && w->top == 0) {
+		put_word(ref->buf, 0, FG_EXEC_WORD);
+		w->end = WALK_DONE;
+		return 1;
+	}
 	/* A caller's return address points after its call: look up the call. */
 	pc = n == 0 ? w->ip : w->ip - 1;
 	if (ref->proc) {
@@ -123,6 +132,17 @@ static __always_inline long walk_frame(struct walk_ref *ref, const bool by_pid)
 		}
 	}
 	if (!r || r->cfa_type == FG_CFA_NONE) {
+		/* A child of clone or clone3 before its first return to user
+		 * space, at the instruction after the syscall: the C library
+		 * ends the function's rows before it (glibc's clone.S and
+		 * clone3.S: the child runs on a new stack, and its frame
+		 * pointer is still its parent's), and the child's code from
+		 * there marks itself the outermost frame. Stepping by rbp would
+		 * give it a caller from its parent's stack. */
+		if (n == 0 && have_table && w->fork_child) {
+			w->end = WALK_DONE;
+			return 1;
+		}
 		/* Code without rows: a JVM's Java code is walked by what the JVM
 		 * says of it (java.bpf.h). Not on the tail-call path: the Java
 		 * walker needs bpf_loop's kernels. */
@@ -279,6 +299,16 @@ const volatile bool regs_by_hand = false;
 /* THREAD_SIZE: 16 KiB on x86-64, 32 KiB with KASAN (set by the loader). */
 const volatile __u32 kernel_stack_size = 16384;
 
+/* Whether registers saved at an entry to the kernel are a child's of
+ * clone (56) or clone3 (435) that has not returned from it: the kernel
+ * copies the parent's and sets the result, ax, to 0 (copy_thread); in a
+ * syscall's course ax holds -ENOSYS, and an interrupt's entry sets
+ * orig_ax to -1. x86-64's numbers. */
+static __always_inline bool fork_child(__u64 ax, __u64 orig_ax)
+{
+	return ax == 0 && (orig_ax == 56 || orig_ax == 435);
+}
+
 /* The user registers of the current task (a user task: the caller has
  * checked its mm), as saved at its entry to the kernel: by the timer
  * interrupt when a sample lands in user code, by the syscall or interrupt
@@ -301,6 +331,7 @@ static __always_inline bool user_regs(struct walk *w, const bool by_hand)
 		w->ip = BPF_CORE_READ(regs, ip);
 		w->sp = BPF_CORE_READ(regs, sp);
 		w->bp = BPF_CORE_READ(regs, bp);
+		w->fork_child = fork_child(BPF_CORE_READ(regs, ax), BPF_CORE_READ(regs, orig_ax));
 	} else {
 		/* BTF pointers, read directly: a helper call per field costs
 		 * more than the rest of the walk's start. */
@@ -312,6 +343,7 @@ static __always_inline bool user_regs(struct walk *w, const bool by_hand)
 		w->bp = regs->bp;
 		/* HotSpot's interpreter keeps the bytecode pointer there. */
 		w->r13 = regs->r13;
+		w->fork_child = fork_child(regs->ax, regs->orig_ax);
 	}
 	return w->ip != 0;
 }

@@ -45,7 +45,10 @@ struct walk {
 	__u32 end;      /* enum walk_end */
 	__u8 used_fp;
 	__u8 used_rows;
-	__u8 pad[6];
+	/* the task is a child of clone or clone3 that has not yet returned
+	 * to user space (user_regs, unwind.bpf.h) */
+	__u8 fork_child;
+	__u8 pad[5];
 	__u64 word;     /* a word read outside the window (move_window) */
 	__u64 r13;      /* the innermost frame's r13 (HotSpot's interpreter) */
 	/* java_prologue's decoding, see there */
