@@ -244,7 +244,7 @@ pub fn write(
     let mut side = Sidecar::default();
     for (stem, p) in [("oncpu", views.on.as_ref()), ("offcpu", views.off.as_ref()), ("offwake", views.wake.as_ref())] {
         if let Some(p) = p.filter(|_| rec.stems().contains(&stem)) {
-            side.add(&format!("{stem}.folded"), p, thread_roots);
+            side.add(&format!("{stem}.folded"), p, thread_roots == Leading::Process);
         }
     }
     let mut waker_text = views.wake.as_ref().map(wakers::render).unwrap_or_default();
@@ -252,7 +252,7 @@ pub fn write(
     waker_text.push_str(&views.goroutines_text);
     if let Some(g) = views.goroutines.take() {
         written.extend(write_view(dir, "goroutines", &g, formats, &goroutines_svg(&g, started_at), None)?);
-        side.add("goroutines.folded", &g, Leading::ProcessAndThread);
+        side.add("goroutines.folded", &g, false);
     }
     if let Some(wake) = views.wake.take() {
         written.extend(write_view(dir, "offwake", &wake, formats, &offwake_svg(&wake, started_at, thread_roots), None)?);
@@ -328,7 +328,7 @@ pub fn write(
     }
     if folded {
         if rec.kind() == "wall" {
-            side.add("wall.folded", &main, wall_roots);
+            side.add("wall.folded", &main, wall_roots == Leading::Process);
         }
         let path = dir.join(sidecar::FILE);
         files::write_atomic(&path, files::Durability::Synced, |w: &mut dyn std::io::Write| side.write(w))

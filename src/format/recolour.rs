@@ -16,7 +16,6 @@ use rustc_hash::FxHashMap;
 
 use super::drawn::Node;
 use super::palette::{frame_colour, Lines, Scheme};
-use super::svg::escape;
 
 /// What inferno was asked to draw, for reading its rectangles back.
 pub struct Layout {
@@ -98,6 +97,23 @@ fn attr<'a>(line: &'a str, name: &str) -> Option<&'a str> {
     let start = line.find(name)? + name.len();
     let len = line[start..].find('"')?;
     Some(&line[start..start + len])
+}
+
+/// Escapes text for SVG/XML content and attributes.
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            c if c.is_control() => out.push('?'),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 #[cfg(test)]

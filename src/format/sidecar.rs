@@ -10,7 +10,6 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::folded::Leading;
 use crate::profile::{Kind, Profile, Unit};
 
 pub const FILE: &str = "capture.json";
@@ -38,9 +37,10 @@ pub struct Sidecar {
 }
 
 impl Sidecar {
-    /// Records the folded file `name` holding `profile`, drawn with
-    /// `roots` leading frames.
-    pub fn add(&mut self, name: &str, profile: &Profile, roots: Leading) {
+    /// Records the folded file `name` holding `profile`, drawn with one
+    /// root per process (`process_roots`, [`super::folded::Leading::Process`])
+    /// or not.
+    pub fn add(&mut self, name: &str, profile: &Profile, process_roots: bool) {
         let kind = match profile.meta.kind {
             Kind::OnCpu => "oncpu",
             Kind::OffCpu => "offcpu",
@@ -53,7 +53,7 @@ impl Sidecar {
                 kind: kind.into(),
                 unit: profile.unit.name().into(),
                 frequency: profile.meta.frequency,
-                roots: (roots == Leading::Process).then(|| "process".into()),
+                roots: process_roots.then(|| "process".into()),
             },
         );
     }
@@ -114,7 +114,7 @@ mod tests {
         p.meta.kind = Kind::Wall;
         p.meta.frequency = Some(499);
         let mut s = Sidecar::default();
-        s.add("renamed.folded", &p, Leading::Process);
+        s.add("renamed.folded", &p, true);
         let mut bytes = Vec::new();
         s.write(&mut bytes).unwrap();
         std::fs::write(dir.join(FILE), bytes).unwrap();

@@ -7,7 +7,8 @@ use std::io::{self, Write};
 use inferno::flamegraph::{self, color::PaletteMap, Direction};
 use rayon::slice::ParallelSliceMut;
 
-use super::{drawn, narrow, recolour};
+use super::recolour::{self, escape};
+use super::{drawn, narrow};
 use super::folded::{self, Leading};
 use super::palette::{Heat, Lines, Scheme};
 use crate::profile::{Profile, PARALLEL_FROM};
@@ -140,23 +141,6 @@ fn write_empty(opts: &Options, out: &mut dyn Write) -> io::Result<()> {
 </svg>
 "##
     )
-}
-
-/// Escapes text for SVG/XML content and attributes.
-pub fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            c if c.is_control() => out.push('?'),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -14,28 +14,12 @@ use super::drain::{take_entries, StackReader};
 use super::wakers::WakerReader;
 use super::skel::{types, FgbpfSkel};
 use super::totals::{Spans, Totals};
-use super::{state_of_raw, DRAIN_EVERY};
+use super::words::{monotonic_ns, py_walk_of, state_of_raw, walk_of};
+use super::DRAIN_EVERY;
 use crate::procs::groups::Groups;
 use crate::profile::merge::Ran;
 use crate::profile::time::{self, Span};
-use crate::profile::{More, PyWalk, RawStack, Walk, BEFORE_CAPTURE, END_UNTRACED, LOST_STACK, START_UNTRACED};
-
-/// Where the flags of struct fg_key and struct fg_start keep the walk
-/// (FG_WALK_SHIFT).
-const FG_WALK_SHIFT: u32 = 4;
-
-/// How a user stack was walked, from the flags of a key or a start.
-pub(super) fn walk_of(flags: u32) -> Option<Walk> {
-    Walk::from_raw(flags >> FG_WALK_SHIFT & 0xf)
-}
-
-/// Where the flags keep how a Python stack was read (FG_PY_SHIFT).
-const FG_PY_SHIFT: u32 = 8;
-
-/// How a Python stack was read, from the flags of a key or a start.
-pub(super) fn py_walk_of(flags: u32) -> Option<PyWalk> {
-    PyWalk::from_raw(flags >> FG_PY_SHIFT & 0xf)
-}
+use crate::profile::{More, RawStack, BEFORE_CAPTURE, END_UNTRACED, LOST_STACK, START_UNTRACED};
 
 /// BPF programs run to completion without sleeping, in microseconds: one
 /// that read the old generation before the flip is done well within this.
@@ -228,7 +212,7 @@ impl Counts {
             None => self.last_drain = Some(now),
             Some(t) if now - t >= DRAIN_EVERY || filling => {
                 self.last_drain = Some(now);
-                let flipped = super::offcpu::monotonic_ns();
+                let flipped = monotonic_ns();
                 let idle = flip(skel);
                 std::thread::sleep(SETTLE);
                 if let (Some((cpu, counted)), Some(before)) = (self.cpu.as_mut(), self.drained_at) {

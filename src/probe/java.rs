@@ -43,8 +43,8 @@ fn complete(l: &java::Layout) -> bool {
     l.name_nmethod != 0 || l.flags & java::layout::FLAG_HAS_KIND != 0
 }
 
-use super::runtimes::runtime_binary;
-pub use super::runtimes::Unnamed;
+use super::runtime_shared::runtime_binary;
+pub use super::runtime_shared::Unnamed;
 
 /// Java's words (fgbpf.h: FG_RT_HOTSPOT).
 const RUNTIME: u64 = 0;
@@ -136,7 +136,7 @@ impl Java {
     /// Names every Java frame word of `stacks` (and their wakers'), each
     /// (process, word) once, and the weight of those left unnamed.
     pub fn name(&self, stacks: &[RawStack]) -> (RuntimeNames, Unnamed) {
-        super::runtimes::name_words(stacks, RUNTIME, |pid, w| (self.name_word(pid, w), None))
+        super::runtime_shared::name_words(stacks, RUNTIME, |pid, w| (self.name_word(pid, w), None))
     }
 
     fn name_word(&self, pid: u32, word: u64) -> Named {

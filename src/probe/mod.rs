@@ -32,12 +32,14 @@ mod python;
 mod ruby;
 mod v8;
 mod runtimes;
+mod runtime_shared;
 mod seeds;
 mod skel;
 mod staged;
 pub mod targets;
 mod unwind;
 mod wakers;
+mod words;
 
 use std::time::{Duration, Instant};
 
@@ -49,13 +51,12 @@ use crate::procs::groups::Groups;
 use events::{ProcEvent, ProcWatcher};
 pub(crate) use libbpf::bpf_error;
 use libbpf::{object_storage, quiet_libbpf, random_seed, raise_memlock};
-use offcpu::raw_state;
-pub(crate) use offcpu::state_of_raw;
+use words::raw_state;
 pub use error::CaptureError;
 use skel::FgbpfSkel;
 
 pub use go::Snapshot as GoSnapshot;
-pub use runtimes::Unnamed as RuntimeUnnamed;
+pub use runtime_shared::Unnamed as RuntimeUnnamed;
 pub use seeds::SeedCounts;
 pub use options::{OffcpuOptions, OncpuOptions, Options, Recorded, DEFAULT_EVENTS_RING, DEFAULT_SLICE};
 pub use targets::Targets;
@@ -252,7 +253,7 @@ impl Probe {
             false => None,
         };
         // Slices count from here, the capture's time 0: nothing runs yet.
-        let origin = offcpu::monotonic_ns();
+        let origin = words::monotonic_ns();
         if let Some(bss) = skel.maps.bss_data.as_deref_mut() {
             bss.slice_origin = origin;
         }
@@ -369,7 +370,7 @@ impl Probe {
         if joined.twin.is_some() {
             // From the capture's time 0, as its slices and timeline count.
             let origin = self.counts.slicing().origin;
-            self.walkers_joined = Some(Duration::from_nanos(offcpu::monotonic_ns().saturating_sub(origin)));
+            self.walkers_joined = Some(Duration::from_nanos(words::monotonic_ns().saturating_sub(origin)));
         }
         self.twin = joined.twin;
     }
@@ -560,7 +561,7 @@ impl Probe {
     /// targets do not run before the command is released (its held child
     /// is no target until its `execve`), so no weight is counted before.
     pub fn restart_window(&mut self) {
-        let origin = offcpu::monotonic_ns();
+        let origin = words::monotonic_ns();
         if let Some(bss) = self.skel.maps.bss_data.as_deref_mut() {
             let p: *mut u64 = &mut bss.slice_origin;
             // SAFETY: `slice_origin` lives in the .bss map that libbpf
@@ -574,7 +575,7 @@ impl Probe {
     /// From the capture's time 0, just before the programs were attached,
     /// to [`Self::stop`] (or now, before it): the window they recorded.
     pub fn recorded_window(&self) -> Duration {
-        let end = self.stopped_at.unwrap_or_else(offcpu::monotonic_ns);
+        let end = self.stopped_at.unwrap_or_else(words::monotonic_ns);
         Duration::from_nanos(end.saturating_sub(self.counts.slicing().origin))
     }
 
@@ -584,7 +585,7 @@ impl Probe {
         // Recording stops as the first program is detached: taken before,
         // for letting go of a uprobe takes the kernel tens of milliseconds,
         // which blocks still open must not be counted.
-        let at = offcpu::monotonic_ns();
+        let at = words::monotonic_ns();
         self.links.clear();
         if self.stopped_at.is_none() {
             if let Some(go) = self.runtimes.go.as_mut() {
@@ -597,7 +598,7 @@ impl Probe {
     /// Reads every counted stack, plus the off-CPU blocks still open. Call
     /// after [`Self::stop`] so the maps hold still.
     pub fn finish(&mut self) -> Recorded {
-        let now = self.stopped_at.unwrap_or_else(offcpu::monotonic_ns);
+        let now = self.stopped_at.unwrap_or_else(words::monotonic_ns);
         self.counts.drain_all(&self.skel);
         let totals = self.counts.take_totals();
         self.read(now, Some(totals), 0)
@@ -612,7 +613,7 @@ impl Probe {
     /// A [`Self::snapshot`] of what reaches slice `first` and after (with
     /// some before: keep what is wanted with [`Recorded::keep_slices`]).
     pub fn snapshot_from(&mut self, first: u32) -> Recorded {
-        self.read(self.stopped_at.unwrap_or_else(offcpu::monotonic_ns), None, first)
+        self.read(self.stopped_at.unwrap_or_else(words::monotonic_ns), None, first)
     }
 
     /// Drains every count now (after [`Self::stop`]: all of them), so that

@@ -1,13 +1,13 @@
 //! What the off-CPU tracer needs from user space: clocks for threads that
 //! were already blocked when it started (seeded from /proc), and the
-//! blocks still open when it stops, counted up to the end; the BPF side's
-//! numbers for off-CPU states.
+//! blocks still open when it stops, counted up to the end.
 
 use std::fs;
 
 use libbpf_rs::{MapCore, MapFlags};
 
 use super::drain::{entries, StackReader};
+use super::words::{py_walk_of, raw_state, state_of_raw, walk_of};
 use super::skel::types;
 use super::Targets;
 use crate::procs::groups::Groups;
@@ -16,17 +16,6 @@ use crate::profile::{More, RawStack, State, BEFORE_CAPTURE, LOST_STACK, START_UN
 
 /// `task_struct.flags` bit of kernel threads (include/linux/sched.h).
 const PF_KTHREAD: u64 = 0x0020_0000;
-
-/// `CLOCK_MONOTONIC` now, in nanoseconds: the clock of bpf_ktime_get_ns().
-pub(super) fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid pointer to a stack value.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
 
 /// Gives the targets' threads their entries as they are now, from /proc:
 /// blocked ones a wait begun before the capture (counted from `origin`,
@@ -219,8 +208,8 @@ pub(super) fn open_blocks<M: MapCore, S: MapCore>(
             spans: smallvec::smallvec![slicing.span(start.ts, now, weight)],
             weight,
             state: state_of_raw(start.state),
-            walk: super::counts::walk_of(start.flags),
-            py_walk: super::counts::py_walk_of(start.flags),
+            walk: walk_of(start.flags),
+            py_walk: py_walk_of(start.flags),
             // Still blocked: nobody has woken it.
             waker: None,
             more: RawStack::more_of(More {
@@ -377,23 +366,4 @@ fn thread_states(targets: &Targets, skip_kthreads: bool) -> Vec<(u32, u32, Optio
         }
     }
     out
-}
-
-/// The BPF side's number for an off-CPU state (enum fg_state).
-pub(super) fn raw_state(state: State) -> u32 {
-    match state {
-        State::Sleeping => 1,
-        State::Uninterruptible => 2,
-        State::Runqueue => 3,
-    }
-}
-
-/// The off-CPU state for the BPF side's number; `None` for on-CPU.
-pub(crate) fn state_of_raw(raw: u32) -> Option<State> {
-    match raw {
-        0 => None,
-        2 => Some(State::Uninterruptible),
-        3 => Some(State::Runqueue),
-        _ => Some(State::Sleeping),
-    }
 }

@@ -248,7 +248,7 @@ pub struct Recorded {
     pub jvms: Vec<(u32, u32, bool)>,
     pub java_unsupported: Vec<(u32, crate::procs::java::Unsupported)>,
     /// Java frames that could not be named: weight per (pid, reason).
-    pub java_unnamed: super::java::Unnamed,
+    pub java_unnamed: super::runtime_shared::Unnamed,
     /// Why JavaScript frames were not named, when the user wanted them.
     pub node_refused: Option<String>,
     /// V8 (Node.js) processes whose JavaScript frames were named, those
@@ -256,7 +256,7 @@ pub struct Recorded {
     /// per (pid, reason).
     pub v8s: Vec<u32>,
     pub v8_unsupported: Vec<(u32, String)>,
-    pub v8_unnamed: super::runtimes::Unnamed,
+    pub v8_unnamed: super::runtime_shared::Unnamed,
     /// Go programs: their goroutines' time by stack and state
     /// (microseconds, thread 0 of the process), each one's last read, and
     /// those whose goroutines could not be read, with why.

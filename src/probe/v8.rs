@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use libbpf_rs::{MapCore, MapFlags};
 
-use super::runtimes::{runtime_binary, Partly, Unnamed};
+use super::runtime_shared::{runtime_binary, Partly, Unnamed};
 use super::skel::types;
 use crate::procs::v8::{self, Isolate, Tier};
 use crate::profile::RawStack;
@@ -100,7 +100,7 @@ impl V8 {
     /// Names every V8 frame word of `stacks` (and their wakers'), each
     /// (process, word) once, and the weight of those left unnamed.
     pub fn name(&self, stacks: &[RawStack]) -> (RuntimeNames, Unnamed) {
-        super::runtimes::name_words(stacks, RUNTIME, |pid, w| self.name_word(pid, w))
+        super::runtime_shared::name_words(stacks, RUNTIME, |pid, w| self.name_word(pid, w))
     }
 
     fn name_word(&self, pid: u32, word: u64) -> (Named, Partly) {

@@ -12,7 +12,7 @@ use std::fs::File;
 use std::os::unix::fs::{FileExt, MetadataExt};
 
 use super::elf::ElfInfo;
-use super::registry::BinaryId;
+use super::ids::BinaryId;
 
 /// Larger copies are read on their own: comparing them costs more than
 /// what sharing saves.

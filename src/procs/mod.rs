@@ -15,6 +15,7 @@ pub mod debug_file;
 pub mod elf;
 pub mod go;
 pub mod groups;
+pub mod ids;
 pub mod java;
 pub mod maps;
 pub mod mem;

@@ -31,7 +31,7 @@ use super::perf_map::PerfMap;
 
 pub use super::debug_file::SYSTEM_DEBUG_DIRS;
 
-pub type BinaryId = usize;
+pub use super::ids::BinaryId;
 type RootId = usize;
 
 /// How often [`Registry::refresh`] looks for changed memory maps, and how
