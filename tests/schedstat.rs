@@ -58,21 +58,6 @@ struct Readings {
     steal: Vec<(u64, u64)>,
 }
 
-/// The length of /proc/stat's tick (USER_HZ) in ns.
-fn tick_ns() -> u64 {
-    // SAFETY: sysconf has no preconditions.
-    1_000_000_000 / unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64
-}
-
-/// The time the hypervisor took from all of this machine's CPUs, in ns
-/// (/proc/stat's eighth column, in ticks).
-fn steal_ns() -> u64 {
-    let text = std::fs::read_to_string("/proc/stat").unwrap();
-    let line = text.lines().find(|l| l.starts_with("cpu ")).unwrap();
-    let ticks: u64 = line.split_whitespace().nth(8).unwrap().parse().unwrap();
-    ticks * tick_ns()
-}
-
 /// Reads every thread's schedstat, and the steal, over and over, until
 /// `stop`.
 fn sample(stop: &AtomicBool, into: &Mutex<Readings>) {

@@ -451,16 +451,7 @@ def write_report(path, args, results):
         L.append(f"| {name} | {per_txt} | {rate:.0f} | {bpf:.2f} ms/s | {own:.2f} ms/s | {added:.2f} ms/s | {added / 10 / ncpu:.2f}% |")
     L.append("")
 
-    L.append("## 2. Off-CPU overhead\n")
-    L.append(f"Two threads ping-ponging a byte through pipes, pinned to CPU 0 (`scripts/bench/pingpong.c`), "
-             f"{switches:.0f} context switches per run; every tracer covers the whole system. "
-             "Added cost per context switch = (run time − run time alone) / switches.\n")
-    L.append("| tracer | run time | added per switch |\n|---|---|---|")
-    alone = statistics.median(off["alone"])
-    for name, ts in off.items():
-        added = (statistics.median(ts) - alone) / max(switches, 1) * 1e9
-        L.append(f"| {name} | {fmt_spread(ts)} | {'' if name == 'alone' else f'{added:.0f} ns'} |")
-    L.append("")
+    L.extend(offcpu_section(off, switches))
 
     L.append("## 3. Time to answer\n")
     L.append("Seconds from the end of a 5-second capture of a busy process to a finished SVG.\n")
@@ -527,6 +518,26 @@ def only_footprint(tmp):
     return footprint_section(fg, perf, 30)
 
 
+def offcpu_section(off, switches):
+    """Section 2's lines: each tracer's run time of the ping-pong and what
+    it added per switch."""
+    L = ["## 2. Off-CPU overhead\n"]
+    L.append(f"Two threads ping-ponging a byte through pipes, pinned to CPU 0 (`scripts/bench/pingpong.c`), "
+             f"{switches:.0f} context switches per run; every tracer covers the whole system. "
+             "Added cost per context switch = (run time − run time alone) / switches.\n")
+    L.append("| tracer | run time | added per switch |\n|---|---|---|")
+    alone = statistics.median(off["alone"])
+    for name, ts in off.items():
+        added = (statistics.median(ts) - alone) / max(switches, 1) * 1e9
+        L.append(f"| {name} | {fmt_spread(ts)} | {'' if name == 'alone' else f'{added:.0f} ns'} |")
+    L.append("")
+    return L
+
+
+def only_offcpu(tmp):
+    return offcpu_section(*offcpu_overhead(build(tmp), 5, tmp))
+
+
 def only_wakers(tmp):
     w = build(tmp)
     only = ["alone", "fgbpf offcpu", "fgbpf offcpu --wakers", "offcputime (libbpf-tools)"]
@@ -546,6 +557,7 @@ ONLY = {
     "unwinding": ("## 9. Whole stacks", lambda t: unwinding.report(unwinding.measure(3, t)),
                   "whole stacks: unwinding cost (its rows are one run)"),
     "wakers": ("## 10. Wakers", only_wakers, "--wakers per switch"),
+    "offcpu": ("## 2. Off-CPU overhead", only_offcpu, "added cost per context switch, against offcputime"),
     "python": ("## 11. Python", lambda t: python_cost.report(python_cost.measure(3, t)),
                "Python frames per sample"),
     "interpreters": ("## 16. Ruby", lambda t: interp_cost.report(interp_cost.measure(3, t, TOOLS)),

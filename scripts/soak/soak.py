@@ -265,9 +265,10 @@ def flight_cost(work, secs, perf_secs, rev):
         " fgbpf's BPF programs' run time is from `kernel.bpf_stats_enabled`, perf's sampling in the kernel is not"
         " counted (as fgbpf's own column does not count its BPF).",
         "",
-        "| load pace | new processes /s | clones /s (all) | fgbpf own CPU | its BPF programs | fgbpf in all | perf record -a -g own CPU |",
-        "|---|---|---|---|---|---|---|",
+        "| load pace | new processes /s | clones /s (all) | fgbpf own CPU | its BPF programs | fgbpf in all | perf record -a -g own CPU | fgbpf per new process above idle (own + BPF) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
+    rows = []
     for line in (Path(work) / "rows").read_text().splitlines():
         f = line.split()
         if len(f) < 5:
@@ -276,10 +277,21 @@ def flight_cost(work, secs, perf_secs, rev):
         made = dict(zip(f[5::2], f[6::2]))
         # The load runs SECS + PERF_SECS + 25 s (scripts/flight-cost.sh).
         procs = int(made.get("processes", 0)) / (secs + perf_secs + 25)
+        rows.append((pace, clones, cpu, bpf, perf, procs))
+    idle = next((r for r in rows if r[0] == "idle"), None)
+    for pace, clones, cpu, bpf, perf, procs in rows:
         own, kern = 100 * cpu / secs / cpus, 100 * bpf / secs / cpus
+        # What a process that comes and goes costs: the CPU above the idle
+        # host's over the processes made in the window.
+        each = "n/a"
+        if idle and pace != "idle" and procs > 0:
+            made_in_window = procs * secs
+            per_own = 1000 * (cpu - idle[2]) / made_in_window
+            per_bpf = 1000 * (bpf - idle[3]) / made_in_window
+            each = f"{per_own + per_bpf:.3f} ms ({per_own:.3f} + {per_bpf:.3f})"
         lines.append(
             f"| {'idle' if pace == 'idle' else 'x' + pace} | {procs:.0f} | {clones} | {own:.2f}% | {kern:.2f}% |"
-            f" {own + kern:.2f}% | {100 * perf / perf_secs / cpus:.2f}% |")
+            f" {own + kern:.2f}% | {100 * perf / perf_secs / cpus:.2f}% | {each} |")
     lines.append("")
     replace_section(heading, "\n".join(lines))
 

@@ -117,7 +117,10 @@ fn batched<M: MapCore>(map: &M, delete: bool) -> Option<Vec<(Vec<u8>, Vec<u8>)>>
     use std::os::fd::AsRawFd;
 
     let (ks, vs) = (map.key_size() as usize, map.value_size() as usize);
-    let mut room = 4096usize;
+    // Small at first, doubled while batches come back full: a map read
+    // every turn is mostly near empty, and zeroing room for 4,096 entries
+    // each time was most of the cost of reading it.
+    let mut room = 64usize;
     let (mut keys, mut values) = (vec![0u8; ks * room], vec![0u8; vs * room]);
     // The position token is the kernel's (a bucket number for a hash map):
     // at least as large as a key, as libbpf asks.
@@ -157,7 +160,14 @@ fn batched<M: MapCore>(map: &M, delete: bool) -> Option<Vec<(Vec<u8>, Vec<u8>)>>
             out.extend(keys[..n * ks].chunks_exact(ks).zip(values[..n * vs].chunks_exact(vs)).map(|(k, v)| (k.to_vec(), v.to_vec())));
         }
         match err {
-            0 => at = Some(next.clone()),
+            0 => {
+                at = Some(next.clone());
+                if count as usize >= room && room < 4096 {
+                    room *= 2;
+                    keys.resize(ks * room, 0);
+                    values.resize(vs * room, 0);
+                }
+            }
             libc::ENOENT => return Some(out),
             libc::EINTR => {}
             libc::ENOSPC if count == 0 && room < 1 << 20 => {

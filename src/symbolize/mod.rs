@@ -18,6 +18,8 @@ use blazesym::Pid;
 use crate::procs::maps::{fd_path, own_vdso};
 
 mod kernel_images;
+mod plt;
+
 use crate::procs::perf_map::PerfMap;
 use crate::procs::{Binary, Held, Registry, Target, SYSTEM_DEBUG_DIRS};
 
@@ -447,6 +449,10 @@ impl Symbolizer {
                     }
                 }
             }
+        }
+        // Stubs of the procedure linkage table: no symbol covers them.
+        if let (Some(elf), Some(file)) = (&bin.elf, &bin.file) {
+            plt::fill_stubs(elf, file, offsets, &mut out);
         }
         // Unnamed code is named by where its function starts, so that one
         // function of a stripped binary stays one frame.

@@ -449,3 +449,22 @@ pub fn interpreter_walkers_missing() -> Option<String> {
         .unwrap_or_else(|e| panic!("reading the kernel's features: {}", e.message));
     paths.compat.taken().then(|| paths.no_loop_why())
 }
+
+/// The length of /proc/stat's tick (USER_HZ) in ns.
+pub fn tick_ns() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    1_000_000_000 / unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64
+}
+
+/// The time the hypervisor took from all of this machine's CPUs so far, in
+/// ns (/proc/stat's eighth column, in ticks). The kernel's account of a
+/// task's CPU time (rusage, schedstat) leaves it out (its clock_task, with
+/// CONFIG_PARAVIRT_TIME_ACCOUNTING, as Debian's kernels and this host's
+/// have); cpu-clock samples, taken on the time a task holds a CPU, count
+/// it, as a switch-to-switch measure of a run does.
+pub fn steal_ns() -> u64 {
+    let text = std::fs::read_to_string("/proc/stat").unwrap();
+    let line = text.lines().find(|l| l.starts_with("cpu ")).unwrap();
+    let ticks: u64 = line.split_whitespace().nth(8).unwrap().parse().unwrap();
+    ticks * tick_ns()
+}
