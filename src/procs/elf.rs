@@ -24,7 +24,7 @@ pub struct ElfInfo {
 /// Maps a file for reading. The map is private and read-only; a binary
 /// rewritten while it is read (not in place, as package managers replace
 /// files) cannot change under it.
-fn map(file: &File) -> Option<memmap2::Mmap> {
+pub(crate) fn map(file: &File) -> Option<memmap2::Mmap> {
     // SAFETY: see above.
     unsafe { memmap2::Mmap::map(file) }.ok()
 }

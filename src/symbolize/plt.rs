@@ -13,7 +13,7 @@
 use std::fs::File;
 
 use super::SymKind;
-use crate::procs::elf::ElfInfo;
+use crate::procs::elf::{self, ElfInfo};
 
 use object::elf::{R_X86_64_GLOB_DAT, R_X86_64_IRELATIVE, R_X86_64_JUMP_SLOT};
 use object::read::elf::{ElfFile64, SectionHeader};
@@ -49,8 +49,7 @@ pub(super) fn fill_stubs(elf: &ElfInfo, file: &File, offsets: &[u64], out: &mut 
 /// in a stub whose function is known; None for the others.
 fn plt_names(file: &File, virts: &[Option<u64>]) -> Vec<Option<String>> {
     let mut out = vec![None; virts.len()];
-    // SAFETY: a private read-only map (as procs::elf maps binaries).
-    let Some(data) = unsafe { memmap2::Mmap::map(file) }.ok() else {
+    let Some(data) = elf::map(file) else {
         return out;
     };
     let Ok(elf) = ElfFile64::<object::Endianness>::parse(&*data) else {
