@@ -66,6 +66,7 @@ scripts/fetch-rbspy.sh
 scripts/fetch-jdks.sh
 scripts/fetch-otlp-receiver.sh
 scripts/fetch-nginx.sh
+scripts/fetch-roots.sh
 export FGBPF_CONSUMERS="$PWD/$consumers"
 
 # Each run's output is kept apart in target/: the suite's, the forced

@@ -44,11 +44,14 @@ impl Stream {
         })
     }
 
-    /// Hands over the interval the last drain completed, if one it did.
+    /// Hands over each interval the last drain completed: every one, so a
+    /// drain that came late (a slow host, a long symbolization) does not
+    /// leave the stream an interval behind until the end, which would then
+    /// send two as one.
     pub fn step(&mut self, recorder: &mut Probe, symbolizer: &mut Symbolizer) {
         let Some(through) = recorder.drained_through() else { return };
-        let end = self.sent_through + self.interval;
-        if through >= end {
+        while through >= self.sent_through + self.interval {
+            let end = self.sent_through + self.interval;
             self.send(recorder, symbolizer, end);
         }
     }
@@ -57,6 +60,12 @@ impl Stream {
     /// length); [`Self::close`] then waits for it.
     pub fn last(&mut self, recorder: &mut Probe, symbolizer: &mut Symbolizer, end: Duration) {
         recorder.drain_now();
+        // Whole intervals first: drains that land just before each
+        // interval's end leave the stream one behind all along.
+        while self.sent_through + self.interval <= end {
+            let to = self.sent_through + self.interval;
+            self.send(recorder, symbolizer, to);
+        }
         if end > self.sent_through {
             self.send(recorder, symbolizer, end);
         }

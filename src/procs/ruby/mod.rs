@@ -118,8 +118,9 @@ pub fn may_be_vm(path: &str) -> bool {
 const R_X86_64_DTPMOD64: u32 = 16;
 
 /// Looks for the VM in a file mapped executable at `start` from file
-/// offset `offset`: `Ok(None)` when the file has no `ruby_current_ec`
-/// (not the VM: the `ruby` launcher of a shared build, a gem's extension).
+/// offset `offset`: `Ok(None)` when the file has neither `ruby_current_ec`
+/// nor a defined `ruby_version` (not the VM: the `ruby` launcher of a
+/// shared build, a gem's extension).
 /// `Err`: it is one, but one fgbpf cannot read, and why.
 pub fn find(file: &File, path: &str, start: u64, offset: u64) -> Result<Option<Interpreter>, String> {
     // SAFETY: read-only private mapping of a file mapped executable by a
@@ -133,19 +134,24 @@ pub fn find(file: &File, path: &str, start: u64, offset: u64) -> Result<Option<I
     let Some(table) = obj.dynamic_symbol_table() else {
         return Ok(None);
     };
-    let Some(ec) = table.symbols().find(|s| s.name() == Ok("ruby_current_ec")) else {
+    // The VM defines ruby_version (the launcher of a shared build and a
+    // gem's extension only refer to it). Ruby 3.3 no longer exports
+    // ruby_current_ec: such a VM is still one, and said to be one.
+    let defined = |name: &str| table.symbols().find(|s| s.name() == Ok(name) && s.address() != 0);
+    let ec = table.symbols().find(|s| s.name() == Ok("ruby_current_ec"));
+    let at_version = defined("ruby_version");
+    if ec.is_none() && at_version.is_none() {
         return Ok(None);
-    };
-    let version = table
-        .symbols()
-        .find(|s| s.name() == Ok("ruby_version") && s.address() != 0)
-        .and_then(|s| read_at(&obj, &data, s.address(), 16))
-        .and_then(parse_version);
+    }
+    let version = at_version.and_then(|s| read_at(&obj, &data, s.address(), 16)).and_then(parse_version);
     let Some(version) = version else {
         return Err("its version could not be read (no ruby_version)".into());
     };
     let Some(layout) = layout(version) else {
         return Err(format!("Ruby {}.{} (fgbpf reads {SUPPORTED})", version.0, version.1));
+    };
+    let Some(ec) = ec else {
+        return Err(format!("Ruby {}.{} without ruby_current_ec in its dynamic symbols", version.0, version.1));
     };
     // The slot ld.so fills with libruby's module id for ruby_current_ec;
     // an executable with the VM linked in reads it by a fixed offset

@@ -1,0 +1,90 @@
+//! Runtime versions fgbpf recognises but does not read, run as containers
+//! run them: Debian 13's Ruby 3.3 and PHP 8.4, in a root built by
+//! scripts/fetch-roots.sh (debootstrap), each started with `chroot ROOT`
+//! and no flag. fgbpf must name the runtime and its version in the summary
+//! (the README's promise), never leave the process's frames unexplained.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use common::*;
+
+/// The Debian 13 root, or a panic saying how to get it.
+fn trixie() -> PathBuf {
+    let consumers = std::env::var_os("FGBPF_CONSUMERS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/consumers"));
+    let root = consumers.join("roots/trixie");
+    assert!(
+        root.join(".fgbpf-complete").exists(),
+        "{} is missing: scripts/fetch-roots.sh builds it (scripts/test.sh runs it)",
+        root.display()
+    );
+    root
+}
+
+/// Copies `tests/workloads/DIR/*` into the root and starts `PROGRAM
+/// SCRIPT 30` in it, once it says "ready".
+fn start_in_root(root: &Path, dir: &str, program: &str, script: &str) -> KillOnDrop {
+    let inside = Path::new("/tmp/fgbpf-versions").join(dir);
+    let there = root.join(inside.strip_prefix("/").unwrap());
+    std::fs::create_dir_all(&there).unwrap();
+    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/workloads").join(dir);
+    for entry in std::fs::read_dir(&from).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, there.join(path.file_name().unwrap())).unwrap();
+    }
+    let mut child = Command::new("chroot")
+        .arg(root)
+        .arg(program)
+        .arg(inside.join(script))
+        .arg("30")
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("chroot");
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready", "{program} {script} did not start in {}", root.display());
+    KillOnDrop(child)
+}
+
+/// `fgbpf oncpu -p PID -d 2` of `program` in the root: its summary.
+fn summary_of(dir: &str, program: &str, script: &str, test: &str) -> (String, Vec<(Vec<String>, u64)>) {
+    let root = trixie();
+    let target = start_in_root(&root, dir, program, script);
+    let (out, summary) = capture_pid("oncpu", target.id(), "2", test);
+    drop(target);
+    (summary, read_folded(&out.join("oncpu.folded")))
+}
+
+#[test]
+fn ruby_3_3_in_a_debian_13_container_is_named_as_not_read() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let (summary, stacks) = summary_of("ruby", "ruby3.3", "busy.rb", "versions_ruby33");
+    assert!(total(&stacks) > 0, "no samples of ruby3.3\n{summary}");
+    assert!(
+        summary.contains("Ruby frames not read, Ruby 3.3 (fgbpf reads 3.1)"),
+        "the summary names Ruby 3.3 as not read\n{summary}"
+    );
+}
+
+#[test]
+fn php_8_4_in_a_debian_13_container_is_named_as_not_read() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let (summary, stacks) = summary_of("php", "php8.4", "busy.php", "versions_php84");
+    assert!(total(&stacks) > 0, "no samples of php8.4\n{summary}");
+    assert!(
+        summary.contains("PHP frames not read, PHP 8.4 (fgbpf reads 8.2)"),
+        "the summary names PHP 8.4 as not read\n{summary}"
+    );
+}
