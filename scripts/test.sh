@@ -67,6 +67,7 @@ scripts/fetch-jdks.sh
 scripts/fetch-otlp-receiver.sh
 scripts/fetch-nginx.sh
 scripts/fetch-roots.sh
+scripts/fetch-node.sh
 export FGBPF_CONSUMERS="$PWD/$consumers"
 
 # Each run's output is kept apart in target/: the suite's, the forced

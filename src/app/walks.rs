@@ -40,7 +40,7 @@ pub fn java(rec: &Recorded, name_of: impl Fn(u32) -> String) -> JavaWalks {
 pub fn node(rec: &Recorded, name_of: impl Fn(u32) -> String, perf_map: impl Fn(u32) -> bool) -> NodeWalks {
     NodeWalks {
         refused: rec.node_refused.clone(),
-        processes: rec.v8s.iter().map(|&pid| (pid, name_of(pid), perf_map(pid))).collect(),
+        processes: rec.v8s.iter().map(|&(pid, inlining)| (pid, name_of(pid), perf_map(pid), inlining)).collect(),
         unreadable: rec.v8_unsupported.iter().map(|(pid, why)| (*pid, name_of(*pid), why.clone())).collect(),
         frames: rec.stats.v8_frames,
         fault: rec.stats.v8_fault,

@@ -254,7 +254,7 @@ pub struct Recorded {
     /// V8 (Node.js) processes whose JavaScript frames were named, those
     /// fgbpf cannot read (with why), and the weight of frames left unnamed
     /// per (pid, reason).
-    pub v8s: Vec<u32>,
+    pub v8s: Vec<(u32, bool)>,
     pub v8_unsupported: Vec<(u32, String)>,
     pub v8_unnamed: super::runtime_shared::Unnamed,
     /// Go programs: their goroutines' time by stack and state

@@ -92,9 +92,10 @@ impl V8 {
         }
     }
 
-    /// The V8 processes found.
-    pub fn processes(&self) -> impl Iterator<Item = u32> + '_ {
-        self.isolates.keys().copied()
+    /// The V8 processes found, each with whether fgbpf reads what its
+    /// optimised code inlined (V8 11 says where; V8 12's metadata does not).
+    pub fn processes(&self) -> impl Iterator<Item = (u32, bool)> + '_ {
+        self.isolates.iter().map(|(&pid, i)| (pid, i.layout().reads_inlining()))
     }
 
     /// Names every V8 frame word of `stacks` (and their wakers'), each
@@ -125,7 +126,8 @@ impl V8 {
                         (text, kind)
                     })
                     .collect();
-                (Named::known(frames), partly.then_some((PARTLY, REMEDY_PARTLY)))
+                let why = if isolate.layout().reads_inlining() { PARTLY } else { PARTLY_LAYOUT };
+                (Named::known(frames), partly.then_some((why, REMEDY_PARTLY)))
             }
             Err(why) => (unnamed(why.reason(), why.remedy()), None),
         }
@@ -134,6 +136,10 @@ impl V8 {
 
 /// Said of compiled frames named without the functions V8 inlined there.
 const PARTLY: &str = "named without the functions V8 inlined into it: its code could not be read";
+/// Said of compiled frames of a V8 whose metadata does not say where its
+/// optimised code inlined (V8 12: Node.js 22).
+const PARTLY_LAYOUT: &str =
+    "named without the functions V8 inlined into it: fgbpf does not read where V8 12 (Node.js 22 on) records inlining";
 const REMEDY_PARTLY: &str = "none: their time is their caller's";
 
 /// A script's file name: the last part of a path or URL; Node.js's own

@@ -13,7 +13,7 @@ pub struct NodeWalks {
     pub refused: Option<String>,
     /// Processes whose JavaScript frames were named: (pid, process,
     /// whether it also writes a perf map).
-    pub processes: Vec<(u32, String, bool)>,
+    pub processes: Vec<(u32, String, bool, bool)>,
     /// V8 processes whose frames could not be named: (pid, process, why).
     pub unreadable: Vec<(u32, String, String)>,
     /// JavaScript frames the walker named, and failed reads of a function.
@@ -36,10 +36,15 @@ impl NodeWalks {
                 "JavaScript frames were not named ({why}): Node.js threads show V8's builtins, and its compiled code [unknown] without a perf map"
             ));
         }
-        for (pid, process, perf_map) in self.processes.iter().take(LISTED) {
+        for (pid, process, perf_map, inlining) in self.processes.iter().take(LISTED) {
             out.push(format!(
-                "Node.js: pid {pid} ({}): JavaScript frames named from V8's heap, by function and the line it starts on, with the functions V8 inlined into compiled code{}",
+                "Node.js: pid {pid} ({}): JavaScript frames named from V8's heap, by function and the line it starts on, {}{}",
                 sanitize(process),
+                if *inlining {
+                    "with the functions V8 inlined into compiled code"
+                } else {
+                    "without the functions V8 12 inlined into optimised code (not read yet: their time is their caller's)"
+                },
                 if *perf_map {
                     "; its perf map names V8's other generated code (stubs, regular expressions), not these"
                 } else {
@@ -120,7 +125,7 @@ mod tests {
     #[test]
     fn says_what_was_named_and_what_was_not() {
         let n = NodeWalks {
-            processes: vec![(7, "node".into(), true)],
+            processes: vec![(7, "node".into(), true, true)],
             unreadable: vec![(9, "node".into(), "a V8 built with pointer compression".into())],
             frames: 100,
             fault: 2,

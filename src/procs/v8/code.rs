@@ -17,9 +17,9 @@ const MAX_TABLE: usize = 1 << 20;
 /// Inlined functions read at most per code object.
 const MAX_INLINED: u64 = 4096;
 
-/// InstructionStream: the Code it belongs to, then the instructions.
+/// InstructionStream: the Code it belongs to (its instructions start at
+/// the layout's `stream_header`).
 const IS_CODE: u64 = 8;
-const IS_HEADER: u64 = 16;
 /// Deoptimization data (a FixedArray): the literals (inlined functions),
 /// the code's own function, where each inlined function was inlined.
 const DD_LITERALS: u64 = 2;
@@ -107,13 +107,12 @@ impl Heap<'_> {
         if self.type_of(code)? != l.type_code {
             return None;
         }
-        // The Code's fields after its source position table (V8 11): its
-        // stream, its instructions' start, flags, and their size.
-        let back = self.u64(code, l.code_positions + 8)?;
-        let start = self.u64(code, l.code_positions + 16)?;
-        let size = self.mem.i32(code - 1 + l.code_positions as u64 + 32)?;
+        // The Code's stream, its instructions' start and their size.
+        let back = self.u64(code, l.code_stream)?;
+        let start = self.u64(code, l.code_start)?;
+        let size = self.mem.i32(code - 1 + l.code_size as u64)?;
         let size = u64::try_from(size).ok()?;
-        if back != stream || start != stream - 1 + IS_HEADER || pc < start || pc >= start + size {
+        if back != stream || start != stream - 1 + l.stream_header as u64 || pc < start || pc >= start + size {
             return None;
         }
         let mut jit = JitCode {
@@ -132,6 +131,9 @@ impl Heap<'_> {
     /// without inlining when the code has none or does not check out.
     fn inlining(&self, code: u64, jit: &mut JitCode) {
         let l = self.l;
+        if !l.reads_inlining() {
+            return;
+        }
         let Some(dd) = self.u64(code, l.code_deopt).filter(|&d| self.type_of(d) == Some(l.type_fixed_array)) else {
             return;
         };

@@ -36,11 +36,19 @@ pub struct Layout {
     /// Script: its name (a file or URL), its source.
     pub script_name: u16,
     pub script_source: u16,
-    /// Code (V8 11: the metadata of compiled code, whose instructions are
-    /// an InstructionStream in the code space): its deoptimization data
-    /// and source position table.
+    /// Code (V8 11 on: the metadata of compiled code, whose instructions
+    /// are an InstructionStream in the code space): its deoptimization
+    /// data and source position table ([`NOT_KNOWN`] when the metadata
+    /// does not give them: V8 12, whose optimised code is then read
+    /// without inlining); its InstructionStream, the start of its
+    /// instructions and their size (an i32).
     pub code_deopt: u16,
     pub code_positions: u16,
+    pub code_stream: u16,
+    pub code_start: u16,
+    pub code_size: u16,
+    /// InstructionStream: where its instructions start.
+    pub stream_header: u16,
     /// Instance types: strings are below `first_nonstring`.
     pub type_code: u16,
     pub type_istream: u16,
@@ -58,6 +66,17 @@ pub struct Layout {
     pub cons: u16,
     pub sliced: u16,
     pub thin: u16,
+}
+
+/// A field the metadata does not give.
+pub const NOT_KNOWN: u16 = u16::MAX;
+
+impl Layout {
+    /// Whether optimised code's inlined functions can be read: V8 11
+    /// describes where; V8 12's metadata does not.
+    pub fn reads_inlining(&self) -> bool {
+        self.code_deopt != NOT_KNOWN && self.code_positions != NOT_KNOWN
+    }
 }
 
 /// The dynamic symbols that name a binary as V8's, and whether a mapped
@@ -101,6 +120,11 @@ pub fn read(data: &[u8]) -> Result<Option<Layout>, String> {
         return Ok(None);
     }
     let get = |k: &str| consts.get(k).copied().ok_or_else(|| format!("its V8 metadata lacks {k}"));
+    // V8 12 names a field's type `Tagged_T_` where V8 11 said `T`, and
+    // some fields anew: the first name of a list that is there.
+    let any = |ks: &[&'static str]| -> &'static str {
+        ks.iter().find(|k| consts.contains_key(**k)).copied().unwrap_or(ks[0])
+    };
     if get("SystemPointerSize")? != 8 {
         return Err("a 32-bit V8".into());
     }
@@ -116,8 +140,15 @@ pub fn read(data: &[u8]) -> Result<Option<Layout>, String> {
         fp_marker: fp("off_fp_context_or_frame_type")?,
         fp_function: fp("off_fp_function")?,
         fn_shared: off("class_JSFunction__shared__SharedFunctionInfo")?,
-        sfi_name: off("class_SharedFunctionInfo__name_or_scope_info__Object")?,
-        sfi_script: off("class_SharedFunctionInfo__script_or_debug_info__HeapObject")?,
+        sfi_name: off(any(&[
+            "class_SharedFunctionInfo__name_or_scope_info__Object",
+            "class_SharedFunctionInfo__name_or_scope_info__Tagged_Object_",
+        ]))?,
+        // V8 12 keeps debug info apart: the field holds the Script only.
+        sfi_script: off(any(&[
+            "class_SharedFunctionInfo__script_or_debug_info__HeapObject",
+            "class_SharedFunctionInfo__script__Tagged_HeapObject_",
+        ]))?,
         map: off("class_HeapObject__map__Map")?,
         instance_type: off("class_Map__instance_type__uint16_t")?,
         str_len: off("class_String__length__int32_t")?,
@@ -129,8 +160,12 @@ pub fn read(data: &[u8]) -> Result<Option<Layout>, String> {
         sliced_offset: off("class_SlicedString__offset__SMI")?,
         script_name: off("class_Script__name__Object")?,
         script_source: off("class_Script__source__Object")?,
-        code_deopt: off("class_Code__deoptimization_data__FixedArray")?,
-        code_positions: off("class_Code__source_position_table__ByteArray")?,
+        code_deopt: off("class_Code__deoptimization_data__FixedArray").unwrap_or(NOT_KNOWN),
+        code_positions: off("class_Code__source_position_table__ByteArray").unwrap_or(NOT_KNOWN),
+        code_stream: 0,
+        code_start: 0,
+        code_size: 0,
+        stream_header: off("class_InstructionStream__instruction_start__uintptr_t").unwrap_or(16),
         type_code: off("type_Code__CODE_TYPE")?,
         // No InstructionStream before V8 11: its code is read without
         // inlining (the type never matches).
@@ -149,6 +184,16 @@ pub fn read(data: &[u8]) -> Result<Option<Layout>, String> {
         sliced: off("SlicedStringTag")?,
         thin: off("ThinStringTag")?,
     };
+    // The Code's fields after its source position table (V8 11), or as
+    // V8 12's metadata gives them.
+    let mut l = l;
+    if l.code_positions != NOT_KNOWN {
+        (l.code_stream, l.code_start, l.code_size) = (l.code_positions + 8, l.code_positions + 16, l.code_positions + 32);
+    } else {
+        l.code_stream = off("class_Code__instruction_stream__Tagged_InstructionStream_")?;
+        l.code_start = off("class_Code__instruction_start__Address")?;
+        l.code_size = off("class_Code__instruction_size__int")?;
+    }
     // Pointer compression (4-byte tagged fields) puts the SharedFunctionInfo
     // 4 bytes after the context; fgbpf reads full pointers only.
     let ctx = off("class_JSFunction__context__Context")?;

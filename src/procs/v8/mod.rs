@@ -221,7 +221,7 @@ impl Isolate {
     fn still(&self, c: &code::JitCode) -> bool {
         let (code, stream) = c.key;
         self.mem.u64(stream - 1 + 8) == Some(code)
-            && self.mem.u64(code - 1 + self.layout.code_positions as u64 + 16) == Some(c.start)
+            && self.mem.u64(code - 1 + self.layout.code_start as u64) == Some(c.start)
     }
 
     /// Reads a function inlined into code, with the identity it has now.
@@ -333,7 +333,8 @@ impl Isolate {
                 let codes: Vec<_> = seen.iter().map(|a| a.code.as_deref()).collect();
                 let (more, in_part) = agreed(&codes, first.sfi, pc, leaf, &|f| self.inlined(f))?;
                 frames.extend(more);
-                Ok((frames, in_part))
+                // Where inlining is not read, no compiled frame is whole.
+                Ok((frames, in_part || !self.layout.reads_inlining()))
             }
         }
     }
