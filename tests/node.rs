@@ -33,10 +33,15 @@ fn start(flags: &[&str], name: &str, args: &[&str]) -> KillOnDrop {
 /// scripts/fetch-node.sh fetches): V8 12, whose metadata names fields anew
 /// and says nothing of where optimised code inlined.
 fn node_22() -> PathBuf {
+    official_node(22)
+}
+
+/// nodejs.org's build of Node.js `major`, as scripts/fetch-node.sh keeps it.
+fn official_node(major: u32) -> PathBuf {
     let consumers = std::env::var_os("FGBPF_CONSUMERS")
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(ROOT).join("target/consumers"));
-    let bin = consumers.join("node22/bin/node");
+    let bin = consumers.join(format!("node{major}/bin/node"));
     assert!(bin.exists(), "{} is missing: scripts/fetch-node.sh fetches it (scripts/test.sh runs it)", bin.display());
     bin
 }
@@ -314,6 +319,33 @@ fn node_22_splits_as_v8s_own_sampler_and_says_inlining_is_not_read() {
     let summary = split_against_cpu_prof(&node_22(), "node22_split");
     assert!(summary.contains("without the functions V8 12 inlined into optimised code (not read yet"), "{summary}");
     assert!(summary.contains("fgbpf does not read where V8 12 (Node.js 22 on) records inlining"), "{summary}");
+}
+
+/// Node.js 24 (V8 13), whose functions' scope information fgbpf does not
+/// read yet: no frame named wrongly, each JavaScript frame left [unknown]
+/// counted with that reason, and the versions fgbpf reads said.
+#[test]
+fn node_24_frames_are_counted_as_not_read_with_why() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let node = start_with(&official_node(24), &[], "busy.js", &["30"]);
+    let pid = node.id();
+    let (dir, summary) = capture_pid("oncpu", pid, "3", "node24_busy");
+    drop(node);
+    // Node 24 names its main thread MainThread: the process's stacks.
+    let stacks = read_folded(&dir.join("oncpu.folded"));
+    let named: u64 = stacks.iter().filter(|(f, _)| f.iter().any(|x| js_frame(x).is_some())).map(|(_, w)| w).sum();
+    assert!(total(&stacks) > 500, "{} samples\n{summary}", total(&stacks));
+    assert_eq!(named, 0, "Node 24's frames named, though fgbpf does not read its scope information\n{summary}");
+    let line = summary
+        .lines()
+        .find(|l| l.contains("JavaScript frame left [unknown]: its function's scope information is laid out as fgbpf does not read"))
+        .unwrap_or_else(|| panic!("no line counts Node 24's frames with why\n{summary}"));
+    assert!(line.contains("fgbpf reads V8 10 to 12 (tested: Node.js 20 and 22)"), "{line}");
+    let counted: u64 = number_between(line, &format!("pid {pid} (MainThread): "), " samples").unwrap();
+    assert!(counted * 100 >= total(&stacks) * 95, "{counted} of {} samples counted\n{summary}", total(&stacks));
 }
 
 /// split.js under `node` and `node --cpu-prof` at once: fgbpf's shares of

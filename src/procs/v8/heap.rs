@@ -18,7 +18,7 @@ const MAX_PARTS: usize = 64;
 /// Context locals a ScopeInfo lists inline; above, a hash table (V8 10
 /// and 11: kScopeInfoMaxInlinedLocalNamesSize).
 const MAX_INLINED_LOCALS: u64 = 75;
-/// ScopeInfo scope types (V8 10 and 11) whose ScopeInfo holds a position.
+/// ScopeInfo scope types (V8 10 to 12) whose ScopeInfo holds a position.
 const FUNCTION_SCOPE: u32 = 2;
 
 pub struct Heap<'a> {
@@ -116,7 +116,7 @@ impl Heap<'_> {
         Some(out)
     }
 
-    /// Reads a ScopeInfo laid out as V8 10 and 11 lay it out (Smi-tagged
+    /// Reads a ScopeInfo laid out as V8 10 to 12 lay it out (Smi-tagged
     /// flags, then parameter and context-local counts, the locals' names
     /// and infos, then optional parts the flags announce). `None` when it
     /// does not check out: another V8's layout.

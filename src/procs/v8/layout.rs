@@ -143,6 +143,7 @@ pub fn read(data: &[u8]) -> Result<Option<Layout>, String> {
         sfi_name: off(any(&[
             "class_SharedFunctionInfo__name_or_scope_info__Object",
             "class_SharedFunctionInfo__name_or_scope_info__Tagged_Object_",
+            "class_SharedFunctionInfo__name_or_scope_info__Tagged_NameOrScopeInfoT_",
         ]))?,
         // V8 12 keeps debug info apart: the field holds the Script only.
         sfi_script: off(any(&[
