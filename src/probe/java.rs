@@ -11,9 +11,10 @@ use std::collections::HashMap;
 use libbpf_rs::{MapCore, MapFlags};
 
 use super::skel::types;
-use crate::procs::java::{self, FrameKind, Jvm, Unsupported};
+use crate::procs::frame_kind::FrameKind;
+use crate::procs::java::{self, Jvm, Unsupported};
 use crate::profile::RawStack;
-use crate::symbolize::{Named, RuntimeNames, SymKind, UnresolvedReason, UNKNOWN};
+use crate::symbolize::{Named, RuntimeNames, UnresolvedReason, UNKNOWN};
 
 /// A Java object the walker announced (enum fg_proc_event_kind).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -144,23 +145,9 @@ impl Java {
             return unnamed("a Java frame of a JVM fgbpf lost track of", REMEDY_BUG);
         };
         match jvm.name(word) {
-            Ok(frames) if !frames.is_empty() => Named::known(
-                frames
-                    .into_iter()
-                    .map(|f| {
-                        let kind = match f.kind {
-                            FrameKind::Interpreted => SymKind::Interpreted,
-                            FrameKind::C1 => SymKind::C1,
-                            FrameKind::Inlined => SymKind::Inlined,
-                            FrameKind::Compiled | FrameKind::Native => SymKind::Jit,
-                            // The JVM's own generated code, named as its
-                            // native code is.
-                            FrameKind::Stub => SymKind::User,
-                        };
-                        (f.name, kind)
-                    })
-                    .collect(),
-            ),
+            Ok(frames) if !frames.is_empty() => {
+                Named::known(frames.into_iter().map(|f| (f.name, f.kind)).collect())
+            }
             Ok(_) => unnamed("a Java frame of an unknown kind", REMEDY_BUG),
             Err(why) => unnamed(why.reason(), why.remedy()),
         }
@@ -178,7 +165,7 @@ fn put<M: MapCore>(procs: &M, pid: u32, layout: &java::Layout) -> bool {
 const REMEDY_BUG: &str = "none: please report it, with the JDK's version";
 
 fn unnamed(why: &'static str, remedy: &'static str) -> Named {
-    Named::unknown(UNKNOWN.into(), SymKind::Jit, UnresolvedReason::Runtime { why, remedy })
+    Named::unknown(UNKNOWN.into(), FrameKind::Jit, UnresolvedReason::Runtime { why, remedy })
 }
 
 fn value_of(l: &java::Layout) -> types::fg_java_proc {

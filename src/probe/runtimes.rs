@@ -18,7 +18,8 @@ use super::skel::FgbpfSkel;
 use super::unwind;
 use super::runtime_shared::name_words;
 use super::v8::V8;
-use crate::symbolize::{Named, SymKind};
+use crate::procs::frame_kind::FrameKind;
+use crate::symbolize::Named;
 
 /// FG_RT_NATIVE of src/bpf/fgbpf.h: frame words of no runtime's code.
 const SIGNAL_RUNTIME: u64 = 2;
@@ -210,7 +211,7 @@ impl Runtimes {
         // The kernel's signal frames the walker followed (FG_SIGNAL_WORD).
         let (signals, _) = name_words(&rec.stacks, SIGNAL_RUNTIME, |_, w| {
             let frame = if (w >> 58) & 3 == 1 { EXEC_FRAME } else { SIGNAL_FRAME };
-            (Named::known(vec![(frame.to_string(), SymKind::User)]), None)
+            (Named::known(vec![(frame.to_string(), FrameKind::User)]), None)
         });
         rec.runtime_names.extend(signals);
         if let Some(labels) = self.go.as_mut().and_then(|g| g.labels.as_mut()) {

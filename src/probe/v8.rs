@@ -11,9 +11,10 @@ use libbpf_rs::{MapCore, MapFlags};
 
 use super::runtime_shared::{runtime_binary, Partly, Unnamed};
 use super::skel::types;
+use crate::procs::frame_kind::FrameKind;
 use crate::procs::v8::{self, Isolate, Tier};
 use crate::profile::RawStack;
-use crate::symbolize::{Named, RuntimeNames, SymKind, UnresolvedReason, UNKNOWN};
+use crate::symbolize::{Named, RuntimeNames, UnresolvedReason, UNKNOWN};
 
 /// V8's words (fgbpf.h: FG_RT_V8).
 const RUNTIME: u64 = 1;
@@ -119,9 +120,9 @@ impl V8 {
                             (None, _) => f.name.clone(),
                         };
                         let kind = match tier {
-                            Tier::Interpreted => SymKind::Interpreted,
-                            Tier::Compiled => SymKind::Jit,
-                            Tier::Inlined => SymKind::Inlined,
+                            Tier::Interpreted => FrameKind::Interpreted,
+                            Tier::Compiled => FrameKind::Jit,
+                            Tier::Inlined => FrameKind::Inlined,
                         };
                         (text, kind)
                     })
@@ -154,7 +155,7 @@ fn base(script: &str) -> &str {
 const REMEDY_BUG: &str = "none: please report it, with the Node.js version";
 
 fn unnamed(why: &'static str, remedy: &'static str) -> Named {
-    Named::unknown(UNKNOWN.into(), SymKind::Jit, UnresolvedReason::Runtime { why, remedy })
+    Named::unknown(UNKNOWN.into(), FrameKind::Jit, UnresolvedReason::Runtime { why, remedy })
 }
 
 /// Writes a process's layout into `v8_procs`; false when the map refused

@@ -3,6 +3,8 @@
 //! symbolization ([`elf`]) and their separate debug files ([`debug_file`]),
 //! JIT perf maps ([`perf_map`]), unwind tables compiled from `.eh_frame`
 //! ([`unwind`]), CPython interpreters ([`python`]), HotSpot JVMs ([`java`]),
+//! the kind of code a frame is ([`frame_kind`]), the runtimes' lookups
+//! that remember why a frame has no name ([`lookup`]),
 //! Go runtimes and their goroutines ([`go`]),
 //! bounded reads of their memory ([`mem`]) and the cgroups a capture
 //! can be scoped to ([`cgroup`]) and grouped by ([`groups`]). Used by the
@@ -13,10 +15,12 @@ pub mod builds;
 pub mod cgroup;
 pub mod debug_file;
 pub mod elf;
+pub mod frame_kind;
 pub mod go;
 pub mod groups;
 pub mod ids;
 pub mod java;
+pub mod lookup;
 pub mod maps;
 pub mod mem;
 pub mod perf_map;

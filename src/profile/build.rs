@@ -14,7 +14,7 @@ use super::{
     Unresolved, UnresolvedReason,
 };
 use crate::procs::{BinaryId, Target};
-use crate::symbolize::{Named, SymKind, Symbolizer};
+use crate::symbolize::{Named, Symbolizer};
 
 /// Maps keyed by address, looked up millions of times per capture: SipHash
 /// would cost more than the lookups. The addresses come from the profiled
@@ -462,10 +462,10 @@ impl Table {
         for (name, kind) in &named.frames {
             let frame = Frame {
                 module: named.module.clone(),
-                ..Frame::new(name.as_str(), frame_kind(*kind))
+                ..Frame::new(name.as_str(), *kind)
             };
             let id = profile.intern_frame(frame);
-            if *kind == SymKind::Kernel && is_tracer_frame(name) {
+            if *kind == FrameKind::Kernel && is_tracer_frame(name) {
                 self.tracer.insert(id);
             }
             self.frames.push(id);
@@ -502,17 +502,6 @@ fn is_tracer_frame(name: &str) -> bool {
         || name.starts_with("bpf_trace_run")
         || name.starts_with("__bpf_trace_")
         || name.starts_with("__traceiter_")
-}
-
-fn frame_kind(kind: SymKind) -> FrameKind {
-    match kind {
-        SymKind::User => FrameKind::User,
-        SymKind::Kernel => FrameKind::Kernel,
-        SymKind::Inlined => FrameKind::Inlined,
-        SymKind::Jit => FrameKind::Jit,
-        SymKind::Interpreted => FrameKind::Interpreted,
-        SymKind::C1 => FrameKind::C1,
-    }
 }
 
 fn unresolved_list(

@@ -15,6 +15,7 @@ pub mod time;
 mod thread_index;
 pub mod unwinding;
 
+pub use crate::procs::frame_kind::FrameKind;
 pub use raw::{More, PyFrame, PyWalk, RawStack, State, BEFORE_CAPTURE, END_UNTRACED, LOST_STACK, START_UNTRACED};
 pub use time::{Span, Spans};
 pub use unwinding::{Walk, Unwinding};
@@ -82,61 +83,6 @@ mod amount_tests {
         assert_eq!(Unit::Microseconds.amount(245_853_390), "245.85 s");
         assert_eq!(Unit::Microseconds.amount(12_340), "12.3 ms");
         assert_eq!(Unit::Microseconds.amount(850), "850 us");
-    }
-}
-
-/// Where a frame's code lives; decides its folded suffix and its colour.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum FrameKind {
-    User,
-    Kernel,
-    /// A function inlined into its caller (from DWARF).
-    Inlined,
-    /// JIT-compiled code named from a perf map, or a Java method compiled
-    /// by HotSpot's C2 (or of an unknown tier).
-    Jit,
-    /// A Java method run by HotSpot's interpreter (async-profiler's `_[0]`).
-    Interpreted,
-    /// A Java method compiled by HotSpot's C1 (async-profiler's `_[1]`).
-    C1,
-    /// A Python function run by the CPython interpreter, or a Ruby method
-    /// by Ruby's VM, in place of the evaluator's native frame:
-    /// `name (file.py:line)`, `label (file.rb:line)`.
-    Python,
-    /// A frame fgbpf adds that is not code: a process, thread or state.
-    Pseudo,
-    /// A frame of the thread that woke a blocked one (`--wakers`), above
-    /// the `--` separator of the offwake view.
-    Waker,
-}
-
-impl FrameKind {
-    /// Whether the frame is code that ran in user space: a function,
-    /// inlined or not, or JIT code.
-    pub fn is_user_space(self) -> bool {
-        matches!(
-            self,
-            FrameKind::User
-                | FrameKind::Inlined
-                | FrameKind::Jit
-                | FrameKind::Interpreted
-                | FrameKind::C1
-                | FrameKind::Python
-        )
-    }
-
-    /// The suffix the folded format uses for this kind of frame.
-    pub fn suffix(self) -> &'static str {
-        match self {
-            FrameKind::Kernel => "_[k]",
-            FrameKind::Inlined => "_[i]",
-            FrameKind::Jit => "_[j]",
-            FrameKind::Interpreted => "_[0]",
-            FrameKind::C1 => "_[1]",
-            FrameKind::Python => "_[p]",
-            FrameKind::Waker => "_[w]",
-            FrameKind::User | FrameKind::Pseudo => "",
-        }
     }
 }
 

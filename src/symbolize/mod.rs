@@ -20,6 +20,7 @@ use crate::procs::maps::{fd_path, own_vdso};
 mod kernel_images;
 mod plt;
 
+use crate::procs::frame_kind::FrameKind;
 use crate::procs::perf_map::PerfMap;
 use crate::procs::{Binary, Held, Registry, Target, SYSTEM_DEBUG_DIRS};
 
@@ -43,22 +44,6 @@ pub struct Options {
     /// frames nobody reads, and reading fgbpf's debug information costs
     /// each dump some 50 MB (measured).
     pub own_debug: bool,
-}
-
-/// Where a named frame's code lives.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum SymKind {
-    User,
-    Kernel,
-    /// A function inlined into its caller (from DWARF).
-    Inlined,
-    /// JIT-compiled code named from a perf map, or Java code compiled by
-    /// C2 (or of an unknown tier).
-    Jit,
-    /// A Java method run by HotSpot's interpreter.
-    Interpreted,
-    /// A Java method compiled by HotSpot's C1.
-    C1,
 }
 
 /// Why an address could not be named.
@@ -90,7 +75,7 @@ pub enum UnresolvedReason {
 /// could not (its frames then say what is known, e.g. `libfoo.so+0x1230`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Named {
-    pub frames: Vec<(String, SymKind)>,
+    pub frames: Vec<(String, FrameKind)>,
     pub unresolved: Option<UnresolvedReason>,
     /// The binary the address lies in, when it lies in one.
     pub module: Option<std::sync::Arc<Module>>,
@@ -104,7 +89,7 @@ pub struct Module {
 }
 
 impl Named {
-    pub fn known(frames: Vec<(String, SymKind)>) -> Self {
+    pub fn known(frames: Vec<(String, FrameKind)>) -> Self {
         Named {
             frames,
             unresolved: None,
@@ -112,7 +97,7 @@ impl Named {
         }
     }
 
-    pub fn unknown(name: String, kind: SymKind, why: UnresolvedReason) -> Self {
+    pub fn unknown(name: String, kind: FrameKind, why: UnresolvedReason) -> Self {
         Named {
             frames: vec![(name, kind)],
             unresolved: Some(why),
@@ -322,9 +307,9 @@ impl Symbolizer {
             .map(|i| match syms.get(i) {
                 Some(Symbolized::Sym(sym)) if !sym.name.is_empty() => Named {
                     module: images.of(addrs[i]),
-                    ..Named::known(sym_frames(sym, SymKind::Kernel))
+                    ..Named::known(sym_frames(sym, FrameKind::Kernel))
                 },
-                _ => Named::unknown(UNKNOWN.into(), SymKind::Kernel, UnresolvedReason::Kernel),
+                _ => Named::unknown(UNKNOWN.into(), FrameKind::Kernel, UnresolvedReason::Kernel),
             })
             .collect()
     }
@@ -368,7 +353,7 @@ impl Symbolizer {
         let mut runtime: HashMap<&Named, u32> = HashMap::new();
         let no_name = Named::unknown(
             UNKNOWN.into(),
-            SymKind::User,
+            FrameKind::User,
             UnresolvedReason::Runtime {
                 why: "a runtime's frame fgbpf did not read",
                 remedy: "none: report it, it is a bug",
@@ -399,7 +384,7 @@ impl Symbolizer {
                                 if let Some(&i) = jit.get(name) {
                                     return i;
                                 }
-                                let i = push(Named::known(vec![(name.to_string(), SymKind::Jit)]));
+                                let i = push(Named::known(vec![(name.to_string(), FrameKind::Jit)]));
                                 jit.insert(name.to_string(), i);
                                 return i;
                             }
@@ -414,7 +399,7 @@ impl Symbolizer {
                     }
                 };
                 *unknown.entry(why.clone()).or_insert_with(|| {
-                    push(Named::unknown(UNKNOWN.into(), SymKind::User, why))
+                    push(Named::unknown(UNKNOWN.into(), FrameKind::User, why))
                 })
             })
             .collect();
@@ -424,7 +409,7 @@ impl Symbolizer {
     /// Names `offsets` (file offsets) of one binary: from its separate
     /// debug file first when there is one, then from the binary itself.
     fn name_binary(&self, bin: &Binary, offsets: &[u64]) -> Vec<Named> {
-        let mut out: Vec<Option<Vec<(String, SymKind)>>> = vec![None; offsets.len()];
+        let mut out: Vec<Option<Vec<(String, FrameKind)>>> = vec![None; offsets.len()];
         let path = bin.path();
         if let Some(path) = &path {
             match &bin.elf {
@@ -444,7 +429,7 @@ impl Symbolizer {
                     let src = Source::Elf(Elf::new(path.clone()));
                     if let Ok(syms) = self.blazesym.symbolize(&src, Input::FileOffset(offsets)) {
                         for (slot, sym) in out.iter_mut().zip(&syms) {
-                            *slot = named_sym(sym, SymKind::User);
+                            *slot = named_sym(sym, FrameKind::User);
                         }
                     }
                 }
@@ -489,7 +474,7 @@ impl Symbolizer {
                         Some(_) => UnresolvedReason::NoSymbols { module },
                         None => UnresolvedReason::Unreadable { module },
                     };
-                    in_module(Named::unknown(name, SymKind::User, why))
+                    in_module(Named::unknown(name, FrameKind::User, why))
                 }
             })
             .collect()
@@ -499,7 +484,7 @@ impl Symbolizer {
     /// `path`, given their virtual addresses in it; a batch at a time, so
     /// that blazesym's answers for a binary's many thousands of addresses
     /// are never all held at once.
-    fn fill(&self, out: &mut [Option<Vec<(String, SymKind)>>], virt: &[Option<u64>], path: &Path, debug: bool) {
+    fn fill(&self, out: &mut [Option<Vec<(String, FrameKind)>>], virt: &[Option<u64>], path: &Path, debug: bool) {
         let todo: Vec<usize> = (0..out.len())
             .filter(|&i| out[i].is_none() && virt[i].is_some())
             .collect();
@@ -518,7 +503,7 @@ impl Symbolizer {
                 syms => syms,
             };
             for (&i, sym) in batch.iter().zip(syms.iter().flatten()) {
-                out[i] = named_sym(sym, SymKind::User);
+                out[i] = named_sym(sym, FrameKind::User);
             }
         }
     }
@@ -527,7 +512,7 @@ impl Symbolizer {
         let unknown = |off: u64| {
             Named::unknown(
                 format!("[vdso]+{off:#x}"),
-                SymKind::User,
+                FrameKind::User,
                 UnresolvedReason::NoSymbols {
                     module: "[vdso]".into(),
                 },
@@ -553,7 +538,7 @@ impl Symbolizer {
             .iter()
             .enumerate()
             .map(
-                |(i, &off)| match syms.get(i).and_then(|s| named_sym(s, SymKind::User)) {
+                |(i, &off)| match syms.get(i).and_then(|s| named_sym(s, FrameKind::User)) {
                     Some(frames) => in_vdso(Named::known(frames)),
                     None => in_vdso(unknown(off)),
                 },
@@ -562,7 +547,7 @@ impl Symbolizer {
     }
 }
 
-fn named_sym(sym: &Symbolized<'_>, kind: SymKind) -> Option<Vec<(String, SymKind)>> {
+fn named_sym(sym: &Symbolized<'_>, kind: FrameKind) -> Option<Vec<(String, FrameKind)>> {
     match sym {
         Symbolized::Sym(sym) if !sym.name.is_empty() => Some(sym_frames(sym, kind)),
         _ => None,
@@ -571,10 +556,10 @@ fn named_sym(sym: &Symbolized<'_>, kind: SymKind) -> Option<Vec<(String, SymKind
 
 /// The frames for one address, root first: the function, then the
 /// functions inlined into it at that address.
-fn sym_frames(sym: &Sym<'_>, kind: SymKind) -> Vec<(String, SymKind)> {
+fn sym_frames(sym: &Sym<'_>, kind: FrameKind) -> Vec<(String, FrameKind)> {
     let inline_kind = match kind {
-        SymKind::Kernel => SymKind::Kernel,
-        _ => SymKind::Inlined,
+        FrameKind::Kernel => FrameKind::Kernel,
+        _ => FrameKind::Inlined,
     };
     std::iter::once((sym.name.to_string(), kind))
         .chain(sym.inlined.iter().map(|f| (f.name.to_string(), inline_kind)))

@@ -12,8 +12,8 @@
 
 use std::fs::File;
 
-use super::SymKind;
 use crate::procs::elf::{self, ElfInfo};
+use crate::procs::frame_kind::FrameKind;
 
 use object::elf::{R_X86_64_GLOB_DAT, R_X86_64_IRELATIVE, R_X86_64_JUMP_SLOT};
 use object::read::elf::{ElfFile64, SectionHeader};
@@ -29,7 +29,7 @@ const STUB: usize = 16;
 
 /// Names the entries of `out` still unnamed whose file offsets (of
 /// `offsets`, in `file`, laid out as `elf` says) lie in a stub.
-pub(super) fn fill_stubs(elf: &ElfInfo, file: &File, offsets: &[u64], out: &mut [Option<Vec<(String, SymKind)>>]) {
+pub(super) fn fill_stubs(elf: &ElfInfo, file: &File, offsets: &[u64], out: &mut [Option<Vec<(String, FrameKind)>>]) {
     if out.iter().all(Option::is_some) {
         return;
     }
@@ -40,7 +40,7 @@ pub(super) fn fill_stubs(elf: &ElfInfo, file: &File, offsets: &[u64], out: &mut 
         .collect();
     for (slot, name) in out.iter_mut().zip(plt_names(file, &virt)) {
         if let Some(name) = name {
-            *slot = Some(vec![(name, SymKind::User)]);
+            *slot = Some(vec![(name, FrameKind::User)]);
         }
     }
 }

@@ -32,6 +32,7 @@ pub use names::MethodInfo;
 pub use word::{blob_at, word_blob};
 
 use crate::procs::elf::load_bias;
+use crate::procs::frame_kind::FrameKind;
 use crate::procs::mem::Mem;
 use layout::{find_name_nmethod, read_live, Offsets};
 use methods::{Method, Methods};
@@ -50,26 +51,17 @@ impl fmt::Display for Unsupported {
     }
 }
 
-/// What a Java frame is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum FrameKind {
-    Interpreted,
-    /// Compiled by C1 (tiers 1 to 3).
-    C1,
-    /// Compiled by C2, or a tier not known.
-    Compiled,
-    /// Inlined into the frame before it.
-    Inlined,
-    /// Not Java code: a stub, an adapter, the interpreter's own code.
-    Stub,
-    /// A native method's frame (its wrapper nmethod, or the interpreter's).
-    Native,
-}
-
 /// One Java frame of a word.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Frame {
     pub name: String,
+    /// [`FrameKind::Interpreted`]; [`FrameKind::C1`] compiled by C1 (tiers
+    /// 1 to 3); [`FrameKind::Jit`] compiled by C2 or of a tier not known,
+    /// or a native method's frame (its wrapper nmethod, or the
+    /// interpreter's); [`FrameKind::Inlined`] into the frame before it;
+    /// [`FrameKind::User`] not Java code (a stub, an adapter, the
+    /// interpreter's own code: the JVM's generated code, named as its
+    /// native code is).
     pub kind: FrameKind,
     pub line: Option<u32>,
 }
@@ -390,8 +382,9 @@ impl Jvm {
         match word::decode(word).ok_or(Unnamed::BadWord)? {
             Word::Interpreted { method, bci } => {
                 let m = self.methods.named(method)?;
+                // A native method's frame is JIT code, as its wrapper's is.
                 let kind = if m.native {
-                    FrameKind::Native
+                    FrameKind::Jit
                 } else {
                     FrameKind::Interpreted
                 };
@@ -404,13 +397,14 @@ impl Jvm {
             } => {
                 let blob = blob_at(&self.live().ok_or(Unnamed::NotReady)?, seg);
                 if let Some(m) = self.natives.get(&blob) {
-                    return Ok(vec![self.frame(m, FrameKind::Native, None)]);
+                    return Ok(vec![self.frame(m, FrameKind::Jit, None)]);
                 }
                 let name = self.stubs.get(&blob).ok_or(Unnamed::NotAnnounced)?;
                 let name = name.as_ref().ok_or(Unnamed::Unreadable)?;
+                // The JVM's own generated code, named as its native code is.
                 Ok(vec![Frame {
                     name: name.clone(),
-                    kind: FrameKind::Stub,
+                    kind: FrameKind::User,
                     line: None,
                 }])
             }
@@ -439,10 +433,11 @@ impl Jvm {
     /// leaves the whole word unnamed: a caller without its callee would be
     /// a wrong stack.
     fn nmethod_frames(&self, nm: &Nmethod, off: u32) -> Result<Vec<Frame>, Unnamed> {
+        // C1's tiers 1 to 3; C2, a tier not known, or a native method's
+        // wrapper: JIT code.
         let outer_kind = |m: &MethodInfo| match nm.level {
-            _ if m.native => FrameKind::Native,
-            Some(1..=3) => FrameKind::C1,
-            _ => FrameKind::Compiled,
+            Some(1..=3) if !m.native => FrameKind::C1,
+            _ => FrameKind::Jit,
         };
         let chain = (off != word::OFF_MAX && off as u64 >= nm.code_off)
             .then(|| pc_desc_for(&nm.pcs, (off as u64 - nm.code_off) as i32))

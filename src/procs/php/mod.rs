@@ -9,12 +9,12 @@
 //! function's type and its strings' types are checked, lengths capped,
 //! text decoded lossily.
 
-use std::collections::HashMap;
 use std::fs::File;
 
 use object::{Object, ObjectSymbol, ObjectSymbolTable};
 
 use crate::procs::elf::load_bias;
+use crate::procs::lookup::{Lookup, Reason};
 use crate::procs::mem::Mem;
 
 /// Offsets into the structures of one PHP version (NTS, x86_64).
@@ -190,11 +190,15 @@ pub enum Unnamed {
     NotFunction,
 }
 
+impl Reason for Unnamed {
+    const GONE: Self = Unnamed::Gone;
+}
+
 /// The functions of one PHP process, read as they are met.
 pub struct Reader {
     mem: Option<Mem>,
     layout: Layout,
-    functions: HashMap<u64, Result<Function, Unnamed>>,
+    functions: Lookup<u64, Function, Unnamed>,
 }
 
 impl Reader {
@@ -202,13 +206,13 @@ impl Reader {
         Reader {
             mem: Mem::open(pid).ok(),
             layout,
-            functions: HashMap::new(),
+            functions: Lookup::new(),
         }
     }
 
     /// Reads an announced function, once.
     pub fn read(&mut self, addr: u64) {
-        if !self.functions.contains_key(&addr) {
+        if self.functions.unread(&addr) {
             let f = match self.mem.as_ref() {
                 None => Err(Unnamed::Gone),
                 Some(mem) => read_function(mem, &self.layout, addr).ok_or(if mem.u8(addr).is_some() {
@@ -217,16 +221,12 @@ impl Reader {
                     Unnamed::Gone
                 }),
             };
-            self.functions.insert(addr, f);
+            self.functions.keep(addr, f);
         }
     }
 
     pub fn function(&self, addr: u64) -> Result<&Function, Unnamed> {
-        match self.functions.get(&addr) {
-            Some(Ok(f)) => Ok(f),
-            Some(Err(e)) => Err(*e),
-            None => Err(Unnamed::Gone),
-        }
+        self.functions.get(&addr)
     }
 }
 

@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 
 use super::{Interpreter, LineTable};
+use crate::procs::lookup::{Lookup, Reason};
 
 /// What a code object says about itself.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -27,6 +28,10 @@ pub enum Unnamed {
     /// The address did not hold a code object (freed and reused, or the
     /// interpreter's layout is not what fgbpf expected).
     NotCode,
+}
+
+impl Reason for Unnamed {
+    const GONE: Self = Unnamed::Gone;
 }
 
 /// Longest name, file name or line table read.
@@ -58,7 +63,7 @@ fn read_u64(pid: u32, addr: u64) -> Option<u64> {
 pub struct CodeReader {
     pid: u32,
     interp: Interpreter,
-    codes: HashMap<u64, Result<Code, Unnamed>>,
+    codes: Lookup<u64, Code, Unnamed>,
     /// Type objects seen, and whether each is `code`.
     types: HashMap<u64, bool>,
 }
@@ -68,7 +73,7 @@ impl CodeReader {
         CodeReader {
             pid,
             interp,
-            codes: HashMap::new(),
+            codes: Lookup::new(),
             types: HashMap::new(),
         }
     }
@@ -79,19 +84,15 @@ impl CodeReader {
 
     /// Reads the code object at `addr` unless it was read already.
     pub fn read(&mut self, addr: u64) {
-        if !self.codes.contains_key(&addr) {
+        if self.codes.unread(&addr) {
             let code = self.read_code(addr);
-            self.codes.insert(addr, code);
+            self.codes.keep(addr, code);
         }
     }
 
     /// The code object at `addr`, as read (the process may be gone).
     pub fn get(&self, addr: u64) -> Result<&Code, Unnamed> {
-        match self.codes.get(&addr) {
-            Some(Ok(c)) => Ok(c),
-            Some(Err(e)) => Err(*e),
-            None => Err(Unnamed::Gone),
-        }
+        self.codes.get(&addr)
     }
 
     fn read_code(&mut self, addr: u64) -> Result<Code, Unnamed> {

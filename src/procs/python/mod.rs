@@ -17,9 +17,10 @@ use object::{Object, ObjectSymbol};
 use crate::procs::elf::load_bias;
 
 /// How an interpreter's frames chain and where each records its
-/// instruction (the BPF side's enum fg_py_kind).
+/// instruction (the BPF side's enum fg_py_kind): a version's layout, not
+/// what kind of code a frame is (that is [`crate::procs::frame_kind`]'s).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FrameKind {
+pub enum FrameChain {
     /// 3.8-3.10: PyFrameObject, one evaluator call per frame.
     FrameObject = 1,
     /// 3.11: _PyInterpreterFrame, entry frames flagged.
@@ -42,7 +43,7 @@ pub enum LineTable {
 /// Offsets into the structures of one CPython version.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
-    pub kind: FrameKind,
+    pub kind: FrameChain,
     pub interp_head: u16,
     pub threads_head: u16,
     pub ts_next: u16,
@@ -70,7 +71,7 @@ pub struct Layout {
 }
 
 const LAYOUT_38: Layout = Layout {
-    kind: FrameKind::FrameObject,
+    kind: FrameChain::FrameObject,
     interp_head: 32,
     threads_head: 8,
     ts_next: 8,
@@ -99,7 +100,7 @@ const LAYOUT_310: Layout = Layout {
 };
 
 const LAYOUT_311: Layout = Layout {
-    kind: FrameKind::EntryFlag,
+    kind: FrameChain::EntryFlag,
     interp_head: 40,
     threads_head: 16,
     ts_next: 8,
@@ -122,7 +123,7 @@ const LAYOUT_311: Layout = Layout {
 };
 
 const LAYOUT_312: Layout = Layout {
-    kind: FrameKind::Shim,
+    kind: FrameChain::Shim,
     threads_head: 72,
     ts_thread_id: 136,
     cframe_frame: Some(0),

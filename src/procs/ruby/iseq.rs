@@ -13,6 +13,7 @@ mod class;
 use std::collections::HashMap;
 
 use super::Layout;
+use crate::procs::lookup::{Lookup, Reason};
 use crate::procs::mem::Mem;
 
 /// Ruby's object types (RBasic flags & T_MASK) and imemo kinds.
@@ -137,6 +138,10 @@ pub enum Unnamed {
     CMethod,
 }
 
+impl Reason for Unnamed {
+    const GONE: Self = Unnamed::Gone;
+}
+
 /// symbol.c: ids are kept in chunks of 512, two VALUEs each (the name's
 /// String, its Symbol); ids above the operators' (tLAST_OP_ID) carry
 /// their serial above 4 scope bits.
@@ -153,8 +158,8 @@ pub struct Reader {
     /// there when first needed: its `ids` Array and last serial.
     data: (u64, u64),
     symbols: Option<Option<(u64, u64)>>,
-    iseqs: HashMap<u64, Result<Iseq, Unnamed>>,
-    methods: HashMap<u64, Result<String, Unnamed>>,
+    iseqs: Lookup<u64, Iseq, Unnamed>,
+    methods: Lookup<u64, String, Unnamed>,
     /// A method's iseq's qualified name (`Worker#run`), from the method
     /// entry the walker saw its frame run.
     qualified: HashMap<u64, String>,
@@ -167,8 +172,8 @@ impl Reader {
             layout,
             data,
             symbols: None,
-            iseqs: HashMap::new(),
-            methods: HashMap::new(),
+            iseqs: Lookup::new(),
+            methods: Lookup::new(),
             qualified: HashMap::new(),
         }
     }
@@ -208,36 +213,25 @@ impl Reader {
     /// entry), once.
     pub fn read(&mut self, addr: u64, cfunc: bool) {
         if cfunc {
-            if !self.methods.contains_key(&addr) {
+            if self.methods.unread(&addr) {
                 let m = self.read_method(addr);
-                self.methods.insert(addr, m);
+                self.methods.keep(addr, m);
             }
-        } else if !self.iseqs.contains_key(&addr) {
+        } else if self.iseqs.unread(&addr) {
             let i = self.read_iseq(addr).ok_or(Unnamed::NotIseq);
             // A read that failed because the process is gone may succeed
             // for no one: keep it as gone.
-            let i = match (i, self.alive()) {
-                (Err(_), false) => Err(Unnamed::Gone),
-                (i, _) => i,
-            };
-            self.iseqs.insert(addr, i);
+            let alive = self.alive();
+            self.iseqs.keep_unless_gone(addr, i, alive);
         }
     }
 
     pub fn iseq(&self, addr: u64) -> Result<&Iseq, Unnamed> {
-        match self.iseqs.get(&addr) {
-            Some(Ok(i)) => Ok(i),
-            Some(Err(e)) => Err(*e),
-            None => Err(Unnamed::Gone),
-        }
+        self.iseqs.get(&addr)
     }
 
     pub fn method(&self, addr: u64) -> Result<&str, Unnamed> {
-        match self.methods.get(&addr) {
-            Some(Ok(m)) => Ok(m),
-            Some(Err(e)) => Err(*e),
-            None => Err(Unnamed::Gone),
-        }
+        self.methods.get(&addr).map(String::as_str)
     }
 
     fn alive(&self) -> bool {
@@ -513,10 +507,10 @@ mod tests {
             index: Vec::new(),
         };
         let mut r = Reader::new(0, super::super::LAYOUT_31, (0, 0));
-        r.iseqs.insert(0x10, Ok(iseq("run", "run", 0x10)));
-        r.iseqs.insert(0x20, Ok(iseq("block (2 levels) in run", "run", 0x10)));
-        r.iseqs.insert(0x30, Ok(iseq("block in other", "other", 0x10)));
-        r.iseqs.insert(0x40, Ok(iseq("helper", "helper", 0x40)));
+        r.iseqs.keep(0x10, Ok(iseq("run", "run", 0x10)));
+        r.iseqs.keep(0x20, Ok(iseq("block (2 levels) in run", "run", 0x10)));
+        r.iseqs.keep(0x30, Ok(iseq("block in other", "other", 0x10)));
+        r.iseqs.keep(0x40, Ok(iseq("helper", "helper", 0x40)));
         r.qualified.insert(0x10, "Jobs::Worker#run".into());
         assert_eq!(r.label(0x10).unwrap(), "Jobs::Worker#run");
         assert_eq!(r.label(0x20).unwrap(), "block (2 levels) in Jobs::Worker#run");
