@@ -13,7 +13,7 @@ fn main() {
     let vmlinux = PathBuf::from("vmlinux").join(&arch);
     if !vmlinux.join("vmlinux.h").exists() {
         panic!(
-            "no vmlinux/{arch}/vmlinux.h: generate it on a {arch} machine with scripts/gen-vmlinux.sh (see README, 'Other architectures')"
+            "no vmlinux/{arch}/vmlinux.h: generate it on a {arch} machine with scripts/gen-vmlinux.sh (see docs/kernels.md, 'Other architectures')"
         );
     }
     let bpf_arch = match arch.as_str() {

@@ -5,7 +5,7 @@
 #
 #     KERNEL: N passed, M failed (where, how long)
 #
-# then the total wall time. KERNELS.md has the results of a real run.
+# then the total wall time. docs/kernels.md has the results of a real run.
 #
 # Usage: sudo scripts/kernel-matrix.sh [--all | --tests=A,B | --smoke] [KERNEL[:FORCE]...]
 #
@@ -42,7 +42,7 @@
 #   --tests=A,B  these test binaries (tests/A.rs, tests/B.rs) instead;
 #                --tests=none runs only the feature probe
 #   --smoke      tests/kernels.rs only: every capture command on a known
-#                workload, and the fallbacks the README's table names for
+#                workload, and the fallbacks docs/kernels.md's table names for
 #                the kernel (what CI boots: scripts/test.sh)
 #   --debug      the debug build (cargo build; cargo test --no-run), which
 #                scripts/test.sh has built already, instead of --release
@@ -236,7 +236,7 @@ count() {
         END { printf "%d passed, %d failed", p, f }'
 }
 
-# One line per binary for KERNELS.md: name, passed, failed, seconds, and the
+# One line per binary for docs/kernels.md: name, passed, failed, seconds, and the
 # failing tests' names.
 per_binary() {
     local dir=$1 name status secs
@@ -517,7 +517,7 @@ kvm) accel=(-enable-kvm -cpu host) ;;
 # attached sched_switch, and another stalled in the same place: the int3
 # the kernel plants while it patches the tracepoint's jump, left in code
 # the other vCPU had translated (QEMU 7.2's cross-modifying code under
-# MTTCG; KERNELS.md). Real CPUs serialize it.
+# MTTCG; docs/kernels.md). Real CPUs serialize it.
 tcg) accel=(-accel tcg,thread=single -cpu max) ;;
 *) die "KM_ACCEL must be kvm or tcg" ;;
 esac

@@ -87,7 +87,7 @@ logs=("tests=target/test-output.log")
 # under the capture tests that exercise them: off-CPU, wakers, on-CPU, the
 # unwinding of plain gcc -O2 builds and distribution binaries, and every
 # capture command (tests/kernels.rs), built above already. Then the
-# kernels CI boots (README, "Kernels booted"): Debian 11's 5.10 and
+# kernels CI boots (docs/kernels.md, "Kernels booted"): Debian 11's 5.10 and
 # Debian 12's 6.1, each in an emulated guest running tests/kernels.rs
 # (scripts/kernel-matrix.sh --smoke), with the debug build made above.
 # Both skipped when arguments select other tests.
@@ -100,7 +100,7 @@ if [ "$#" -eq 0 ]; then
     logs+=("fallback rerun (FGBPF_FORCE_FALLBACK=all)=target/test-fallback.log")
     echo "test: booting kernels: debian-5.10 debian-6.1 (scripts/kernel-matrix.sh --smoke --debug)" >&2
     # A guest that hangs (an emulated guest's stuck timer was seen once in
-    # ~30 boots: KERNELS.md) fails here in minutes, not at CI's limit: a smoke
+    # ~30 boots: docs/kernels.md) fails here in minutes, not at CI's limit: a smoke
     # guest takes ~1.5 min on this machine.
     KM_GUEST_TIMEOUT=${KM_GUEST_TIMEOUT:-600} KM_TEST_TIMEOUT=${KM_TEST_TIMEOUT:-420} \
         scripts/kernel-matrix.sh --smoke --debug debian-5.10 debian-6.1 2>&1 | tee target/test-kernels.log

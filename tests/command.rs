@@ -335,6 +335,9 @@ fn completions_man_page_and_help_come_from_the_parser() {
     let out = run(fgbpf().arg("man"));
     assert_ok(&out);
     assert!(String::from_utf8_lossy(&out.stdout).contains(".TH fgbpf 1"));
+    let out = run(fgbpf().arg("--help"));
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("on-CPU and off-CPU profiler") && help.contains("flight"), "fgbpf --help says what fgbpf is:\n{help}");
     for (cmd, says) in [("diff", "The baseline"), ("convert", "The profile to convert"), ("oncpu", "1 to 10000")] {
         let out = run(fgbpf().args([cmd, "--help"]));
         assert!(String::from_utf8_lossy(&out.stdout).contains(says), "{cmd} --help lacks {says:?}");

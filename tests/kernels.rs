@@ -3,7 +3,7 @@
 //! host): every capture command loads on this kernel, records a program
 //! built the way users build (`gcc -O2`, no frame pointers) and writes its
 //! files, with its stacks whole, and the kernel fallbacks fgbpf takes are
-//! the ones README's table of booted kernels names for it. Bounds are on
+//! the ones docs/kernels.md's table of booted kernels names for it. Bounds are on
 //! what the workload does, not on timing: an emulated guest is 5-10 times
 //! slower, so windows are long enough for a few hundred samples there too.
 
@@ -19,7 +19,7 @@ type Stacks = Vec<(Vec<String>, u64)>;
 
 /// The matrix's name for this kernel (`FGBPF_KERNEL_NAME`, set in its
 /// guests), `host` when run outside it, with `:WORDS` when fallbacks are
-/// forced: the row of README's table this run is held to.
+/// forced: the row of docs/kernels.md's table this run is held to.
 fn kernel_row() -> String {
     let name = std::env::var("FGBPF_KERNEL_NAME").unwrap_or_else(|_| "host".to_string());
     match std::env::var("FGBPF_FORCE_FALLBACK") {
@@ -28,17 +28,17 @@ fn kernel_row() -> String {
     }
 }
 
-/// The fallback words README's "Kernels booted" table gives `row`.
-fn readme_words(row: &str) -> Vec<String> {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
-    let table = readme
+/// The fallback words docs/kernels.md's "Kernels booted" table gives `row`.
+fn table_words(row: &str) -> Vec<String> {
+    let page = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/kernels.md")).unwrap();
+    let table = page
         .split("<!-- kernels booted -->")
         .nth(1)
-        .expect("README.md has a table of booted kernels between <!-- kernels booted --> marks");
+        .expect("docs/kernels.md has a table of booted kernels between <!-- kernels booted --> marks");
     let line = table
         .lines()
         .find(|l| l.starts_with(&format!("| `{row}` |")))
-        .unwrap_or_else(|| panic!("README's table of booted kernels has no row for `{row}`: add one"));
+        .unwrap_or_else(|| panic!("docs/kernels.md's table of booted kernels has no row for `{row}`: add one"));
     let cells: Vec<&str> = line.split('|').map(str::trim).collect();
     // | name | booted | result | fallbacks |
     let words = cells.get(4).expect("a fallbacks column");
@@ -66,15 +66,15 @@ fn json_words(stdout: &[u8]) -> Vec<String> {
 }
 
 /// report.txt in `dir` names the fallbacks taken, one line each, when
-/// README's row for this kernel has any.
+/// docs/kernels.md's row for this kernel has any.
 fn report_names_the_fallbacks(dir: &Path) {
-    let want = readme_words(&kernel_row());
+    let want = table_words(&kernel_row());
     let report = std::fs::read_to_string(dir.join("report.txt")).unwrap();
     let listed = report
         .split("\nKernel fallbacks\n")
         .nth(1)
         .map_or(0, |rest| rest.lines().take_while(|l| l.starts_with("  ")).count());
-    assert_eq!(listed, want.len(), "report.txt's Kernel fallbacks against README's {want:?}:\n{report}");
+    assert_eq!(listed, want.len(), "report.txt's Kernel fallbacks against docs/kernels.md's {want:?}:\n{report}");
 }
 
 /// `plain-O2 split`: 50/30/20 between work_fifty, work_thirty and
@@ -109,8 +109,8 @@ fn oncpu_of_a_pid_walks_a_gcc_o2_program_whole_and_names_the_fallbacks() {
     }
     check_split(&read_folded(&dir.join("oncpu.folded")), "oncpu -p");
     let row = kernel_row();
-    let want = readme_words(&row);
-    assert_eq!(json_words(&out.stdout), want, "the fallbacks taken on `{row}` against README's table");
+    let want = table_words(&row);
+    assert_eq!(json_words(&out.stdout), want, "the fallbacks taken on `{row}` against docs/kernels.md's table");
     report_names_the_fallbacks(&dir);
 }
 

@@ -158,7 +158,7 @@ fn min_and_max_block_exclude_what_they_should() {
     // others, and each capture holds waits it kept (an empty one would
     // pass every "dropped" check).
     // A wait begun before a capture is not filtered (its length is not
-    // known: README, "Off-CPU states"), and since a6baf8f it is drawn
+    // known: docs/outputs.md, "Off-CPU states"), and since a6baf8f it is drawn
     // with the user stack it waits in, under [blocked before capture]:
     // one sleep_phase or long_nap sleep under way at the start, in about
     // half of the runs (3 of 6 here), which the checks below leave out

@@ -351,7 +351,7 @@ fn a_short_system_wide_capture_stays_within_the_memory_ceiling() {
         .and_then(|r| r.split(' ').next())
         .and_then(|v| v.parse().ok())
         .unwrap();
-    // The ceiling stated in the README, with default map sizes.
+    // The ceiling stated in docs/safety.md, with default map sizes.
     assert!(mb < 512.0, "{mb} MB peak");
 }
 

@@ -33,7 +33,7 @@ import kernel_paths  # noqa: E402
 import slices as slices_cost  # noqa: E402
 import side_by_side  # noqa: E402
 import wall_sums  # noqa: E402
-from sections import keep_sections, replace_section, wakers_section  # noqa: E402
+from sections import in_order, keep_sections, replace_section, wakers_section  # noqa: E402
 from measures import bpf_progs, log, own_use, proc_cpu, timed  # noqa: E402
 FGBPF = ROOT / "target" / "release" / "fgbpf"
 CFLAGS = ["-O1", "-g", "-fno-omit-frame-pointer", "-mno-omit-leaf-frame-pointer", "-pthread"]
@@ -497,7 +497,7 @@ def write_report(path, args, results):
     if analysis.exists():
         L.append(analysis.read_text())
     old = path.read_text() if path.exists() else ""
-    path.write_text(keep_sections(old, "\n".join(L) + "\n"))
+    path.write_text(in_order(keep_sections(old, "\n".join(L) + "\n")))
 
 
 def startup_section(st_fg, st_attach, st_bt):

@@ -2,6 +2,7 @@
 --only ...`): replacing one in place, keeping those a full run does not
 measure (soaks, the --only ones), and the wakers' table."""
 
+import re
 import statistics
 
 from measures import log
@@ -22,6 +23,52 @@ def sections(text):
     for a, b in zip(starts, starts[1:] + [len(text)]):
         out.append((text[a:text.index("\n", a)] if "\n" in text[a:] else text[a:], text[a:b]))
     return out
+
+
+CONTENTS = ("<!-- contents -->", "<!-- /contents -->")
+LAST = "## Against the targets"
+
+
+def number(heading):
+    """The number of a `## N. Title` heading, None for the others."""
+    head = heading[3:].split(" ", 1)[0]
+    return int(head.rstrip(".")) if head.rstrip(".").isdigit() else None
+
+
+def anchor(title, seen):
+    """GitHub's anchor for a heading's title: lower case, punctuation
+    dropped, spaces made hyphens, `-1`, `-2`... on a repeat."""
+    slug = re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-")
+    n = seen.get(slug, 0)
+    seen[slug] = n + 1
+    return slug if n == 0 else f"{slug}-{n}"
+
+
+def in_order(text):
+    """A whole BENCHMARKS.md with its `## ` sections in order: the numbered
+    ones by number (so that citations by number find them in sequence),
+    then the others (the soaks) in the order they came, "## Against the
+    targets" last; and a contents list, made anew, after the lines that
+    open the file."""
+    parts = sections(text)
+    first = text.index(parts[0][1]) if parts else len(text)
+    head = text[:first]
+    if CONTENTS[0] in head and CONTENTS[1] in head:
+        a, b = head.index(CONTENTS[0]), head.index(CONTENTS[1]) + len(CONTENTS[1])
+        head = head[:a] + head[b:]
+    head = head.rstrip("\n") + "\n\n"
+    numbered = sorted((p for p in parts if number(p[0]) is not None), key=lambda p: number(p[0]))
+    others = [p for p in parts if number(p[0]) is None and not p[0].startswith(LAST)]
+    last = [p for p in parts if p[0].startswith(LAST)]
+    ordered = numbered + others + last
+    seen = {}
+    toc = [CONTENTS[0], "Contents:", ""]
+    for h, _ in ordered:
+        title = h[3:].strip()
+        toc.append(f"- [{title}](#{anchor(title, seen)})")
+    toc += ["", CONTENTS[1], ""]
+    body = "".join(t.rstrip("\n") + "\n\n" for _, t in ordered)
+    return (head + "\n".join(toc) + "\n" + body).rstrip("\n") + "\n"
 
 
 def keep_sections(old, new):
@@ -66,7 +113,8 @@ def wakers_section(times, switches):
 
 def replace_section(heading, section):
     """Puts `section` in BENCHMARKS.md in place of the one under `heading`,
-    or before "## Against the targets" when there is none."""
+    or before "## Against the targets" when there is none; the file then
+    put in order (`in_order`)."""
     path = ROOT / "BENCHMARKS.md"
     text = path.read_text()
     if heading in text:
@@ -78,5 +126,5 @@ def replace_section(heading, section):
         start = end = text.index("## 1.")
     else:
         start = end = text.index("## Against the targets") if "## Against the targets" in text else len(text)
-    path.write_text(text[:start] + section + "\n" + text[end:])
+    path.write_text(in_order(text[:start] + section + "\n" + text[end:]))
     log(f"rewrote {heading} in {path}")

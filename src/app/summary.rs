@@ -120,7 +120,7 @@ struct Json<'a> {
     /// The kernel fallbacks taken (FGBPF_FORCE_FALLBACK, or features the
     /// kernel lacks), one sentence each; empty when none.
     kernel_fallbacks: &'a [String],
-    /// The same, one word each (README, "Supported kernels").
+    /// The same, one word each (docs/kernels.md, "Supported kernels").
     kernel_fallback_words: &'a [&'static str],
     /// The window recorded, [start, end] on CLOCK_MONOTONIC in
     /// nanoseconds, to line the capture up with other accounts of the same

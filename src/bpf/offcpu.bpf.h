@@ -635,7 +635,7 @@ static __always_inline void begin_run(struct fg_start *start, struct task_struct
 
 /* At switch-in, an entry still held running: the switch-out that ended
  * its run was not reported (perf's record of the same tracepoint misses
- * it too: KERNELS.md). The time since the entry's switch-in is split by
+ * it too: docs/kernels.md). The time since the entry's switch-in is split by
  * the scheduler's own counters, as /proc/TID/schedstat reports them: what
  * it ran (se.sum_exec_runtime), what it waited on a run-queue
  * (sched_info.run_delay, plus the queueing that ends now, from

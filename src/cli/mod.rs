@@ -20,7 +20,7 @@ pub const MAX_FREQUENCY: u64 = 10_000;
 #[command(
     name = "fgbpf",
     version,
-    about = "eBPF profiler: on-CPU flamegraphs from kernel-aggregated stack samples",
+    about = "eBPF on-CPU and off-CPU profiler for live Linux servers: oncpu, offcpu, wall, a live top, a flight recorder; native and runtime stacks (Python, Ruby, PHP, Java, Node.js, Go)",
     after_help = "Examples:\n  sudo fgbpf oncpu -p 1234 -d 30     profile a running process for 30 s\n  sudo fgbpf oncpu -- ./server       profile a command from its first instruction\n  sudo fgbpf demo                    profile the built-in demo into ./fgbpf-demo/"
 )]
 pub struct Cli {

@@ -268,7 +268,7 @@ impl Paths {
     /// words of [`FORCE_ENV`] for those it can force, `no-task-stack`,
     /// `no-task-iter` and
     /// `btf-file` for the others. For scripts (`--json`'s
-    /// `kernel_fallback_words`) and the README's table of kernels, which
+    /// `kernel_fallback_words`) and docs/kernels.md's table of kernels, which
     /// tests/kernels.rs holds the booted kernels to.
     pub fn words(&self) -> Vec<&'static str> {
         let mut out = Vec::new();
@@ -442,7 +442,7 @@ fn load_btf_at(btf_file: Option<&Path>, kernel: &Path) -> Result<Btf<'static>, S
         let shown = kernel.display();
         if !kernel.exists() {
             return Err(format!(
-                "this kernel exposes no BTF ({shown} is missing, no CONFIG_DEBUG_INFO_BTF): give fgbpf one with --btf FILE (BTFHub has files for most distribution kernels; see README, 'Supported kernels')"
+                "this kernel exposes no BTF ({shown} is missing, no CONFIG_DEBUG_INFO_BTF): give fgbpf one with --btf FILE (BTFHub has files for most distribution kernels; see docs/kernels.md, 'Supported kernels')"
             ));
         }
         return Btf::from_path(kernel).map_err(|e| format!("reading the kernel's BTF ({shown}): {e}"));

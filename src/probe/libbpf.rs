@@ -62,7 +62,7 @@ pub(crate) fn bpf_error(step: &str, err: libbpf_rs::Error) -> CaptureError {
             " (run as root, or grant CAP_BPF and CAP_PERFMON)"
         }
         libbpf_rs::ErrorKind::NotFound => {
-            " (the kernel lacks a needed BPF feature or tracepoint; see README, 'Requirements')"
+            " (the kernel lacks a needed BPF feature or tracepoint; see docs/kernels.md, 'Supported kernels')"
         }
         _ => "",
     };

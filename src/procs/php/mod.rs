@@ -73,7 +73,7 @@ pub fn layout(version: (u32, u32)) -> Option<Layout> {
     }
 }
 
-/// The versions fgbpf reads, for messages and the README.
+/// The versions fgbpf reads, for messages and docs/runtimes/php.md.
 pub const SUPPORTED: &str = "8.2";
 
 /// A PHP interpreter found in a process.

@@ -159,7 +159,7 @@ pub fn layout(minor: u32) -> Option<Layout> {
     }
 }
 
-/// The versions fgbpf reads, for messages and the README.
+/// The versions fgbpf reads, for messages and docs/runtimes/python.md.
 pub const SUPPORTED: &str = "3.8 to 3.13";
 
 /// A CPython interpreter found in a process.

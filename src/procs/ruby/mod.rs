@@ -87,7 +87,7 @@ pub fn layout(version: (u32, u32)) -> Option<Layout> {
     }
 }
 
-/// The versions fgbpf reads, for messages and the README.
+/// The versions fgbpf reads, for messages and docs/runtimes/ruby.md.
 pub const SUPPORTED: &str = "3.1";
 
 /// A Ruby VM found in a process.
