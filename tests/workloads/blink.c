@@ -3,8 +3,10 @@
  * millisecond of CPU in blink_burn and exits: each process lives about as
  * long as its exec and its loader take, gone before a profiler that reads
  * /proc could read it. The spawner prints how many it ran and their CPU
- * time (the kernel's account: its children's utime and stime).
- * Usage: blink spawn N | blink burn */
+ * time (the kernel's account: its children's utime and stime). With
+ * PAUSE_MS, the spawner waits that long before the first child, as a
+ * server starts before it forks its workers.
+ * Usage: blink spawn N [PAUSE_MS] | blink burn */
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,8 +70,14 @@ int main(int argc, char **argv)
 		if (len <= 0)
 			return 2;
 		self[len] = 0;
+		if (argc > 3) {
+			unsigned long ms = strtoul(argv[3], NULL, 10);
+			struct timespec pause = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+
+			nanosleep(&pause, NULL);
+		}
 		return spawn(self, strtoul(argv[2], NULL, 10));
 	}
-	fprintf(stderr, "usage: blink spawn N | blink burn\n");
+	fprintf(stderr, "usage: blink spawn N [PAUSE_MS] | blink burn\n");
 	return 2;
 }
