@@ -10,7 +10,7 @@
 mod common;
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 use common::*;
@@ -160,10 +160,7 @@ impl Drop for Nginx {
 /// nginx as Debian ships it (scripts/fetch-nginx.sh), a master and one
 /// worker on a loopback port, its files under `dir`.
 fn nginx_master(dir: &Path) -> Command {
-    let consumers = std::env::var_os("FGBPF_CONSUMERS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/consumers"));
-    let bin = consumers.join("nginx/nginx");
+    let bin = consumers_dir().join("nginx/nginx");
     assert!(bin.exists(), "{} is missing: scripts/fetch-nginx.sh fetches it (scripts/test.sh runs it)", bin.display());
     std::fs::create_dir_all(dir).unwrap();
     let d = dir.display();

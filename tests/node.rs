@@ -38,10 +38,7 @@ fn node_22() -> PathBuf {
 
 /// nodejs.org's build of Node.js `major`, as scripts/fetch-node.sh keeps it.
 fn official_node(major: u32) -> PathBuf {
-    let consumers = std::env::var_os("FGBPF_CONSUMERS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(ROOT).join("target/consumers"));
-    let bin = consumers.join(format!("node{major}/bin/node"));
+    let bin = consumers_dir().join(format!("node{major}/bin/node"));
     assert!(bin.exists(), "{} is missing: scripts/fetch-node.sh fetches it (scripts/test.sh runs it)", bin.display());
     bin
 }
@@ -51,10 +48,7 @@ fn which(node: &Path) -> PathBuf {
     if node.components().count() > 1 {
         return node.to_path_buf();
     }
-    std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
-        .map(|d| d.join(node))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| panic!("{} is not on PATH", node.display()))
+    on_path(&node.to_string_lossy()).unwrap_or_else(|| panic!("{} is not on PATH", node.display()))
 }
 
 /// [`start`] with the `node` binary given.

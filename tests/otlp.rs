@@ -18,10 +18,7 @@ use common::*;
 const NEEDS_RECEIVER: &str = "the OTLP receiver is not installed: run scripts/test.sh (scripts/fetch-otlp-receiver.sh)";
 
 fn receiver_python() -> PathBuf {
-    let consumers = std::env::var_os("FGBPF_CONSUMERS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/consumers"));
-    let python = consumers.join("otlp/bin/python");
+    let python = consumers_dir().join("otlp/bin/python");
     assert!(python.is_file(), "{NEEDS_RECEIVER}");
     python
 }

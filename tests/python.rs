@@ -21,19 +21,11 @@ fn script(name: &str) -> PathBuf {
 
 /// py-spy from scripts/test.sh (target/consumers/py-spy), else on PATH.
 fn py_spy() -> PathBuf {
-    let consumers = std::env::var_os("FGBPF_CONSUMERS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(ROOT).join("target/consumers"));
-    let local = consumers.join("py-spy/py-spy");
+    let local = consumers_dir().join("py-spy/py-spy");
     if local.is_file() {
         return local;
     }
-    let on_path = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join("py-spy"))
-            .find(|p| p.is_file())
-    });
-    on_path.expect("py-spy is not installed: run scripts/test.sh, which fetches it from PyPI")
+    on_path("py-spy").expect("py-spy is not installed: run scripts/test.sh, which fetches it from PyPI")
 }
 
 /// The CPythons 3.8-3.13 pyenv built here, and Debian's: (label, binary).

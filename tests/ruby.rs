@@ -138,10 +138,7 @@ fn a_block_run_by_a_c_method_is_named_under_it() {
 
 /// rbspy (from crates.io; scripts/fetch-rbspy.sh builds it).
 fn rbspy() -> PathBuf {
-    let consumers = std::env::var_os("FGBPF_CONSUMERS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(ROOT).join("target/consumers"));
-    let local = consumers.join("rbspy/rbspy");
+    let local = consumers_dir().join("rbspy/rbspy");
     assert!(local.is_file(), "rbspy is not installed: run scripts/test.sh, which builds it from crates.io");
     local
 }

@@ -13,10 +13,7 @@ use common::*;
 
 /// The Debian 13 root, or a panic saying how to get it.
 fn trixie() -> PathBuf {
-    let consumers = std::env::var_os("FGBPF_CONSUMERS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/consumers"));
-    let root = consumers.join("roots/trixie");
+    let root = consumers_dir().join("roots/trixie");
     assert!(
         root.join(".fgbpf-complete").exists(),
         "{} is missing: scripts/fetch-roots.sh builds it (scripts/test.sh runs it)",

@@ -43,6 +43,19 @@ pub fn fgbpf() -> Command {
     Command::new(env!("CARGO_BIN_EXE_fgbpf"))
 }
 
+/// Where scripts/test.sh keeps the tools and runtimes the tests check
+/// against (FGBPF_CONSUMERS, else target/consumers).
+pub fn consumers_dir() -> PathBuf {
+    std::env::var_os("FGBPF_CONSUMERS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/consumers"))
+}
+
+/// The file `name` is on PATH, if any.
+pub fn on_path(name: &str) -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?).map(|d| d.join(name)).find(|p| p.is_file())
+}
+
 static BUILT: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
 /// Compiles `tests/workloads/NAME.c` once per test run with frame pointers

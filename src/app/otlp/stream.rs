@@ -49,10 +49,8 @@ impl Stream {
     /// leave the stream an interval behind until the end, which would then
     /// send two as one.
     pub fn step(&mut self, recorder: &mut Probe, symbolizer: &mut Symbolizer) {
-        let Some(through) = recorder.drained_through() else { return };
-        while through >= self.sent_through + self.interval {
-            let end = self.sent_through + self.interval;
-            self.send(recorder, symbolizer, end);
+        if let Some(through) = recorder.drained_through() {
+            self.send_whole(recorder, symbolizer, through);
         }
     }
 
@@ -62,10 +60,7 @@ impl Stream {
         recorder.drain_now();
         // Whole intervals first: drains that land just before each
         // interval's end leave the stream one behind all along.
-        while self.sent_through + self.interval <= end {
-            let to = self.sent_through + self.interval;
-            self.send(recorder, symbolizer, to);
-        }
+        self.send_whole(recorder, symbolizer, end);
         if end > self.sent_through {
             self.send(recorder, symbolizer, end);
         }
@@ -76,6 +71,14 @@ impl Stream {
     pub fn close(self) {
         let tally = self.sender.finish(GRACE);
         say_tally(&self.target, &tally);
+    }
+
+    /// Hands over each whole interval that ends by `through`.
+    fn send_whole(&mut self, recorder: &mut Probe, symbolizer: &mut Symbolizer, through: Duration) {
+        while self.sent_through + self.interval <= through {
+            let end = self.sent_through + self.interval;
+            self.send(recorder, symbolizer, end);
+        }
     }
 
     fn send(&mut self, recorder: &mut Probe, symbolizer: &mut Symbolizer, end: Duration) {

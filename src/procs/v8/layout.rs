@@ -136,6 +136,19 @@ pub fn read(data: &[u8]) -> Result<Option<Layout>, String> {
         let v = get(k)?;
         i16::try_from(v).map_err(|_| format!("its V8 metadata has {k} = {v}"))
     };
+    let code_deopt = off("class_Code__deoptimization_data__FixedArray").unwrap_or(NOT_KNOWN);
+    let code_positions = off("class_Code__source_position_table__ByteArray").unwrap_or(NOT_KNOWN);
+    // The Code's fields after its source position table (V8 11), or as
+    // V8 12's metadata gives them.
+    let (code_stream, code_start, code_size) = if code_positions != NOT_KNOWN {
+        (code_positions + 8, code_positions + 16, code_positions + 32)
+    } else {
+        (
+            off("class_Code__instruction_stream__Tagged_InstructionStream_")?,
+            off("class_Code__instruction_start__Address")?,
+            off("class_Code__instruction_size__int")?,
+        )
+    };
     let l = Layout {
         fp_marker: fp("off_fp_context_or_frame_type")?,
         fp_function: fp("off_fp_function")?,
@@ -161,11 +174,11 @@ pub fn read(data: &[u8]) -> Result<Option<Layout>, String> {
         sliced_offset: off("class_SlicedString__offset__SMI")?,
         script_name: off("class_Script__name__Object")?,
         script_source: off("class_Script__source__Object")?,
-        code_deopt: off("class_Code__deoptimization_data__FixedArray").unwrap_or(NOT_KNOWN),
-        code_positions: off("class_Code__source_position_table__ByteArray").unwrap_or(NOT_KNOWN),
-        code_stream: 0,
-        code_start: 0,
-        code_size: 0,
+        code_deopt,
+        code_positions,
+        code_stream,
+        code_start,
+        code_size,
         stream_header: off("class_InstructionStream__instruction_start__uintptr_t").unwrap_or(16),
         type_code: off("type_Code__CODE_TYPE")?,
         // No InstructionStream before V8 11: its code is read without
@@ -185,16 +198,6 @@ pub fn read(data: &[u8]) -> Result<Option<Layout>, String> {
         sliced: off("SlicedStringTag")?,
         thin: off("ThinStringTag")?,
     };
-    // The Code's fields after its source position table (V8 11), or as
-    // V8 12's metadata gives them.
-    let mut l = l;
-    if l.code_positions != NOT_KNOWN {
-        (l.code_stream, l.code_start, l.code_size) = (l.code_positions + 8, l.code_positions + 16, l.code_positions + 32);
-    } else {
-        l.code_stream = off("class_Code__instruction_stream__Tagged_InstructionStream_")?;
-        l.code_start = off("class_Code__instruction_start__Address")?;
-        l.code_size = off("class_Code__instruction_size__int")?;
-    }
     // Pointer compression (4-byte tagged fields) puts the SharedFunctionInfo
     // 4 bytes after the context; fgbpf reads full pointers only.
     let ctx = off("class_JSFunction__context__Context")?;
