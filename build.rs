@@ -33,6 +33,7 @@ fn main() {
             .clang_args([
                 format!("-I{}", vmlinux.display()),
                 "-Isrc/bpf".to_string(),
+                "-Isrc/runtimes".to_string(),
                 format!("-D__TARGET_ARCH_{bpf_arch}"),
                 "-Wall".to_string(),
             ])
@@ -41,5 +42,6 @@ fn main() {
         println!("cargo:rerun-if-changed={src}");
     }
     println!("cargo:rerun-if-changed=src/bpf");
+    println!("cargo:rerun-if-changed=src/runtimes");
     println!("cargo:rerun-if-changed=vmlinux");
 }

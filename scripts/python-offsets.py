@@ -1,7 +1,7 @@
 # Prints the structure offsets fgbpf's Python walker uses, read from the
 # DWARF of a CPython binary or libpython, one `name = value` per line:
 #   gdb -batch -nx LIBPYTHON -x scripts/python-offsets.py
-# The names are the fields of `Layout` in src/procs/python/mod.rs;
+# The names are the fields of `Layout` in src/runtimes/python/mod.rs;
 # tests/python.rs compares every installed CPython with that table.
 import gdb
 

@@ -42,7 +42,7 @@ command -v redis-server >/dev/null || missing+=(redis-server)
 # The terminal tests/top.rs drives `fgbpf top` in.
 command -v tmux >/dev/null || missing+=(tmux)
 command -v chromium >/dev/null || missing+=(chromium)
-# A live HotSpot JVM whose layout and frames src/procs/java reads (tests/java_layout.rs).
+# A live HotSpot JVM whose layout and frames src/runtimes/java reads (tests/java_layout.rs).
 { command -v java && command -v javac && command -v jcmd && command -v jfr; } >/dev/null || missing+=(openjdk-17-jdk-headless)
 if [ "${#missing[@]}" -gt 0 ]; then
     echo "test: installing ${missing[*]}" >&2

@@ -10,14 +10,14 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::mpsc::{self, RecvTimeoutError};
+use std::process::Command;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use common::runtime::*;
 use common::*;
 use common::pprof_raw::{raw_samples, RawSample};
 use pprof::{parse_pprof_debug1, pprof_goroutines_with, pprof_main_funcs};
@@ -25,8 +25,6 @@ use pprof::{parse_pprof_debug1, pprof_goroutines_with, pprof_main_funcs};
 /// Go's own profiles in their text form, read.
 #[path = "go/pprof.rs"]
 mod pprof;
-
-type Folded = Vec<(Vec<String>, u64)>;
 
 /// How many goroutines of each kind tests/workloads/go/waits.go starts
 /// (its constants `waiters`, `nappers`, `lockers`).
@@ -135,43 +133,17 @@ impl GoProcess {
 /// 60 s (a loaded machine with two CPUs starts 100000 goroutines slowly).
 /// Before it, a workload serving pprof says "pprof http://HOST:PORT".
 fn start_go(bin: &Path, args: &[&str]) -> GoProcess {
-    let mut child = Command::new(bin)
-        .args(args)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
-    let out = child.stdout.take().unwrap();
-    let child = KillOnDrop(child);
-    // Read by a thread, so that the wait has a limit; it drains the pipe
-    // until the workload ends.
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(out).lines() {
-            let Ok(line) = line else { break };
-            let _ = tx.send(line);
-        }
-    });
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut said = Vec::new();
+    let what = format!("{} {args:?}", bin.display());
     let mut pprof = None;
-    loop {
-        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-            Ok(line) => {
-                if let Some(addr) = line.strip_prefix("pprof ") {
-                    pprof = Some(addr.trim().to_string());
-                }
-                if let Some(pid) = line.strip_prefix("ready ") {
-                    assert_eq!(pid.trim().parse::<u32>().ok(), Some(child.id()), "{} said {line:?}", bin.display());
-                    break;
-                }
-                said.push(line);
-            }
-            Err(RecvTimeoutError::Timeout) => panic!("{} {args:?} did not say ready in 60 s: {said:?}", bin.display()),
-            Err(RecvTimeoutError::Disconnected) => {
-                panic!("{} {args:?} ended before saying ready: {said:?}", bin.display())
-            }
+    let ready = |line: &str| {
+        if let Some(addr) = line.strip_prefix("pprof ") {
+            pprof = Some(addr.trim().to_string());
         }
-    }
+        line.strip_prefix("ready ").map(|pid| pid.trim().parse::<u32>().ok())
+    };
+    let starting = format!("starting {}", bin.display());
+    let (child, pid) = start_until(Command::new(bin).args(args), &what, &starting, Duration::from_secs(60), ready);
+    assert_eq!(pid, Some(child.id()), "{what} said ready with another pid");
     GoProcess { child, pprof }
 }
 
@@ -320,10 +292,8 @@ fn capture_go(
 ) -> (u32, PathBuf, std::process::Output) {
     let go = start_go(&go_build(program, flags), args);
     let pid = go.pid();
-    let dir = out_dir(name);
-    let out = run(fgbpf().args([kind, "-p", &pid.to_string(), "-d", secs, "-o"]).arg(&dir));
+    let (dir, out) = capture_for(&[kind], pid, secs, name);
     drop(go);
-    assert_ok(&out);
     (pid, dir, out)
 }
 
@@ -525,6 +495,11 @@ fn pprof_raw(path: &Path) -> Vec<RawSample> {
     raw_samples(&String::from_utf8_lossy(&out.stdout))
 }
 
+/// The samples' functions as folded stacks, root first.
+fn funcs_folded(samples: &[RawSample]) -> Folded {
+    samples.iter().map(|s| (s.funcs.iter().rev().cloned().collect(), s.count)).collect()
+}
+
 /// Of the samples under `func`: their weight, the weight labelled
 /// route=/api, and the distinct `goroutine` labels.
 fn labelled(samples: &[RawSample], func: &str) -> (u64, u64, BTreeSet<String>) {
@@ -546,22 +521,17 @@ fn a_labelled_goroutine_s_samples_carry_its_labels_in_pprof_output() {
     // burn() runs under pprof.Do(ctx, pprof.Labels("route", "/api")),
     // spin() in a goroutine without labels; Go's own CPU profiler samples
     // the same process over the same 3 s.
-    let dir = out_dir("go_labels");
-    let theirs_file = dir.with_extension("go.prof");
+    let theirs_file = out_dir_of("go_labels").with_extension("go.prof");
     let _ = std::fs::remove_file(&theirs_file);
-    let go = start_go(&go_build("labels", &[]), &["-cpuprofile", theirs_file.to_str().unwrap(), "-seconds", "3"]);
+    let mut go = start_go(&go_build("labels", &[]), &["-cpuprofile", theirs_file.to_str().unwrap(), "-seconds", "3"]);
     let pid = go.pid().to_string();
-    let out = run(fgbpf().args(["oncpu", "-F", "499", "-p", &pid, "-d", "3", "--format", "pprof,folded", "-o"]).arg(&dir));
-    assert_ok(&out);
     // Go writes its profile when it stops it, 3 s after "ready".
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::fs::metadata(&theirs_file).map_or(true, |m| m.len() == 0) {
-        assert!(Instant::now() < deadline, "Go wrote no CPU profile to {}", theirs_file.display());
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    std::thread::sleep(Duration::from_millis(300));
+    let end = End::File { path: theirs_file.clone(), limit: Duration::from_secs(20), settle: Duration::from_millis(300) };
+    let reference = Reference::in_workload("Go's own", end, reading(&theirs_file, |p| funcs_folded(&pprof_raw(p))));
+    let args = ["oncpu", "-F", "499", "--format", "pprof,folded"];
+    let got = capture_beside(&mut go.child, &args, Window::Seconds("3"), "go_labels", reference);
     drop(go);
-    let summary = String::from_utf8_lossy(&out.stderr);
+    let (dir, summary) = (got.dir, got.summary);
     let ours = pprof_raw(&dir.join("oncpu.pb.gz"));
     let theirs = pprof_raw(&theirs_file);
     let (burn, burn_api, burn_ids) = labelled(&ours, "main.burn");
@@ -581,13 +551,11 @@ fn a_labelled_goroutine_s_samples_carry_its_labels_in_pprof_output() {
     // The two goroutines' shares of their CPU, as Go's own profile saw
     // them in the same seconds: within three standard deviations of two
     // independent samplings of the same share (Go's at 100 Hz, ours at 499).
-    let (ours_burn, theirs_burn) = (pct(burn, burn + spin), pct(go_burn, go_burn + go_spin));
-    let p = theirs_burn / 100.0;
-    let sigma = 100.0 * (p * (1.0 - p) * (1.0 / (burn + spin) as f64 + 1.0 / (go_burn + go_spin) as f64)).sqrt();
-    assert!(
-        (ours_burn - theirs_burn).abs() <= 3.0 * sigma,
-        "main.burn {ours_burn:.1}% of the two goroutines' samples, Go's own profile {theirs_burn:.1}% (σ {sigma:.1})"
-    );
+    let ours_folded = funcs_folded(&ours);
+    let fg = Side { name: "fgbpf", stacks: &ours_folded, is: &exactly };
+    let go = Side { name: "Go's own", stacks: &got.theirs, is: &exactly };
+    let cmp = compare("labels.go's two goroutines", fg, go, &[("main.burn", None), ("main.spin", None)], Base::Compared);
+    cmp.assert_near_reference(Within::Sigmas(3.0), &summary);
     assert_eq!(burn_ids.len(), 1, "main.burn under goroutines {burn_ids:?}");
     assert_eq!(spin_ids.len(), 1, "main.spin under goroutines {spin_ids:?}");
     assert_ne!(burn_ids, spin_ids, "two goroutines with one id");

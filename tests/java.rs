@@ -1,23 +1,22 @@
 //! Java methods in fgbpf's stacks, on Debian's OpenJDK 17 from apt, with
 //! no agent, no perf map and no attach: the JVM's frames are walked in the
-//! kernel from the layout the JVM exports (src/bpf/java.bpf.h,
-//! src/procs/java/). JFR, recording the same JVM at the same time, is the
+//! kernel from the layout the JVM exports (src/runtimes/java/java.bpf.h,
+//! src/runtimes/java/). JFR, recording the same JVM at the same time, is the
 //! anchor for the shares.
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::OnceLock;
+use std::time::Duration;
 
+use common::runtime::*;
 use common::*;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
-
-type Folded = Vec<(Vec<String>, u64)>;
 
 /// The workloads of tests/workloads/java, compiled once with the JDK's
 /// javac into target/tmp.
@@ -58,8 +57,7 @@ fn start_java(java: &Path, flags: &[&str], class: &str, seconds: u32) -> KillOnD
         .arg("-cp")
         .arg(classes())
         .arg(class)
-        .arg(seconds.to_string())
-        .stdout(Stdio::piped());
+        .arg(seconds.to_string());
     // Attach (jcmd) signals SIGQUIT, which a background job of a
     // non-interactive shell inherits ignored: reset for the tests that
     // attach. (JDK 17.0.15 installs its own handler anyway; other JDKs may
@@ -71,23 +69,16 @@ fn start_java(java: &Path, flags: &[&str], class: &str, seconds: u32) -> KillOnD
             Ok(())
         });
     }
-    let mut child = cmd.spawn().expect("java is not installed: run scripts/test.sh");
-    let mut out = BufReader::new(child.stdout.take().unwrap());
     // JFR, when asked to record from the start, says so first.
-    let mut said = Vec::new();
-    for _ in 0..10 {
-        let mut line = String::new();
-        if out.read_line(&mut line).unwrap() == 0 || line.trim() == "ready" {
-            said.push(line);
-            break;
-        }
-        said.push(line);
-    }
-    assert_eq!(said.last().map(|l| l.trim()), Some("ready"), "{class} did not start: {said:?}");
-    child.stdout = Some(out.into_inner());
-    KillOnDrop(child)
+    let mut lines = 0;
+    let what = format!("{class} under {}", java.display());
+    let ready = |line: &str| {
+        lines += 1;
+        assert!(line.trim() == "ready" || lines < 10, "{what} did not start: no ready line in its first 10");
+        (line.trim() == "ready").then_some(())
+    };
+    start_until(&mut cmd, &what, "java is not installed: run scripts/test.sh", READY_LIMIT, ready).0
 }
-
 
 /// The stacks of the thread with the most weight.
 fn busiest_thread(stacks: &Folded) -> Folded {
@@ -152,10 +143,7 @@ fn busy_java_methods_are_walked_and_named_compiled_and_inlined() {
         return;
     }
     let _serial = serial();
-    let jvm = start(&[], "Busy", 60);
-    let (dir, summary) = capture_pid("oncpu", jvm.id(), "3", "java_busy");
-    drop(jvm);
-    let stacks = read_folded(&dir.join("oncpu.folded"));
+    let Captured { stacks, summary, .. } = capture_ended(start(&[], "Busy", 60), "oncpu", "3", "java_busy");
     let busy = assert_busy_walked(&stacks, &summary, "default");
     // C2 compiles the loop and inlines into it: outer compiled, inner
     // inlined into it, and inner interpreted on 5% of the samples at most
@@ -178,10 +166,7 @@ fn interpreted_java_methods_are_walked_and_named() {
         return;
     }
     let _serial = serial();
-    let jvm = start(&["-Xint"], "Busy", 60);
-    let (dir, summary) = capture_pid("oncpu", jvm.id(), "3", "java_xint");
-    drop(jvm);
-    let stacks = read_folded(&dir.join("oncpu.folded"));
+    let Captured { stacks, summary, .. } = capture_ended(start(&["-Xint"], "Busy", 60), "oncpu", "3", "java_xint");
     let busy = assert_busy_walked(&stacks, &summary, "-Xint");
     for name in ["Busy.main", "Busy.outer", "Busy.inner"] {
         let kinds = frames_of(&busy, name);
@@ -203,14 +188,14 @@ fn a_jvm_that_refuses_attach_is_named() {
         .expect("jcmd is not installed: run scripts/test.sh");
     let said = String::from_utf8_lossy(&jcmd.stdout);
     assert!(!jcmd.status.success() || !said.contains("JDK"), "jcmd reached a JVM that refuses attach: {said}");
-    let (dir, summary) = capture_pid("oncpu", jvm.id(), "3", "java_no_attach");
-    drop(jvm);
-    assert_busy_walked(&read_folded(&dir.join("oncpu.folded")), &summary, "attach refused");
+    let Captured { stacks, summary, .. } = capture_ended(jvm, "oncpu", "3", "java_no_attach");
+    assert_busy_walked(&stacks, &summary, "attach refused");
 }
 
 /// JFR's execution samples, read with `jfr print`: one stack per event,
-/// its frames leaf first as `Class.method(args) line: N`.
-fn jfr_stacks(file: &Path, events: &str) -> Vec<Vec<String>> {
+/// its frames leaf first as `Class.method(args) line: N`; turned root
+/// first, of weight 1, without their lines.
+fn jfr_stacks(file: &Path, events: &str) -> Folded {
     let out = Command::new("jfr")
         .args(["print", "--events", events])
         .arg(file)
@@ -225,8 +210,9 @@ fn jfr_stacks(file: &Path, events: &str) -> Vec<Vec<String>> {
         if t.starts_with("stackTrace = [") {
             current = Some(Vec::new());
         } else if t == "]" || t.starts_with("]") {
-            if let Some(s) = current.take() {
-                stacks.push(s);
+            if let Some(mut s) = current.take() {
+                s.reverse();
+                stacks.push((s, 1));
             }
         } else if let Some(s) = current.as_mut() {
             if t != "..." {
@@ -245,41 +231,25 @@ fn split_matches_the_known_answer_and_jfr_on_the_same_jvm() {
     let _serial = serial();
     // fgbpf and JFR on the same stock JVM at the same time, against the
     // known answer: the loop's work is 50/30/20.
-    let jvm = start(&[], "Split", 120);
+    let mut jvm = start(&[], "Split", 120);
     let pid = jvm.id().to_string();
-    let dir = out_dir("java_split");
     let jfr_file = out_dir("java_split_jfr").with_extension("jfr");
     let _ = std::fs::remove_file(&jfr_file);
-    let capture = spawn_attached(fgbpf().args(["oncpu", "-F", "499", "-p", &pid, "-o"]).arg(&dir));
-    // JFR records the same JVM for 6 s inside fgbpf's window.
-    let start = Command::new("jcmd")
-        .args([&pid, "JFR.start", "settings=profile", "duration=6s"])
-        .arg(format!("filename={}", jfr_file.display()))
-        .output()
-        .expect("jcmd is not installed: run scripts/test.sh");
-    assert!(start.status.success(), "jcmd JFR.start: {}", String::from_utf8_lossy(&start.stdout));
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !jfr_file.is_file() || std::fs::metadata(&jfr_file).map(|m| m.len()).unwrap_or(0) == 0 {
-        assert!(std::time::Instant::now() < deadline, "JFR wrote no {}", jfr_file.display());
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
-    // The file appears as the recording ends; let it be completed.
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    capture.signal(libc::SIGINT);
-    let out = capture.finish();
-    drop(jvm);
-    assert_ok(&out);
-    let summary = String::from_utf8_lossy(&out.stderr);
-    let ours = busiest_thread(&read_folded(&dir.join("oncpu.folded")));
-    let jfr: Vec<Vec<String>> = jfr_stacks(&jfr_file, "jdk.ExecutionSample")
-        .into_iter()
-        .filter(|s| s.iter().any(|f| f.starts_with("Split.main(")))
-        .collect();
-    assert!(jfr.len() > 100, "JFR sampled the busy thread {} times", jfr.len());
-    let jfr_share = |name: &str| {
-        let n = jfr.iter().filter(|s| s.iter().any(|f| method(f, name))).count();
-        n as f64 * 100.0 / jfr.len() as f64
+    // JFR records the same JVM for 6 s inside fgbpf's window; its file
+    // appears as the recording ends, and is let be completed.
+    let mut jcmd = Command::new("jcmd");
+    jcmd.args([&pid, "JFR.start", "settings=profile", "duration=6s"]).arg(format!("filename={}", jfr_file.display()));
+    let end = End::File { path: jfr_file.clone(), limit: Duration::from_secs(30), settle: Duration::from_millis(500) };
+    // The busy thread's samples.
+    let read = move || -> Folded {
+        let all = jfr_stacks(&jfr_file, "jdk.ExecutionSample");
+        all.into_iter().filter(|(s, _)| s.iter().any(|f| f.starts_with("Split.main("))).collect()
     };
+    let reference = Reference::started_by("JFR", jcmd, end, read);
+    let got = capture_beside(&mut jvm, &["oncpu", "-F", "499"], Window::AroundReference, "java_split", reference);
+    drop(jvm);
+    let ours = busiest_thread(&read_folded(&got.dir.join("oncpu.folded")));
+    assert!(got.theirs.len() > 100, "JFR sampled the busy thread {} times", got.theirs.len());
     // fgbpf must match the known answer within 3 points (its sampling
     // error is about 1) and JFR on the same process within 7: JFR takes
     // ~590 samples in its 6 s (σ 2.1 points at 50%), fgbpf ~3,000 at 499
@@ -288,20 +258,11 @@ fn split_matches_the_known_answer_and_jfr_on_the_same_jvm() {
     // round was 0.1 ms in a fixed order, its 10 ms period landing on the
     // same points of it; in 20 ms rounds in a random order,
     // 48.3-50.7/29.4-31.5/20.0-20.3 over three runs.)
-    let mut lines = Vec::new();
-    let (mut ours_worst, mut jfr_worst) = (0.0f64, 0.0f64);
-    let mut bad = Vec::new();
-    for (name, known) in [("Split.fifty", 50.0), ("Split.thirty", 30.0), ("Split.twenty", 20.0)] {
-        let (a, b) = (pct(with(&ours, name), total(&ours)), jfr_share(name));
-        lines.push(format!("{name}: fgbpf {a:.1}% of {}, JFR {b:.1}% of {}, known {known}%", total(&ours), jfr.len()));
-        ours_worst = ours_worst.max((a - known).abs());
-        jfr_worst = jfr_worst.max((b - known).abs());
-        if (a - known).abs() > 3.0 || (a - b).abs() > 7.0 {
-            bad.push(name);
-        }
-    }
-    eprintln!("{}\nworst error: fgbpf {ours_worst:.1} points, JFR {jfr_worst:.1}", lines.join("\n"));
-    assert!(bad.is_empty(), "{bad:?} further than 3 points from the answer or 7 from JFR\n{}\n{summary}", lines.join("\n"));
+    let (fg, jfr) = (Side { name: "fgbpf", stacks: &ours, is: &method }, Side { name: "JFR", stacks: &got.theirs, is: &method });
+    let split = [("Split.fifty", Some(50.0)), ("Split.thirty", Some(30.0)), ("Split.twenty", Some(20.0))];
+    let cmp = compare("Split, the busy thread", fg, jfr, &split, Base::All);
+    cmp.assert_near_known(3.0, &got.summary);
+    cmp.assert_near_reference(Within::Points(7.0), &got.summary);
 }
 
 #[test]
@@ -310,21 +271,14 @@ fn waiting_java_threads_show_their_java_callers() {
         return;
     }
     let _serial = serial();
-    let jvm = start(&[], "Waits", 60);
-    let (dir, summary) = capture_pid("offcpu", jvm.id(), "3", "java_waits");
-    drop(jvm);
-    let stacks = read_folded(&dir.join("offcpu.folded"));
+    let Captured { stacks, summary, .. } = capture_ended(start(&[], "Waits", 60), "offcpu", "3", "java_waits");
     for (thread, caller) in [
         ("sleeper", "Waits.sleeper"),
         ("waiter", "Waits.waiter"),
         ("parker", "Waits.parker"),
         ("reader", "Waits.reader"),
     ] {
-        let mine: Folded = stacks
-            .iter()
-            .filter(|(f, _)| f.get(1).is_some_and(|t| t.starts_with(&format!("{thread}-"))))
-            .cloned()
-            .collect();
+        let mine = of_threads(&stacks, |t| t.starts_with(&format!("{thread}-")));
         let all = total(&mine);
         let under = pct(with(&mine, caller), all);
         eprintln!("{thread}: {under:.1}% of {all} us under {caller}");
@@ -334,11 +288,7 @@ fn waiting_java_threads_show_their_java_callers() {
     // A thread blocked from before the capture to its end never switched
     // out inside it: its user stack cannot be walked (the walk runs at the
     // switch), which the profile says in place of its frames.
-    let stuck: Folded = stacks
-        .iter()
-        .filter(|(f, _)| f.get(1).is_some_and(|t| t.starts_with("stuck-")))
-        .cloned()
-        .collect();
+    let stuck = of_threads(&stacks, |t| t.starts_with("stuck-"));
     let before = pct(weight_in_order_prefixed(&stuck, &["[blocked before capture]"]), total(&stuck));
     eprintln!("stuck: {before:.1}% of {} us [blocked before capture]", total(&stuck));
     assert!(total(&stuck) > 2_000_000 && before >= 99.0, "stuck: {before:.1}% of {} us\n{summary}", total(&stuck));
@@ -354,10 +304,7 @@ fn a_jvm_that_exits_mid_capture_is_named() {
     // Attaching takes up to 1.2 s of the 4 s after "ready" (a debug build:
     // a fresh-clone CI recorded 0.9 s of a 3 s JVM), so at least 2.5 s
     // are recorded: over 1,200 samples at 499 Hz.
-    let jvm = start(&[], "Busy", 5);
-    let (dir, summary) = capture_pid("oncpu", jvm.id(), "8", "java_exits");
-    drop(jvm);
-    let stacks = read_folded(&dir.join("oncpu.folded"));
+    let Captured { stacks, summary, .. } = capture_ended(start(&[], "Busy", 5), "oncpu", "8", "java_exits");
     let busy = busiest_thread(&stacks);
     assert!(total(&busy) > 1_000, "{} samples of the busy thread\n{summary}", total(&busy));
     // It exited inside the window: the capture ended before its 8 s.
@@ -387,16 +334,8 @@ fn a_jvm_in_its_own_mount_namespace_is_named() {
         at.display()
     );
     let mut cmd = Command::new("unshare");
-    cmd.args(["--mount", "--propagation", "private", "sh", "-c", &script, "sh", "-cp"])
-        .arg(classes())
-        .args(["Busy", "60"])
-        .stdout(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "ready", "Busy in its own mount namespace did not start");
-    let jvm = KillOnDrop(child);
+    cmd.args(["--mount", "--propagation", "private", "sh", "-c", &script, "sh", "-cp"]).arg(classes()).args(["Busy", "60"]);
+    let jvm = start_ready(&mut cmd, "Busy in its own mount namespace", "running unshare");
     let maps = std::fs::read_to_string(format!("/proc/{}/maps", jvm.id())).unwrap();
     let libjvm = maps.lines().find(|l| l.ends_with("/libjvm.so")).expect("libjvm.so mapped");
     assert!(libjvm.contains(&at.display().to_string()), "libjvm.so is mapped from {libjvm}");
@@ -404,9 +343,8 @@ fn a_jvm_in_its_own_mount_namespace_is_named() {
         std::fs::read_dir(&at).map(|mut d| d.next().is_none()).unwrap_or(true),
         "the bind mount is not visible outside the JVM's namespace"
     );
-    let (dir, summary) = capture_pid("oncpu", jvm.id(), "3", "java_mountns");
-    drop(jvm);
-    assert_busy_walked(&read_folded(&dir.join("oncpu.folded")), &summary, "own mount namespace");
+    let Captured { stacks, summary, .. } = capture_ended(jvm, "oncpu", "3", "java_mountns");
+    assert_busy_walked(&stacks, &summary, "own mount namespace");
 }
 
 /// The method of each Java frame of a stack as fgbpf writes it
@@ -515,9 +453,7 @@ fn other_hotspot_versions_are_walked_and_named() {
         let java = Path::new(ROOT).join(format!("target/jdks/{major}/bin/java"));
         assert!(java.is_file(), "no JDK {major} at {}: run scripts/test.sh", java.display());
         let jvm = start_java(&java, &[], "Busy", 60);
-        let (dir, summary) = capture_pid("oncpu", jvm.id(), "3", &format!("java_jdk{major}"));
-        drop(jvm);
-        let stacks = read_folded(&dir.join("oncpu.folded"));
+        let Captured { stacks, summary, .. } = capture_ended(jvm, "oncpu", "3", &format!("java_jdk{major}"));
         assert!(summary.contains(&format!("HotSpot JDK {major}")), "JDK {major}: {summary}");
         let busy = busiest_thread(&stacks);
         if major <= 22 {

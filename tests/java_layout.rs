@@ -1,4 +1,4 @@
-//! HotSpot's layout and names as src/procs/java reads them, on a live JVM:
+//! HotSpot's layout and names as src/runtimes/java reads them, on a live JVM:
 //! a busy Java program (tests/workloads/java/Busy.java, main → outer →
 //! inner) runs until C2 has compiled it; the test finds libjvm.so in it,
 //! checks the walker's layout against the process, walks the code cache
@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use common::{first_line, KillOnDrop};
 use fgbpf::procs::frame_kind::FrameKind;
-use fgbpf::procs::java::{self, word, Jvm, Layout, Unnamed};
+use fgbpf::runtimes::java::{self, word, Jvm, Layout, Unnamed};
 use fgbpf::procs::maps;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");

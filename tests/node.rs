@@ -1,23 +1,22 @@
 //! JavaScript functions in fgbpf's stacks, on the machine's Node.js (the
 //! `nodejs` package scripts/test.sh installs), started with no flag:
 //! V8's frames are named in the kernel from the binary's own post-mortem
-//! metadata and the live heap (src/bpf/v8.bpf.h, src/procs/v8/). V8's own
+//! metadata and the live heap (src/runtimes/v8/v8.bpf.h, src/runtimes/v8/). V8's own
 //! sampler (`node --cpu-prof`), run on the same process, is the anchor for
 //! which functions exist.
 
 mod common;
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use common::runtime::*;
 use common::*;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
-
-type Folded = Vec<(Vec<String>, u64)>;
 
 fn script(name: &str) -> PathBuf {
     Path::new(ROOT).join("tests/workloads/node").join(name)
@@ -55,37 +54,21 @@ fn which(node: &Path) -> PathBuf {
 fn start_with(node: &Path, flags: &[&str], name: &str, args: &[&str]) -> KillOnDrop {
     // Node writes V8 logs (isolate-*.log) into its working directory under
     // --perf-basic-prof: keep them out of the source tree.
-    let mut child = Command::new(node)
-        .current_dir(env!("CARGO_TARGET_TMPDIR"))
-        .args(flags)
-        .arg(script(name))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("node is not installed: run scripts/test.sh, which installs nodejs");
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "ready", "{name} did not start");
-    KillOnDrop(child)
+    let mut cmd = Command::new(node);
+    cmd.current_dir(env!("CARGO_TARGET_TMPDIR")).args(flags).arg(script(name)).args(args).stdin(Stdio::piped());
+    start_ready(&mut cmd, name, "node is not installed: run scripts/test.sh, which installs nodejs")
 }
-
 
 /// The stacks of the process's main thread (its thread id is its pid).
 fn main_thread(stacks: &Folded, pid: u32) -> Folded {
     let label = format!("node-{pid}");
-    stacks.iter().filter(|(f, _)| f.get(1) == Some(&label)).cloned().collect()
+    of_threads(stacks, |t| t == label)
 }
 
 /// A JavaScript frame is `name (script:line)` or `name (script)`, then
 /// the tier's suffix: matched by name and script.
 fn js(frame: &str, wanted: &str) -> bool {
-    let (name, script) = wanted.split_once('@').unwrap_or((wanted, ""));
-    frame
-        .strip_prefix(name)
-        .and_then(|rest| rest.strip_prefix(" ("))
-        .is_some_and(|rest| rest.starts_with(script))
+    frame_at(frame, wanted)
 }
 
 /// A frame fgbpf named from V8's heap: `name (where)_[0]` (interpreter)
@@ -99,7 +82,7 @@ fn js_frame(frame: &str) -> Option<(&str, &str)> {
 fn assert_outer_inner(stacks: &Folded, pid: u32, summary: &str, label: &str) -> Folded {
     let main = main_thread(stacks, pid);
     let all = total(&main);
-    let ordered = pct(weight_in_order_by(&main, &["outer@busy.js:9", "inner@busy.js:4"], js), all);
+    let ordered = share_in_order(&main, &["outer@busy.js:9", "inner@busy.js:4"], js);
     eprintln!("{label}: outer;inner {ordered:.1}% of {all} samples of the main thread");
     assert!(all > 150, "{label}: {all} samples of the main thread\n{summary}");
     assert!(ordered >= 95.0, "{label}: {ordered:.1}% of {all} in outer;inner\n{summary}");
@@ -114,13 +97,10 @@ fn busy_javascript_functions_are_named_with_no_flag() {
     }
     let _serial = serial();
     let node = start(&[], "busy.js", &["30"]);
-    let pid = node.id();
-    let (dir, summary) = capture_pid("oncpu", pid, "3", "node_busy");
-    drop(node);
-    let stacks = read_folded(&dir.join("oncpu.folded"));
+    let Captured { pid, stacks, summary, .. } = capture_ended(node, "oncpu", "3", "node_busy");
     let main = assert_outer_inner(&stacks, pid, &summary, "fresh");
     // Under Node's own module loader, from the script's top level.
-    let rooted = pct(weight_in_order_by(&main, &["Module._compile@node:internal", "(anonymous)@busy.js", "outer@busy.js"], js), total(&main));
+    let rooted = share_in_order(&main, &["Module._compile@node:internal", "(anonymous)@busy.js", "outer@busy.js"], js);
     assert!(rooted >= 95.0, "{rooted:.1}% under the loader and the script's top level\n{summary}");
 }
 
@@ -131,12 +111,8 @@ fn with_a_perf_map_javascript_frames_are_still_named_from_the_heap_and_the_summa
     }
     let _serial = serial();
     let node = start(&["--perf-basic-prof"], "busy.js", &["30"]);
-    let pid = node.id();
-    let map = PathBuf::from(format!("/tmp/perf-{pid}.map"));
-    let (dir, summary) = capture_pid("oncpu", pid, "3", "node_perf_map");
-    drop(node);
-    let _ = std::fs::remove_file(&map);
-    let stacks = read_folded(&dir.join("oncpu.folded"));
+    let Captured { pid, stacks, summary, .. } = capture_ended(node, "oncpu", "3", "node_perf_map");
+    let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
     assert_outer_inner(&stacks, pid, &summary, "with --perf-basic-prof");
     assert!(summary.contains("its perf map names V8's other generated code"), "{summary}");
 }
@@ -151,10 +127,7 @@ fn a_process_running_for_30_seconds_is_named_in_its_optimised_code() {
     // Not serial while it waits: other tests capture meanwhile.
     std::thread::sleep(Duration::from_secs(30));
     let _serial = serial();
-    let pid = node.id();
-    let (dir, summary) = capture_pid("oncpu", pid, "3", "node_warm");
-    drop(node);
-    let stacks = read_folded(&dir.join("oncpu.folded"));
+    let Captured { pid, stacks, summary, .. } = capture_ended(node, "oncpu", "3", "node_warm");
     let main = assert_outer_inner(&stacks, pid, &summary, "after 30 s");
     // By then TurboFan has compiled outer's loop with inner inlined into
     // it: outer is compiled code, inner a function inlined into it.
@@ -178,10 +151,7 @@ fn the_libuv_pool_threads_are_named_by_what_they_run() {
     }
     let _serial = serial();
     let node = start(&[], "pool.js", &["30"]);
-    let pid = node.id();
-    let (dir, summary) = capture_pid("oncpu", pid, "3", "node_pool");
-    drop(node);
-    let stacks = read_folded(&dir.join("oncpu.folded"));
+    let Captured { pid, stacks, summary, .. } = capture_ended(node, "oncpu", "3", "node_pool");
     let threads = by_thread(&stacks);
     let pool: Vec<&String> = threads.keys().filter(|t| t.starts_with("libuv-worker-")).collect();
     let pool_weight: u64 = pool.iter().map(|t| threads[*t]).sum();
@@ -235,15 +205,16 @@ fn an_event_loop_blocked_synchronously_shows_its_javascript_caller() {
         let stacks = read_folded(&dir.join("offcpu.folded"));
         let main = main_thread(&stacks, pid);
         let all = total(&main);
-        let under = pct(weight_in_order_by(&main, &["loop@block.js:12", caller], js), all);
+        let under = share_in_order(&main, &["loop@block.js:12", caller], js);
         eprintln!("{mode}: {under:.1}% of {all} us of the main thread off-CPU under loop;{caller}");
         assert!(all > 1_000_000, "{mode}: {all} us off-CPU\n{summary}");
         assert!(under >= 95.0, "{mode}: {under:.1}% under {caller}\n{summary}");
     }
 }
 
-/// The CPU-profile's samples: for each, the function names on its stack.
-fn cpuprofile_stacks(dir: &Path) -> Vec<BTreeSet<String>> {
+/// The CPU-profile's samples: for each, the function names on its stack,
+/// root first, of weight 1.
+fn cpuprofile_stacks(dir: &Path) -> Folded {
     let v = cpuprofile(dir);
     let nodes = v["nodes"].as_array().expect("nodes");
     let mut parent = std::collections::HashMap::new();
@@ -260,13 +231,14 @@ fn cpuprofile_stacks(dir: &Path) -> Vec<BTreeSet<String>> {
         .expect("samples")
         .iter()
         .map(|s| {
-            let mut names = BTreeSet::new();
+            let mut names = Vec::new();
             let mut at = s.as_u64();
             while let Some(id) = at.filter(|_| names.len() < 1000) {
-                names.insert(name.get(&id).cloned().unwrap_or_default());
+                names.push(name.get(&id).cloned().unwrap_or_default());
                 at = parent.get(&id).copied();
             }
-            names
+            names.reverse();
+            (names, 1)
         })
         .collect()
 }
@@ -281,14 +253,10 @@ fn cpuprofile(dir: &Path) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap()
 }
 
-/// Waits for a script to end by itself (when --cpu-prof writes its
-/// profile).
-fn wait_end(node: &mut KillOnDrop, limit: Duration) {
-    let since = Instant::now();
-    while node.0.try_wait().unwrap().is_none() {
-        assert!(since.elapsed() < limit, "the script did not end");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+/// `node --cpu-prof` writing into `prof` when the script ends by itself.
+fn cpu_prof(prof: &Path) -> Reference {
+    let end = End::Exit { limit: Duration::from_secs(30), success: false };
+    Reference::in_workload("--cpu-prof", end, reading(prof, cpuprofile_stacks))
 }
 
 #[test]
@@ -325,11 +293,8 @@ fn node_24_frames_are_counted_as_not_read_with_why() {
     }
     let _serial = serial();
     let node = start_with(&official_node(24), &[], "busy.js", &["30"]);
-    let pid = node.id();
-    let (dir, summary) = capture_pid("oncpu", pid, "3", "node24_busy");
-    drop(node);
     // Node 24 names its main thread MainThread: the process's stacks.
-    let stacks = read_folded(&dir.join("oncpu.folded"));
+    let Captured { pid, stacks, summary, .. } = capture_ended(node, "oncpu", "3", "node24_busy");
     let named: u64 = stacks.iter().filter(|(f, _)| f.iter().any(|x| js_frame(x).is_some())).map(|(_, w)| w).sum();
     assert!(total(&stacks) > 500, "{} samples\n{summary}", total(&stacks));
     assert_eq!(named, 0, "Node 24's frames named, though fgbpf does not read its scope information\n{summary}");
@@ -358,32 +323,20 @@ fn split_against_cpu_prof(node_bin: &Path, test: &str) -> String {
         &["12"],
     );
     let pid = node.id();
-    let (dir, summary) = capture_pid("oncpu", pid, "6", test);
-    wait_end(&mut node, Duration::from_secs(30));
-    let theirs = cpuprofile_stacks(&prof);
-    let stacks = main_thread(&read_folded(&dir.join("oncpu.folded")), pid);
-    let mine: Vec<u64> = ["a@split.js", "b@split.js", "c@split.js"]
-        .iter()
-        .map(|f| weight_with_by(&stacks, |x| js(x, f)))
-        .collect();
-    let v8: Vec<u64> = ["a", "b", "c"]
-        .iter()
-        .map(|f| theirs.iter().filter(|s| s.contains(*f)).count() as u64)
-        .collect();
-    let (all_mine, all_v8) = (mine.iter().sum::<u64>(), v8.iter().sum::<u64>());
-    eprintln!("fgbpf {mine:?} of {all_mine}, --cpu-prof {v8:?} of {all_v8}");
-    assert!(all_mine > 500 && all_v8 > 200, "too few samples\n{summary}");
+    let got = capture_beside(&mut node, &["oncpu", "-F", "499"], Window::Seconds("6"), test, cpu_prof(&prof));
+    let stacks = main_thread(&read_folded(&got.dir.join("oncpu.folded")), pid);
+    let fg = Side { name: "fgbpf", stacks: &stacks, is: &|f, m| js(f, &format!("{m}@split.js")) };
+    let v8 = Side { name: "--cpu-prof", stacks: &got.theirs, is: &exactly };
+    let split = [("a", Some(50.0)), ("b", Some(30.0)), ("c", Some(20.0))];
+    let cmp = compare(&format!("split.js under {}", node_bin.display()), fg, v8, &split, Base::Compared);
+    assert!(cmp.bases.0 > 500 && cmp.bases.1 > 200, "too few samples\n{}", got.summary);
     // Within 3 points of the answer and of V8's sampler: fgbpf's ~3,000
     // samples in 6 s at 499 Hz spread by 0.9 point at 50% (σ), V8's
     // ~90,000 by 0.2, so they differ by chance with σ 0.9 and 3 is three
     // of them (49.6/30.5/19.9 against 49.9/30.1/20.1 in a run here).
-    for (i, (f, known)) in [("a", 50.0), ("b", 30.0), ("c", 20.0)].iter().enumerate() {
-        let (m, t) = (pct(mine[i], all_mine), pct(v8[i], all_v8));
-        eprintln!("{f}: fgbpf {m:.1}%, --cpu-prof {t:.1}%, known {known}%");
-        assert!((m - t).abs() <= 3.0, "{f}: fgbpf {m:.1}% against --cpu-prof's {t:.1}%\n{summary}");
-        assert!((m - known).abs() <= 3.0, "{f}: fgbpf {m:.1}% against the known {known}%\n{summary}");
-    }
-    summary
+    cmp.assert_near_reference(Within::Points(3.0), &got.summary);
+    cmp.assert_near_known(3.0, &got.summary);
+    got.summary
 }
 
 /// Function names and script names V8's own sampler saw, from a
@@ -429,9 +382,9 @@ fn churn_names_no_function_wrongly(node_bin: &Path, test: &str) {
     std::fs::create_dir_all(&prof).unwrap();
     let mut node = start_with(node_bin, &["--cpu-prof", "--cpu-prof-dir", prof.to_str().unwrap()], "churn.js", &["64"]);
     let pid = node.id();
-    let (dir, summary) = capture_pid("oncpu", pid, "60", test);
     // --cpu-prof writes its profile when the script ends by itself.
-    wait_end(&mut node, Duration::from_secs(30));
+    let got = capture_beside(&mut node, &["oncpu", "-F", "499"], Window::Seconds("60"), test, cpu_prof(&prof));
+    let (dir, summary) = (got.dir, got.summary);
     let (v8_names, v8_scripts) = cpuprofile_names(&prof);
     let source = std::fs::read_to_string(script("churn.js")).unwrap();
     // Node's own modules' sources are in its binary, as text: a function
@@ -469,14 +422,13 @@ fn churn_names_no_function_wrongly(node_bin: &Path, test: &str) {
     // those runs by more than their spread (the main thread's ~3,000
     // samples, σ 0.5 point); a naming that breaks under compaction read 41%.
     let main = main_thread(&stacks, pid);
-    let in_round = pct(weight_in_order_by(&main, &["(anonymous)@churn.js", "round@churn.js"], js), total(&main));
-    let v8 = cpuprofile_stacks(&prof);
-    let v8_round = pct(v8.iter().filter(|s| s.contains("round")).count() as u64, v8.len() as u64);
-    let v8_gc = pct(v8.iter().filter(|s| s.contains("(garbage collector)")).count() as u64, v8.len() as u64);
+    let in_round = share_in_order(&main, &["(anonymous)@churn.js", "round@churn.js"], js);
+    let v8 = got.theirs;
+    let (v8_round, v8_gc) = (share(&v8, "round"), share(&v8, "(garbage collector)"));
     eprintln!("--cpu-prof: {v8_gc:.1}% of its samples in the collector, at its root");
-    eprintln!("{named} weighted JavaScript frames; {in_round:.1}% of the main thread under round, --cpu-prof {v8_round:.1}% of {} samples; not V8's: {wrong:?}", v8.len());
+    eprintln!("{named} weighted JavaScript frames; {in_round:.1}% of the main thread under round, --cpu-prof {v8_round:.1}% of {} samples; not V8's: {wrong:?}", total(&v8));
     assert!(wrong.is_empty(), "frames named with functions neither the script nor V8 has: {wrong:?}\n{summary}");
-    assert!(v8.len() > 1000, "--cpu-prof took {} samples", v8.len());
+    assert!(total(&v8) > 1000, "--cpu-prof took {} samples", total(&v8));
     assert!(total(&main) > 1000, "{} samples of the main thread", total(&main));
     assert!(in_round >= 85.0, "{in_round:.1}% of the main thread under round (want 85), --cpu-prof {v8_round:.1}%\n{summary}");
     // Frames left unnamed are counted, with why, in the summary.

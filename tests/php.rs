@@ -1,25 +1,24 @@
 //! PHP functions in fgbpf's stacks, on the machine's PHP (Debian's
 //! `php-cli` and `php-fpm`, 8.2, stripped, which scripts/test.sh installs),
 //! started with no flag: the execute data chain is walked in the kernel
-//! (src/bpf/php.bpf.h) and named from the live process (src/procs/php/).
+//! (src/runtimes/php/php.bpf.h) and named from the live process (src/runtimes/php/).
 //! Known answers: the scripts' own lines and splits; PHP's own sampler,
 //! the excimer extension (`php-excimer`), on the same script.
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
+use common::runtime::*;
 use common::*;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
-
-type Folded = Vec<(Vec<String>, u64)>;
 
 fn script(name: &str) -> PathBuf {
     Path::new(ROOT).join("tests/workloads/php").join(name)
@@ -28,36 +27,18 @@ fn script(name: &str) -> PathBuf {
 /// Starts `php [ini] SCRIPT ARGS` and returns once it says "ready".
 fn start(ini: &[&str], env: &[(&str, &Path)], name: &str, args: &[&str]) -> KillOnDrop {
     let mut cmd = Command::new("php");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let mut child = cmd
-        .args(ini)
-        .arg(script(name))
-        .args(args)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("php is not installed: run scripts/test.sh, which installs php-cli");
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "ready", "{name} did not start");
-    KillOnDrop(child)
+    cmd.envs(env.iter().copied()).args(ini).arg(script(name)).args(args);
+    start_ready(&mut cmd, name, "php is not installed: run scripts/test.sh, which installs php-cli")
 }
 
 /// A PHP frame is `name (file:line)_[p]`: matched by name and file.
 fn php(frame: &str, wanted: &str) -> bool {
-    let (name, file) = wanted.split_once('@').unwrap_or((wanted, ""));
-    frame
-        .strip_suffix("_[p]")
-        .and_then(|f| f.strip_prefix(name))
-        .and_then(|rest| rest.strip_prefix(" ("))
-        .is_some_and(|rest| rest.starts_with(file))
+    walked_at(frame, wanted)
 }
 
 fn assert_outer_inner(stacks: &Folded, main: &str, summary: &str, label: &str) {
     let all = total(stacks);
-    let ordered = pct(weight_in_order_by(stacks, &[main, "outer@busy_lib.php:14", "inner@busy_lib.php:"], php), all);
+    let ordered = share_in_order(stacks, &[main, "outer@busy_lib.php:14", "inner@busy_lib.php:"], php);
     eprintln!("{label}: {main};outer;inner {ordered:.1}% of {all} samples");
     assert!(all > 300, "{label}: {all} samples\n{summary}");
     assert!(ordered >= 95.0, "{label}: {ordered:.1}% of {all} in {main};outer;inner\n{summary}");
@@ -71,10 +52,7 @@ fn busy_php_functions_are_named_in_order() {
     }
     let _serial = serial();
     let php_cli = start(&[], &[], "busy.php", &["30"]);
-    let pid = php_cli.id();
-    let (dir, summary) = capture_pid("oncpu", pid, "3", "php_busy");
-    drop(php_cli);
-    let stacks = read_folded(&dir.join("oncpu.folded"));
+    let Captured { pid, stacks, summary, .. } = capture_ended(php_cli, "oncpu", "3", "php_busy");
     assert_outer_inner(&stacks, "{main}@busy.php:8", &summary, "CLI");
     assert!(
         summary.contains(&format!("PHP: pid {pid} (php, PHP 8.2): 100.0% of its time with the PHP stack read whole")),
@@ -180,20 +158,6 @@ fn php_fpm_workers_name_the_requests_functions() {
     assert_outer_inner(&requests, "{main}@request.php:4", &summary, "php-fpm");
 }
 
-/// excimer's collapsed output: `/path/split.php;Worker::fifty;spin 1519`.
-fn excimer_shares(path: &Path, functions: &[&str]) -> Vec<f64> {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let stacks: Folded = text
-        .lines()
-        .filter_map(|l| {
-            let (frames, n) = l.rsplit_once(' ')?;
-            Some((frames.split(';').filter(|f| !f.is_empty()).map(str::to_string).collect(), n.parse().ok()?))
-        })
-        .collect();
-    let all = total(&stacks);
-    functions.iter().map(|f| pct(weight_in_order_by(&stacks, &[f], |x, w| x == w), all)).collect()
-}
-
 /// fgbpf on a 50/30/20 split of methods, with excimer sampling the same
 /// script from inside at the same time: each method within 3 points of
 /// the known split and within 4 of excimer's (fgbpf's ~2,000 samples in 4
@@ -210,28 +174,18 @@ fn a_50_30_20_split_between_php_methods_agrees_with_excimer() {
     let excimer = dir.join("excimer.txt");
     let prepend = format!("auto_prepend_file={}", script("excimer.php").display());
     let mut php_cli = start(&["-d", &prepend], &[("EXCIMER_OUT", &excimer)], "split.php", &["7"]);
-    let pid = php_cli.id();
-    let (capture, summary) = capture_pid("oncpu", pid, "4", "php_split");
-    // excimer writes its log when the script ends.
-    let status = php_cli.0.wait().unwrap();
-    assert!(status.success(), "split.php: {status}");
-    let stacks = read_folded(&capture.join("oncpu.folded"));
-    let methods = ["Worker::fifty", "Worker::thirty", "Worker::twenty"];
-    let theirs = excimer_shares(&excimer, &methods);
-    let known = [50.0, 30.0, 20.0];
-    let ours: Vec<f64> =
-        methods.iter().map(|m| pct(weight_in_order_by(&stacks, &[&format!("{m}@split.php:")], php), total(&stacks))).collect();
-    // All three said before any is judged: a miss in one shows where its
-    // share went.
-    let said: Vec<String> = (0..3)
-        .map(|i| format!("{}: fgbpf {:.1}%, excimer {:.1}%, known {}%", methods[i], ours[i], theirs[i], known[i]))
-        .collect();
-    let said = said.join("\n");
-    eprintln!("{said}");
-    for i in 0..3 {
-        assert!((ours[i] - known[i]).abs() <= 3.0, "{} off the known split by more than 3 points\n{said}\n{summary}", methods[i]);
-        assert!((ours[i] - theirs[i]).abs() <= 4.0, "{} off excimer's by more than 4 points\n{said}\n{summary}", methods[i]);
-    }
+    // excimer writes its log when the script ends; its collapsed output:
+    // `/path/split.php;Worker::fifty;spin 1519`.
+    let end = End::Exit { limit: Duration::from_secs(60), success: true };
+    let reference = Reference::in_workload("excimer", end, reading(&excimer, read_collapsed));
+    let got = capture_beside(&mut php_cli, &["oncpu", "-F", "499"], Window::Seconds("4"), "php_split", reference);
+    let stacks = read_folded(&got.dir.join("oncpu.folded"));
+    let fg = Side { name: "fgbpf", stacks: &stacks, is: &|f, m| php(f, &format!("{m}@split.php:")) };
+    let theirs = Side { name: "excimer", stacks: &got.theirs, is: &exactly };
+    let split = [("Worker::fifty", Some(50.0)), ("Worker::thirty", Some(30.0)), ("Worker::twenty", Some(20.0))];
+    let cmp = compare("split.php", fg, theirs, &split, Base::All);
+    cmp.assert_near_known(3.0, &got.summary);
+    cmp.assert_near_reference(Within::Points(4.0), &got.summary);
 }
 
 /// The offsets fgbpf keeps for PHP 8.2 are those of PHP's own headers:
@@ -258,7 +212,7 @@ fn the_offset_table_matches_phps_own_headers() {
     let out = String::from_utf8(Command::new(&exe).output().unwrap().stdout).unwrap();
     let got: std::collections::HashMap<&str, u64> =
         out.lines().filter_map(|l| l.split_once(' ')).map(|(k, v)| (k, v.parse().unwrap())).collect();
-    let l = fgbpf::procs::php::LAYOUT_82;
+    let l = fgbpf::runtimes::php::LAYOUT_82;
     let ours: [(&str, u64); 17] = [
         ("eg_size", l.eg_size),
         ("eg_current_execute_data", l.eg_current_execute_data.into()),
@@ -293,20 +247,7 @@ fn a_script_of_half_a_second_keeps_its_names() {
         return;
     }
     let _serial = serial();
-    let dir = out_dir("php_short");
-    let out = run(fgbpf().args(["oncpu", "-F", "499", "-o"]).arg(&dir).args(["--", "php"]).arg(script("short.php")));
-    assert_ok(&out);
-    let summary = String::from_utf8_lossy(&out.stderr);
-    let stacks = read_folded(&dir.join("oncpu.folded"));
-    let gone = weight_in_order_by(&stacks, &["[php: process gone"], |f, w| f.starts_with(w));
-    assert_eq!(gone, 0, "PHP frames unnamed in {} samples\n{summary}", total(&stacks));
-    // The samples running the script, found by its frames (not by a native
-    // frame such as php_execute_script, which needs the unwind tables of a binary
-    // that may not be built yet in half a second): each has them all, in order.
-    let script: Folded = stacks.iter().filter(|(f, _)| f.iter().any(|x| x.contains(" (short.php:"))).cloned().collect();
-    let (all, ran) = (total(&stacks), total(&script));
-    let named = weight_in_order_by(&script, &["{main}@short.php:12", "work@short.php:"], php);
-    eprintln!("the script's frames in order in {named} of the {ran} samples running it, {all} in all");
-    assert!(ran >= 100, "{ran} of {all} samples running the script\n{summary}");
-    assert!(pct(named, ran) >= 90.0, "the script's frames in order in {:.1}% of {ran}\n{summary}", pct(named, ran));
+    let short = script("short.php");
+    let command = ["php".as_ref(), short.as_os_str()];
+    short_script_keeps_names("php_short", &command, "short.php", "[php: process gone", &["{main}@short.php:12", "work@short.php:"], php);
 }

@@ -6,10 +6,10 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::Command;
 
+use common::runtime::*;
 use common::*;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
@@ -57,30 +57,12 @@ fn interpreters() -> Vec<(String, PathBuf)> {
 /// kill it when done, so that it outlasts their captures however long
 /// attaching takes (over 2 s in an emulated guest, twice in a row in some
 /// tests).
-fn start(python: &Path, name: &str, seconds: u32) -> Child {
-    let mut child = Command::new(python)
-        .arg(script(name))
-        .arg(seconds.to_string())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "ready", "{name} under {} did not start", python.display());
-    child.stdout = Some(out.into_inner());
-    child
-}
-
-fn capture(cmd: &str, pid: u32, seconds: &str, test: &str, extra: &[&str]) -> (PathBuf, Output) {
-    let dir = out_dir(test);
-    let out = run(fgbpf()
-        .arg(cmd)
-        .args(extra)
-        .args(["-d", seconds, "-p", &pid.to_string(), "-o"])
-        .arg(&dir));
-    assert_ok(&out);
-    (dir, out)
+fn start(python: &Path, name: &str, seconds: u32) -> KillOnDrop {
+    start_ready(
+        Command::new(python).arg(script(name)).arg(seconds.to_string()),
+        &format!("{name} under {}", python.display()),
+        &format!("running {} (scripts/test.sh installs the CPythons)", python.display()),
+    )
 }
 
 /// On a kernel without the interpreter walkers (before 5.17, or
@@ -88,8 +70,8 @@ fn capture(cmd: &str, pid: u32, seconds: &str, test: &str, extra: &[&str]) -> (P
 /// the summary says why its functions are not named, and its samples keep
 /// the interpreter's own frames, none guessed as Python's.
 fn python_unread_is_said(why: &str) {
-    let child = KillOnDrop(start(Path::new("/usr/bin/python3.11"), "busy.py", 60));
-    let (dir, out) = capture("oncpu", child.id(), "2", "py_unread", &[]);
+    let child = start(Path::new("/usr/bin/python3.11"), "busy.py", 60);
+    let (dir, out) = capture_for(&["oncpu"], child.id(), "2", "py_unread");
     drop(child);
     let summary = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -101,19 +83,6 @@ fn python_unread_is_said(why: &str) {
     assert!(!stacks.iter().any(|(f, _)| f.iter().any(|x| x.ends_with("_[p]"))), "no Python frame guessed");
     let native = weight_in_order(&stacks, &["_start", "Py_BytesMain", "_PyEval_EvalFrameDefault"]);
     assert!(pct(native, total(&stacks)) >= 90.0, "{:.1}% of the samples whole to _start through the evaluator", pct(native, total(&stacks)));
-}
-
-/// py-spy's folded output: frames like `inner (busy.py:9)`, root first.
-fn py_spy_record(pid: u32, seconds: u32, out: &Path) -> Child {
-    Command::new(py_spy())
-        .args(["record", "--nonblocking", "-r", "499", "-f", "raw", "-d"])
-        .arg(seconds.to_string())
-        .args(["-p", &pid.to_string(), "-o"])
-        .arg(out)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap()
 }
 
 #[test]
@@ -129,8 +98,8 @@ fn every_installed_cpython_names_its_functions_in_order() {
     assert!(Path::new(DEBIAN).is_file(), "Debian's python3.11 is installed (scripts/test.sh)");
     let mut lines = Vec::new();
     for (label, python) in &found {
-        let child = KillOnDrop(start(python, "busy.py", 60));
-        let (dir, out) = capture("oncpu", child.id(), "2", &format!("py_versions_{label}"), &["-F", "499"]);
+        let child = start(python, "busy.py", 60);
+        let (dir, out) = capture_for(&["oncpu", "-F", "499"], child.id(), "2", &format!("py_versions_{label}"));
         drop(child);
         let stacks = read_folded(&dir.join("oncpu.folded"));
         let all = total(&stacks);
@@ -155,41 +124,26 @@ fn every_installed_cpython_names_its_functions_in_order() {
     assert!(found.len() >= 2, "at least Debian's and one other CPython: {found:?}");
 }
 
-type Folded = Vec<(Vec<String>, u64)>;
-
-/// fgbpf and py-spy on the same process at the same time: py-spy starts
-/// once fgbpf is attached, and fgbpf is stopped (Ctrl-C) once py-spy has
-/// ended, so py-spy's window lies inside fgbpf's, and both inside the
-/// script's loop, however long either takes to start (seconds in an
-/// emulated guest).
-fn side_by_side(python: &Path, name: &str, test: &str) -> (Folded, Folded) {
+/// fgbpf and py-spy (499 Hz for 4 s, its folded output: frames like
+/// `inner (busy.py:9)`, root first) on the same process at the same time:
+/// py-spy starts once fgbpf is attached, and fgbpf is stopped once py-spy
+/// has ended, so py-spy's window lies inside fgbpf's, and both inside the
+/// script's loop. The comparison of `functions`' shares (frames matched
+/// by their start) between the two.
+fn beside_py_spy(python: &Path, name: &str, test: &str, functions: &[(&str, Option<f64>)]) -> Comparison {
     // It outlasts both captures; killed at the end.
-    let child = KillOnDrop(start(python, name, 120));
+    let mut child = start(python, name, 120);
     let spy_dir = out_dir(&format!("{test}_py_spy"));
     std::fs::create_dir_all(&spy_dir).unwrap();
     let spy_out = spy_dir.join("py-spy.folded");
-    let dir = out_dir(test);
-    let capture = spawn_attached(
-        fgbpf()
-            .args(["oncpu", "-F", "499", "-p", &child.id().to_string(), "-o"])
-            .arg(&dir),
-    );
-    let spy_status = py_spy_record(child.id(), 4, &spy_out).wait_with_output().unwrap().status;
-    capture.signal(libc::SIGINT);
-    let out = capture.finish();
+    let mut spy = Command::new(py_spy());
+    spy.args(["record", "--nonblocking", "-r", "499", "-f", "raw", "-d", "4", "-p", &child.id().to_string(), "-o"]).arg(&spy_out);
+    let reference = Reference::process("py-spy", spy, reading(&spy_out, read_folded));
+    let got = capture_beside(&mut child, &["oncpu", "-F", "499"], Window::AroundReference, test, reference);
     drop(child);
-    assert_ok(&out);
-    assert!(spy_status.success(), "py-spy record failed: {spy_status}");
-    (read_folded(&dir.join("oncpu.folded")), read_folded(&spy_out))
-}
-
-fn inclusive(stacks: &[(Vec<String>, u64)], prefix: &str) -> f64 {
-    let with: u64 = stacks
-        .iter()
-        .filter(|(f, _)| f.iter().any(|x| x.starts_with(prefix)))
-        .map(|(_, w)| w)
-        .sum();
-    pct(with, total(stacks))
+    let ours = read_folded(&got.dir.join("oncpu.folded"));
+    let (fg, spy) = (Side { name: "fgbpf", stacks: &ours, is: &prefixed }, Side { name: "py-spy", stacks: &got.theirs, is: &prefixed });
+    compare(&format!("{name} under {}", python.display()), fg, spy, functions, Base::All)
 }
 
 #[test]
@@ -203,11 +157,11 @@ fn inner_share_agrees_with_py_spy_on_the_same_process() {
     }
     let pyenv = interpreters().into_iter().find(|(l, _)| l.starts_with("pyenv-3.11"));
     for (label, python) in std::iter::once(("debian-3.11".to_string(), PathBuf::from(DEBIAN))).chain(pyenv) {
-        let (ours, spy) = side_by_side(&python, "busy.py", &format!("py_busy_{label}"));
-        let (a, b) = (inclusive(&ours, "inner (busy.py:"), inclusive(&spy, "inner (busy.py:"));
-        eprintln!("{label}: inner {a:.1}% (fgbpf, {} samples), {b:.1}% (py-spy, {})", total(&ours), total(&spy));
-        assert!(total(&spy) > 100, "{label}: py-spy sampled {} times", total(&spy));
-        assert!((a - b).abs() <= 5.0, "{label}: inner {a:.1}% in fgbpf, {b:.1}% in py-spy");
+        let inner = "inner (busy.py:";
+        let cmp = beside_py_spy(&python, "busy.py", &format!("py_busy_{label}"), &[(inner, None)]);
+        assert!(cmp.bases.1 > 100, "{label}: py-spy sampled {} times", cmp.bases.1);
+        cmp.assert_near_reference(Within::Points(5.0), &label);
+        let a = cmp.row(inner).ours;
         assert!(a >= 90.0, "{label}: inner {a:.1}%");
     }
 }
@@ -221,20 +175,15 @@ fn a_50_30_20_split_between_python_functions() {
     if let Some(why) = interpreter_walkers_missing() {
         return python_unread_is_said(&why);
     }
-    let (ours, spy) = side_by_side(Path::new(DEBIAN), "split.py", "py_split");
     // Within 3 points of the answer, and within 5 of py-spy on the same
     // process: both sample at 499 Hz, py-spy for 4 s (~2,000 samples, σ
     // 1.1 points at 50%) and fgbpf a little longer, so the two differ by
     // chance with σ 1.6 points, and 5 is three of them.
-    assert!(total(&ours) >= 1500 && total(&spy) >= 1500, "samples: fgbpf {}, py-spy {}", total(&ours), total(&spy));
-    let mut report = Vec::new();
-    for (f, want) in [("fifty (split.py:", 50.0), ("thirty (split.py:", 30.0), ("twenty (split.py:", 20.0)] {
-        let (a, b) = (inclusive(&ours, f), inclusive(&spy, f));
-        report.push(format!("{f} fgbpf {a:.1}% py-spy {b:.1}%"));
-        assert!((a - want).abs() <= 3.0, "{f}: {a:.1}% (want {want} ±3; py-spy {b:.1}%)");
-        assert!((a - b).abs() <= 5.0, "{f}: fgbpf {a:.1}%, py-spy {b:.1}% on the same process (want within 5)");
-    }
-    eprintln!("{}", report.join("\n"));
+    let split = [("fifty (split.py:", Some(50.0)), ("thirty (split.py:", Some(30.0)), ("twenty (split.py:", Some(20.0))];
+    let cmp = beside_py_spy(Path::new(DEBIAN), "split.py", "py_split", &split);
+    assert!(cmp.bases.0 >= 1500 && cmp.bases.1 >= 1500, "samples: fgbpf {}, py-spy {}", cmp.bases.0, cmp.bases.1);
+    cmp.assert_near_known(3.0, "");
+    cmp.assert_near_reference(Within::Points(5.0), "");
 }
 
 #[test]
@@ -246,8 +195,8 @@ fn a_thread_sleeping_in_time_sleep_waits_under_nap() {
     if let Some(why) = interpreter_walkers_missing() {
         return python_unread_is_said(&why);
     }
-    let child = KillOnDrop(start(Path::new(DEBIAN), "nap.py", 60));
-    let (dir, out) = capture("offcpu", child.id(), "3", "py_nap", &[]);
+    let child = start(Path::new(DEBIAN), "nap.py", 60);
+    let (dir, out) = capture_for(&["offcpu"], child.id(), "3", "py_nap");
     drop(child);
     let stacks = read_folded(&dir.join("offcpu.folded"));
     // The sleeping thread: every wait in the sleep syscall.
@@ -280,8 +229,8 @@ fn a_c_extension_shows_under_its_python_caller() {
     if let Some(why) = interpreter_walkers_missing() {
         return python_unread_is_said(&why);
     }
-    let child = KillOnDrop(start(Path::new(DEBIAN), "ext.py", 60));
-    let (dir, _) = capture("oncpu", child.id(), "3", "py_ext", &["-F", "499"]);
+    let child = start(Path::new(DEBIAN), "ext.py", 60);
+    let (dir, _) = capture_for(&["oncpu", "-F", "499"], child.id(), "3", "py_ext");
     drop(child);
     let stacks = read_folded(&dir.join("oncpu.folded"));
     let deflate: Vec<_> = stacks
@@ -305,9 +254,9 @@ fn no_py_lines_merges_frames_per_function_and_no_python_keeps_the_evaluator() {
     if let Some(why) = interpreter_walkers_missing() {
         return python_unread_is_said(&why);
     }
-    let child = KillOnDrop(start(Path::new(DEBIAN), "busy.py", 60));
-    let (dir, _) = capture("oncpu", child.id(), "1", "py_no_lines", &["--no-py-lines"]);
-    let (raw_dir, _) = capture("oncpu", child.id(), "1", "py_no_python", &["--no-python"]);
+    let child = start(Path::new(DEBIAN), "busy.py", 60);
+    let (dir, _) = capture_for(&["oncpu", "--no-py-lines"], child.id(), "1", "py_no_lines");
+    let (raw_dir, _) = capture_for(&["oncpu", "--no-python"], child.id(), "1", "py_no_python");
     drop(child);
     let stacks = read_folded(&dir.join("oncpu.folded"));
     let frames: std::collections::BTreeSet<&str> = stacks
@@ -348,8 +297,8 @@ fn an_older_cpython_is_named_as_unsupported_and_keeps_native_frames() {
             (matches!(minor.as_str(), "6" | "7") && bin.is_file()).then_some((minor, bin))
         });
     let (minor, python) = old.expect("a pyenv-built CPython 3.6 or 3.7 to test an unsupported version with");
-    let child = KillOnDrop(start(&python, "busy.py", 60));
-    let (dir, out) = capture("oncpu", child.id(), "1", "py_unsupported", &[]);
+    let child = start(&python, "busy.py", 60);
+    let (dir, out) = capture_for(&["oncpu"], child.id(), "1", "py_unsupported");
     drop(child);
     let summary = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -363,7 +312,7 @@ fn an_older_cpython_is_named_as_unsupported_and_keeps_native_frames() {
 
 /// The offsets fgbpf's table gives each version, as the script names them.
 fn table(minor: u32) -> Vec<(&'static str, Option<u16>)> {
-    let l = fgbpf::procs::python::layout(minor).expect("a known version");
+    let l = fgbpf::runtimes::python::layout(minor).expect("a known version");
     vec![
         ("interp_head", Some(l.interp_head)),
         ("threads_head", Some(l.threads_head)),
@@ -436,17 +385,6 @@ fn a_script_of_half_a_second_keeps_its_names() {
     if let Some(why) = interpreter_walkers_missing() {
         return python_unread_is_said(&why);
     }
-    let dir = out_dir("py_short");
-    let out = run(fgbpf()
-        .args(["oncpu", "-F", "499", "-o"])
-        .arg(&dir)
-        .args(["--", DEBIAN])
-        .arg(script("busy.py"))
-        .arg("0.5"));
-    assert_ok(&out);
-    let stacks = read_folded(&dir.join("oncpu.folded"));
-    let unnamed = weight_with(&stacks, "[python: process gone before its code was read]_[p]");
-    assert_eq!(unnamed, 0, "unnamed Python frames in {} samples", total(&stacks));
     // The command is profiled from its first instruction, so the
     // interpreter's own start-up (its frozen imports run Python code too),
     // and its shutdown come with the script's half second: 4% of the
@@ -455,28 +393,15 @@ fn a_script_of_half_a_second_keeps_its_names() {
     // script itself runs under `_PyRun_SimpleFileObject`; its samples must
     // carry the script's frames, named and in order. (Not the share of `inner`: `outer`
     // calls time.time() each round, which is cheap here and reads an
-    // emulated HPET in a guest.) The script's samples are found by its
-    // frames, not by a native frame such as `_PyRun_SimpleFileObject`, which
-    // needs the unwind tables of a binary that may not be built yet then.
-    let script: Vec<_> = stacks
-        .iter()
-        .filter(|(f, _)| f.iter().any(|x| x.contains(" (busy.py:")))
-        .cloned()
-        .collect();
-    let (all, ran) = (total(&stacks), total(&script));
-    let named = weight_in_order_prefixed(&script, &["<module> (busy.py:", "outer (busy.py:"]);
-    eprintln!("the script's frames in {named} of the {ran} samples running it, {all} in all");
-    let others = || {
-        let mut o: Vec<_> = script.iter().filter(|(f, _)| !f.iter().any(|x| x.starts_with("outer (busy.py:"))).collect();
-        o.sort_by_key(|(_, w)| std::cmp::Reverse(*w));
-        o.iter().take(5).map(|(f, w)| format!("{} {w}", f.join(";"))).collect::<Vec<_>>().join("\n")
-    };
-    // At 499 Hz its half second is about 250 samples.
-    assert!(ran >= 100, "{ran} of {all} samples running the script");
-    assert!(
-        pct(named, ran) >= 90.0,
-        "the script's frames in {:.1}% of the {ran} samples running it ({all} in all); others:\n{}",
-        pct(named, ran),
-        others()
+    // emulated HPET in a guest.) At 499 Hz its half second is about 250
+    // samples.
+    let busy = script("busy.py");
+    short_script_keeps_names(
+        "py_short",
+        &[DEBIAN.as_ref(), busy.as_os_str(), "0.5".as_ref()],
+        "busy.py",
+        "[python: process gone before its code was read]_[p]",
+        &["<module> (busy.py:", "outer (busy.py:"],
+        prefixed,
     );
 }

@@ -1,21 +1,19 @@
 //! Ruby methods in fgbpf's stacks, on the machine's Ruby (Debian's
 //! `ruby`, 3.1, with a stripped libruby, which scripts/test.sh installs),
 //! started with no flag: the VM's control frames are walked in the kernel
-//! from the thread's execution context (src/bpf/ruby.bpf.h) and named from
-//! the live process (src/procs/ruby/). Known answers: the scripts' own
+//! from the thread's execution context (src/runtimes/ruby/ruby.bpf.h) and named from
+//! the live process (src/runtimes/ruby/). Known answers: the scripts' own
 //! lines and splits.
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
+use common::runtime::*;
 use common::*;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
-
-type Folded = Vec<(Vec<String>, u64)>;
 
 fn script(name: &str) -> PathBuf {
     Path::new(ROOT).join("tests/workloads/ruby").join(name)
@@ -23,38 +21,27 @@ fn script(name: &str) -> PathBuf {
 
 /// Starts `ruby SCRIPT ARGS` and returns once it says "ready".
 fn start(name: &str, args: &[&str]) -> KillOnDrop {
-    let mut child = Command::new("ruby")
-        .arg(script(name))
-        .args(args)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("ruby is not installed: run scripts/test.sh, which installs it");
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "ready", "{name} did not start");
-    KillOnDrop(child)
+    start_ready(
+        Command::new("ruby").arg(script(name)).args(args),
+        name,
+        "ruby is not installed: run scripts/test.sh, which installs it",
+    )
 }
 
 /// The stacks of one thread, by its label's prefix (`ruby-PID` for the
 /// main thread; Ruby names the others by where they were created).
 fn thread(stacks: &Folded, label: &str) -> Folded {
-    stacks.iter().filter(|(f, _)| f.get(1).is_some_and(|t| t.starts_with(label))).cloned().collect()
+    of_threads(stacks, |t| t.starts_with(label))
 }
 
 /// A Ruby frame is `label (file:line)_[p]`: matched by label and file.
 fn rb(frame: &str, wanted: &str) -> bool {
-    let (label, file) = wanted.split_once('@').unwrap_or((wanted, ""));
-    frame
-        .strip_suffix("_[p]")
-        .and_then(|f| f.strip_prefix(label))
-        .and_then(|rest| rest.strip_prefix(" ("))
-        .is_some_and(|rest| rest.starts_with(file))
+    walked_at(frame, wanted)
 }
 
-/// Weight of the stacks holding `frame` (matched as [`rb`] does).
-fn weight_of(stacks: &Folded, frame: &str) -> u64 {
-    weight_in_order_by(stacks, &[frame], rb)
+/// A Ruby frame (`label@file:line`) or a C method (`name [c function]`).
+fn rb_or_c(frame: &str, wanted: &str) -> bool {
+    rb(frame, wanted) || frame.strip_suffix("_[p]") == Some(wanted)
 }
 
 #[test]
@@ -63,25 +50,18 @@ fn busy_ruby_methods_are_named_in_order_under_the_vms_entry() {
         return;
     }
     let _serial = serial();
-    let ruby = start("busy.rb", &["30"]);
-    let pid = ruby.id();
-    let (dir, summary) = capture_pid("oncpu", pid, "3", "ruby_busy");
-    drop(ruby);
-    let stacks = read_folded(&dir.join("oncpu.folded"));
+    let Captured { pid, stacks, summary, .. } = capture_ended(start("busy.rb", &["30"]), "oncpu", "3", "ruby_busy");
     let main = thread(&stacks, &format!("ruby-{pid}"));
     let all = total(&main);
     // The script's top level calls outer at line 22, outer calls inner at
     // line 15; inner's loop is lines 6 to 8.
     let path = ["<main>@busy.rb:22", "Object#outer@busy.rb:15", "Object#inner@busy.rb:"];
-    let ordered = pct(weight_in_order_by(&main, &path, rb), all);
-    let rooted = pct(
-        weight_in_order_by(&main, &["_start", "ruby_run_node", "<main>@busy.rb:22", "Object#outer@busy.rb:15"], |f, w| {
-            f == w || rb(f, w)
-        }),
-        all,
-    );
+    let ordered = share_in_order(&main, &path, rb);
+    let rooted = share_in_order(&main, &["_start", "ruby_run_node", "<main>@busy.rb:22", "Object#outer@busy.rb:15"], |f, w| {
+        f == w || rb(f, w)
+    });
     let lines = ["Object#inner@busy.rb:6", "Object#inner@busy.rb:7", "Object#inner@busy.rb:8"];
-    let in_loop: u64 = lines.iter().map(|f| weight_of(&main, f)).sum();
+    let in_loop: u64 = lines.iter().map(|f| weight_in_order_by(&main, &[f], rb)).sum();
     eprintln!("<main>;outer;inner {ordered:.1}%, rooted at _start {rooted:.1}%, inner on its loop's lines {:.1}% of {all}", pct(in_loop, all));
     assert!(all > 300, "{all} samples of the main thread\n{summary}");
     assert!(ordered >= 95.0, "{ordered:.1}% of {all} in <main>;outer;inner\n{summary}");
@@ -106,14 +86,10 @@ fn a_block_run_by_a_c_method_is_named_under_it() {
         return;
     }
     let _serial = serial();
-    let ruby = start("blocks.rb", &["30"]);
-    let pid = ruby.id();
-    let (dir, summary) = capture_pid("oncpu", pid, "3", "ruby_blocks");
-    drop(ruby);
-    let stacks = read_folded(&dir.join("oncpu.folded"));
+    let Captured { pid, stacks, summary, .. } = capture_ended(start("blocks.rb", &["30"]), "oncpu", "3", "ruby_blocks");
     let main = thread(&stacks, &format!("ruby-{pid}"));
     let all = total(&main);
-    let is = |f: &str, w: &str| rb(f, w) || f.strip_suffix("_[p]") == Some(w);
+    let is = rb_or_c;
     let path = ["Object#outer@blocks.rb:16", "Integer#times [c function]", "block in Object#outer@blocks.rb:16"];
     let in_block = weight_in_order_by(&main, &path, is);
     let in_work = weight_in_order_by(&main, &["block in Object#outer@blocks.rb:16", "Object#work@blocks.rb:"], is);
@@ -143,23 +119,6 @@ fn rbspy() -> PathBuf {
     local
 }
 
-/// rbspy's collapsed output: `<main> - /path/split.rb:31;fifty - …:15 191`.
-fn rbspy_shares(path: &Path, methods: &[&str]) -> Vec<f64> {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let stacks: Folded = text
-        .lines()
-        .filter_map(|l| {
-            let (frames, n) = l.rsplit_once(' ')?;
-            Some((frames.split(';').map(str::to_string).collect(), n.parse().ok()?))
-        })
-        .collect();
-    let all = total(&stacks);
-    methods
-        .iter()
-        .map(|m| pct(weight_in_order_by(&stacks, &[m], |f, w| f.starts_with(&format!("{w} - "))), all))
-        .collect()
-}
-
 /// fgbpf and rbspy on the same process at the same time: each method's
 /// share within 3 points of the known split and within 5 of rbspy's. rbspy
 /// samples at fgbpf's rate: at its default 99 Hz its 495 samples left it a
@@ -174,40 +133,29 @@ fn a_50_30_20_split_between_ruby_methods_agrees_with_rbspy() {
         return;
     }
     let _serial = serial();
-    let ruby = start("split.rb", &["30"]);
+    let mut ruby = start("split.rb", &["30"]);
     let pid = ruby.id();
     let spied = out_dir("ruby_split_rbspy");
     std::fs::create_dir_all(&spied).unwrap();
-    let spy = KillOnDrop(
-        Command::new(rbspy())
-            .args(["record", "--nonblocking", "--silent", "-r", "499", "-d", "9", "--format", "collapsed", "-p"])
-            .arg(pid.to_string())
-            .arg("-f")
-            .arg(spied.join("rbspy.txt"))
-            .arg("--raw-file")
-            .arg(spied.join("rbspy.raw.gz"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let (dir, summary) = capture_pid("oncpu", pid, "8", "ruby_split");
-    let mut spy = spy;
-    let status = spy.0.wait().unwrap();
+    // Its collapsed output: `<main> - /path/split.rb:31;fifty - …:15 191`.
+    let mut rbspy = Command::new(rbspy());
+    rbspy
+        .args(["record", "--nonblocking", "--silent", "-r", "499", "-d", "9", "--format", "collapsed", "-p"])
+        .arg(pid.to_string())
+        .arg("-f")
+        .arg(spied.join("rbspy.txt"))
+        .arg("--raw-file")
+        .arg(spied.join("rbspy.raw.gz"));
+    let reference = Reference::process("rbspy", rbspy, reading(&spied.join("rbspy.txt"), read_collapsed));
+    let got = capture_beside(&mut ruby, &["oncpu", "-F", "499"], Window::Seconds("8"), "ruby_split", reference);
     drop(ruby);
-    assert!(status.success(), "rbspy: {status}");
-    let stacks = read_folded(&dir.join("oncpu.folded"));
-    let main = thread(&stacks, &format!("ruby-{pid}"));
-    let methods = ["fifty", "thirty", "twenty"];
-    let theirs = rbspy_shares(&spied.join("rbspy.txt"), &methods);
-    let mut said = Vec::new();
-    for ((m, want), their) in methods.iter().zip([50.0, 30.0, 20.0]).zip(theirs) {
-        let ours = pct(weight_of(&main, &format!("Object#{m}@split.rb:")), total(&main));
-        said.push(format!("{m}: fgbpf {ours:.1}%, rbspy {their:.1}%, known {want}%"));
-        assert!((ours - want).abs() <= 3.0, "{m} {ours:.1}% (want {want} ±3)\n{summary}");
-        assert!((ours - their).abs() <= 5.0, "{m} {ours:.1}% against rbspy's {their:.1}%\n{summary}");
-    }
-    eprintln!("{}", said.join("\n"));
+    let main = thread(&read_folded(&got.dir.join("oncpu.folded")), &format!("ruby-{pid}"));
+    let fg = Side { name: "fgbpf", stacks: &main, is: &|f, m| rb(f, &format!("Object#{m}@split.rb:")) };
+    let spy = Side { name: "rbspy", stacks: &got.theirs, is: &|f, m| f.starts_with(&format!("{m} - ")) };
+    let split = [("fifty", Some(50.0)), ("thirty", Some(30.0)), ("twenty", Some(20.0))];
+    let cmp = compare("split.rb, the main thread", fg, spy, &split, Base::All);
+    cmp.assert_near_known(3.0, &got.summary);
+    cmp.assert_near_reference(Within::Points(5.0), &got.summary);
 }
 
 #[test]
@@ -216,11 +164,7 @@ fn a_thread_sleeping_in_sleep_waits_under_nap() {
         return;
     }
     let _serial = serial();
-    let ruby = start("nap.rb", &["30"]);
-    let pid = ruby.id();
-    let (dir, summary) = capture_pid("offcpu", pid, "3", "ruby_nap");
-    drop(ruby);
-    let stacks = read_folded(&dir.join("offcpu.folded"));
+    let Captured { stacks, summary, .. } = capture_ended(start("nap.rb", &["30"]), "offcpu", "3", "ruby_nap");
     // Ruby names the thread by where it was created.
     let sleeper = thread(&stacks, "nap.rb:9-");
     let all = total(&sleeper);
@@ -239,29 +183,15 @@ fn a_script_of_half_a_second_keeps_its_names() {
         return;
     }
     let _serial = serial();
-    let dir = out_dir("ruby_short");
-    let out = run(fgbpf().args(["oncpu", "-F", "499", "-o"]).arg(&dir).args(["--", "ruby"]).arg(script("short.rb")));
-    assert_ok(&out);
-    let summary = String::from_utf8_lossy(&out.stderr);
-    let stacks = read_folded(&dir.join("oncpu.folded"));
-    let gone = weight_in_order_by(&stacks, &["[ruby: process gone"], |f, w| f.starts_with(w));
-    assert_eq!(gone, 0, "Ruby frames unnamed in {} samples\n{summary}", total(&stacks));
-    // The samples running the script, found by its frames (not by a native
-    // frame such as ruby_run_node, which needs the unwind tables of a binary
-    // that may not be built yet in half a second): each has them all, in order.
-    let script: Folded = stacks.iter().filter(|(f, _)| f.iter().any(|x| x.contains(" (short.rb:"))).cloned().collect();
-    let (all, ran) = (total(&stacks), total(&script));
-    let named = weight_in_order_by(&script, &["<main>@short.rb:9", "Object#work@short.rb:5"], rb);
-    eprintln!("the script's frames in order in {named} of the {ran} samples running it, {all} in all");
-    assert!(ran >= 100, "{ran} of {all} samples running the script\n{summary}");
-    assert!(pct(named, ran) >= 90.0, "the script's frames in order in {:.1}% of {ran}\n{summary}", pct(named, ran));
+    let short = script("short.rb");
+    let command = ["ruby".as_ref(), short.as_os_str()];
+    short_script_keeps_names("ruby_short", &command, "short.rb", "[ruby: process gone", &["<main>@short.rb:9", "Object#work@short.rb:5"], rb);
 }
 
 /// Share of `stacks`' weight with the frames `path` in order, each a Ruby
 /// frame (`label@file:line`) or a C method (`name [c function]`).
 fn share_under(stacks: &Folded, path: &[&str]) -> f64 {
-    let w = weight_in_order_by(stacks, path, |f, w| rb(f, w) || f.strip_suffix("_[p]") == Some(w));
-    pct(w, total(stacks))
+    share_in_order(stacks, path, rb_or_c)
 }
 
 /// Two Ruby threads run methods of their own: each thread's samples are
@@ -273,11 +203,7 @@ fn each_ruby_thread_is_walked_from_its_own_context() {
         return;
     }
     let _serial = serial();
-    let ruby = start("threads.rb", &["30"]);
-    let pid = ruby.id();
-    let (dir, summary) = capture_pid("oncpu", pid, "4", "ruby_threads");
-    drop(ruby);
-    let stacks = read_folded(&dir.join("oncpu.folded"));
+    let Captured { stacks, summary, .. } = capture_ended(start("threads.rb", &["30"]), "oncpu", "4", "ruby_threads");
     // Ruby names a thread by the line that created it.
     for (label, own, other) in [("threads.rb:18-", "spin_a", "spin_b"), ("threads.rb:19-", "spin_b", "spin_a")] {
         let of = thread(&stacks, label);
@@ -300,11 +226,7 @@ fn threads_waiting_in_io_read_and_mutex_lock_wait_under_their_callers() {
         return;
     }
     let _serial = serial();
-    let ruby = start("waits.rb", &["30"]);
-    let pid = ruby.id();
-    let (dir, summary) = capture_pid("offcpu", pid, "3", "ruby_waits");
-    drop(ruby);
-    let stacks = read_folded(&dir.join("offcpu.folded"));
+    let Captured { stacks, summary, .. } = capture_ended(start("waits.rb", &["30"]), "offcpu", "3", "ruby_waits");
     for (label, caller, method) in
         [("waits.rb:19-", "Object#wait_input@waits.rb:8", "IO#read [c function]"),
          ("waits.rb:20-", "Object#contend@waits.rb:12", "Thread::Mutex#lock [c function]")]
@@ -328,11 +250,7 @@ fn methods_are_named_with_their_class() {
         return;
     }
     let _serial = serial();
-    let ruby = start("klass.rb", &["30"]);
-    let pid = ruby.id();
-    let (dir, summary) = capture_pid("oncpu", pid, "3", "ruby_klass");
-    drop(ruby);
-    let stacks = read_folded(&dir.join("oncpu.folded"));
+    let Captured { pid, stacks, summary, .. } = capture_ended(start("klass.rb", &["30"]), "oncpu", "3", "ruby_klass");
     let main = thread(&stacks, &format!("ruby-{pid}"));
     let path = [
         "<main>@klass.rb:21",
@@ -356,18 +274,14 @@ fn each_ractor_is_walked_from_its_own_context() {
         return;
     }
     let _serial = serial();
-    let ruby = start("ractors.rb", &["30"]);
-    let pid = ruby.id();
-    let (dir, summary) = capture_pid("oncpu", pid, "3", "ruby_ractors");
-    drop(ruby);
-    let stacks = read_folded(&dir.join("oncpu.folded"));
+    let Captured { stacks, summary, .. } = capture_ended(start("ractors.rb", &["30"]), "oncpu", "3", "ruby_ractors");
     // Ractors' threads are not named: tell them apart by their thread id.
     let mut threads: Vec<String> = stacks.iter().filter_map(|(f, _)| f.get(1).cloned()).collect();
     threads.sort();
     threads.dedup();
     let mut seen = Vec::new();
     for label in threads {
-        let of: Folded = stacks.iter().filter(|(f, _)| f.get(1) == Some(&label)).cloned().collect();
+        let of = of_threads(&stacks, |t| t == label);
         let a = share_under(&of, &["block in <main>@ractors.rb:19", "Object#ractor_a@ractors.rb:"]);
         let b = share_under(&of, &["block in <main>@ractors.rb:20", "Object#ractor_b@ractors.rb:"]);
         if a + b == 0.0 {

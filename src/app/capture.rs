@@ -1,24 +1,22 @@
 //! Steps every capture command takes: checks before the capture (targets,
-//! privileges, kernel, output directory), starting and stopping the
-//! recording around its window ([`Live`], which `top` drives step by
-//! step), and writing the outputs after.
+//! privileges, kernel, output directory), and starting and stopping the
+//! recording around its window ([`Live`], which `top` and `flight` drive
+//! step by step). Writing the outputs after is [`crate::format::outputs`]'s.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use super::otlp::stream::Stream;
+use super::recording::Recording;
+use super::stages;
 use super::summary::say;
-use super::views::Wanted;
 use super::CliError;
 use crate::probe::{Probe, Targets};
 use crate::procs::cgroup::Scope;
 use crate::procs::groups::Groups;
-use crate::cli::{CaptureArgs, Format, GroupBy};
+use crate::cli::{CaptureArgs, GroupBy};
 use crate::format::files::{self, OutDir};
-use crate::format::folded::{self, Leading};
-use crate::format::{pprof, slices, speedscope, svg};
-use crate::profile::Profile;
 use crate::app::session::command::{HeldCommand, RunAs, Stage};
 use nix::sys::signal::Signal;
 use crate::app::session::signals::StopFlag;
@@ -43,23 +41,17 @@ pub struct Finished {
 }
 
 /// Runs the steps every capture command shares: checks, output directory,
-/// the held `-- COMMAND`, starting the recorder (`start` gets the final
-/// targets), the window, and stopping at its end. `what` names the
-/// recording for the start message, e.g. "on-CPU samples at 99 Hz".
-pub fn capture(
-    args: &CaptureArgs,
-    kind: &str,
-    outputs: &[String],
-    what: &str,
-    start: impl FnOnce(Targets) -> Result<Probe, CliError>,
-    wanted: Wanted,
-) -> Result<Finished, CliError> {
+/// the held `-- COMMAND`, starting the recorder, the window, stopping at
+/// its end, and handing the `--otlp-interval` stream its last interval.
+pub fn capture(rec: &Recording<'_>) -> Result<Finished, CliError> {
+    let args = rec.capture;
+    let outputs = rec.outputs();
     let names: Vec<&str> = outputs.iter().map(String::as_str).collect();
     super::summary::set_quiet(args.quiet);
     let prepared = preflight(args)?;
-    let out_dir = output_dir(args, kind, &names)?;
-    let mut live = open(args, prepared, what, start)?;
-    let mut stream = live.stream(args, wanted)?;
+    let out_dir = output_dir(args, rec.kind.name(), &names)?;
+    let mut live = open(rec, prepared)?;
+    let mut stream = live.stream(rec);
     let (window, recorder, symbolizer) = live.window(args);
     let (_, end) = window.run(recorder, symbolizer, &mut |r, s| {
         if let Some(stream) = stream.as_mut() {
@@ -67,6 +59,11 @@ pub fn capture(
         }
     });
     let (elapsed, command_status) = live.close(args, end);
+    stages::mark("capturing");
+    if let Some(s) = stream.as_mut() {
+        s.last(&mut live.recorder, &mut live.symbolizer, elapsed);
+        stages::mark("OTLP's last interval");
+    }
     Ok(Finished {
         prepared: live.prepared,
         out_dir,
@@ -79,6 +76,14 @@ pub fn capture(
         started: live.started,
         stream,
     })
+}
+
+/// Starts recording as `top` and `flight` do, with no output directory of
+/// its own: the checks, the held `-- COMMAND` and the probe.
+pub fn start(rec: &Recording<'_>) -> Result<Live, CliError> {
+    super::summary::set_quiet(rec.capture.quiet);
+    let prepared = preflight(rec.capture)?;
+    open(rec, prepared)
 }
 
 /// A capture that is recording: what it records, how stacks are named,
@@ -94,14 +99,10 @@ pub struct Live {
     pub started: std::time::SystemTime,
 }
 
-/// Starts the held `-- COMMAND` and the recorder (`start` gets the final
-/// targets), says so on stderr, and lets the walkers join.
-pub fn open(
-    args: &CaptureArgs,
-    mut prepared: Prepared,
-    what: &str,
-    start: impl FnOnce(Targets) -> Result<Probe, CliError>,
-) -> Result<Live, CliError> {
+/// Starts the held `-- COMMAND` and `rec`'s probe on the final targets,
+/// says so on stderr, and lets the walkers join.
+fn open(rec: &Recording<'_>, mut prepared: Prepared) -> Result<Live, CliError> {
+    let args = rec.capture;
     let stop = StopFlag::install().map_err(CliError::failed)?;
     let mut held = match args.command.is_empty() {
         true => None,
@@ -113,7 +114,7 @@ pub fn open(
     prepared.targets.held = held.as_ref().map(|h| h.pid);
     let targets = prepared.targets.clone();
     let loading = std::time::Instant::now();
-    let mut recorder = start(targets)?;
+    let mut recorder = rec.start(targets)?;
     let attach_ms = loading.elapsed().as_secs_f64() * 1000.0;
     let symbolizer = Symbolizer::new(&symbolize::Options {
         debug_dirs: args.symbols.debug_dirs.clone(),
@@ -149,7 +150,8 @@ pub fn open(
         stop.forward_to(h.pid);
     }
     say(format_args!(
-        "recording {what} of {} (attached in {attach_ms:.0} ms){}",
+        "recording {} of {} (attached in {attach_ms:.0} ms){}",
+        rec.what(),
         prepared.target,
         if args.duration.is_none() {
             "; Ctrl-C to stop"
@@ -172,10 +174,11 @@ pub fn open(
 }
 
 impl Live {
-    /// `--otlp-interval`'s stream, from the window's start.
-    pub fn stream(&self, args: &CaptureArgs, wanted: Wanted) -> Result<Option<Stream>, CliError> {
-        let target = super::otlp::target(&args.otlp)?;
-        Ok(target.and_then(|t| Stream::start(&t, wanted, &self.prepared.target, self.started)))
+    /// `--otlp-interval`'s stream of `rec`'s views, from the window's
+    /// start.
+    pub fn stream(&self, rec: &Recording<'_>) -> Option<Stream> {
+        let target = rec.otlp.as_ref()?;
+        Stream::start(target, rec.wanted(), &self.prepared.target, self.started)
     }
 
     /// The capture's window, and what its steps feed.
@@ -259,21 +262,6 @@ fn command_fate(
     None
 }
 
-/// The capture's heat map in time, of its main view.
-pub const TIMELINE: &str = "timeline.html";
-
-/// The output file names of a capture: each view in each format (with
-/// its slices beside its folded file), the timeline and the report.
-pub fn output_names(stems: &[&str], formats: &[Format]) -> Vec<String> {
-    let mut names: Vec<String> = stems.iter().flat_map(|s| view_files(s, formats)).collect();
-    if formats.contains(&Format::Folded) {
-        names.extend(stems.iter().map(|s| format!("{s}.slices")));
-    }
-    names.push(TIMELINE.into());
-    names.push("report.txt".into());
-    names
-}
-
 /// A capture that passed every check.
 pub struct Prepared {
     /// `--user`: who the command runs as.
@@ -285,7 +273,7 @@ pub struct Prepared {
 
 /// Everything that can be checked before the capture starts, so that bad
 /// input fails fast with one line and writes nothing.
-pub fn preflight(args: &CaptureArgs) -> Result<Prepared, CliError> {
+fn preflight(args: &CaptureArgs) -> Result<Prepared, CliError> {
     targets::check(&args.pids, &args.tids).map_err(CliError::usage)?;
     check_command(args)?;
     let scope = targets::scope(args).map_err(CliError::usage)?;
@@ -433,67 +421,3 @@ fn check_privileges() -> Result<(), CliError> {
 fn check_kernel(args: &CaptureArgs) -> Result<(), CliError> {
     crate::probe::features::preflight(args.btf.as_deref()).map_err(CliError::usage)
 }
-
-/// The file names a view named `stem` is written to, by format.
-pub fn view_files(stem: &str, formats: &[Format]) -> Vec<String> {
-    formats
-        .iter()
-        .map(|f| match f {
-            Format::Svg => format!("{stem}.svg"),
-            Format::Folded => format!("{stem}.folded"),
-            Format::Pprof => format!("{stem}.pb.gz"),
-            Format::Speedscope => format!("{stem}.speedscope.json"),
-        })
-        .collect()
-}
-
-/// Writes one view in each of `formats`, and `report.txt` if given.
-pub fn write_view(
-    dir: &Path,
-    stem: &str,
-    profile: &Profile,
-    formats: &[Format],
-    svg_opts: &svg::Options,
-    report_text: Option<&str>,
-) -> Result<Vec<PathBuf>, CliError> {
-    let mut written = Vec::new();
-    let mut write = |name: String, f: &dyn Fn(&mut dyn std::io::Write) -> std::io::Result<()>| {
-        let path = dir.join(name);
-        files::write_atomic(&path, files::Durability::Synced, f)
-            .map_err(|e| CliError::failed(format!("writing {}: {e}", path.display())))?;
-        written.push(path);
-        Ok::<(), CliError>(())
-    };
-    // The folded file keeps every thread frame, whatever the picture
-    // merges: any reader can draw it either way (capture.json says which
-    // the capture drew).
-    let fopts = folded::Options {
-        leading: Leading::ProcessAndThread,
-    };
-    // Labels are pprof's alone: the other views would list a stack once
-    // per goroutine.
-    let unlabelled = profile.has_labels().then(|| {
-        let mut p = profile.clone();
-        p.drop_labels();
-        p
-    });
-    let pprof_profile = profile;
-    let profile = unlabelled.as_ref().unwrap_or(profile);
-    for (format, name) in formats.iter().zip(view_files(stem, formats)) {
-        match format {
-            Format::Svg => write(name, &|w| svg::write(profile, svg_opts, w))?,
-            Format::Folded => {
-                write(name, &|w| folded::write(profile, &fopts, w))?;
-                // When each stack's weight fell, for --from/--to.
-                write(format!("{stem}.slices"), &|w| slices::write(profile, w))?;
-            }
-            Format::Pprof => write(name, &|w| pprof::write(pprof_profile, w))?,
-            Format::Speedscope => write(name, &|w| speedscope::write(profile, w))?,
-        }
-    }
-    if let Some(text) = report_text {
-        write("report.txt".to_string(), &|w| w.write_all(text.as_bytes()))?;
-    }
-    Ok(written)
-}
-

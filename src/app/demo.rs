@@ -3,7 +3,7 @@
 
 use std::fs;
 
-use super::capture::output_names;
+use crate::format::outputs::output_names;
 use super::{wall, CliError};
 use crate::format::sidecar;
 use crate::cli::{CaptureArgs, DemoArgs, SamplingArgs, WallArgs};

@@ -1,7 +1,8 @@
 //! One thin module per subcommand; `main.rs` dispatches here. `oncpu`,
-//! `offcpu` and `wall` are one recorder ([`record`]) with different views;
-//! [`capture`] holds the steps every capture takes (checks, window,
-//! outputs, summary) and [`session`] the window itself, Ctrl-C and the held
+//! `offcpu` and `wall` are one recorder ([`record`]) with different views,
+//! their arguments checked once into a [`recording::Recording`];
+//! [`capture`] holds the steps every capture takes (checks, window),
+//! [`summary`] its end, and [`session`] the window itself, Ctrl-C and the held
 //! `-- COMMAND`. [`top`] is the live view of the same recorder, [`flight`]
 //! its flight recorder.
 
@@ -18,6 +19,7 @@ pub mod oncpu;
 pub mod otlp;
 pub mod post;
 pub mod record;
+pub mod recording;
 pub mod session;
 pub mod stages;
 pub mod report;
@@ -25,7 +27,6 @@ pub mod summary;
 pub mod top;
 pub mod views;
 pub mod wall;
-mod walks;
 
 use std::fmt;
 

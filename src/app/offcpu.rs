@@ -2,16 +2,11 @@
 //! `offcpu.folded` (microseconds), `offcpu.svg` and `report.txt`.
 
 use super::summary::Outcome;
-use super::record::{self, Recording};
+use super::record;
+use super::recording::Recording;
 use super::CliError;
 use crate::cli::OffcpuArgs;
 
 pub fn run(args: &OffcpuArgs) -> Result<Outcome, CliError> {
-    record::run(&Recording {
-        capture: &args.capture,
-        maps: &args.maps,
-        sampling: None,
-        blocks: Some(&args.blocks),
-        per_process: false,
-    })
+    record::run(Recording::offcpu(args)?)
 }

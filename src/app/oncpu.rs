@@ -2,16 +2,11 @@
 //! `oncpu.svg` and `report.txt`.
 
 use super::summary::Outcome;
-use super::record::{self, Recording};
+use super::record;
+use super::recording::Recording;
 use super::CliError;
 use crate::cli::OncpuArgs;
 
 pub fn run(args: &OncpuArgs) -> Result<Outcome, CliError> {
-    record::run(&Recording {
-        capture: &args.capture,
-        maps: &args.maps,
-        sampling: Some(&args.sampling),
-        blocks: None,
-        per_process: false,
-    })
+    record::run(Recording::oncpu(args)?)
 }

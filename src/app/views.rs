@@ -8,12 +8,11 @@ use std::time::Duration;
 
 use crate::probe::{self, Recorded};
 use crate::profile::unwinding::{by_process, Lean};
-use crate::profile::{build, interp, merge, thousands, Kind, Losses, Meta, Profile, RawStack, Unit, Unwinding};
+use crate::profile::{build, merge, thousands, Kind, Losses, Meta, Profile, RawStack, Unit, Unwinding};
 use crate::profile::{BEFORE_CAPTURE, END_UNTRACED, START_UNTRACED};
 use crate::format::goroutines as format_goroutines;
 use crate::symbolize::Symbolizer;
 
-use super::walks;
 
 /// Which views a recording has.
 #[derive(Clone, Copy, Debug)]
@@ -68,8 +67,6 @@ impl Views {
         target: &str,
         elapsed: Duration,
     ) -> Views {
-        let java = walks::java(&recorded, |pid| symbolizer.process_name(pid, ""));
-        let node = walks::node(&recorded, |pid| symbolizer.process_name(pid, ""), |pid| symbolizer.has_perf_map(pid));
         let (on_raw, mut off_raw) = split_sides(recorded.stacks);
         let mut views = Views {
             on: None,
@@ -118,39 +115,20 @@ impl Views {
             };
             let name_of_process = |pid, start, comm: &str| symbolizer.process_name_of(pid, start, comm);
             u.processes = by_process(weighed.iter().copied(), name_of_process, |r| cut_at(symbolizer, r));
-            for (walks, unreadable, found, why) in [
-                (&mut u.python, &mut u.python_unreadable, &recorded.interpreters, &recorded.py_unsupported),
-                (&mut u.ruby, &mut u.ruby_unreadable, &recorded.rubies, &recorded.rb_unsupported),
-                (&mut u.php, &mut u.php_unreadable, &recorded.phps, &recorded.php_unsupported),
-            ] {
-                let versions = found.iter().map(|(pid, v, _)| (*pid, format!("{}.{}", v.0, v.1))).collect();
-                *walks = interp::by_process(weighed.iter().copied(), &versions, name_of);
-                *unreadable = why.iter().map(|(pid, why)| (*pid, symbolizer.process_name(*pid, ""), why.clone())).collect();
-            }
-            u.java = java;
-            u.node = node;
-            u.go_unreadable = recorded
-                .go_unsupported
-                .iter()
-                .map(|(pid, why)| (*pid, symbolizer.process_name(*pid, ""), why.clone()))
-                .collect();
-            let versions = recorded.gos.iter().map(|(pid, v)| (*pid, v.trim_start_matches("go").to_string())).collect();
-            u.go = interp::by_process(weighed.iter().copied(), &versions, name_of);
-            u.go_labels_unreadable = recorded
-                .go_labels_unsupported
-                .iter()
-                .map(|(pid, why)| (*pid, symbolizer.process_name(*pid, ""), why.clone()))
-                .collect();
-            u.go_labels_unread = recorded
-                .go_labels_unread
-                .iter()
-                .filter_map(|(&pid, &(on, off))| {
-                    let all = u.go.iter().find(|w| w.pid == pid)?.total;
-                    Some((pid, symbolizer.process_name(pid, ""), on * period_us + off, all))
-                })
-                .collect();
+            u.runtimes = crate::runtimes::report::of(
+                &recorded.runtimes,
+                &crate::runtimes::walks::Context {
+                    weighed: &weighed,
+                    period_us,
+                    stats: &recorded.stats,
+                    java_refused: recorded.java_refused.clone(),
+                    node_refused: recorded.node_refused.clone(),
+                    name_of: &name_of,
+                    perf_map: &|pid| symbolizer.has_perf_map(pid),
+                },
+            );
         }
-        symbolizer.add_runtime_names(recorded.runtime_names);
+        symbolizer.add_runtime_names(recorded.runtimes.runtime_names);
         let meta = |kind, frequency, losses| Meta {
             kind,
             target: target.to_string(),
@@ -188,7 +166,7 @@ impl Views {
             views.off = Some(p);
             super::stages::mark("off-CPU named");
         }
-        (views.goroutines, views.goroutines_text) = goroutines(recorded.goroutines, &recorded.go_snapshots, symbolizer);
+        (views.goroutines, views.goroutines_text) = goroutines(recorded.runtimes.goroutines, &recorded.runtimes.go_snapshots, symbolizer);
         if let Some(p) = views.goroutines.as_mut() {
             p.meta = meta(Kind::Wall, None, Losses::default());
         }
@@ -212,7 +190,7 @@ impl Views {
 /// whose goroutines could not be read are the unwinding account's).
 fn goroutines(
     time: Vec<RawStack>,
-    snapshots: &[probe::GoSnapshot],
+    snapshots: &[crate::runtimes::go::walker::Snapshot],
     symbolizer: &mut Symbolizer,
 ) -> (Option<Profile>, String) {
     let view = (!time.is_empty()).then(|| build::from_raw(time, Unit::Microseconds, symbolizer));

@@ -50,16 +50,17 @@ enum fg_walk {
 };
 #define FG_WALK_SHIFT 4
 
-/* How the interpreter stack of a Python thread was read (python.bpf.h), in
- * bits 8-11 of a key's flags. */
-enum fg_py_walk {
-	FG_PY_NONE = 0,      /* not a Python process (or Python frames off) */
-	FG_PY_WHOLE = 1,     /* read to its outermost frame */
-	FG_PY_NO_THREAD = 2, /* no thread state for this thread: not running Python */
-	FG_PY_CUT = 3,       /* no room left in the stack for more frames */
-	FG_PY_FAULT = 4,     /* a read of the interpreter's memory failed */
+/* How an interpreter's stack of a thread was read (src/runtimes/: the
+ * walkers of CPython, Ruby and PHP, and Go's of its goroutine), in bits
+ * 8-11 of a key's flags. */
+enum fg_interp_walk {
+	FG_INTERP_NONE = 0,      /* no interpreter in the process (or its frames off) */
+	FG_INTERP_WHOLE = 1,     /* read to its outermost frame */
+	FG_INTERP_NO_THREAD = 2, /* no interpreter state for this thread: not running it */
+	FG_INTERP_CUT = 3,       /* no room left in the stack for more frames */
+	FG_INTERP_FAULT = 4,     /* a read of the interpreter's memory failed */
 };
-#define FG_PY_SHIFT 8
+#define FG_INTERP_SHIFT 8
 
 /* Values in target_pids: a followed process, or the `-- COMMAND` child
  * that fgbpf forked and holds before execve. The held child is fgbpf's own
@@ -85,7 +86,7 @@ struct fg_key {
 	__u64 user_stack;
 	__u64 kern_stack;
 	__u16 state; /* enum fg_state */
-	__u16 flags; /* enum fg_key_flags, enum fg_walk, enum fg_py_walk */
+	__u16 flags; /* enum fg_key_flags, enum fg_walk, enum fg_interp_walk */
 	/* The process's start (targets.bpf.h: proc_start): with pid, which
 	 * process it was. A pid the kernel gives again within one capture is
 	 * another process. 32 bits, so the key keeps its size (the switch
@@ -316,9 +317,9 @@ struct fg_proc_unwind {
 	 * forked child shares its parent's until it is read): the walker's
 	 * row cache is keyed by it. */
 	__u64 gen;
-	/* Written by the walker: py_gen + 1 when the process was found not
-	 * to be a known interpreter (0: not looked at), see python.bpf.h. */
-	__u64 py_checked;
+	/* Written by the walker: interp_gen + 1 when the process was found not
+	 * to be a known interpreter (0: not looked at), see interp.bpf.h. */
+	__u64 interp_checked;
 	struct fg_mapping maps[FG_MAX_MAPPINGS];
 };
 
@@ -396,7 +397,7 @@ enum fg_known {
  * (see fg_py_proc.kind), bit 63 set on the outermost frame of one call of
  * the evaluator, which user space puts in place of that native frame. */
 #define FG_PY_MARKER 0xffffffffffffff50ULL
-#define FG_PY_ENTRY (1ULL << 63)
+#define FG_INTERP_ENTRY (1ULL << 63)
 
 enum fg_py_kind {
 	/* 3.8-3.10: PyFrameObject chain from tstate->frame; the instruction is
@@ -412,7 +413,7 @@ enum fg_py_kind {
 #define FG_PY_OWNED_BY_CSTACK 3
 #define FG_PY_NONE_OFF 0xffff /* an offset a version does not have */
 
-/* A process running CPython, as user space found it (src/procs/python/):
+/* A process running CPython, as user space found it (src/runtimes/python/):
  * where its runtime is and the offsets of its version. */
 struct fg_py_proc {
 	__u64 runtime;      /* address of _PyRuntime */
@@ -433,7 +434,7 @@ struct fg_py_proc {
 
 /* Ruby frames follow a user stack's native frames after this marker, one
  * word each, leaf first, as Python's do after theirs (the same contract:
- * bit 63 FG_PY_ENTRY on the outermost frame of one call of the VM, which
+ * bit 63 FG_INTERP_ENTRY on the outermost frame of one call of the VM, which
  * user space puts in place of that rb_vm_exec frame): bits 0-43 the
  * object's address >> 3, an instruction sequence's (rb_iseq_t), or with
  * FG_RB_CFUNC a C method's entry (rb_callable_method_entry_t); bits
@@ -450,7 +451,7 @@ struct fg_py_proc {
 #define FG_RB_FRAME_FLAG_FINISH 0x0020ULL
 #define FG_RB_FRAME_FLAG_CFRAME 0x0080ULL
 
-/* A process running Ruby, as user space found it (src/procs/ruby/):
+/* A process running Ruby, as user space found it (src/runtimes/ruby/):
  * where its thread's execution context is and its version's offsets. The
  * context is libruby's thread-local ruby_current_ec, found through the
  * thread's DTV: the module id ld.so wrote in libruby's DTPMOD64 slot,
@@ -469,14 +470,14 @@ struct fg_rb_proc {
 };
 
 /* PHP frames follow a user stack's native frames after this marker, one
- * word each, leaf first, the same contract again (bit 63 FG_PY_ENTRY on a
+ * word each, leaf first, the same contract again (bit 63 FG_INTERP_ENTRY on a
  * frame that began a call of execute_ex, ZEND_CALL_TOP): bits 0-43 the
  * zend_function's address >> 3, bits 44-61 bits 3-20 of the frame's
  * opline (user space finds the op from the function's opcodes). */
 #define FG_PHP_MARKER 0xffffffffffffff52ULL
 #define FG_PHP_CALL_TOP (1U << 17) /* in the frame's This.u1.type_info */
 
-/* A process running PHP (NTS), as user space found it (src/procs/php/):
+/* A process running PHP (NTS), as user space found it (src/runtimes/php/):
  * where executor_globals.current_execute_data is, and its version's
  * offsets into zend_execute_data. */
 struct fg_php_proc {
@@ -498,7 +499,7 @@ struct fg_php_proc {
  * goroutine, as Go's own profiler counts it. */
 #define FG_GO_MARKER 0xffffffffffffff53ULL
 
-/* A Go process, as user space found it (src/procs/go/): where g is in
+/* A Go process, as user space found it (src/runtimes/go/): where g is in
  * a thread's TLS and the offsets read from the binary's DWARF. */
 struct fg_go_proc {
 	__s64 tls_g;    /* g's offset from the thread pointer (fsbase) */
@@ -511,7 +512,7 @@ struct fg_go_proc {
 /* Frames of managed runtimes whose code has no unwind tables (HotSpot's
  * JIT and interpreter; V8 later) are written in place of the native pc of
  * the frame they are, as one tagged word that user space names
- * (src/procs/<runtime>/): bits 63-62 FG_RT_TAG (never a user address,
+ * (src/runtimes/<runtime>/): bits 63-62 FG_RT_TAG (never a user address,
  * below 2^57, nor a kernel one, whose top bits are 0b11), bits 61-60 the
  * runtime, 59-58 the kind of frame, 57-0 the runtime's payload. The
  * objects a word refers to are announced once (FG_PROC_JAVA_*), so that
@@ -586,7 +587,7 @@ enum fg_v8_kind {
 #define FG_V8_JIT_ID_BITS 10
 
 /* A process running V8, as user space read its layout from the binary's
- * own post-mortem metadata (v8dbg_*, src/procs/v8/): offsets from a
+ * own post-mortem metadata (v8dbg_*, src/runtimes/v8/): offsets from a
  * frame's rbp and into heap objects, for the walker (v8.bpf.h). */
 struct fg_v8_proc {
 	__s16 fp_marker;   /* the context, or a typed frame's Smi marker */
@@ -601,7 +602,7 @@ struct fg_v8_proc {
 #define FG_JAVA_NONE_OFF 0xffff
 
 /* A HotSpot JVM, as user space read it from the JVM's own vmStructs
- * (src/procs/java/): where its code is and the offsets of its version,
+ * (src/runtimes/java/): where its code is and the offsets of its version,
  * for the walker (java.bpf.h). */
 struct fg_java_proc {
 	__u64 code_lo, code_hi;           /* CodeCache::_low_bound, _high_bound */

@@ -213,7 +213,7 @@ int BPF_KPROBE(libc_start, void *main_fn, long argc, void *argv, void *init, voi
 	start = proc_start((struct task_struct *)task);
 	u->count = 0;
 	u->flags = 0;
-	u->py_checked = 0;
+	u->interp_checked = 0;
 	/* Never one of user space's (they count up from 1). */
 	u->gen = (1ULL << 63) | bpf_ktime_get_ns();
 	gather(u, pid, start, PT_REGS_IP(ctx));

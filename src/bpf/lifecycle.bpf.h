@@ -9,7 +9,7 @@
 #include "fgbpf.h"
 #include "targets.bpf.h"
 #include "unwind.bpf.h"
-#include "python.bpf.h"
+#include "python/python.bpf.h"
 
 /* Forked children that could not be given their parent's mappings (the
  * proc_unwind map was full: the update of a new key failed); user space

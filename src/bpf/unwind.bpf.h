@@ -20,15 +20,15 @@
 #include "fgbpf.h"
 #include "stacks.bpf.h"
 #include "staged.bpf.h"
-#include "python.bpf.h"
-#include "ruby.bpf.h"
-#include "php.bpf.h"
-#include "go.bpf.h"
+#include "python/python.bpf.h"
+#include "ruby/ruby.bpf.h"
+#include "php/php.bpf.h"
+#include "go/go.bpf.h"
 #include "tables.bpf.h"
 #include "walk.bpf.h"
 #include "files.bpf.h"
-#include "java.bpf.h"
-#include "v8.bpf.h"
+#include "java/java.bpf.h"
+#include "v8/v8.bpf.h"
 
 /* One step with the frame pointer: rbp points at the saved rbp, with the
  * return address above it. */
@@ -353,7 +353,7 @@ static __always_inline bool user_regs(struct walk *w, const bool by_hand)
  * Python, Ruby or PHP frames when it is a known interpreter (python.bpf.h,
  * ruby.bpf.h, php.bpf.h). Returns its
  * key (see store_stack), counts how the walks went, and says it in *walk:
- * enum fg_walk in bits 0-3, enum fg_py_walk in bits 4-7 (the
+ * enum fg_walk in bits 0-3, enum fg_interp_walk in bits 4-7 (the
  * interpreter's). *known (when
  * given): user space has read the process (no need to announce it).
  * compat: the programs for kernels without bpf_loop, which walk tables by
@@ -364,7 +364,7 @@ static __always_inline __u64 store_user_stack(void *ctx, __u32 pid, struct fg_st
 					       __u32 *walk, bool *known, const bool compat)
 {
 	struct walk_ref ref = {};
-	__u32 zero = 0, py = FG_PY_NONE, n;
+	__u32 zero = 0, how = FG_INTERP_NONE, n;
 
 	ref.buf = bpf_map_lookup_elem(&stack_scratch, &zero);
 	if (!ref.buf)
@@ -417,22 +417,22 @@ static __always_inline __u64 store_user_stack(void *ctx, __u32 pid, struct fg_st
 		*walk = FG_WALK_FP;
 	}
 	n = ref.w->n;
-	if (!ref.proc || ref.proc->py_checked != py_gen + 1) {
+	if (!ref.proc || ref.proc->interp_checked != interp_gen + 1) {
 		/* Read before the lookup: an interpreter added meanwhile bumps
 		 * it past the value written. */
-		__u64 gen = py_gen;
+		__u64 gen = interp_gen;
 
-		n = add_python(ref.buf, n, pid, st, &py);
-		if (py == FG_PY_NONE)
-			n = add_ruby(ref.buf, n, pid, st, &py);
-		if (py == FG_PY_NONE)
-			n = add_php(ref.buf, n, pid, st, &py);
-		if (py == FG_PY_NONE)
-			n = add_go(ref.buf, n, pid, st, &py);
-		if (ref.proc && py == FG_PY_NONE)
-			ref.proc->py_checked = gen + 1;
+		n = add_python(ref.buf, n, pid, st, &how);
+		if (how == FG_INTERP_NONE)
+			n = add_ruby(ref.buf, n, pid, st, &how);
+		if (how == FG_INTERP_NONE)
+			n = add_php(ref.buf, n, pid, st, &how);
+		if (how == FG_INTERP_NONE)
+			n = add_go(ref.buf, n, pid, st, &how);
+		if (ref.proc && how == FG_INTERP_NONE)
+			ref.proc->interp_checked = gen + 1;
 	}
-	*walk |= py << 4;
+	*walk |= how << 4;
 	if (known)
 		*known = ref.proc && (ref.proc->flags & FG_PROC_READ);
 	if (n < MAX_STACK_DEPTH)

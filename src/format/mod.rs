@@ -1,11 +1,13 @@
 //! Readers and writers, one module per format: folded (both ways), SVG,
 //! the text and JSON report, pprof, speedscope, `capture.json`, and the
-//! timeline page (heat map and flamegraphs in one HTML file). Each
-//! writer takes a [`crate::profile::Profile`] and its own options and only
-//! renders: what to rank or compare is computed in
+//! timeline page (heat map and flamegraphs in one HTML file); a capture
+//! directory's files ([`outputs`]) and what its report and pictures say
+//! ([`capture`]). Each writer takes a [`crate::profile::Profile`] and its
+//! own options and only renders: what to rank or compare is computed in
 //! [`crate::profile::analysis`].
 
 pub mod breakdown;
+pub mod capture;
 pub mod diff;
 pub mod drawn;
 pub mod files;
@@ -14,6 +16,7 @@ pub mod goroutines;
 pub mod input;
 pub mod narrow;
 pub mod otlp;
+pub mod outputs;
 pub mod palette;
 pub mod pprof;
 pub mod recolour;

@@ -173,13 +173,7 @@ fn frame_type(frame: &crate::profile::Frame, runtime: Option<&'static str>) -> O
 fn runtimes(p: &Profile) -> HashMap<u32, &'static str> {
     let Some(u) = p.meta.unwinding.as_ref() else { return HashMap::new() };
     let mut found: HashMap<u32, Option<&'static str>> = HashMap::new();
-    let interpreters = [(&u.python, "cpython"), (&u.ruby, "ruby"), (&u.php, "php")];
-    let pids = interpreters
-        .iter()
-        .flat_map(|(walks, t)| walks.iter().map(move |w| (w.pid, *t)))
-        .chain(u.java.jvms.iter().map(|j| (j.0, "jvm")))
-        .chain(u.node.processes.iter().map(|n| (n.0, "v8js")));
-    for (pid, t) in pids {
+    for &(pid, t) in &u.runtimes.processes {
         found.entry(pid).and_modify(|e| *e = e.filter(|&was| was == t)).or_insert(Some(t));
     }
     found.into_iter().filter_map(|(pid, t)| Some((pid, t?))).collect()

@@ -12,9 +12,9 @@ use libbpf_rs::MapCore;
 
 use super::drain::{take_entries, StackReader};
 use super::wakers::WakerReader;
-use super::skel::{types, FgbpfSkel};
+use crate::bpf::{types, FgbpfSkel};
 use super::totals::{Spans, Totals};
-use super::words::{monotonic_ns, py_walk_of, state_of_raw, walk_of};
+use super::words::{monotonic_ns, interp_walk_of, state_of_raw, walk_of};
 use super::DRAIN_EVERY;
 use crate::procs::groups::Groups;
 use crate::profile::merge::Ran;
@@ -121,7 +121,7 @@ pub(super) struct Counts {
 fn native_addresses(stack: &[u64]) -> impl Iterator<Item = u64> + '_ {
     let native = stack
         .iter()
-        .position(|&a| a == super::python::MARKER || a == super::ruby::MARKER || a == super::php::MARKER);
+        .position(|a| crate::runtimes::INTERP_MARKERS.contains(a));
     crate::profile::build::adjusted(&stack[..native.unwrap_or(stack.len())])
 }
 
@@ -501,7 +501,7 @@ impl Counts {
                 state,
                 walk: walk_of(key.flags.into()),
                 waker: wakers.get(key.waker, reader),
-                py_walk: py_walk_of(key.flags.into()),
+                interp_walk: interp_walk_of(key.flags.into()),
                 more: RawStack::more_of(More {
                     group: self.groups.as_ref().map(|g| g.label(key.cgroup)),
                     ..More::default()

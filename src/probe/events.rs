@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use libbpf_rs::{MapCore, PerfBuffer, PerfBufferBuilder, RingBuffer, RingBufferBuilder};
 
-use super::skel::types;
+use crate::bpf::types;
 use super::{bpf_error, CaptureError};
 use super::drain::c_name;
 
@@ -21,26 +21,11 @@ pub enum ProcEventKind {
     /// whose announcement was lost.
     New { forked: Option<Forked> },
     Exec,
-    /// A Python code object first seen in the process's stacks.
-    PyCode(u64),
     /// The last thread of an announced process exited.
     Exit,
-    /// A Java object first seen in the process's stacks.
-    Java(super::java::JavaObject),
-    /// A V8 function (SharedFunctionInfo, identity) first seen in the
-    /// process's stacks.
-    V8Function(u64, u32),
-    /// A pc of V8's compiled code in the process's stacks, with the
-    /// frame's SharedFunctionInfo and identity.
-    V8Code { pc: u64, sfi: u64, id: u32 },
-    /// A Ruby iseq or C method's entry first seen in the process's
-    /// stacks; `with`: 1 for a C method's entry, else the entry of the
-    /// method whose frame ran the iseq, or 0 (src/bpf/ruby.bpf.h).
-    RbObject { addr: u64, with: u64 },
-    /// A PHP function first seen in the process's stacks.
-    PhpFunction(u64),
-    /// A goroutine's pprof labels (g.labels) seen for the first time.
-    GoLabels(u64),
+    /// An object a runtime's walker saw first in the process's stacks,
+    /// for that runtime to read ([`crate::runtimes`]).
+    Announced(crate::runtimes::Announcement),
     /// `fgbpf flight --wait-above`: a wait at least that long just ended.
     LongWait(LongWait),
 }
@@ -106,23 +91,15 @@ impl ProcWatcher {
             let mut raw = types::fg_proc_event::default();
             if plain::copy_from_bytes(&mut raw, data).is_ok() {
                 let mut e = decode(&raw);
-                use super::java::JavaObject;
                 match raw.kind {
-                    3 => e.kind = ProcEventKind::PyCode(raw.addr),
-                    5 => e.kind = ProcEventKind::Java(JavaObject::Nmethod(raw.addr, raw.addr2 as u32)),
-                    6 => e.kind = ProcEventKind::Java(JavaObject::Method(raw.addr)),
-                    7 => e.kind = ProcEventKind::Java(JavaObject::Stub(raw.addr)),
-                    8 => e.kind = ProcEventKind::V8Function(raw.addr, raw.addr2 as u32),
-                    9 => {
-                        e.kind = ProcEventKind::V8Code {
-                            pc: raw.addr,
-                            sfi: raw.addr2 & ((1 << 48) - 1),
-                            id: (raw.addr2 >> 48) as u32,
-                        }
+                    // The runtimes' announcements (enum fg_proc_event_kind).
+                    3 | 5..=11 | 13 => {
+                        e.kind = ProcEventKind::Announced(crate::runtimes::Announcement {
+                            kind: raw.kind,
+                            addr: raw.addr,
+                            addr2: raw.addr2,
+                        })
                     }
-                    10 => e.kind = ProcEventKind::RbObject { addr: raw.addr, with: raw.addr2 },
-                    11 => e.kind = ProcEventKind::PhpFunction(raw.addr),
-                    13 => e.kind = ProcEventKind::GoLabels(raw.addr),
                     // The name is the thread's, not its process's.
                     12 => {
                         e.kind = ProcEventKind::LongWait(LongWait {

@@ -24,7 +24,7 @@ use libbpf_rs::btf::{types, Btf, BtfType};
 use libbpf_rs::skel::SkelBuilder;
 use libbpf_rs::{libbpf_sys, MapType, OpenObject, ReferencesType};
 
-use super::skel::{FgbpfSkelBuilder, OpenFgbpfSkel};
+use crate::bpf::{FgbpfSkelBuilder, OpenFgbpfSkel};
 use super::CaptureError;
 
 /// The kernel's own BTF, where libbpf looks first.
@@ -349,7 +349,7 @@ impl Paths {
         if self.prealloc.taken() {
             out.push(format!(
                 "the processes' unwind entries preallocated ({} MiB of kernel memory from the start; {})",
-                PROC_UNWIND_ENTRIES * std::mem::size_of::<super::skel::types::fg_proc_unwind>() >> 20,
+                PROC_UNWIND_ENTRIES * std::mem::size_of::<crate::bpf::types::fg_proc_unwind>() >> 20,
                 self.prealloc.why("before Linux 6.1 perf_event programs use only preallocated hash maps")
             ));
         }
@@ -392,7 +392,7 @@ impl Paths {
     /// flags that select each path in BPF (the verifier prunes the other)
     /// and, with a perf buffer, `proc_events`' map type.
     pub(super) fn configure(&self, open: &mut OpenFgbpfSkel<'_>) -> Result<(), CaptureError> {
-        let ro = super::skel::rodata(open);
+        let ro = crate::bpf::rodata(open);
         ro.state_from_task = self.task_state.taken();
         ro.events_perf = self.perf_buffer.taken();
         ro.kstack_at_switch_out = self.kstack_at_switch_out();

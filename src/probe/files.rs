@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 
 use super::drain::take_entries;
-use super::skel::{types, FgbpfSkel};
+use crate::bpf::{types, FgbpfSkel};
 use super::{bpf_error, CaptureError, Probe};
 use crate::procs::registry::FoundMap;
 

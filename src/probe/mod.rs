@@ -11,32 +11,23 @@ mod losses;
 mod fallback;
 mod files;
 mod flight;
-mod go;
-mod go_labels;
 mod libbpf;
 pub mod drain;
 pub mod events;
 pub mod features;
 mod offcpu;
 mod options;
+mod recorded;
 pub mod perf;
 mod programs;
 mod read;
 mod totals;
 #[cfg(test)]
 mod stack_depth;
-mod java;
-mod interp;
-mod php;
-mod python;
-mod ruby;
-mod v8;
-mod runtimes;
-mod runtime_shared;
 mod seeds;
-mod skel;
 mod staged;
 pub mod targets;
+mod track;
 mod unwind;
 mod wakers;
 mod words;
@@ -53,18 +44,18 @@ pub(crate) use libbpf::bpf_error;
 use libbpf::{object_storage, quiet_libbpf, random_seed, raise_memlock};
 use words::raw_state;
 pub use error::CaptureError;
-use skel::FgbpfSkel;
+use crate::bpf::FgbpfSkel;
+use crate::runtimes::Runtimes;
 
-pub use go::Snapshot as GoSnapshot;
-pub use runtime_shared::Unnamed as RuntimeUnnamed;
 pub use seeds::SeedCounts;
-pub use options::{OffcpuOptions, OncpuOptions, Options, Recorded, DEFAULT_EVENTS_RING, DEFAULT_SLICE};
+pub use options::{OffcpuOptions, OncpuOptions, Options, DEFAULT_EVENTS_RING, DEFAULT_SLICE};
+pub use recorded::Recorded;
 pub use targets::Targets;
 pub use unwind::{NoTable, TableStats};
 
 /// The probe's counters (struct fg_stats of src/bpf/fgbpf.h), summed over
 /// CPUs.
-pub use skel::types::fg_stats as Stats;
+pub use crate::bpf::types::fg_stats as Stats;
 
 /// Default entries of the stack store (distinct user and kernel stacks).
 pub const DEFAULT_MAX_STACKS: u32 = 16384;
@@ -98,7 +89,7 @@ pub struct Probe {
     python_refused: Option<String>,
     java_refused: Option<String>,
     node_refused: Option<String>,
-    runtimes: runtimes::Runtimes,
+    runtimes: Runtimes,
     /// A staged start's second load, still to come ([`Probe::join_walkers`]).
     pending: Option<staged::Pending>,
     /// Its programs, and when they joined, after the first load's.
@@ -143,7 +134,7 @@ impl Probe {
         let btf = !paths.raw_tp.taken();
         let off = opts.offcpu.as_ref();
         {
-            let ro = skel::rodata(&mut open);
+            let ro = crate::bpf::rodata(&mut open);
             ro.filter_pids = opts.targets.by_pid();
             ro.filter_tids = !opts.targets.tids.is_empty();
             ro.follow_children = opts.targets.follow_children;
@@ -213,7 +204,7 @@ impl Probe {
             ..programs
         };
         programs.autoload(&mut open.progs);
-        let ro = skel::rodata(&mut open);
+        let ro = crate::bpf::rodata(&mut open);
         ro.staged = pending.is_some();
         ro.use_tables = rows > 0 && pending.is_none();
         // Walks by file take the rows of the tables: none without them.
@@ -242,11 +233,11 @@ impl Probe {
                     .map_err(CaptureError::new)?,
             );
         }
-        let mut runtimes = runtimes::Runtimes::new(opts);
+        let mut runtimes = Runtimes::new(&opts.runtimes());
         // The named targets' tables and interpreters are there before their
         // first sample.
         for &pid in &opts.targets.pids {
-            runtimes::track(&mut skel, tables.as_mut(), &mut runtimes, pid);
+            track::track(&mut skel, tables.as_mut(), &mut runtimes, pid);
         }
         let groups = match opts.group_cgroup {
             true => Some(Groups::new(opts.targets.scope.as_ref()).map_err(CaptureError::new)?),
@@ -391,9 +382,7 @@ impl Probe {
             events::ProcEventKind::Exit => {
                 counts.exited(e.pid, e.start);
                 exited.push((e.pid, e.start));
-                if let Some(go) = runtimes.go.as_mut() {
-                    go.exited(e.pid);
-                }
+                runtimes.exited(e.pid);
                 // Its maps are not read again: it has no memory left.
                 if let Some(t) = tables.as_mut() {
                     t.exited(e.pid);
@@ -403,9 +392,7 @@ impl Probe {
             // Its Go runtime, if any, is gone with the old program (the
             // walker's entry too): the new one is looked at afresh.
             events::ProcEventKind::Exec => {
-                if let Some(go) = runtimes.go.as_mut() {
-                    go.exited(e.pid);
-                }
+                runtimes.exited(e.pid);
                 true
             }
             events::ProcEventKind::LongWait(w) => {
@@ -416,11 +403,13 @@ impl Probe {
                 }
                 false
             }
-            _ => runtimes.take_event(e),
+            events::ProcEventKind::Announced(a) => {
+                runtimes.announced(e.pid, a);
+                false
+            }
+            _ => true,
         });
-        if let Some(go) = self.runtimes.go.as_mut() {
-            go.tick();
-        }
+        self.runtimes.tick();
         events
     }
 
@@ -482,7 +471,7 @@ impl Probe {
     /// libraries mapped: its unwind tables and runtimes are placed before
     /// its first instruction runs, and it is a target from here on.
     pub fn command_at_entry(&mut self, pid: u32) -> Result<(), CaptureError> {
-        runtimes::track(&mut self.skel, self.tables.as_mut(), &mut self.runtimes, pid);
+        track::track(&mut self.skel, self.tables.as_mut(), &mut self.runtimes, pid);
         Targets::entered(&self.skel.maps.target_pids, pid)
     }
 
@@ -491,7 +480,7 @@ impl Probe {
     /// read once, not once for names and once for tables.
     pub fn track_processes(&mut self, read: &[(u32, String)]) {
         for (pid, text) in read {
-            runtimes::track_read(&mut self.skel, self.tables.as_mut(), &mut self.runtimes, *pid, text);
+            track::track_read(&mut self.skel, self.tables.as_mut(), &mut self.runtimes, *pid, text);
         }
         let pids: Vec<u32> = read.iter().map(|(pid, _)| *pid).collect();
         self.walk_seeds(Some(&pids));
@@ -550,7 +539,7 @@ impl Probe {
         let pids: Vec<u32> = reread.iter().map(|(pid, _)| *pid).collect();
         self.walk_seeds(Some(&pids));
         self.runtimes.refresh(&self.skel);
-        if self.runtimes.python.is_some() || self.runtimes.ruby.is_some() || self.runtimes.php.is_some() {
+        if self.runtimes.reads_fresh() {
             let fresh = self.counts.take_fresh();
             self.runtimes.fresh(fresh);
         }
@@ -588,9 +577,7 @@ impl Probe {
         let at = words::monotonic_ns();
         self.links.clear();
         if self.stopped_at.is_none() {
-            if let Some(go) = self.runtimes.go.as_mut() {
-                go.read_all();
-            }
+            self.runtimes.stopped();
         }
         self.stopped_at.get_or_insert(at);
     }

@@ -7,8 +7,8 @@ use std::fs;
 use libbpf_rs::{MapCore, MapFlags};
 
 use super::drain::{entries, StackReader};
-use super::words::{py_walk_of, raw_state, state_of_raw, walk_of};
-use super::skel::types;
+use super::words::{interp_walk_of, raw_state, state_of_raw, walk_of};
+use crate::bpf::types;
 use super::Targets;
 use crate::procs::groups::Groups;
 use crate::profile::merge::Ran;
@@ -155,12 +155,12 @@ pub(super) fn open_blocks<M: MapCore, S: MapCore>(
                         weight,
                         state: Some(state),
                         walk: Default::default(),
-                        py_walk: Default::default(),
+                        interp_walk: Default::default(),
                         waker: None,
                         more: RawStack::more_of(More {
                             group: group(),
                             kernel_names: Vec::new(),
-                            python: Vec::new(),
+                            interp: Vec::new(),
                             labels: None,
                         }),
                     });
@@ -209,7 +209,7 @@ pub(super) fn open_blocks<M: MapCore, S: MapCore>(
             weight,
             state: state_of_raw(start.state),
             walk: walk_of(start.flags),
-            py_walk: py_walk_of(start.flags),
+            interp_walk: interp_walk_of(start.flags),
             // Still blocked: nobody has woken it.
             waker: None,
             more: RawStack::more_of(More {
@@ -218,7 +218,7 @@ pub(super) fn open_blocks<M: MapCore, S: MapCore>(
                     true => proc_kernel_stack(start.pid, tid),
                     false => Vec::new(),
                 },
-                python: Vec::new(),
+                interp: Vec::new(),
                 labels: None,
             }),
         });

@@ -1,12 +1,11 @@
 //! What a capture is asked to record ([`Options`], with the sampler's and
-//! the tracer's settings) and what it hands over at its end
-//! ([`Recorded`]): the probe's inputs and outputs, apart from the code
-//! that loads and drains the BPF object.
+//! the tracer's settings): the probe's inputs, checked once; what it
+//! hands over at its end is [`super::recorded`].
 
 use std::time::Duration;
 
-use super::{Stats, TableStats, Targets, DEFAULT_MAX_ENTRIES, DEFAULT_MAX_STACKS, DEFAULT_MAX_UNWIND_ROWS};
-use crate::profile::{Losses, RawStack, State};
+use super::{Targets, DEFAULT_MAX_ENTRIES, DEFAULT_MAX_STACKS, DEFAULT_MAX_UNWIND_ROWS};
+use crate::profile::State;
 
 /// The on-CPU sampler's settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -149,6 +148,21 @@ impl Default for Options {
 }
 
 impl Options {
+    /// What the runtimes' walkers are asked: none without user stacks.
+    pub fn runtimes(&self) -> crate::runtimes::Settings {
+        let u = self.user_stacks;
+        crate::runtimes::Settings {
+            python: u && self.python,
+            ruby: u && self.ruby,
+            php: u && self.php,
+            java: u && self.java,
+            node: u && self.node,
+            goroutines: u && self.goroutines && self.offcpu.is_some(),
+            go_labels: u && self.go_labels,
+            no_lines: !self.py_lines,
+        }
+    }
+
     /// Wall-clock captures measure the time threads run at their
     /// switches, the total their on-CPU samples divide among stacks.
     pub fn measures_runs(&self) -> bool {
@@ -176,129 +190,5 @@ impl Options {
             sized(self.max_stacks, 8, 2048, DEFAULT_MAX_STACKS),
             sized(self.max_entries, 4, 1024, DEFAULT_MAX_ENTRIES),
         )
-    }
-}
-
-/// Everything a finished capture recorded, read out of the kernel.
-#[derive(Debug, Default)]
-pub struct Recorded {
-    /// On-CPU samples (`state` None, weight in samples) and off-CPU
-    /// intervals (`state` set, weight in microseconds).
-    pub stacks: Vec<RawStack>,
-    pub stats: Stats,
-    /// Losses of the on-CPU sampler only.
-    pub oncpu_losses: Losses,
-    /// Losses of the off-CPU tracer only.
-    pub offcpu_losses: Losses,
-    /// Losses every view shares: the stack store, process announcements.
-    pub shared_losses: Losses,
-    /// Off-CPU blocks still open when the capture ended (their time so far
-    /// is in `stacks`).
-    pub open_blocks: u64,
-    /// The threads blocked since before the capture that were drawn: how
-    /// their user stacks were read (src/probe/seeds.rs).
-    pub seeded: super::SeedCounts,
-    /// Wall-clock captures: the time each thread ran, measured at its
-    /// switches (weight and spans in microseconds; no stacks), up to the
-    /// end for those still running. Their on-CPU samples divide it among
-    /// their stacks.
-    pub runs: Vec<crate::profile::merge::Ran>,
-    /// System-wide: threads blocked from before the capture to its end,
-    /// not drawn unless `--idle-threads`: (threads, microseconds).
-    pub idle: (u64, u64),
-    /// Switch-outs of kernel threads left out (system-wide default).
-    pub kthread_switches: u64,
-    /// How many times the kernel skipped the sched_switch program (its
-    /// recursion misses); `None` without one, or before Linux 5.12.
-    pub switch_misses: Option<u64>,
-    /// The window recorded, on CLOCK_MONOTONIC (ns): time 0 to the stop,
-    /// or to the read while recording goes on.
-    pub window_ns: Option<(u64, u64)>,
-    /// What the unwind tables covered; `None` with frame pointers only.
-    pub tables: Option<TableStats>,
-    /// Why the kernel refused the table walker, when it did.
-    pub tables_refused: Option<String>,
-    /// Why the kernel refused the Python walker, when it did.
-    pub python_refused: Option<String>,
-    /// Why the Java walker was not loaded, when the user wanted it.
-    pub java_refused: Option<String>,
-    /// A staged start (src/probe/staged.rs): how long after the capture's
-    /// time 0 (its slices' origin) the runtimes' walkers joined (the stats
-    /// count what was recorded before: `lean_samples`, `lean_switches`).
-    pub walkers_joined: Option<std::time::Duration>,
-    /// The kernel fallbacks taken, one sentence each (see
-    /// [`features::Paths::lines`](super::features::Paths::lines)).
-    pub kernel: Vec<String>,
-    /// The same, one word each ([`features::Paths::words`](super::features::Paths::words)).
-    pub kernel_words: Vec<&'static str>,
-    /// Python interpreters found: (pid, version, binary), and those fgbpf
-    /// cannot read, with why.
-    pub interpreters: Vec<(u32, (u32, u32), String)>,
-    pub py_unsupported: Vec<(u32, String)>,
-    /// Ruby VMs found: (pid, version, binary), and those fgbpf cannot
-    /// read, with why.
-    pub rubies: Vec<(u32, (u32, u32), String)>,
-    pub rb_unsupported: Vec<(u32, String)>,
-    /// PHP interpreters found: (pid, version, binary), and those fgbpf
-    /// cannot read, with why.
-    pub phps: Vec<(u32, (u32, u32), String)>,
-    pub php_unsupported: Vec<(u32, String)>,
-    /// HotSpot JVMs whose frames were walked: (pid, JDK feature version),
-    /// and those fgbpf cannot read, with why.
-    pub jvms: Vec<(u32, u32, bool)>,
-    pub java_unsupported: Vec<(u32, crate::procs::java::Unsupported)>,
-    /// Java frames that could not be named: weight per (pid, reason).
-    pub java_unnamed: super::runtime_shared::Unnamed,
-    /// Why JavaScript frames were not named, when the user wanted them.
-    pub node_refused: Option<String>,
-    /// V8 (Node.js) processes whose JavaScript frames were named, those
-    /// fgbpf cannot read (with why), and the weight of frames left unnamed
-    /// per (pid, reason).
-    pub v8s: Vec<(u32, bool)>,
-    pub v8_unsupported: Vec<(u32, String)>,
-    pub v8_unnamed: super::runtime_shared::Unnamed,
-    /// Go programs: their goroutines' time by stack and state
-    /// (microseconds, thread 0 of the process), each one's last read, and
-    /// those whose goroutines could not be read, with why.
-    pub goroutines: Vec<RawStack>,
-    pub go_snapshots: Vec<super::go::Snapshot>,
-    pub go_unsupported: Vec<(u32, String)>,
-    /// Go programs whose stacks carry their goroutine: (pid, Go version);
-    /// those whose do not, or whose pprof labels are not read, with why;
-    /// and per pid the weight of stacks whose labels could not be read
-    /// (on-CPU samples, off-CPU microseconds).
-    pub gos: Vec<(u32, String)>,
-    pub go_labels_unsupported: Vec<(u32, String)>,
-    pub go_labels_unread: std::collections::BTreeMap<u32, (u64, u64)>,
-    /// Runtime (Java, JavaScript) frame words named, for the symbolizer.
-    pub runtime_names: crate::symbolize::RuntimeNames,
-    /// The width of the time slices the stacks' spans count in, widened
-    /// from the one asked for when their number outgrew its bound.
-    pub slice: Option<Duration>,
-}
-
-impl Recorded {
-    /// Keeps what fell in slices `from..to`, renumbered so that `from` is
-    /// slice 0: a flight recorder's dump (`to` unbounded), an OTLP
-    /// stream's interval. Each stack and run keeps its part in the range
-    /// (spread evenly over its spans' slices); those with none go.
-    pub fn keep_slices(&mut self, from: u32, to: u32) {
-        use crate::profile::time::keep_within;
-        let renumber = |spans: &mut crate::profile::time::Spans| {
-            for s in spans.iter_mut() {
-                s.first -= from;
-                s.last -= from;
-            }
-        };
-        for r in &mut self.stacks {
-            r.weight = keep_within(&mut r.spans, from, to);
-            renumber(&mut r.spans);
-        }
-        self.stacks.retain(|r| r.weight > 0);
-        for r in &mut self.runs {
-            r.us = keep_within(&mut r.spans, from, to);
-            renumber(&mut r.spans);
-        }
-        self.runs.retain(|r| r.us > 0);
     }
 }

@@ -11,7 +11,7 @@ use std::os::fd::{AsFd, AsRawFd};
 
 use libbpf_rs::{MapCore, MapFlags, ProgramMut};
 
-use super::skel::{FgbpfSkel, OpenFgbpfProgs};
+use crate::bpf::{FgbpfSkel, OpenFgbpfProgs};
 use super::{bpf_error, CaptureError};
 
 /// The programs a capture uses.

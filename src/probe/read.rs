@@ -66,7 +66,7 @@ impl Probe {
             window_ns: Some((self.counts.slicing().origin, now)),
             ..Default::default()
         };
-        self.runtimes.finish(&mut rec);
+        rec.runtimes = self.runtimes.finish(&mut rec.stacks);
         let (announcements, follow_lost, inherit_lost) = self
             .skel
             .maps

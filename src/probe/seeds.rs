@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use libbpf_rs::{Iter, MapCore, MapFlags};
 
-use super::skel::{types, FgbpfSkel};
+use crate::bpf::{types, FgbpfSkel};
 use super::unwind::Tables;
 use super::{offcpu, Probe};
 use crate::procs::unwind::{CfaType, RbpType};

@@ -163,7 +163,7 @@ mod tests {
     fn every_programs_chain_of_calls_fits_in_512_bytes_of_stack() {
         // Copied: included bytes are not aligned as ELF headers are read
         // (the allocator's are).
-        let bytes = super::super::skel::object_bytes().to_vec();
+        let bytes = crate::bpf::object_bytes().to_vec();
         let graph = frames_and_calls(&bytes).expect("the object parses");
         let elf = object::File::parse(&bytes[..]).expect("ELF");
         // The programs: functions in a section of their own (not .text).

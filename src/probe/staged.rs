@@ -19,7 +19,7 @@ use super::features::Paths;
 use super::options::Options;
 use super::programs::Programs;
 use super::targets::Targets;
-use super::skel::{self, types, FgbpfSkel};
+use crate::bpf::{self as skel, types, FgbpfSkel};
 use super::{bpf_error, CaptureError};
 
 /// The runtimes' walkers a capture asks for (their rodata flags).

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use libbpf_rs::{MapCore, MapFlags};
 
-use super::skel::types;
+use crate::bpf::types;
 use crate::procs::elf::{bias_in, exec_segments, ExecSegment};
 use crate::procs::maps;
 use crate::procs::unwind::{self as compile, Row};

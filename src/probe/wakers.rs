@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use libbpf_rs::{MapCore, MapFlags};
 
 use super::drain::StackReader;
-use super::skel::types;
+use crate::bpf::types;
 use crate::profile::RawStack;
 
 pub(super) struct WakerReader<'m, M: MapCore> {

@@ -4,7 +4,7 @@
 //! their times are on. Shared by the drain of the counts and the reading
 //! of the off-CPU entries, which import it and not each other.
 
-use crate::profile::{PyWalk, State, Walk};
+use crate::profile::{InterpWalk, State, Walk};
 
 /// CLOCK_MONOTONIC in nanoseconds: bpf_ktime_get_ns's clock.
 pub(super) fn monotonic_ns() -> u64 {
@@ -26,12 +26,12 @@ pub(super) fn walk_of(flags: u32) -> Option<Walk> {
     Walk::from_raw(flags >> FG_WALK_SHIFT & 0xf)
 }
 
-/// Where the flags keep how a Python stack was read (FG_PY_SHIFT).
-const FG_PY_SHIFT: u32 = 8;
+/// Where the flags keep how a Python stack was read (FG_INTERP_SHIFT).
+const FG_INTERP_SHIFT: u32 = 8;
 
 /// How a Python stack was read, from the flags of a key or a start.
-pub(super) fn py_walk_of(flags: u32) -> Option<PyWalk> {
-    PyWalk::from_raw(flags >> FG_PY_SHIFT & 0xf)
+pub(super) fn interp_walk_of(flags: u32) -> Option<InterpWalk> {
+    InterpWalk::from_raw(flags >> FG_INTERP_SHIFT & 0xf)
 }
 
 /// The BPF side's number for an off-CPU state (enum fg_state).

@@ -1,7 +1,7 @@
 //! Bounded reads of another process's memory, through `/proc/PID/mem`:
 //! each read asks for exactly the bytes wanted and fails (`None`) on any
 //! short read, so that nothing read from an untrusted process is taken for
-//! more than it is. Used by the runtime readers ([`crate::procs::java`]).
+//! more than it is. Used by the runtime readers ([`crate::runtimes::java`]).
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use super::frame_lists::FrameLists;
 use super::raw::{INTERRUPT_WAKER, WAKER_SEPARATOR};
 use super::{
-    Frame, FrameId, FrameKind, Profile, PyFrame, RawStack, Stack, State, Thread, ThreadId, Unit,
+    Frame, FrameId, FrameKind, Profile, InterpFrame, RawStack, Stack, State, Thread, ThreadId, Unit,
     Unresolved, UnresolvedReason,
 };
 use crate::procs::{BinaryId, Target};
@@ -75,7 +75,7 @@ pub fn from_raw(mut raw: Vec<RawStack>, unit: Unit, symbolizer: &mut Symbolizer)
         let user_ips = std::mem::take(&mut r.user);
         let kernel_ips = std::mem::take(&mut r.kernel);
         let mut more = r.more.take().map(|m| *m).unwrap_or_default();
-        let python = std::mem::take(&mut more.python);
+        let interp = std::mem::take(&mut more.interp);
         let labels = more.labels.take();
         let spans = std::mem::take(&mut r.spans);
         let waker = r.waker.take();
@@ -88,15 +88,15 @@ pub fn from_raw(mut raw: Vec<RawStack>, unit: Unit, symbolizer: &mut Symbolizer)
         if let Some(note) = r.root_note {
             frames.push(profile.intern_frame(Frame::new(note, FrameKind::Pseudo)));
         }
-        if python.is_empty() {
+        if interp.is_empty() {
             for &slot in slots.iter().rev() {
                 frames.extend_from_slice(table.frames(user.entries[slot as usize]));
             }
         } else {
             let named: Vec<&[FrameId]> =
                 slots.iter().map(|&s| table.frames(user.entries[s as usize])).collect();
-            let whole = r.py_walk == Some(super::PyWalk::Whole);
-            merge_python(&named, &python, whole, &mut frames, &mut profile);
+            let whole = r.interp_walk == Some(super::InterpWalk::Whole);
+            merge_interp(&named, &interp, whole, &mut frames, &mut profile);
         }
         // A stack taken inside the tracer (off-CPU stacks with raw
         // tracepoints) starts with the tracer's own frames: left out, up
@@ -181,7 +181,7 @@ pub fn from_raw(mut raw: Vec<RawStack>, unit: Unit, symbolizer: &mut Symbolizer)
         // A thread its runtime left named as its process (Node.js's own
         // threads) is named by what it runs, from a stack that shows it.
         if unnamed_threads.contains(&thread) && !roles.contains_key(&thread) {
-            if let Some(role) = super::node::thread_role(frames.iter().map(|&f| profile.frame(f).name.as_str())) {
+            if let Some(role) = super::thread_roles::thread_role(frames.iter().map(|&f| profile.frame(f).name.as_str())) {
                 roles.insert(thread, role);
             }
         }
@@ -204,7 +204,7 @@ pub fn from_raw(mut raw: Vec<RawStack>, unit: Unit, symbolizer: &mut Symbolizer)
 
 /// Appends, root first, the user frames of a stack whose interpreter
 /// (Python or Ruby) frames were read: `native` is each native address's
-/// frames (leaf first, each root first), `python` the interpreter's frames
+/// frames (leaf first, each root first), `interp` the interpreter's frames
 /// leaf first. They come in runs, one per call of the evaluator, each
 /// ending at an entry frame; the innermost run takes the place of the
 /// innermost evaluator frame, and so on outwards. Runs left over (the
@@ -215,17 +215,17 @@ pub fn from_raw(mut raw: Vec<RawStack>, unit: Unit, symbolizer: &mut Symbolizer)
 /// return (Ruby's leave from a block called from C), which stay native.
 /// Ruby's rb_vm_exec runs its methods in the VM loop it calls
 /// (vm_exec_core, unnamed in a stripped libruby): that frame goes with it.
-fn merge_python(native: &[&[FrameId]], python: &[PyFrame], whole: bool, frames: &mut Vec<FrameId>, profile: &mut Profile) {
-    let mut runs: Vec<&[PyFrame]> = Vec::new();
+fn merge_interp(native: &[&[FrameId]], interp: &[InterpFrame], whole: bool, frames: &mut Vec<FrameId>, profile: &mut Profile) {
+    let mut runs: Vec<&[InterpFrame]> = Vec::new();
     let mut start = 0;
-    for (i, f) in python.iter().enumerate() {
+    for (i, f) in interp.iter().enumerate() {
         if f.entry {
-            runs.push(&python[start..=i]);
+            runs.push(&interp[start..=i]);
             start = i + 1;
         }
     }
-    if start < python.len() {
-        runs.push(&python[start..]);
+    if start < interp.len() {
+        runs.push(&interp[start..]);
     }
     let mut run_of = vec![None; native.len()];
     let mut vm_loop = vec![false; native.len()];
@@ -247,7 +247,7 @@ fn merge_python(native: &[&[FrameId]], python: &[PyFrame], whole: bool, frames: 
             }
         }
     }
-    let push_run = |run: &[PyFrame], frames: &mut Vec<FrameId>, profile: &mut Profile| {
+    let push_run = |run: &[InterpFrame], frames: &mut Vec<FrameId>, profile: &mut Profile| {
         for f in run.iter().rev() {
             frames.push(profile.intern_frame(Frame::new(&*f.text, FrameKind::Python)));
         }

@@ -68,9 +68,9 @@ fn merged(native: &[&str], ruby: &[(&str, bool)], whole: bool) -> Vec<String> {
     let mut p = Profile::new(Unit::Samples);
     let ids: Vec<Vec<FrameId>> = native.iter().map(|n| vec![p.intern_frame(Frame::new(*n, FrameKind::User))]).collect();
     let native: Vec<&[FrameId]> = ids.iter().map(Vec::as_slice).collect();
-    let runs: Vec<PyFrame> = ruby.iter().map(|&(t, entry)| PyFrame { text: t.into(), entry }).collect();
+    let runs: Vec<InterpFrame> = ruby.iter().map(|&(t, entry)| InterpFrame { text: t.into(), entry }).collect();
     let mut frames = Vec::new();
-    merge_python(&native, &runs, whole, &mut frames, &mut p);
+    merge_interp(&native, &runs, whole, &mut frames, &mut p);
     frames.iter().map(|&f| p.frame(f).name.clone()).collect()
 }
 

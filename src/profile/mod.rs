@@ -7,16 +7,14 @@ pub mod frame_lists;
 pub mod merge;
 pub mod names;
 pub mod raw;
-pub mod java;
-pub mod node;
-pub mod interp;
+pub mod thread_roles;
 mod labels;
 pub mod time;
 mod thread_index;
 pub mod unwinding;
 
 pub use crate::procs::frame_kind::FrameKind;
-pub use raw::{More, PyFrame, PyWalk, RawStack, State, BEFORE_CAPTURE, END_UNTRACED, LOST_STACK, START_UNTRACED};
+pub use raw::{More, InterpFrame, InterpWalk, RawStack, State, BEFORE_CAPTURE, END_UNTRACED, LOST_STACK, START_UNTRACED};
 pub use time::{Span, Spans};
 pub use unwinding::{Walk, Unwinding};
 

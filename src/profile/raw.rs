@@ -98,8 +98,8 @@ pub struct RawStack {
     /// `--wakers`: the thread that ended this wait, with its stacks (its
     /// `pid`, `tid`, `comm`, `user`, `kernel`; no weight or state).
     pub waker: Option<Box<RawStack>>,
-    /// How the Python stack was read; `None` outside interpreters.
-    pub py_walk: Option<PyWalk>,
+    /// How the interpreter stack was read; `None` outside interpreters.
+    pub interp_walk: Option<InterpWalk>,
     /// What only some stacks hold, apart (a whole host's hundreds of
     /// thousands of stacks mostly hold none of it).
     pub more: Option<Box<More>>,
@@ -114,9 +114,10 @@ pub struct More {
     /// Kernel frames already named (leaf first), where no addresses could
     /// be had, e.g. from /proc/TID/stack; a module's `name [module]`.
     pub kernel_names: Vec<String>,
-    /// The Python frames of an interpreter thread, named, leaf first; they
-    /// take the place of the evaluator frames of `user` they ran in.
-    pub python: Vec<PyFrame>,
+    /// The frames of an interpreter thread (Python, Ruby, PHP), named,
+    /// leaf first; they take the place of the evaluator frames of `user`
+    /// they ran in.
+    pub interp: Vec<InterpFrame>,
     /// A Go thread's goroutine and its pprof labels (see
     /// [`super::Stack::labels`]).
     pub labels: Option<super::Labels>,
@@ -137,14 +138,14 @@ impl RawStack {
 /// One Python function's frame: its text, e.g. `handler (app.py:42)`, and
 /// whether it is the outermost frame of one call of the evaluator.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PyFrame {
+pub struct InterpFrame {
     pub text: std::sync::Arc<str>,
     pub entry: bool,
 }
 
-/// How a Python thread's interpreter stack was read (enum fg_py_walk).
+/// How a Python thread's interpreter stack was read (enum fg_interp_walk).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum PyWalk {
+pub enum InterpWalk {
     Whole,
     /// The thread had no Python thread state: it does not run Python.
     NoThread,
@@ -154,13 +155,13 @@ pub enum PyWalk {
     Fault,
 }
 
-impl PyWalk {
-    pub fn from_raw(raw: u32) -> Option<PyWalk> {
+impl InterpWalk {
+    pub fn from_raw(raw: u32) -> Option<InterpWalk> {
         Some(match raw {
-            1 => PyWalk::Whole,
-            2 => PyWalk::NoThread,
-            3 => PyWalk::Cut,
-            4 => PyWalk::Fault,
+            1 => InterpWalk::Whole,
+            2 => InterpWalk::NoThread,
+            3 => InterpWalk::Cut,
+            4 => InterpWalk::Fault,
             _ => return None,
         })
     }

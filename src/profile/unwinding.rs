@@ -101,31 +101,19 @@ pub struct Unwinding {
     pub processes: Vec<ProcessWalks>,
     /// Executable mappings beyond what the walker holds per process.
     pub mappings_dropped: u64,
-    /// Interpreter processes, by how their Python frames were read.
-    pub python: Vec<super::interp::InterpWalks>,
-    /// Interpreter processes whose Python frames could not be read.
-    pub python_unreadable: Vec<super::interp::Unreadable>,
-    /// Ruby processes, by how their Ruby frames were read, and those
-    /// whose frames could not be.
-    pub ruby: Vec<super::interp::InterpWalks>,
-    pub ruby_unreadable: Vec<super::interp::Unreadable>,
-    /// Go programs whose goroutines could not be read: (pid, process,
-    /// why).
-    pub go_unreadable: Vec<(u32, String, String)>,
-    /// Go programs, by whether their stacks carry their goroutine; those
-    /// whose do not, or whose pprof labels are not read; and (pid,
-    /// process, weight, of all) of the stacks whose labels could not be
-    /// read.
-    pub go: Vec<super::interp::InterpWalks>,
-    pub go_labels_unreadable: Vec<super::interp::Unreadable>,
-    pub go_labels_unread: Vec<(u32, String, u64, u64)>,
-    /// PHP processes, the same.
-    pub php: Vec<super::interp::InterpWalks>,
-    pub php_unreadable: Vec<super::interp::Unreadable>,
-    /// HotSpot JVMs, how their Java frames were walked and named.
-    pub java: super::java::JavaWalks,
-    /// V8 (Node.js) processes, how their JavaScript frames were named.
-    pub node: super::node::NodeWalks,
+    /// What the runtimes' walkers read and could not (src/runtimes/).
+    pub runtimes: RuntimeWalks,
+}
+
+/// What the runtimes' walkers read and could not, as each runtime says it
+/// (src/runtimes/).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RuntimeWalks {
+    /// Processes whose runtime frames were read, with their runtime as
+    /// OpenTelemetry names it (`cpython`, `jvm`, `v8js`…).
+    pub processes: Vec<(u32, &'static str)>,
+    /// Lines for the summary and the report, each a complete sentence.
+    pub lines: Vec<String>,
 }
 
 /// A staged start: the runtimes' walkers joined `after_ms` after sampling
@@ -255,29 +243,10 @@ impl Unwinding {
                 "the Python, Ruby and PHP frame walkers did not load ({why}): their threads show the interpreter's C frames, not Python functions, Ruby methods or PHP functions"
             ));
         }
-        let runtimes = [self.python.is_empty(), self.ruby.is_empty(), self.php.is_empty()]
-            .into_iter()
-            .chain([self.java.jvms.is_empty(), self.node.processes.is_empty()])
-            .any(|empty| !empty);
-        if let Some(line) = self.lean.filter(|_| runtimes).and_then(|l| l.line()) {
+        if let Some(line) = self.lean.filter(|_| !self.runtimes.processes.is_empty()).and_then(|l| l.line()) {
             out.push(line);
         }
-        out.extend(super::interp::lines(&self.python, &self.python_unreadable, &super::interp::PYTHON));
-        out.extend(super::interp::lines(&self.ruby, &self.ruby_unreadable, &super::interp::RUBY));
-        out.extend(super::interp::lines(&self.php, &self.php_unreadable, &super::interp::PHP));
-        out.extend(self.java.lines());
-        out.extend(self.node.lines());
-        for (pid, process, why) in &self.go_unreadable {
-            out.push(format!("goroutines of {} (pid {pid}) not read: {why}", super::names::printable(process)));
-        }
-        out.extend(super::interp::lines(&self.go, &self.go_labels_unreadable, &super::interp::GO));
-        for (pid, process, unread, all) in &self.go_labels_unread {
-            let pct = *unread as f64 * 100.0 / (*all).max(1) as f64;
-            out.push(format!(
-                "Go: pid {pid} ({}): the pprof labels of {pct:.1}% of its time not read: freed before fgbpf read them (labels made and dropped within milliseconds), or their announcement lost",
-                super::names::printable(process)
-            ));
-        }
+        out.extend(self.runtimes.lines.iter().cloned());
         out
     }
 

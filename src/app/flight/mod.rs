@@ -13,8 +13,9 @@ use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::capture::{local_timestamp, local_timestamp_before, open, preflight};
-use super::record::{self, Recording};
+use super::capture::{local_timestamp, local_timestamp_before, start};
+use super::record;
+use super::recording::Recording;
 use super::session::signals::DumpSignal;
 use super::stages;
 use super::session::window::EndReason;
@@ -65,29 +66,17 @@ pub fn run(args: &FlightArgs) -> Result<Option<i32>, CliError> {
             "fgbpf flight does not keep wakers yet: drop --wakers (fgbpf offcpu --wakers records them)",
         ));
     }
-    let rec = Recording {
-        capture: &args.capture,
-        maps: &args.maps,
-        sampling: Some(&args.sampling),
-        blocks: Some(&args.blocks),
-        per_process: false,
-    };
-    rec.options(Default::default())?;
-    summary::set_quiet(args.capture.quiet);
+    let mut rec = Recording::check(&args.capture, &args.maps, Some(&args.sampling), Some(&args.blocks), false)?;
+    if let Some(off) = rec.probe.offcpu.as_mut() {
+        off.announce_wait = args.wait_above;
+    }
+    rec.probe.events_ring = EVENTS_RING;
+    // Not kept in a window yet: a recorder's goroutine time would grow
+    // for as long as it runs.
+    rec.probe.goroutines = false;
     let dumps = dumps_dir(&args.dumps)?;
     let signal = DumpSignal::install().map_err(CliError::failed)?;
-    let prepared = preflight(&args.capture)?;
-    let mut live = open(&args.capture, prepared, &rec.what(), |t| {
-        let mut opts = rec.options(t)?;
-        if let Some(off) = opts.offcpu.as_mut() {
-            off.announce_wait = args.wait_above;
-        }
-        opts.events_ring = EVENTS_RING;
-        // Not kept in a window yet: a recorder's goroutine time would grow
-        // for as long as it runs.
-        opts.goroutines = false;
-        Ok(Probe::start(&opts)?)
-    })?;
+    let mut live = start(&rec)?;
     if args.cpu_above.is_some() {
         live.recorder.tally_cpu();
     }
@@ -114,7 +103,7 @@ pub fn run(args: &FlightArgs) -> Result<Option<i32>, CliError> {
     };
     let mut own = cost::OwnUse::new();
     // --otlp-interval: streamed as recorded (without it, each dump is sent).
-    let mut stream = live.stream(&args.capture, rec.wanted())?;
+    let mut stream = live.stream(&rec);
     let end = {
         let (mut window, recorder, symbolizer) = live.window(&args.capture);
         if !args.on_start.is_empty() {

@@ -14,8 +14,9 @@ use std::time::Duration;
 use ratatui::crossterm::event::{self, Event, KeyEventKind};
 use ratatui::DefaultTerminal;
 
-use super::capture::{default_dir, open, preflight};
-use super::record::{self, Recording};
+use super::capture::{default_dir, start};
+use super::record;
+use super::recording::Recording;
 use super::session::window::EndReason;
 use super::summary;
 use super::views::Views;
@@ -31,18 +32,9 @@ use view::{losses_line, Action, View};
 /// Runs `fgbpf top` until `q`, Ctrl-C, `-d`, or the targets or command
 /// end; returns the `-- COMMAND`'s exit status.
 pub fn run(args: &TopArgs) -> Result<Option<i32>, CliError> {
-    let rec = Recording {
-        capture: &args.capture,
-        maps: &args.maps,
-        sampling: Some(&args.sampling),
-        blocks: Some(&args.blocks),
-        per_process: false,
-    };
-    // Filters are checked before anything starts.
-    rec.options(Default::default())?;
-    summary::set_quiet(args.capture.quiet);
-    let prepared = preflight(&args.capture)?;
-    let mut live = open(&args.capture, prepared, &rec.what(), |t| rec.start(t))?;
+    // Checked before anything starts.
+    let rec = Recording::check(&args.capture, &args.maps, Some(&args.sampling), Some(&args.blocks), false)?;
+    let mut live = start(&rec)?;
     let side = match args.off_cpu {
         true => Side::OffCpu,
         false => Side::OnCpu,
@@ -57,9 +49,8 @@ pub fn run(args: &TopArgs) -> Result<Option<i32>, CliError> {
         terminal: None,
         stdin_tty: io::stdin().is_terminal(),
     };
-    // --otlp-interval: streamed as recorded. Before the terminal is taken:
-    // an error here leaves it as it was.
-    let mut stream = live.stream(&args.capture, rec.wanted())?;
+    // --otlp-interval: streamed as recorded.
+    let mut stream = live.stream(&rec);
     if io::stdout().is_terminal() {
         let terminal = ratatui::try_init()
             .map_err(|e| CliError::failed(format!("cannot set up the terminal: {e}")))?;

@@ -1,4 +1,4 @@
-/* The offsets src/procs/php/mod.rs keeps for PHP 8.2, printed from PHP's
+/* The offsets src/runtimes/php/mod.rs keeps for PHP 8.2, printed from PHP's
  * own headers (php8.2-dev) as `name value` lines: tests/php.rs compiles
  * this with `php-config --includes` and compares. */
 #define _GNU_SOURCE

@@ -1,0 +1,171 @@
+//! The words a capture directory says of its views: `report.txt`'s text
+//! for an on-CPU, off-CPU or wall-clock capture (hotspots, the off-CPU
+//! edges, unresolved frames, how stacks were walked, time by process and
+//! thread, wakers and goroutines), each view's SVG title and subtitle, and
+//! the timeline page's. Built from the profiles alone; writing them is
+//! [`super::outputs`]'s.
+
+use std::time::Duration;
+
+use super::breakdown::{self, Columns};
+use super::folded::Leading;
+use super::palette::{Heat, Scheme};
+use super::{report, svg, timeline, unresolved};
+use crate::profile::{thousands, Kind, Profile};
+
+/// The off-CPU edges' lines as the report says them: each after a blank
+/// line.
+pub fn edges_note(lines: &[String]) -> String {
+    lines.iter().map(|l| format!("\n{l}\n")).collect()
+}
+
+/// The report of a wall-clock capture: its hotspots, the off-CPU edges,
+/// then time per `leading` root split on and off CPU; `tail` (wakers,
+/// goroutines) last.
+pub fn wall_report(wall: &Profile, edges_note: &str, leading: Leading, tail: &str) -> String {
+    let mut text = report::render(wall, &report::Options { kind: "wall-clock".into(), ..Default::default() });
+    text.push_str(edges_note);
+    text.push_str(&unresolved::render(wall));
+    text.push_str(&unwinding_section(wall));
+    text.push_str(&breakdown::render(wall, &breakdown::Options::new(leading, Columns::Both)));
+    text.push_str(tail);
+    text
+}
+
+/// The report of an on-CPU capture; `tail` (wakers, goroutines) last.
+pub fn oncpu_report(on: &Profile, roots: Leading, tail: &str) -> String {
+    report::render(on, &report::Options::default())
+        + &unresolved::render(on)
+        + &unwinding_section(on)
+        + &breakdown::render(on, &breakdown::Options::new(roots, Columns::OnCpu))
+        + tail
+}
+
+/// The off-CPU report: hotspots, then time per process and per thread split
+/// by state; `tail` (wakers, goroutines) last.
+pub fn offcpu_report(profile: &Profile, edges_note: &str, roots: Leading, tail: &str) -> String {
+    let mut text = report::render(
+        profile,
+        &report::Options {
+            kind: "off-CPU".into(),
+            ..Default::default()
+        },
+    );
+    text.push_str(edges_note);
+    text.push_str(&unresolved::render(profile));
+    text.push_str(&unwinding_section(profile));
+    let processes = breakdown::Options {
+        sites: 0,
+        ..breakdown::Options::new(Leading::Process, Columns::OffCpu)
+    };
+    text.push_str(&breakdown::render(profile, &processes));
+    if roots == Leading::ProcessAndThread {
+        text.push_str(&breakdown::render(profile, &breakdown::Options::new(roots, Columns::OffCpu)));
+    }
+    text.push_str(tail);
+    text
+}
+
+/// The report's sections on the kernel fallbacks taken and on how user
+/// stacks were walked.
+fn unwinding_section(profile: &Profile) -> String {
+    let mut text = String::new();
+    if !profile.meta.kernel.is_empty() {
+        text.push_str("\nKernel fallbacks\n");
+        for line in &profile.meta.kernel {
+            text.push_str(&format!("  {line}\n"));
+        }
+    }
+    let Some(u) = &profile.meta.unwinding else {
+        return text;
+    };
+    text.push_str("\nUser stacks\n");
+    for line in u.lines() {
+        text.push_str(&format!("  {line}\n"));
+    }
+    text
+}
+
+/// The wall-clock view's picture: `duration` long, its on-CPU time shared
+/// by samples at `frequency`.
+pub fn wall_svg(target: &str, duration: Duration, frequency: u64, started_at: &str, leading: Leading) -> svg::Options {
+    svg::Options {
+        title: format!("Wall-clock flame graph: {}", target),
+        subtitle: Some(format!(
+            "{:.1} s from {started_at}, in us: each thread's on-CPU time as the scheduler measured it, shared among its stacks by {} Hz samples; each box warm if mostly on CPU (red user, orange kernel), blue if mostly waiting",
+            duration.as_secs_f64(),
+            frequency
+        )),
+        leading,
+        scheme: Scheme::Majority,
+        ..Default::default()
+    }
+}
+
+pub fn oncpu_svg(profile: &Profile, started_at: &str, leading: Leading) -> svg::Options {
+    let subtitle = format!(
+        "on-CPU samples: {} at {} Hz over {:.1} s, from {started_at}; user code red, kernel orange (search _[k]), inlined aqua (_[i]), JIT green",
+        profile.total(),
+        profile.meta.frequency.unwrap_or(0),
+        profile.meta.duration.as_secs_f64()
+    );
+    heat_svg(format!("CPU flame graph: {}", profile.meta.target), subtitle, leading, Heat::OnCpu)
+}
+
+pub fn offcpu_svg(profile: &Profile, started_at: &str, leading: Leading) -> svg::Options {
+    let subtitle = format!(
+        "off-CPU time in us: {:.1} thread-seconds blocked across {} threads over {:.1} s from {started_at}; stacks end in the wait state",
+        profile.total() as f64 / 1e6,
+        thousands(threads(profile)),
+        profile.meta.duration.as_secs_f64(),
+    );
+    heat_svg(format!("Off-CPU flame graph: {}", profile.meta.target), subtitle, leading, Heat::OffCpu)
+}
+
+pub fn goroutines_svg(profile: &Profile, started_at: &str) -> svg::Options {
+    let subtitle = format!(
+        "goroutine time in us over {:.1} s from {started_at}, read from outside every 100 ms or more: each goroutine's stack where it parked, ending in its state or Go's wait reason",
+        profile.meta.duration.as_secs_f64(),
+    );
+    heat_svg(format!("Goroutines: {}", profile.meta.target), subtitle, Leading::ProcessAndThread, Heat::OffCpu)
+}
+
+pub fn offwake_svg(profile: &Profile, started_at: &str, leading: Leading) -> svg::Options {
+    let subtitle = format!(
+        "off-CPU time in us over {:.1} s from {started_at}, by waker. Below `--`: the blocked stack; above it (purple): the waker's stack from its leaf up to its thread name",
+        profile.meta.duration.as_secs_f64(),
+    );
+    heat_svg(format!("Off-wake flame graph: {}", profile.meta.target), subtitle, leading, Heat::OffCpu)
+}
+
+/// A picture coloured by one side's heat.
+fn heat_svg(title: String, subtitle: String, leading: Leading, heat: Heat) -> svg::Options {
+    svg::Options {
+        title,
+        subtitle: Some(subtitle),
+        leading,
+        scheme: Scheme::Heat(heat),
+        ..Default::default()
+    }
+}
+
+/// The timeline page of a capture's main view.
+pub fn timeline_options(main: &Profile, target: &str, started_at: &str) -> timeline::Options {
+    timeline::Options {
+        title: format!("Timeline: {target}"),
+        subtitle: Some(format!("{:.1} s from {started_at}", main.meta.duration.as_secs_f64())),
+        heat: match main.meta.kind {
+            Kind::OffCpu => Heat::OffCpu,
+            _ => Heat::OnCpu,
+        },
+        ..Default::default()
+    }
+}
+
+/// How many threads a profile's stacks come from.
+fn threads(profile: &Profile) -> u64 {
+    let mut seen: Vec<_> = profile.stacks().iter().filter_map(|s| s.thread).collect();
+    seen.sort_unstable();
+    seen.dedup();
+    seen.len() as u64
+}

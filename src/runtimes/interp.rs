@@ -1,0 +1,270 @@
+//! What the interpreter walkers' user-space halves share (CPython's
+//! [`super::python`], Ruby's [`super::ruby`], PHP's [`super::php`]):
+//! finding the interpreter in a process's
+//! mappings and handing its offsets to the BPF walker, reading the objects
+//! the walker announces while the process lives, and, when the capture
+//! ends, moving each stack's words after the walker's marker out of its
+//! native frames, named, into the frames that take the place of the
+//! evaluator's (the contract of src/bpf/fgbpf.h: frames leaf first, bit
+//! 63 on the outermost frame of one evaluator call).
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::sync::Arc;
+
+use libbpf_rs::{MapCore, MapFlags};
+
+use super::{interp_added, Announcement, Found, Runtime};
+use crate::bpf::{FgbpfMaps, FgbpfSkel};
+use crate::procs::maps;
+use crate::profile::{InterpFrame, RawStack};
+
+/// FG_INTERP_ENTRY of src/bpf/fgbpf.h.
+pub(crate) const ENTRY: u64 = 1 << 63;
+
+/// The object's address in bits 0-43 of a word (>> 3).
+pub(crate) fn address_of(word: u64) -> u64 {
+    (word & ((1 << 44) - 1)) << 3
+}
+
+/// The bits 44-61 of a word: bits 3-20 of the frame's instruction pointer.
+pub(crate) fn pc_bits_of(word: u64) -> u64 {
+    (word >> 44) & ((1 << PC_BITS) - 1)
+}
+
+pub(crate) const PC_BITS: u32 = 18;
+
+/// One interpreter's side of the contract.
+pub(crate) trait Walker {
+    /// An interpreter found in a process, and what names its objects.
+    type Found;
+    type Reader;
+    /// The marker word the BPF walker writes before the frames.
+    const MARKER: u64;
+    /// The kind of its walker's announcements (enum fg_proc_event_kind of
+    /// src/bpf/fgbpf.h).
+    const ANNOUNCED: u32;
+    /// Its walker's map of processes.
+    fn procs<'a, 'obj>(maps: &'a FgbpfMaps<'obj>) -> &'a libbpf_rs::MapMut<'obj>;
+    /// Where what it found goes: (pid, version, binary) of each
+    /// interpreter read, and (pid, why) of those fgbpf cannot read.
+    #[allow(clippy::type_complexity)]
+    fn results(found: &mut Found) -> (&mut Vec<(u32, (u32, u32), String)>, &mut Vec<(u32, String)>);
+    /// An interpreter's version and binary.
+    fn described(found: &Self::Found) -> ((u32, u32), String);
+    /// Whether a mapped file may hold the interpreter, by name.
+    fn may_be(path: &str) -> bool;
+    /// The interpreter in a file mapped executable at `start` from file
+    /// offset `offset`; `Err(why)` for one fgbpf cannot read.
+    fn find(file: &File, path: &str, start: u64, offset: u64) -> Result<Option<Self::Found>, String>;
+    /// When no mapping held an interpreter: one that is there but that
+    /// fgbpf cannot read, found by other means (binary, why).
+    fn unfound(_maps: &str) -> Option<(String, String)> {
+        None
+    }
+    /// Its entry in the walker's map of processes.
+    fn map_value(found: &Self::Found) -> Vec<u8>;
+    fn reader(pid: u32, found: &Self::Found) -> Self::Reader;
+    /// Reads the object a word, or an announcement (`addr`, `addr2`),
+    /// names; once.
+    fn read_word(reader: &mut Self::Reader, word: u64);
+    fn read_announced(reader: &mut Self::Reader, addr: u64, addr2: u64);
+    /// A frame's text.
+    fn text(found: &Self::Found, reader: &Self::Reader, word: u64, no_lines: bool) -> Arc<str>;
+    /// Frames the walker recorded that are no code the thread runs, at the
+    /// outermost end (Ruby's VM bottom frame): how many to drop.
+    fn not_running(_reader: &Self::Reader, _words: &[u64]) -> usize {
+        0
+    }
+}
+
+/// One interpreter's processes, as the capture finds them.
+pub(crate) struct Interp<W: Walker> {
+    readers: HashMap<u32, (W::Found, W::Reader)>,
+    /// Where each tracked process's interpreter was found (start, inode),
+    /// so that a re-read finds nothing new cheaply.
+    found_at: HashMap<u32, (u64, u64)>,
+    /// Processes fgbpf cannot read: pid → (binary, why).
+    pub unsupported: HashMap<u32, (String, String)>,
+    /// Frames named, per (pid, frame word): formatting each once.
+    texts: HashMap<(u32, u64), Arc<str>>,
+    /// Write `name (file)` instead of `name (file:line)`.
+    no_lines: bool,
+}
+
+impl<W: Walker> Interp<W> {
+    pub fn new(no_lines: bool) -> Self {
+        Interp {
+            readers: HashMap::new(),
+            found_at: HashMap::new(),
+            unsupported: HashMap::new(),
+            texts: HashMap::new(),
+            no_lines,
+        }
+    }
+
+    /// Looks for the interpreter in `pid`'s executable mappings (`text`,
+    /// its /proc/PID/maps) and gives the walker its entry in `procs`.
+    /// True when it added one.
+    pub fn track<M: MapCore>(&mut self, pid: u32, text: &str, procs: &M) -> bool {
+        for m in text.lines().filter_map(maps::parse_line) {
+            if !m.exec || m.inode == 0 || !W::may_be(m.path) {
+                continue;
+            }
+            if self.found_at.get(&pid) == Some(&(m.start, m.inode)) {
+                return false;
+            }
+            let path = format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end);
+            let Ok(file) = File::open(&path) else { continue };
+            match W::find(&file, m.path, m.start, m.offset) {
+                Ok(Some(found)) => {
+                    self.found_at.insert(pid, (m.start, m.inode));
+                    self.unsupported.remove(&pid);
+                    let added = procs.update(&pid.to_ne_bytes(), &W::map_value(&found), MapFlags::ANY).is_ok();
+                    if added {
+                        let reader = W::reader(pid, &found);
+                        self.readers.insert(pid, (found, reader));
+                    }
+                    return added;
+                }
+                Ok(None) => {}
+                Err(why) => {
+                    self.found_at.insert(pid, (m.start, m.inode));
+                    self.unsupported.insert(pid, (m.path.to_string(), why));
+                    return false;
+                }
+            }
+        }
+        // Not yet final: the interpreter may still be mapped later.
+        if let Some(u) = W::unfound(text) {
+            self.unsupported.insert(pid, u);
+        }
+        false
+    }
+
+    /// Whether `pid` was found to run this interpreter (read or not).
+    pub fn knows(&self, pid: u32) -> bool {
+        self.found_at.contains_key(&pid) || self.unsupported.contains_key(&pid)
+    }
+
+    /// Lets go of what was read of the processes `keep` refuses (exited,
+    /// their stacks forgotten: `fgbpf flight`).
+    pub fn forget(&mut self, keep: &dyn Fn(u32) -> bool) {
+        self.readers.retain(|&pid, _| keep(pid));
+        self.found_at.retain(|&pid, _| keep(pid));
+        self.unsupported.retain(|&pid, _| keep(pid));
+        self.texts.retain(|&(pid, _), _| keep(pid));
+    }
+
+    /// Reads the objects a freshly stored stack of `pid` names, while it
+    /// lives (in case their announcement was lost).
+    pub fn read(&mut self, pid: u32, user: &[u64]) {
+        let Some((_, reader)) = self.readers.get_mut(&pid) else { return };
+        let Some(at) = user.iter().position(|&w| w == W::MARKER) else { return };
+        for &w in &user[at + 1..] {
+            W::read_word(reader, w);
+        }
+    }
+
+    /// Reads one object of `pid`, announced by the walker.
+    pub fn read_announced(&mut self, pid: u32, addr: u64, addr2: u64) {
+        if let Some((_, reader)) = self.readers.get_mut(&pid) {
+            W::read_announced(reader, addr, addr2);
+        }
+    }
+
+    /// Moves the interpreter frames of each stack (and its waker's) out of
+    /// its user frames, named.
+    pub fn name(&mut self, stacks: &mut [RawStack]) {
+        for r in stacks {
+            self.split(r);
+            if let Some(w) = r.waker.as_deref_mut() {
+                self.split(w);
+            }
+        }
+    }
+
+    fn split(&mut self, r: &mut RawStack) {
+        let Some(at) = r.user.iter().position(|&w| w == W::MARKER) else { return };
+        let mut words = r.user[at..].to_vec();
+        r.user = r.user[..at].into();
+        if let Some((_, reader)) = self.readers.get(&r.pid) {
+            let drop = W::not_running(reader, &words[1..]).min(words.len() - 1);
+            words.truncate(words.len() - drop);
+        }
+        r.more_mut().interp = words[1..]
+            .iter()
+            .map(|&w| InterpFrame {
+                text: self.text(r.pid, w),
+                entry: w & ENTRY != 0,
+            })
+            .collect();
+    }
+
+    fn text(&mut self, pid: u32, word: u64) -> Arc<str> {
+        let key = (pid, word & !ENTRY);
+        if let Some(t) = self.texts.get(&key) {
+            return t.clone();
+        }
+        let text = match self.readers.get(&pid) {
+            Some((found, reader)) => W::text(found, reader, word & !ENTRY, self.no_lines),
+            None => "[interpreter: process not read]".into(),
+        };
+        self.texts.insert(key, text.clone());
+        text
+    }
+
+    /// The interpreters found, per process.
+    pub fn found(&self) -> impl Iterator<Item = (u32, &W::Found)> {
+        self.readers.iter().map(|(&pid, (f, _))| (pid, f))
+    }
+
+    /// The processes fgbpf could not read, with why, by pid.
+    pub fn unsupported_sorted(&self) -> Vec<(u32, String)> {
+        let mut v: Vec<(u32, String)> = self.unsupported.iter().map(|(&p, (_, why))| (p, why.clone())).collect();
+        v.sort_by_key(|(p, _)| *p);
+        v
+    }
+}
+
+impl<W: Walker> Runtime for Interp<W> {
+    fn track(&mut self, skel: &mut FgbpfSkel<'_>, pid: u32, text: &str) {
+        if Interp::track(self, pid, text, W::procs(&skel.maps)) {
+            interp_added(skel);
+        }
+    }
+
+    fn announced(&mut self, pid: u32, a: &Announcement) -> bool {
+        if a.kind != W::ANNOUNCED {
+            return false;
+        }
+        self.read_announced(pid, a.addr, a.addr2);
+        true
+    }
+
+    fn reads_fresh(&self) -> bool {
+        true
+    }
+
+    fn fresh(&mut self, pid: u32, user: &[u64]) {
+        self.read(pid, user);
+    }
+
+    fn finish(&mut self, stacks: &mut [RawStack], found: &mut Found) {
+        self.name(stacks);
+        let mut read: Vec<_> = self.found().map(|(pid, f)| (pid, W::described(f))).map(|(pid, (v, b))| (pid, v, b)).collect();
+        read.sort_unstable();
+        let unsupported = self.unsupported_sorted();
+        let (to, unreadable) = W::results(found);
+        *to = read;
+        *unreadable = unsupported;
+    }
+
+    fn forget(&mut self, keep: &dyn Fn(u32) -> bool) {
+        Interp::forget(self, keep);
+    }
+
+    fn knows(&self, pid: u32) -> bool {
+        Interp::knows(self, pid)
+    }
+}

@@ -1,0 +1,294 @@
+//! The managed runtimes the walkers read besides native code, one folder
+//! each: CPython ([`python`]), Ruby ([`ruby`]), PHP ([`php`]), HotSpot
+//! ([`java`]), V8 ([`v8`]) and Go ([`go`]). A folder holds the runtime's
+//! BPF half (`<name>.bpf.h`, included by the one BPF object), its layouts
+//! per version, its reader of the objects the walker announces, and the
+//! namer of its frame words. [`Runtimes`] finds them in each process the
+//! probe reads, hands them the objects the BPF side announces, and names
+//! their frames when the capture ends. The contract they share: tagged
+//! frame words in the stored stack (src/bpf/fgbpf.h); CPython's, Ruby's and
+//! PHP's walkers also share [`interp`]'s.
+
+pub mod go;
+pub mod interp;
+pub mod java;
+pub mod php;
+pub mod python;
+pub mod report;
+pub mod ruby;
+pub mod shared;
+pub mod v8;
+pub mod walks;
+
+use std::collections::BTreeMap;
+
+use crate::bpf::FgbpfSkel;
+use crate::procs::frame_kind::FrameKind;
+use crate::profile::RawStack;
+use crate::symbolize::{Named, RuntimeNames};
+use shared::{name_words, Unnamed};
+
+/// FG_RT_NATIVE of src/bpf/fgbpf.h: frame words of no runtime's code.
+const SIGNAL_RUNTIME: u64 = 2;
+
+/// A signal frame's name: a handler's frames above it, the code the
+/// signal interrupted below.
+pub const SIGNAL_FRAME: &str = "[signal]";
+/// FG_EXEC_WORD: the user stack of a thread in execve, whose registers are
+/// those of the image the exec replaced (its memory gone).
+pub const EXEC_FRAME: &str = "[image replaced by execve]";
+
+/// The runtimes fgbpf reads, in the order their frames are named: the
+/// one list a runtime is added to. Each gives its walker to a capture
+/// that asks for it, or `None`.
+const ALL: &[fn(&Settings) -> Option<Box<dyn Runtime>>] = &[
+    python::walker::start,
+    ruby::walker::start,
+    php::walker::start,
+    java::walker::start,
+    v8::walker::start,
+    go::walker::start,
+];
+
+/// The markers the interpreter walkers write before their frames
+/// ([`interp`]): a stack's native frames end at the first.
+pub const INTERP_MARKERS: [u64; 3] = [python::walker::MARKER, ruby::walker::MARKER, php::walker::MARKER];
+
+/// What a capture asks of the runtimes (the part of the probe's options
+/// they read). All off when user stacks are not walked.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Settings {
+    pub python: bool,
+    pub ruby: bool,
+    pub php: bool,
+    pub java: bool,
+    pub node: bool,
+    /// Goroutines read from user space (off-CPU time recorded, `--no-go`
+    /// not given).
+    pub goroutines: bool,
+    /// The walker tells the goroutine a thread runs, and its pprof labels.
+    pub go_labels: bool,
+    /// `name (file)` instead of `name (file:line)` (`--no-lines`).
+    pub no_lines: bool,
+}
+
+/// An object a runtime's walker announced (struct fg_proc_event of
+/// src/bpf/fgbpf.h: its kind, `addr` and `addr2`), read at once in user
+/// space while its process lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Announcement {
+    pub kind: u32,
+    pub addr: u64,
+    pub addr2: u64,
+}
+
+/// One runtime's user-space half, as a capture drives it: found in the
+/// processes it reads, given the objects its walker announces, and asked
+/// at the end to name its frames and say what it could not read.
+pub trait Runtime {
+    /// Looks for the runtime in a process's executable mappings (`text`,
+    /// its /proc/PID/maps) and gives its walker the process's entry.
+    fn track(&mut self, skel: &mut FgbpfSkel<'_>, pid: u32, text: &str);
+    /// Reads an object its walker announced. False when `a` is no
+    /// announcement of this runtime's.
+    fn announced(&mut self, _pid: u32, _a: &Announcement) -> bool {
+        false
+    }
+    /// At each drain: what the walker could not have yet.
+    fn refresh(&mut self, _skel: &FgbpfSkel<'_>) {}
+    /// Whether it reads the frame words of freshly stored stacks
+    /// ([`Self::fresh`]).
+    fn reads_fresh(&self) -> bool {
+        false
+    }
+    /// A freshly stored stack's user words, read while its process lives
+    /// (in case an announcement was lost).
+    fn fresh(&mut self, _pid: u32, _user: &[u64]) {}
+    /// At each poll of the process events, after them.
+    fn tick(&mut self) {}
+    /// `pid` exited or exec'd: its runtime, if any, went with its image.
+    fn exited(&mut self, _pid: u32) {}
+    /// Recording stopped: a last read of what is read from user space.
+    fn stopped(&mut self) {}
+    /// Names its frames in the capture's `stacks` (moved, or named for the
+    /// symbolizer in `found.runtime_names`) and says what it found and
+    /// could not read, in `found`.
+    fn finish(&mut self, stacks: &mut [RawStack], found: &mut Found);
+    /// Lets go of what it read of the processes `keep` refuses.
+    fn forget(&mut self, keep: &dyn Fn(u32) -> bool);
+    /// Whether it was found in `pid` (whether it can be read or not).
+    fn knows(&self, pid: u32) -> bool;
+}
+
+/// What the runtimes found in a capture, for the summary and the report.
+#[derive(Debug, Default)]
+pub struct Found {
+    /// Python interpreters found: (pid, version, binary), and those fgbpf
+    /// cannot read, with why.
+    pub interpreters: Vec<(u32, (u32, u32), String)>,
+    pub py_unsupported: Vec<(u32, String)>,
+    /// Ruby VMs found: (pid, version, binary), and those fgbpf cannot
+    /// read, with why.
+    pub rubies: Vec<(u32, (u32, u32), String)>,
+    pub rb_unsupported: Vec<(u32, String)>,
+    /// PHP interpreters found: (pid, version, binary), and those fgbpf
+    /// cannot read, with why.
+    pub phps: Vec<(u32, (u32, u32), String)>,
+    pub php_unsupported: Vec<(u32, String)>,
+    /// HotSpot JVMs whose frames were walked: (pid, JDK feature version,
+    /// whether inlined methods are read), and those fgbpf cannot read,
+    /// with why.
+    pub jvms: Vec<(u32, u32, bool)>,
+    pub java_unsupported: Vec<(u32, java::Unsupported)>,
+    /// Java frames that could not be named: weight per (pid, reason).
+    pub java_unnamed: Unnamed,
+    /// V8 (Node.js) processes whose JavaScript frames were named (pid,
+    /// whether what V8 inlined is read), those fgbpf cannot read (with
+    /// why), and the weight of frames left unnamed per (pid, reason).
+    pub v8s: Vec<(u32, bool)>,
+    pub v8_unsupported: Vec<(u32, String)>,
+    pub v8_unnamed: Unnamed,
+    /// Go programs: their goroutines' time by stack and state
+    /// (microseconds, thread 0 of the process), each one's last read, and
+    /// those whose goroutines could not be read, with why.
+    pub goroutines: Vec<RawStack>,
+    pub go_snapshots: Vec<go::walker::Snapshot>,
+    pub go_unsupported: Vec<(u32, String)>,
+    /// Go programs whose stacks carry their goroutine: (pid, Go version);
+    /// those whose do not, or whose pprof labels are not read, with why;
+    /// and per pid the weight of stacks whose labels could not be read
+    /// (on-CPU samples, off-CPU microseconds).
+    pub gos: Vec<(u32, String)>,
+    pub go_labels_unsupported: Vec<(u32, String)>,
+    pub go_labels_unread: BTreeMap<u32, (u64, u64)>,
+    /// Runtime (Java, JavaScript) frame words named, for the symbolizer.
+    pub runtime_names: RuntimeNames,
+}
+
+/// The runtimes a capture reads.
+pub struct Runtimes(Vec<Box<dyn Runtime>>);
+
+impl Runtimes {
+    pub fn new(settings: &Settings) -> Self {
+        Runtimes(ALL.iter().filter_map(|start| start(settings)).collect())
+    }
+
+    /// Reads an object an event announced, at once, while the process
+    /// lives.
+    pub fn announced(&mut self, pid: u32, a: &Announcement) {
+        for r in &mut self.0 {
+            if r.announced(pid, a) {
+                return;
+            }
+        }
+    }
+
+    /// Looks for runtimes in a process's executable mappings (`text`, its
+    /// /proc/PID/maps) and tells the walkers of those found.
+    pub fn track(&mut self, skel: &mut FgbpfSkel<'_>, pid: u32, text: &str) {
+        for r in &mut self.0 {
+            r.track(skel, pid, text);
+        }
+    }
+
+    /// At each drain: what the walkers could not have yet.
+    pub fn refresh(&mut self, skel: &FgbpfSkel<'_>) {
+        for r in &mut self.0 {
+            r.refresh(skel);
+        }
+    }
+
+    /// Whether any reads the words of freshly stored stacks.
+    pub fn reads_fresh(&self) -> bool {
+        self.0.iter().any(|r| r.reads_fresh())
+    }
+
+    /// What a drain brought: the freshly stored stacks' runtime objects,
+    /// read while their processes live (in case their announcement was
+    /// lost).
+    pub fn fresh(&mut self, fresh: Vec<(u32, &[u64])>) {
+        for (pid, user) in fresh {
+            for r in &mut self.0 {
+                r.fresh(pid, user);
+            }
+        }
+    }
+
+    pub fn tick(&mut self) {
+        for r in &mut self.0 {
+            r.tick();
+        }
+    }
+
+    pub fn exited(&mut self, pid: u32) {
+        for r in &mut self.0 {
+            r.exited(pid);
+        }
+    }
+
+    pub fn stopped(&mut self) {
+        for r in &mut self.0 {
+            r.stopped();
+        }
+    }
+
+    /// Names the runtimes' frames of the capture's stacks (interpreter
+    /// frames moved out of each stack's native frames, JIT frame words
+    /// named for the symbolizer) and says what the runtimes found.
+    pub fn finish(&mut self, stacks: &mut [RawStack]) -> Found {
+        let mut found = Found::default();
+        for r in &mut self.0 {
+            r.finish(stacks, &mut found);
+        }
+        // The kernel's signal frames the walker followed (FG_SIGNAL_WORD).
+        let (signals, _) = name_words(stacks, SIGNAL_RUNTIME, |_, w| {
+            let frame = if (w >> 58) & 3 == 1 { EXEC_FRAME } else { SIGNAL_FRAME };
+            (Named::known(vec![(frame.to_string(), FrameKind::User)]), None)
+        });
+        found.runtime_names.extend(signals);
+        found
+    }
+
+    /// Lets go of what the walkers read of processes `keep` refuses:
+    /// `fgbpf flight` keeps a process's frame names only while it lives or
+    /// its stacks are in the kept window.
+    pub fn forget(&mut self, keep: &dyn Fn(u32) -> bool) {
+        for r in &mut self.0 {
+            r.forget(keep);
+        }
+    }
+
+    /// Whether any runtime was found in `pid` (whether it can be read or
+    /// not).
+    pub fn knows(&self, pid: u32) -> bool {
+        self.0.iter().any(|r| r.knows(pid))
+    }
+
+    pub fn any(&self) -> bool {
+        !self.0.is_empty()
+    }
+}
+
+/// Tells the interpreter walkers an entry was added to one of their maps
+/// (interp.bpf.h: `interp_gen`), after the map holds it: processes found to
+/// run none are looked up again.
+pub(crate) fn interp_added(skel: &mut FgbpfSkel<'_>) {
+    if let Some(bss) = skel.maps.bss_data.as_deref_mut() {
+        let p: *mut u64 = &mut bss.interp_gen;
+        // SAFETY: `interp_gen` lives in the .bss map that libbpf mapped into
+        // this process, aligned; BPF programs read it concurrently, so it
+        // is written with a volatile access the compiler cannot elide.
+        unsafe { std::ptr::write_volatile(p, std::ptr::read_volatile(p).wrapping_add(1)) };
+    }
+}
+
+/// Tells the walker a process was added to `v8_procs` (v8.bpf.h:
+/// `v8_tracked`): until then no frame looks V8 up.
+pub(crate) fn v8_added(skel: &mut FgbpfSkel<'_>) {
+    if let Some(bss) = skel.maps.bss_data.as_deref_mut() {
+        let p: *mut u32 = &mut bss.v8_tracked;
+        // SAFETY: as in interp_added: a field of the mapped .bss, written
+        // once with a volatile store.
+        unsafe { std::ptr::write_volatile(p, 1) };
+    }
+}

@@ -1,0 +1,235 @@
+//! Ruby VMs in profiled processes: which processes run one, how the BPF
+//! walker (src/runtimes/ruby/ruby.bpf.h) finds a thread's execution context, and the
+//! structure offsets of its version; naming the iseqs and method entries
+//! it records is [`iseq`]. The context is libruby's thread-local
+//! `ruby_current_ec`: the walker reads it through the thread's DTV, with
+//! the module id ld.so wrote in libruby's DTPMOD64 slot for it (found in
+//! the library's dynamic relocations, kept in stripped builds) and the
+//! variable's offset in the module's block. The offsets are those of
+//! Ruby's own headers, as rbspy's bindings (`rbspy-ruby-structs`) have
+//! them; fgbpf knows the versions it was tested on. A process running any
+//! other version keeps its native frames, and the summary says why.
+
+pub mod walker;
+pub mod iseq;
+
+use std::fs::File;
+
+use object::{Object, ObjectSection, ObjectSymbol, ObjectSymbolTable, RelocationFlags, RelocationTarget};
+
+use crate::procs::elf::load_bias;
+
+/// Offsets into the structures of one Ruby version.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// rb_execution_context_t: vm_stack, vm_stack_size, cfp.
+    pub ec_vm_stack: u16,
+    pub ec_stack_size: u16,
+    pub ec_cfp: u16,
+    /// rb_control_frame_t: its size, pc, iseq, ep.
+    pub cfp_size: u16,
+    pub cfp_pc: u16,
+    pub cfp_iseq: u16,
+    pub cfp_ep: u16,
+    /// rb_iseq_t: body.
+    pub iseq_body: u16,
+    /// rb_iseq_constant_body: iseq_size, iseq_encoded, location
+    /// (pathobj, base_label, label, first_lineno), insns_info (body,
+    /// positions, size, succ_index_table).
+    pub body_size: u16,
+    pub body_encoded: u16,
+    pub body_location: u16,
+    pub body_insns_info: u16,
+    /// rb_callable_method_entry_t: def, owner; rb_method_definition_t:
+    /// body (an iseq method's iseq first), original_id.
+    pub me_def: u16,
+    pub me_owner: u16,
+    pub def_body: u16,
+    pub def_original_id: u16,
+    /// rb_iseq_constant_body: local_iseq (a block's method's iseq).
+    pub body_local_iseq: u16,
+    /// struct RClass: its rb_classext_t; rb_classext_t: iv_tbl, the
+    /// st_table holding a class's `__classpath__` (and a singleton's
+    /// `__attached__`) until 3.2.
+    pub class_ext: u16,
+    pub ext_iv_tbl: u16,
+    /// sizeof(struct iseq_insn_info_entry), whose first field is line_no.
+    pub insn_info_size: u16,
+}
+
+const LAYOUT_31: Layout = Layout {
+    ec_vm_stack: 0,
+    ec_stack_size: 8,
+    ec_cfp: 16,
+    cfp_size: 64,
+    cfp_pc: 0,
+    cfp_iseq: 16,
+    cfp_ep: 32,
+    iseq_body: 16,
+    body_size: 4,
+    body_encoded: 8,
+    body_location: 64,
+    body_insns_info: 120,
+    me_def: 16,
+    me_owner: 32,
+    def_body: 8,
+    def_original_id: 32,
+    body_local_iseq: 176,
+    class_ext: 24,
+    ext_iv_tbl: 8,
+    insn_info_size: 12,
+};
+
+/// The known layout of Ruby `version` (major, minor).
+pub fn layout(version: (u32, u32)) -> Option<Layout> {
+    match version {
+        (3, 1) => Some(LAYOUT_31),
+        _ => None,
+    }
+}
+
+/// The versions fgbpf reads, for messages and docs/runtimes/ruby.md.
+pub const SUPPORTED: &str = "3.1";
+
+/// A Ruby VM found in a process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Interpreter {
+    /// Major and minor version, e.g. (3, 1).
+    pub version: (u32, u32),
+    /// Where ld.so writes libruby's TLS module id for `ruby_current_ec`.
+    pub modid_at: u64,
+    /// `ruby_current_ec`'s offset in the module's TLS block.
+    pub tls_off: u64,
+    pub layout: Layout,
+    /// libruby's .data in the process (address, bytes), where Ruby's
+    /// symbol table (ruby_global_symbols, not exported) is looked for.
+    pub data: (u64, u64),
+    /// The file it was found in (libruby or the executable), untrusted.
+    pub binary: String,
+}
+
+/// Whether a mapped file may hold the VM: `libruby…so…` or `ruby…`, by
+/// name, before anything is opened.
+pub fn may_be_vm(path: &str) -> bool {
+    let base = path.rsplit('/').next().unwrap_or(path);
+    base.starts_with("libruby") || base.starts_with("ruby")
+}
+
+/// R_X86_64_DTPMOD64.
+const R_X86_64_DTPMOD64: u32 = 16;
+
+/// Looks for the VM in a file mapped executable at `start` from file
+/// offset `offset`: `Ok(None)` when the file has neither `ruby_current_ec`
+/// nor a defined `ruby_version` (not the VM: the `ruby` launcher of a
+/// shared build, a gem's extension).
+/// `Err`: it is one, but one fgbpf cannot read, and why.
+pub fn find(file: &File, path: &str, start: u64, offset: u64) -> Result<Option<Interpreter>, String> {
+    // SAFETY: read-only private mapping of a file mapped executable by a
+    // process: binaries are not rewritten in place.
+    let Ok(data) = (unsafe { memmap2::Mmap::map(file) }) else {
+        return Ok(None);
+    };
+    let Ok(obj) = object::File::parse(&*data) else {
+        return Ok(None);
+    };
+    let Some(table) = obj.dynamic_symbol_table() else {
+        return Ok(None);
+    };
+    // The VM defines ruby_version (the launcher of a shared build and a
+    // gem's extension only refer to it). Ruby 3.3 no longer exports
+    // ruby_current_ec: such a VM is still one, and said to be one.
+    let defined = |name: &str| table.symbols().find(|s| s.name() == Ok(name) && s.address() != 0);
+    let ec = table.symbols().find(|s| s.name() == Ok("ruby_current_ec"));
+    let at_version = defined("ruby_version");
+    if ec.is_none() && at_version.is_none() {
+        return Ok(None);
+    }
+    let version = at_version.and_then(|s| read_at(&obj, &data, s.address(), 16)).and_then(parse_version);
+    let Some(version) = version else {
+        return Err("its version could not be read (no ruby_version)".into());
+    };
+    let Some(layout) = layout(version) else {
+        return Err(format!("Ruby {}.{} (fgbpf reads {SUPPORTED})", version.0, version.1));
+    };
+    let Some(ec) = ec else {
+        return Err(format!("Ruby {}.{} without ruby_current_ec in its dynamic symbols", version.0, version.1));
+    };
+    // The slot ld.so fills with libruby's module id for ruby_current_ec;
+    // an executable with the VM linked in reads it by a fixed offset
+    // instead (initial-exec TLS), which fgbpf does not follow yet.
+    let slot = obj.dynamic_relocations().and_then(|mut relocs| {
+        relocs.find_map(|(at, r)| {
+            let is_modid = matches!(r.flags(), RelocationFlags::Elf { r_type } if r_type == R_X86_64_DTPMOD64);
+            let to_ec = matches!(r.target(), RelocationTarget::Symbol(i) if i == ec.index());
+            (is_modid && to_ec).then_some(at)
+        })
+    });
+    let Some(slot) = slot else {
+        return Err("its ruby_current_ec is not reached through a module id (a static build of Ruby)".into());
+    };
+    let Some(bias) = load_bias(&data, start, offset) else {
+        return Err("its load address could not be worked out".into());
+    };
+    let data = obj
+        .section_by_name(".data")
+        .map_or((0, 0), |s| (s.address().wrapping_add(bias), s.size()));
+    Ok(Some(Interpreter {
+        version,
+        modid_at: slot.wrapping_add(bias),
+        tls_off: ec.address(),
+        layout,
+        data,
+        binary: path.to_string(),
+    }))
+}
+
+fn read_at<'d>(obj: &object::File<'_>, data: &'d [u8], vaddr: u64, len: usize) -> Option<&'d [u8]> {
+    use object::ObjectSegment;
+    let off = obj.segments().find_map(|s| {
+        let (off, size) = s.file_range();
+        (vaddr >= s.address() && vaddr - s.address() < size).then(|| vaddr - s.address() + off)
+    })?;
+    let end = (off as usize).checked_add(len)?.min(data.len());
+    data.get(off as usize..end)
+}
+
+/// (major, minor) from `ruby_version`'s NUL-terminated "3.1.2".
+fn parse_version(b: &[u8]) -> Option<(u32, u32)> {
+    let text = b.split(|&c| c == 0).next()?;
+    let text = std::str::from_utf8(text).ok()?;
+    let mut parts = text.split('.');
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    Some((major, minor))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// src/runtimes/ruby/ruby.bpf.h masks its offsets into what it reads instead of
+    /// checking them (the execution context's first 32 bytes, a control
+    /// frame of at most 64): each must be inside.
+    #[test]
+    fn the_walkers_offsets_are_inside_what_it_reads() {
+        for l in [LAYOUT_31] {
+            for off in [l.ec_vm_stack, l.ec_stack_size, l.ec_cfp] {
+                assert!(off + 8 <= 32, "execution context offset {off} past the 32 bytes read");
+            }
+            assert!(l.cfp_size <= 64);
+            for off in [l.cfp_pc, l.cfp_iseq, l.cfp_ep] {
+                assert!(off + 8 <= l.cfp_size, "control frame offset {off} past its {} bytes", l.cfp_size);
+            }
+        }
+    }
+
+    #[test]
+    fn versions_read_from_ruby_version() {
+        assert_eq!(parse_version(b"3.1.2\0junk"), Some((3, 1)));
+        assert_eq!(parse_version(b"x.1\0"), None);
+        assert!(layout((3, 1)).is_some());
+        assert!(layout((3, 4)).is_none());
+        assert!(may_be_vm("/usr/lib/x86_64-linux-gnu/libruby-3.1.so.3.1.2"));
+        assert!(!may_be_vm("/usr/lib/libc.so.6"));
+    }
+}

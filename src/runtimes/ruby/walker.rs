@@ -1,0 +1,128 @@
+//! Ruby VMs in the kernel ([`crate::runtimes::interp`]'s contract): each process the
+//! probe sees is checked for libruby ([`crate::runtimes::ruby`]); a VM's TLS
+//! slot and offsets go into `rb_procs` for the BPF walker
+//! (src/runtimes/ruby/ruby.bpf.h); the iseqs and method entries its stacks name are
+//! read when the walker announces them, and named at the end.
+
+use std::fs::File;
+use std::sync::Arc;
+
+use crate::runtimes::interp::{address_of, pc_bits_of, Interp, Walker, PC_BITS};
+use crate::bpf::{types, FgbpfMaps};
+use crate::runtimes::{Found, Runtime, Settings};
+use crate::runtimes::ruby::iseq::{Reader, Unnamed};
+use crate::runtimes::ruby::{self as rb, Interpreter};
+
+/// FG_RB_MARKER and FG_RB_CFUNC of src/bpf/fgbpf.h.
+pub(crate) const MARKER: u64 = 0xffff_ffff_ffff_ff51;
+const CFUNC: u64 = 1 << 62;
+
+/// The frame text of a C method whose name was not found.
+pub const C_METHOD: &str = "[ruby: C method, name not found]";
+
+pub(crate) struct RubyWalker;
+
+pub(crate) type Ruby = Interp<RubyWalker>;
+
+/// Its walker, when the capture reads Ruby frames.
+pub(crate) fn start(s: &Settings) -> Option<Box<dyn Runtime>> {
+    s.ruby.then(|| Box::new(Ruby::new(s.no_lines)) as Box<dyn Runtime>)
+}
+
+impl Walker for RubyWalker {
+    type Found = Interpreter;
+    type Reader = Reader;
+    const MARKER: u64 = MARKER;
+    const ANNOUNCED: u32 = 10;
+
+    fn procs<'a, 'obj>(maps: &'a FgbpfMaps<'obj>) -> &'a libbpf_rs::MapMut<'obj> {
+        &maps.rb_procs
+    }
+
+    fn results(found: &mut Found) -> (&mut Vec<(u32, (u32, u32), String)>, &mut Vec<(u32, String)>) {
+        (&mut found.rubies, &mut found.rb_unsupported)
+    }
+
+    fn described(i: &Interpreter) -> ((u32, u32), String) {
+        (i.version, i.binary.clone())
+    }
+
+    fn may_be(path: &str) -> bool {
+        rb::may_be_vm(path)
+    }
+
+    fn find(file: &File, path: &str, start: u64, offset: u64) -> Result<Option<Interpreter>, String> {
+        rb::find(file, path, start, offset)
+    }
+
+    fn map_value(vm: &Interpreter) -> Vec<u8> {
+        let l = &vm.layout;
+        let v = types::fg_rb_proc {
+            modid_at: vm.modid_at,
+            tls_off: vm.tls_off,
+            ec_vm_stack: l.ec_vm_stack,
+            ec_stack_size: l.ec_stack_size,
+            ec_cfp: l.ec_cfp,
+            cfp_size: l.cfp_size,
+            cfp_pc: l.cfp_pc,
+            cfp_iseq: l.cfp_iseq,
+            cfp_ep: l.cfp_ep,
+            ..Default::default()
+        };
+        // SAFETY: fg_rb_proc is a plain struct of integers.
+        unsafe { plain::as_bytes(&v) }.to_vec()
+    }
+
+    fn reader(pid: u32, vm: &Interpreter) -> Reader {
+        Reader::new(pid, vm.layout, vm.data)
+    }
+
+    fn read_word(reader: &mut Reader, word: u64) {
+        reader.read(address_of(word), word & CFUNC != 0);
+    }
+
+    /// `with`: 1 for a C method's entry; else the method entry of the
+    /// frame that ran the iseq (src/runtimes/ruby/ruby.bpf.h), or 0.
+    fn read_announced(reader: &mut Reader, addr: u64, with: u64) {
+        if with == 1 {
+            reader.read(addr, true);
+        } else {
+            reader.read_iseq_of(addr, with);
+        }
+    }
+
+    fn text(_vm: &Interpreter, reader: &Reader, word: u64, no_lines: bool) -> Arc<str> {
+        let addr = address_of(word);
+        if word & CFUNC != 0 {
+            return match reader.method(addr) {
+                Ok(name) => format!("{name} [c function]").into(),
+                Err(Unnamed::NotIseq) => "[ruby: not a method entry]".into(),
+                Err(Unnamed::CMethod) => C_METHOD.into(),
+                Err(Unnamed::Gone) => "[ruby: process gone before its method was read]".into(),
+            };
+        }
+        match reader.iseq(addr).and_then(|iseq| Ok((iseq, reader.label(addr)?))) {
+            Ok((iseq, label)) => {
+                let file = if iseq.file.is_empty() { "?" } else { &iseq.file };
+                if no_lines {
+                    format!("{label} ({file})").into()
+                } else {
+                    format!("{label} ({file}:{})", iseq.line(pc_bits_of(word), PC_BITS)).into()
+                }
+            }
+            Err(Unnamed::NotIseq | Unnamed::CMethod) => "[ruby: not an iseq]".into(),
+            Err(Unnamed::Gone) => "[ruby: process gone before its iseq was read]".into(),
+        }
+    }
+
+    /// The VM's own bottom frame (a top-level iseq that never ran an
+    /// instruction, below the main script's) is no code the thread runs.
+    fn not_running(reader: &Reader, words: &[u64]) -> usize {
+        let Some(&last) = words.last().filter(|_| words.len() > 1) else { return 0 };
+        if last & CFUNC != 0 {
+            return 0;
+        }
+        let top = reader.iseq(address_of(last)).is_ok_and(|i| i.top && i.index(pc_bits_of(last), PC_BITS) == 0);
+        usize::from(top)
+    }
+}

@@ -1,0 +1,83 @@
+//! What the runtimes' user-space halves share: finding a
+//! runtime's binary in a process, naming the frame words of one runtime,
+//! and weighing what could not be named.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+
+use crate::procs::maps::{self, MapsLine};
+use crate::profile::RawStack;
+use crate::symbolize::{is_runtime_word, Named, RuntimeNames, UnresolvedReason};
+
+/// The first executable file mapping of `pid` (`text`, its
+/// /proc/PID/maps) whose path `wanted` accepts, opened through
+/// /proc/PID/map_files (so a process in another mount namespace is read
+/// too), unless `found_at` already holds it at that place: a runtime's
+/// binary, looked at once per process.
+pub(crate) fn runtime_binary<'a>(
+    pid: u32,
+    text: &'a str,
+    wanted: fn(&str) -> bool,
+    found_at: &mut HashMap<u32, (u64, u64)>,
+) -> Option<(MapsLine<'a>, File)> {
+    for m in text.lines().filter_map(maps::parse_line) {
+        if !m.exec || m.inode == 0 || !wanted(m.path) {
+            continue;
+        }
+        if found_at.get(&pid) == Some(&(m.start, m.inode)) {
+            return None;
+        }
+        let path = format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end);
+        let Ok(file) = File::open(&path) else { continue };
+        found_at.insert(pid, (m.start, m.inode));
+        return Some((m, file));
+    }
+    None
+}
+
+/// Per process, the weight of stacks holding a runtime's frames that could
+/// not be named, by reason (why, remedy): on-CPU samples and off-CPU
+/// microseconds. Said in the summary and the report.
+pub type Unnamed = BTreeMap<(u32, &'static str, &'static str), (u64, u64)>;
+
+/// What is said of a frame named only in part (why, remedy).
+pub(crate) type Partly = Option<(&'static str, &'static str)>;
+
+/// Names every frame word of one runtime (fgbpf.h: bits 61-60, FG_RT_*) in
+/// `stacks` and their wakers', each (process, word) once with `name_word`,
+/// and weighs the stacks holding a word left unnamed, or named only in
+/// part, once per reason.
+pub(crate) fn name_words(
+    stacks: &[RawStack],
+    runtime: u64,
+    name_word: impl Fn(u32, u64) -> (Named, Partly),
+) -> (RuntimeNames, Unnamed) {
+    let mut names = RuntimeNames::new();
+    let mut partly = std::collections::HashMap::new();
+    let mut unnamed = Unnamed::new();
+    for r in stacks.iter().flat_map(|r| std::iter::once(r).chain(r.waker.as_deref())) {
+        let mut reasons = Vec::new();
+        for &w in r.user.iter().filter(|&&w| is_runtime_word(w) && (w >> 60) & 3 == runtime) {
+            if let std::collections::hash_map::Entry::Vacant(e) = names.entry((r.pid, w)) {
+                let (named, part) = name_word(r.pid, w);
+                e.insert(named);
+                partly.insert((r.pid, w), part);
+            }
+            let why = match (&names[&(r.pid, w)].unresolved, partly[&(r.pid, w)]) {
+                (Some(UnresolvedReason::Runtime { why, remedy }), _) => Some((*why, *remedy)),
+                (_, part) => part,
+            };
+            if let Some(why) = why.filter(|why| !reasons.contains(why)) {
+                reasons.push(why);
+            }
+        }
+        for (why, remedy) in reasons {
+            let e = unnamed.entry((r.pid, why, remedy)).or_default();
+            match r.state {
+                None => e.0 += r.weight,
+                Some(_) => e.1 += r.weight,
+            }
+        }
+    }
+    (names, unnamed)
+}
