@@ -11,10 +11,10 @@ mod common;
 use std::collections::BTreeSet;
 use std::fs::File;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
-use common::{first_line, KillOnDrop};
+use common::KillOnDrop;
 use fgbpf::procs::frame_kind::FrameKind;
 use fgbpf::runtimes::java::{self, word, Jvm, Layout, Unnamed};
 use fgbpf::procs::maps;
@@ -37,16 +37,11 @@ fn start_busy(dir: &Path) -> KillOnDrop {
     let javac = tool("javac");
     let out = Command::new(javac).arg("-d").arg(dir).arg(&src).output().unwrap();
     assert!(out.status.success(), "javac: {}", String::from_utf8_lossy(&out.stderr));
-    let mut child = Command::new(tool("java"))
-        .arg("-cp")
-        .arg(dir)
-        .arg("Busy")
-        .arg("60")
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    assert_eq!(first_line(&mut child).trim(), "ready", "Busy did not start");
-    KillOnDrop(child)
+    common::runtime::start_ready(
+        Command::new(tool("java")).arg("-cp").arg(dir).arg("Busy").arg("60"),
+        "Busy",
+        INSTALL,
+    )
 }
 
 /// The JVM in `pid`, from its executable libjvm.so mapping.

@@ -7,7 +7,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use common::*;
 
@@ -33,17 +33,11 @@ fn start_in_root(root: &Path, dir: &str, program: &str, script: &str) -> KillOnD
         let path = entry.unwrap().path();
         std::fs::copy(&path, there.join(path.file_name().unwrap())).unwrap();
     }
-    let mut child = Command::new("chroot")
-        .arg(root)
-        .arg(program)
-        .arg(inside.join(script))
-        .arg("30")
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("chroot");
-    let line = first_line(&mut child);
-    assert_eq!(line.trim(), "ready", "{program} {script} did not start in {}", root.display());
-    KillOnDrop(child)
+    common::runtime::start_ready(
+        Command::new("chroot").arg(root).arg(program).arg(inside.join(script)).arg("30"),
+        &format!("{program} {script} in {}", root.display()),
+        "chroot",
+    )
 }
 
 /// `fgbpf oncpu -p PID -d 2` of `program` in the root: it has samples, and

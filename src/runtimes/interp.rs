@@ -252,7 +252,13 @@ impl<W: Walker> Runtime for Interp<W> {
 
     fn finish(&mut self, stacks: &mut [RawStack], found: &mut Found) {
         self.name(stacks);
-        let mut read: Vec<_> = self.found().map(|(pid, f)| (pid, W::described(f))).map(|(pid, (v, b))| (pid, v, b)).collect();
+        let mut read: Vec<_> = self
+            .found()
+            .map(|(pid, f)| {
+                let (version, binary) = W::described(f);
+                (pid, version, binary)
+            })
+            .collect();
         read.sort_unstable();
         let unsupported = self.unsupported_sorted();
         let (to, unreadable) = W::results(found);

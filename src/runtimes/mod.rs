@@ -281,14 +281,3 @@ pub(crate) fn interp_added(skel: &mut FgbpfSkel<'_>) {
         unsafe { std::ptr::write_volatile(p, std::ptr::read_volatile(p).wrapping_add(1)) };
     }
 }
-
-/// Tells the walker a process was added to `v8_procs` (v8.bpf.h:
-/// `v8_tracked`): until then no frame looks V8 up.
-pub(crate) fn v8_added(skel: &mut FgbpfSkel<'_>) {
-    if let Some(bss) = skel.maps.bss_data.as_deref_mut() {
-        let p: *mut u32 = &mut bss.v8_tracked;
-        // SAFETY: as in interp_added: a field of the mapped .bss, written
-        // once with a volatile store.
-        unsafe { std::ptr::write_volatile(p, 1) };
-    }
-}

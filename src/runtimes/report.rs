@@ -4,7 +4,7 @@
 
 use super::java::walks::JavaWalks;
 use super::v8::walks::NodeWalks;
-use super::walks::{by_process, lines, Context, Unreadable, GO, PHP, PYTHON, RUBY};
+use super::walks::{by_process, lines, Context, GO, PHP, PYTHON, RUBY};
 use super::Found;
 use crate::profile::names::printable;
 use crate::profile::unwinding::RuntimeWalks;
@@ -12,10 +12,6 @@ use crate::profile::unwinding::RuntimeWalks;
 /// What the runtimes read and could not, in the order of their list: the
 /// processes whose frames were read, and the lines that say it.
 pub fn of(found: &Found, ctx: &Context) -> RuntimeWalks {
-    let name = |pid: u32| (ctx.name_of)(pid, "");
-    let unreadable = |list: &[(u32, String)]| -> Vec<Unreadable> {
-        list.iter().map(|(pid, why)| (*pid, name(*pid), why.clone())).collect()
-    };
     let mut out = RuntimeWalks::default();
     for (lang, otlp, read, unsupported) in [
         (&PYTHON, "cpython", &found.interpreters, &found.py_unsupported),
@@ -25,7 +21,7 @@ pub fn of(found: &Found, ctx: &Context) -> RuntimeWalks {
         let versions = read.iter().map(|(pid, v, _)| (*pid, format!("{}.{}", v.0, v.1))).collect();
         let walks = by_process(ctx.weighed.iter().copied(), &versions, ctx.name_of);
         out.processes.extend(walks.iter().map(|w| (w.pid, otlp)));
-        out.lines.extend(lines(&walks, &unreadable(unsupported), lang));
+        out.lines.extend(lines(&walks, &ctx.unreadable(unsupported), lang));
     }
     let java = JavaWalks::of(found, ctx);
     out.processes.extend(java.jvms.iter().map(|j| (j.0, "jvm")));
@@ -34,18 +30,18 @@ pub fn of(found: &Found, ctx: &Context) -> RuntimeWalks {
     out.processes.extend(node.processes.iter().map(|n| (n.0, "v8js")));
     out.lines.extend(node.lines());
     for (pid, why) in &found.go_unsupported {
-        out.lines.push(format!("goroutines of {} (pid {pid}) not read: {why}", printable(&name(*pid))));
+        out.lines.push(format!("goroutines of {} (pid {pid}) not read: {why}", printable(&ctx.process(*pid))));
     }
     let versions = found.gos.iter().map(|(pid, v)| (*pid, v.trim_start_matches("go").to_string())).collect();
     let go = by_process(ctx.weighed.iter().copied(), &versions, ctx.name_of);
-    out.lines.extend(lines(&go, &unreadable(&found.go_labels_unsupported), &GO));
+    out.lines.extend(lines(&go, &ctx.unreadable(&found.go_labels_unsupported), &GO));
     for (&pid, &(on, off)) in &found.go_labels_unread {
         let Some(all) = go.iter().find(|w| w.pid == pid).map(|w| w.total) else { continue };
         let unread = on * ctx.period_us + off;
         let pct = unread as f64 * 100.0 / all.max(1) as f64;
         out.lines.push(format!(
             "Go: pid {pid} ({}): the pprof labels of {pct:.1}% of its time not read: freed before fgbpf read them (labels made and dropped within milliseconds), or their announcement lost",
-            printable(&name(pid))
+            printable(&ctx.process(pid))
         ));
     }
     out

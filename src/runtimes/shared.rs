@@ -81,3 +81,11 @@ pub(crate) fn name_words(
     }
     (names, unnamed)
 }
+
+/// What a runtime keeps per process (`pid → T`: why it cannot read one),
+/// in pid order, for the summary.
+pub(crate) fn by_pid<T: Clone>(per: &HashMap<u32, T>) -> Vec<(u32, T)> {
+    let mut v: Vec<(u32, T)> = per.iter().map(|(&pid, t)| (pid, t.clone())).collect();
+    v.sort_by_key(|(pid, _)| *pid);
+    v
+}

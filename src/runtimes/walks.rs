@@ -94,17 +94,26 @@ pub struct Context<'a> {
     pub perf_map: &'a dyn Fn(u32) -> bool,
 }
 
-/// Frames a runtime could not name, per (pid, why, remedy), with each
-/// process named: (pid, process, why, remedy, on-CPU samples, off-CPU
-/// microseconds).
-pub(crate) fn unnamed(
-    weights: &super::shared::Unnamed,
-    name_of: &dyn Fn(u32, &str) -> String,
-) -> Vec<(u32, String, &'static str, &'static str, u64, u64)> {
-    weights
-        .iter()
-        .map(|(&(pid, why, remedy), &(samples, us))| (pid, name_of(pid, ""), why, remedy, samples, us))
-        .collect()
+impl Context<'_> {
+    /// A process's name, from its pid alone.
+    pub fn process(&self, pid: u32) -> String {
+        (self.name_of)(pid, "")
+    }
+
+    /// Processes a runtime could not read, (pid, why), each named.
+    pub fn unreadable(&self, list: &[(u32, String)]) -> Vec<Unreadable> {
+        list.iter().map(|(pid, why)| (*pid, self.process(*pid), why.clone())).collect()
+    }
+
+    /// Frames a runtime could not name, per (pid, why, remedy), with each
+    /// process named: (pid, process, why, remedy, on-CPU samples, off-CPU
+    /// microseconds).
+    pub fn unnamed(&self, weights: &super::shared::Unnamed) -> Vec<(u32, String, &'static str, &'static str, u64, u64)> {
+        weights
+            .iter()
+            .map(|(&(pid, why, remedy), &(samples, us))| (pid, self.process(pid), why, remedy, samples, us))
+            .collect()
+    }
 }
 
 /// Interpreter processes listed.

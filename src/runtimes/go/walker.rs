@@ -20,6 +20,7 @@ use crate::runtimes::go::goroutines::{self, Reader};
 use crate::runtimes::go::{self as golang};
 use crate::bpf::FgbpfSkel;
 use crate::procs::maps;
+use crate::runtimes::shared::by_pid;
 use crate::runtimes::{interp_added, Announcement, Found, Runtime, Settings};
 use crate::profile::RawStack;
 
@@ -302,13 +303,11 @@ impl Runtime for Go {
             labels.name(stacks);
             found.gos = labels.found().map(|(pid, v)| (pid, v.to_string())).collect();
             found.gos.sort_unstable();
-            found.go_labels_unsupported = labels.unsupported.iter().map(|(&p, why)| (p, why.clone())).collect();
-            found.go_labels_unsupported.sort_by_key(|(p, _)| *p);
+            found.go_labels_unsupported = by_pid(&labels.unsupported);
             found.go_labels_unread = labels.unread.clone();
         }
         (found.goroutines, found.go_snapshots) = Go::finish(self);
-        found.go_unsupported = self.unsupported.iter().map(|(&p, why)| (p, why.clone())).collect();
-        found.go_unsupported.sort_by_key(|(p, _)| *p);
+        found.go_unsupported = by_pid(&self.unsupported);
     }
 
     fn forget(&mut self, keep: &dyn Fn(u32) -> bool) {

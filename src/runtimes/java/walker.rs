@@ -45,7 +45,7 @@ fn complete(l: &java::Layout) -> bool {
     l.name_nmethod != 0 || l.flags & java::layout::FLAG_HAS_KIND != 0
 }
 
-use crate::runtimes::shared::runtime_binary;
+use crate::runtimes::shared::{by_pid, runtime_binary};
 pub use crate::runtimes::shared::Unnamed;
 
 /// Java's words (fgbpf.h: FG_RT_HOTSPOT).
@@ -236,8 +236,7 @@ impl Runtime for Java {
         found.java_unnamed = unnamed;
         found.jvms = self.jvms().collect();
         found.jvms.sort_unstable();
-        found.java_unsupported = self.unsupported.iter().map(|(&p, u)| (p, u.clone())).collect();
-        found.java_unsupported.sort_by_key(|(p, _)| *p);
+        found.java_unsupported = by_pid(&self.unsupported);
     }
 
     fn forget(&mut self, keep: &dyn Fn(u32) -> bool) {

@@ -5,7 +5,7 @@
 //! print it.
 
 use crate::profile::names::sanitize;
-use crate::runtimes::walks::{unnamed, Context};
+use crate::runtimes::walks::Context;
 use crate::runtimes::Found;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -36,17 +36,16 @@ impl JavaWalks {
     /// The JVMs a capture found, and how their Java frames were walked and
     /// named.
     pub fn of(found: &Found, ctx: &Context) -> JavaWalks {
-        let name = |pid: u32| (ctx.name_of)(pid, "");
         let st = ctx.stats;
         JavaWalks {
             refused: ctx.java_refused.clone(),
-            jvms: found.jvms.iter().map(|&(pid, major, inlining)| (pid, name(pid), major, inlining)).collect(),
-            unreadable: found.java_unsupported.iter().map(|(pid, why)| (*pid, name(*pid), why.reason.clone())).collect(),
+            jvms: found.jvms.iter().map(|&(pid, major, inlining)| (pid, ctx.process(pid), major, inlining)).collect(),
+            unreadable: found.java_unsupported.iter().map(|(pid, why)| (*pid, ctx.process(*pid), why.reason.clone())).collect(),
             frames: st.java_frames,
             lost: st.java_lost,
             prologue: st.java_prologue,
             fault: st.java_fault,
-            unnamed: unnamed(&found.java_unnamed, ctx.name_of),
+            unnamed: ctx.unnamed(&found.java_unnamed),
         }
     }
 

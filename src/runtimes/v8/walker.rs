@@ -9,9 +9,9 @@ use std::collections::HashMap;
 
 use libbpf_rs::{MapCore, MapFlags};
 
-use crate::runtimes::shared::{runtime_binary, Partly, Unnamed};
+use crate::runtimes::shared::{by_pid, runtime_binary, Partly, Unnamed};
 use crate::bpf::{types, FgbpfSkel};
-use crate::runtimes::{v8_added, Announcement, Found, Runtime, Settings};
+use crate::runtimes::{Announcement, Found, Runtime, Settings};
 use crate::procs::frame_kind::FrameKind;
 use crate::runtimes::v8::{self, Isolate, Tier};
 use crate::profile::RawStack;
@@ -215,8 +215,7 @@ impl Runtime for V8 {
         found.v8_unnamed = unnamed;
         found.v8s = self.processes().collect();
         found.v8s.sort_unstable();
-        found.v8_unsupported = self.unsupported.iter().map(|(&p, u)| (p, u.clone())).collect();
-        found.v8_unsupported.sort_by_key(|(p, _)| *p);
+        found.v8_unsupported = by_pid(&self.unsupported);
     }
 
     fn forget(&mut self, keep: &dyn Fn(u32) -> bool) {
@@ -225,5 +224,16 @@ impl Runtime for V8 {
 
     fn knows(&self, pid: u32) -> bool {
         V8::knows(self, pid)
+    }
+}
+
+/// Tells the walker a process was added to `v8_procs` (v8.bpf.h:
+/// `v8_tracked`): until then no frame looks V8 up.
+fn v8_added(skel: &mut FgbpfSkel<'_>) {
+    if let Some(bss) = skel.maps.bss_data.as_deref_mut() {
+        let p: *mut u32 = &mut bss.v8_tracked;
+        // SAFETY: as in crate::runtimes::interp_added: a field of the
+        // mapped .bss, written once with a volatile store.
+        unsafe { std::ptr::write_volatile(p, 1) };
     }
 }

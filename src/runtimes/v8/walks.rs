@@ -6,7 +6,7 @@
 
 use crate::profile::names::sanitize;
 use crate::runtimes::java::walks::weight;
-use crate::runtimes::walks::{unnamed, Context};
+use crate::runtimes::walks::Context;
 use crate::runtimes::Found;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -33,14 +33,13 @@ impl NodeWalks {
     /// The V8 processes a capture found, and how their JavaScript frames
     /// were named.
     pub fn of(found: &Found, ctx: &Context) -> NodeWalks {
-        let name = |pid: u32| (ctx.name_of)(pid, "");
         NodeWalks {
             refused: ctx.node_refused.clone(),
-            processes: found.v8s.iter().map(|&(pid, inlining)| (pid, name(pid), (ctx.perf_map)(pid), inlining)).collect(),
-            unreadable: found.v8_unsupported.iter().map(|(pid, why)| (*pid, name(*pid), why.clone())).collect(),
+            processes: found.v8s.iter().map(|&(pid, inlining)| (pid, ctx.process(pid), (ctx.perf_map)(pid), inlining)).collect(),
+            unreadable: ctx.unreadable(&found.v8_unsupported),
             frames: ctx.stats.v8_frames,
             fault: ctx.stats.v8_fault,
-            unnamed: unnamed(&found.v8_unnamed, ctx.name_of),
+            unnamed: ctx.unnamed(&found.v8_unnamed),
         }
     }
 
