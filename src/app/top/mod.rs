@@ -164,7 +164,7 @@ impl Top<'_> {
         }
         if let Some(through) = due {
             let views = self.read(recorder, symbolizer, through, false);
-            self.view.update(views, through);
+            self.view.update(views, through, self.view.wants_both());
             redraw = true;
             if self.terminal.is_none() && self.print().is_err() {
                 // stdout closed (`| head`): nothing more to say.
@@ -178,13 +178,16 @@ impl Top<'_> {
     }
 
     /// Everything recorded so far, named: every view for a capture
-    /// directory (`whole`), else the side shown only (naming the other
-    /// side too each second would cost as much again).
+    /// directory (`whole`), both sides for the thread table, else the side
+    /// shown only (naming the other side too each second would cost as
+    /// much again).
     fn read(&self, recorder: &mut Probe, symbolizer: &mut Symbolizer, through: Duration, whole: bool) -> Views {
         let recorded = recorder.snapshot();
         let mut wanted = self.rec.wanted();
         if !whole {
             wanted.wakers = false;
+        }
+        if !whole && !self.view.wants_both() {
             match self.view.side {
                 Side::OnCpu => wanted.offcpu = false,
                 Side::OffCpu => wanted.frequency = None,

@@ -38,6 +38,8 @@ pub struct View {
     /// The last reading, named, and the capture's time it reaches.
     pub views: Option<Views>,
     pub through: Duration,
+    /// Whether the last reading named both sides (the thread table's).
+    both_read: bool,
     lines: Vec<Line>,
     tasks: Vec<Task>,
     flame: Node,
@@ -59,6 +61,7 @@ impl View {
             status: String::new(),
             views: None,
             through: Duration::ZERO,
+            both_read: false,
             lines: Vec::new(),
             tasks: Vec::new(),
             flame: Node::default(),
@@ -66,16 +69,26 @@ impl View {
         }
     }
 
-    /// Takes a new reading, through `through` of the capture.
-    pub fn update(&mut self, views: Views, through: Duration) {
+    /// Takes a new reading, through `through` of the capture; `both`
+    /// when it named both sides.
+    pub fn update(&mut self, views: Views, through: Duration, both: bool) {
         self.views = Some(views);
         self.through = through;
+        self.both_read = both;
         self.derive();
     }
 
-    /// Whether the side shown was left out of the last reading.
+    /// Whether a reading names both sides: the thread table lists the
+    /// threads of either (one that sleeps has no on-CPU sample for
+    /// seconds), the other modes show one side.
+    pub fn wants_both(&self) -> bool {
+        self.mode == Mode::Tasks
+    }
+
+    /// Whether the last reading left out what is shown: the side, or in
+    /// the thread table the other side.
     pub fn side_missing(&self) -> bool {
-        self.views.is_some() && self.profile().is_none()
+        self.views.is_some() && (self.profile().is_none() || (self.wants_both() && !self.both_read))
     }
 
     /// The shown side's profile of the last reading.
