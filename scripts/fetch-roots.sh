@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds a Debian 13 (trixie) root with the runtime versions it ships
-# (Ruby 3.3, PHP 8.4) into the user's cache, outside the clone, unless it is
+# (Ruby 3.3, PHP 8.4 with excimer, its reference profiler) into the user's cache, outside the clone, unless it is
 # there, and points target/consumers/roots/trixie at it. tests/versions.rs
 # runs processes in it as a container runs them (chroot), to check that a
 # runtime version fgbpf does not read is named in the summary, not left
@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/fgbpf/roots"
 root="$cache/trixie"
-packages=ruby3.3,php8.4-cli
+packages=ruby3.3,php8.4-cli,php8.4-excimer
 if [ ! -f "$root/.fgbpf-complete" ] || [ "$(cat "$root/.fgbpf-complete")" != "$packages" ]; then
     echo "building a Debian 13 root with $packages (once per machine, ~3 min)" >&2
     command -v debootstrap >/dev/null || {
