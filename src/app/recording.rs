@@ -15,6 +15,7 @@ use crate::format::outputs::output_names;
 use crate::format::sidecar;
 use crate::probe::{self, OffcpuOptions, OncpuOptions, Probe};
 use crate::profile::State;
+use crate::runtimes::{BpfWalker, Settings, Walkers};
 
 /// What a recording records: on-CPU samples, off-CPU time, or both with
 /// the wall-clock view drawn from them.
@@ -88,14 +89,7 @@ impl<'a> Recording<'a> {
             max_stacks: maps.max_stacks,
             max_entries: maps.max_entries,
             max_unwind_rows: maps.max_unwind_rows,
-            python: !capture.no_python,
-            java: !capture.no_java,
-            node: !capture.no_node,
-            ruby: !capture.no_ruby,
-            php: !capture.no_php,
-            goroutines: !capture.no_go && blocks.is_some(),
-            go_labels: !capture.no_go,
-            py_lines: !capture.no_py_lines,
+            runtimes: runtime_settings(capture, blocks.is_some()),
             slice: Duration::from_millis(maps.slice.into()),
             group_cgroup: capture.group_by == Some(GroupBy::Cgroup),
             events_ring: probe::DEFAULT_EVENTS_RING,
@@ -204,4 +198,22 @@ fn offcpu_options(blocks: &BlockArgs) -> Result<OffcpuOptions, CliError> {
         idle_threads: blocks.idle_threads,
         announce_wait: None,
     })
+}
+
+/// What the runtimes are asked: every walker but those turned off
+/// (`--no-python`…), goroutines with off-CPU time (`blocks`).
+fn runtime_settings(capture: &CaptureArgs, blocks: bool) -> Settings {
+    let off = [
+        (capture.no_python, BpfWalker::Python),
+        (capture.no_ruby, BpfWalker::Ruby),
+        (capture.no_php, BpfWalker::Php),
+        (capture.no_go, BpfWalker::Go),
+        (capture.no_java, BpfWalker::Java),
+        (capture.no_node, BpfWalker::V8),
+    ];
+    Settings {
+        walkers: Walkers::all().without(off.into_iter().filter(|(no, _)| *no).map(|(_, w)| w).collect()),
+        goroutines: !capture.no_go && blocks,
+        no_lines: capture.no_py_lines,
+    }
 }

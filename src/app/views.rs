@@ -91,7 +91,7 @@ impl Views {
         let mut unwinding = unwinding(&recorded.stats, recorded.tables.as_ref());
         if let Some(u) = unwinding.as_mut() {
             u.refused = recorded.tables_refused.clone();
-            u.python_refused = recorded.python_refused.clone();
+            u.python_refused = recorded.walkers_refused.interpreters().map(str::to_string);
             u.lean = recorded.walkers_joined.map(|after| Lean {
                 after_ms: after.as_millis() as u64,
                 samples: recorded.stats.lean_samples,
@@ -121,8 +121,7 @@ impl Views {
                     weighed: &weighed,
                     period_us,
                     stats: &recorded.stats,
-                    java_refused: recorded.java_refused.clone(),
-                    node_refused: recorded.node_refused.clone(),
+                    refused: &recorded.walkers_refused,
                     name_of: &name_of,
                     perf_map: &|pid| symbolizer.has_perf_map(pid),
                 },

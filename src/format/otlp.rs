@@ -161,7 +161,7 @@ fn frame_type(frame: &crate::profile::Frame, runtime: Option<&'static str>) -> O
     match frame.kind {
         FrameKind::Kernel => Some("kernel"),
         FrameKind::Interpreted | FrameKind::C1 => Some("jvm"),
-        FrameKind::Python => runtime.filter(|r| ["cpython", "ruby", "php"].contains(r)),
+        FrameKind::Evaluated => runtime.filter(|r| ["cpython", "ruby", "php"].contains(r)),
         FrameKind::Jit => runtime.filter(|r| ["jvm", "v8js"].contains(r)),
         FrameKind::User | FrameKind::Inlined if frame.module.is_some() => Some("native"),
         _ => None,
@@ -242,7 +242,7 @@ impl Request {
                     // An interpreter's frame has its file and line apart.
                     let text = sanitize(&frame.name);
                     let (function, file, line) = match frame.kind {
-                        FrameKind::Python => file_line(&text).unwrap_or((text.as_str(), "", 0)),
+                        FrameKind::Evaluated => file_line(&text).unwrap_or((text.as_str(), "", 0)),
                         _ => (text.as_str(), "", 0),
                     };
                     let name = dict.string(function);

@@ -59,7 +59,7 @@ pub fn color(frame: &Frame, heat: Heat) -> Color {
         // yellower green, C1 a paler one than C2's.
         (Heat::OnCpu, FrameKind::Interpreted) => mix((130, 180, 40), (180, 220, 80), t),
         (Heat::OnCpu, FrameKind::C1) => mix((100, 190, 110), (160, 230, 160), t),
-        (Heat::OnCpu, FrameKind::Python) => mix((200, 170, 30), (240, 215, 90), t),
+        (Heat::OnCpu, FrameKind::Evaluated) => mix((200, 170, 30), (240, 215, 90), t),
         (Heat::OffCpu, FrameKind::Kernel) => mix((60, 110, 200), (100, 150, 230), t),
         (Heat::OffCpu, _) => mix((0, 150, 200), (90, 200, 255), t),
     }

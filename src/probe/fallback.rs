@@ -1,6 +1,6 @@
 //! Starting on kernels that refuse part of the object: a verifier that
-//! cannot follow the interpreter walkers, Python's and Ruby's, which share
-//! one place in the walk (Debian 12's 6.1 loses the bound of a
+//! cannot follow the interpreter walkers (CPython's, Ruby's, PHP's, Go's
+//! labels: runtimes::walkers), which share one place in the walk (Debian 12's 6.1 loses the bound of a
 //! spilled index that 6.12 keeps) or the .eh_frame walker (the tail-call
 //! walker of kernels without bpf_loop needs 5.10) still lets fgbpf
 //! profile, without that part, and the summary says which part the kernel
@@ -12,12 +12,13 @@ use std::path::Path;
 
 use super::features::{Force, Paths, KERNEL_BTF};
 use super::{CaptureError, Options, Probe};
+use crate::runtimes::Walkers;
 
 impl Probe {
     /// Loads the object with the programs `opts` asks for, fills the
     /// targets and starts recording; when the kernel refuses the object,
-    /// tries again without the Python walker, then without the table
-    /// walker, then without both.
+    /// tries again without the interpreter walkers, then without the
+    /// table walker, then without both.
     pub fn start(opts: &Options) -> Result<Self, CaptureError> {
         if let Some(started) = Probe::start_modern(opts) {
             return started;
@@ -68,23 +69,14 @@ impl Probe {
 
     /// [`Probe::start`] on the paths read from the kernel.
     fn start_on(opts: &Options, paths: Paths) -> Result<Self, CaptureError> {
-        // Without bpf_loop the interpreter walkers are not tried (the
-        // table walker runs by tail calls). Python code objects and Ruby
-        // iseqs are announced through the ring buffer only.
+        // Without bpf_loop no runtime's walker is tried (the table walker
+        // runs by tail calls), and without a ring buffer neither (what
+        // they announce goes through it only).
+        let asked = opts.runtimes_on().walkers;
         let no_loop = paths.compat.taken().then(|| paths.no_loop_why());
-        let wanted_python = opts.user_stacks && (opts.python || opts.ruby || opts.php || opts.go_labels);
-        // The same for the Java walker.
-        let java_refused = (opts.user_stacks && opts.java).then(|| no_loop.clone()).flatten();
-        // And for the naming of JavaScript frames.
-        let node_refused = (opts.user_stacks && opts.node).then(|| no_loop.clone()).flatten();
-        let opts = &Options {
-            python: opts.python && !paths.perf_buffer.taken() && !paths.compat.taken(),
-            ruby: opts.ruby && !paths.perf_buffer.taken() && !paths.compat.taken(),
-            php: opts.php && !paths.perf_buffer.taken() && !paths.compat.taken(),
-            go_labels: opts.go_labels && !paths.perf_buffer.taken() && !paths.compat.taken(),
-            java: opts.java && !paths.perf_buffer.taken() && !paths.compat.taken(),
-            node: opts.node && !paths.perf_buffer.taken() && !paths.compat.taken(),
-            ..opts.clone()
+        let opts = &match paths.perf_buffer.taken() || paths.compat.taken() {
+            true => opts.with_walkers(Walkers::NONE),
+            false => opts.clone(),
         };
         let whole = Options { staged_start: false, ..opts.clone() };
         // A kernel that verifies every global function of the object, used
@@ -99,56 +91,45 @@ impl Probe {
             other => other,
         };
         let opts = &whole;
-        let first = match started {
-            Ok(mut probe) => {
-                if wanted_python {
-                    probe.python_refused = no_loop.clone();
-                }
-                probe.java_refused = java_refused;
-                probe.node_refused = node_refused;
-                return Ok(probe);
+        let said = |mut probe: Probe, interpreters_off: Option<&str>| {
+            if let Some(why) = interpreters_off {
+                probe.walkers_refused.refuse(asked.interpreters(), why);
             }
+            if let Some(why) = &no_loop {
+                probe.walkers_refused.refuse(asked, why);
+            }
+            probe
+        };
+        let first = match started {
+            Ok(probe) => return Ok(said(probe, None)),
             Err(e) => e,
         };
-        let python = opts.user_stacks && (opts.python || opts.ruby || opts.php || opts.go_labels);
+        let walkers = opts.runtimes_on().walkers;
+        let interpreters = walkers.interpreters().any();
         let tables = opts.user_stacks && opts.max_unwind_rows > 0;
-        let no_python = Options {
-            python: false,
-            ruby: false,
-            php: false,
-            go_labels: false,
-            ..opts.clone()
-        };
+        let no_interpreters = opts.with_walkers(walkers.without(walkers.interpreters()));
         let no_tables = Options {
             max_unwind_rows: 0,
             ..opts.clone()
         };
         let neither = Options {
             max_unwind_rows: 0,
-            ..no_python.clone()
+            ..no_interpreters.clone()
         };
         let tries = [
-            (python, &no_python, true, false),
+            (interpreters, &no_interpreters, true, false),
             (tables, &no_tables, false, true),
-            (python && tables, &neither, true, true),
+            (interpreters && tables, &neither, true, true),
         ];
-        for (wanted, with, python_off, tables_off) in tries {
+        for (wanted, with, interpreters_off, tables_off) in tries {
             if !wanted {
                 continue;
             }
             if let Ok(Some(mut probe)) = Probe::start_with(with, &paths, &mut || true) {
-                if python_off {
-                    probe.python_refused = Some(first.message.clone());
-                }
                 if tables_off {
                     probe.tables_refused = Some(first.message.clone());
                 }
-                if wanted_python && probe.python_refused.is_none() {
-                    probe.python_refused = no_loop;
-                }
-                probe.java_refused = java_refused;
-                probe.node_refused = node_refused;
-                return Ok(probe);
+                return Ok(said(probe, interpreters_off.then_some(first.message.as_str())));
             }
         }
         Err(first)

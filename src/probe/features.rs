@@ -329,7 +329,7 @@ impl Paths {
         }
         if self.perf_buffer.taken() {
             out.push(format!(
-                "process events through a perf buffer instead of a ring buffer ({}); Python frames off: the Python walker needs a ring buffer and bpf_loop (Linux 5.17)",
+                "process events through a perf buffer instead of a ring buffer ({}); no runtime frames (Python, Ruby, PHP, Java, JavaScript, Go labels): their walkers need a ring buffer and bpf_loop (Linux 5.17)",
                 self.perf_buffer.why("ring buffers need Linux 5.8")
             ));
         }

@@ -85,10 +85,8 @@ pub struct Probe {
     tables: Option<unwind::Tables>,
     /// Why the kernel refused the table walker, when it did.
     tables_refused: Option<String>,
-    /// Why the kernel refused the Python walker, when it did.
-    python_refused: Option<String>,
-    java_refused: Option<String>,
-    node_refused: Option<String>,
+    /// Why the runtimes' walkers asked for were not loaded.
+    walkers_refused: crate::runtimes::Refused,
     runtimes: Runtimes,
     /// A staged start's second load, still to come ([`Probe::join_walkers`]).
     pending: Option<staged::Pending>,
@@ -196,7 +194,7 @@ impl Probe {
         };
         // The table walker and the runtimes' walkers load second when they
         // can (staged.rs).
-        let walkers = staged::Walkers::of(opts);
+        let walkers = opts.runtimes_on().walkers;
         let rows = if opts.user_stacks { opts.max_unwind_rows } else { 0 };
         let pending = staged::pending(&programs, walkers, rows, &opts.targets).filter(|_| opts.staged_start);
         let programs = programs::Programs {
@@ -210,7 +208,7 @@ impl Probe {
         // Walks by file take the rows of the tables: none without them.
         ro.by_files = programs.files;
         match pending {
-            Some(_) => staged::Walkers::default().set(ro),
+            Some(_) => crate::runtimes::Walkers::NONE.set(ro),
             None => walkers.set(ro),
         }
         if pending.is_some() {
@@ -233,7 +231,7 @@ impl Probe {
                     .map_err(CaptureError::new)?,
             );
         }
-        let mut runtimes = Runtimes::new(&opts.runtimes());
+        let mut runtimes = Runtimes::new(&opts.runtimes_on());
         // The named targets' tables and interpreters are there before their
         // first sample.
         for &pid in &opts.targets.pids {
@@ -298,9 +296,7 @@ impl Probe {
             ),
             tables,
             tables_refused: None,
-            python_refused: None,
-            java_refused: None,
-            node_refused: None,
+            walkers_refused: Default::default(),
             runtimes,
             pending,
             twin: None,
@@ -345,15 +341,7 @@ impl Probe {
             if pending.rows > 0 && !joined.tables {
                 self.tables_refused.get_or_insert(why.clone());
             }
-            if wanted.interpreters() && !got.interpreters() {
-                self.python_refused.get_or_insert(why.clone());
-            }
-            if wanted.java && !got.java {
-                self.java_refused.get_or_insert(why.clone());
-            }
-            if wanted.v8 && !got.v8 {
-                self.node_refused.get_or_insert(why);
-            }
+            self.walkers_refused.refuse(wanted.without(got), &why);
         }
         if let Some(twin) = joined.twin.as_ref().filter(|_| pending.programs.files) {
             self.links.extend(files::attach_libc_start(twin));

@@ -160,8 +160,7 @@ pub(super) fn open_blocks<M: MapCore, S: MapCore>(
                         more: RawStack::more_of(More {
                             group: group(),
                             kernel_names: Vec::new(),
-                            interp: Vec::new(),
-                            labels: None,
+                            ..Default::default()
                         }),
                     });
                 }
@@ -218,8 +217,7 @@ pub(super) fn open_blocks<M: MapCore, S: MapCore>(
                     true => proc_kernel_stack(start.pid, tid),
                     false => Vec::new(),
                 },
-                interp: Vec::new(),
-                labels: None,
+                ..Default::default()
             }),
         });
     }

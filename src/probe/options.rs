@@ -84,25 +84,9 @@ pub struct Options {
     pub max_entries: Option<u32>,
     /// Rows of the unwind-table array; 0: frame pointers only.
     pub max_unwind_rows: u32,
-    /// Read the Python frames of CPython threads (`--no-python` not given).
-    pub python: bool,
-    /// Read the Java frames of HotSpot JVMs (`--no-java` not given).
-    pub java: bool,
-    /// Name the JavaScript frames of V8 (Node.js) processes (`--no-node`
-    /// not given).
-    pub node: bool,
-    /// Read the Ruby frames of Ruby threads (`--no-ruby` not given).
-    pub ruby: bool,
-    /// Read the PHP frames of PHP processes (`--no-php` not given).
-    pub php: bool,
-    /// Read Go programs' goroutines (`--no-go` not given, off-CPU time
-    /// recorded).
-    pub goroutines: bool,
-    /// Go programs' stacks carry the goroutine they ran and its pprof
-    /// labels (`--no-go` not given).
-    pub go_labels: bool,
-    /// Python frames carry their line: `f (app.py:42)`, else `f (app.py)`.
-    pub py_lines: bool,
+    /// What the runtimes are asked: their walkers (`--no-python`,
+    /// `--no-java`… not given), goroutines, lines.
+    pub runtimes: crate::runtimes::Settings,
     /// The width of the time slices counts are kept in (`--slice`).
     pub slice: Duration,
     /// Key stacks by their thread's cgroup too (`--group-by cgroup`).
@@ -131,14 +115,7 @@ impl Default for Options {
             max_stacks: None,
             max_entries: None,
             max_unwind_rows: DEFAULT_MAX_UNWIND_ROWS,
-            python: true,
-            java: true,
-            node: true,
-            ruby: true,
-            php: true,
-            goroutines: true,
-            go_labels: true,
-            py_lines: true,
+            runtimes: Default::default(),
             slice: DEFAULT_SLICE,
             events_ring: DEFAULT_EVENTS_RING,
             group_cgroup: false,
@@ -148,19 +125,23 @@ impl Default for Options {
 }
 
 impl Options {
-    /// What the runtimes' walkers are asked: none without user stacks.
-    pub fn runtimes(&self) -> crate::runtimes::Settings {
+    /// What the runtimes are asked: nothing without user stacks, and
+    /// goroutines only with off-CPU time.
+    pub fn runtimes_on(&self) -> crate::runtimes::Settings {
         let u = self.user_stacks;
+        let asked = self.runtimes;
         crate::runtimes::Settings {
-            python: u && self.python,
-            ruby: u && self.ruby,
-            php: u && self.php,
-            java: u && self.java,
-            node: u && self.node,
-            goroutines: u && self.goroutines && self.offcpu.is_some(),
-            go_labels: u && self.go_labels,
-            no_lines: !self.py_lines,
+            walkers: if u { asked.walkers } else { crate::runtimes::Walkers::NONE },
+            goroutines: u && asked.goroutines && self.offcpu.is_some(),
+            no_lines: asked.no_lines,
         }
+    }
+
+    /// These options with only `walkers` of the runtimes' walkers asked.
+    pub fn with_walkers(&self, walkers: crate::runtimes::Walkers) -> Options {
+        let mut o = self.clone();
+        o.runtimes.walkers = walkers;
+        o
     }
 
     /// Wall-clock captures measure the time threads run at their

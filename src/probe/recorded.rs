@@ -47,10 +47,8 @@ pub struct Recorded {
     pub tables: Option<TableStats>,
     /// Why the kernel refused the table walker, when it did.
     pub tables_refused: Option<String>,
-    /// Why the kernel refused the Python walker, when it did.
-    pub python_refused: Option<String>,
-    /// Why the Java walker was not loaded, when the user wanted it.
-    pub java_refused: Option<String>,
+    /// Why the runtimes' walkers the user wanted were not loaded.
+    pub walkers_refused: crate::runtimes::Refused,
     /// A staged start (src/probe/staged.rs): how long after the capture's
     /// time 0 (its slices' origin) the runtimes' walkers joined (the stats
     /// count what was recorded before: `lean_samples`, `lean_switches`).
@@ -60,8 +58,6 @@ pub struct Recorded {
     pub kernel: Vec<String>,
     /// The same, one word each ([`features::Paths::words`](super::features::Paths::words)).
     pub kernel_words: Vec<&'static str>,
-    /// Why JavaScript frames were not named, when the user wanted them.
-    pub node_refused: Option<String>,
     /// What the runtimes found, named and could not read.
     pub runtimes: crate::runtimes::Found,
     /// The width of the time slices the stacks' spans count in, widened

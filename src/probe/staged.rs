@@ -16,56 +16,11 @@ use libbpf_rs::skel::{OpenSkel, Skel};
 use libbpf_rs::MapCore;
 
 use super::features::Paths;
-use super::options::Options;
 use super::programs::Programs;
 use super::targets::Targets;
-use crate::bpf::{self as skel, types, FgbpfSkel};
+use crate::bpf::{self as skel, FgbpfSkel};
+use crate::runtimes::Walkers;
 use super::{bpf_error, CaptureError};
-
-/// The runtimes' walkers a capture asks for (their rodata flags).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(super) struct Walkers {
-    pub python: bool,
-    pub ruby: bool,
-    pub php: bool,
-    pub go: bool,
-    pub java: bool,
-    pub v8: bool,
-}
-
-impl Walkers {
-    pub fn of(opts: &Options) -> Self {
-        let u = opts.user_stacks;
-        Walkers {
-            python: u && opts.python,
-            ruby: u && opts.ruby,
-            php: u && opts.php,
-            go: u && opts.go_labels,
-            java: u && opts.java,
-            v8: u && opts.node,
-        }
-    }
-
-    pub fn any(&self) -> bool {
-        self.interpreters() || self.java || self.v8
-    }
-
-    /// CPython's, Ruby's, PHP's or Go's: the walkers that share one place
-    /// in the walk, refused together by some verifiers
-    /// (src/probe/fallback.rs).
-    pub fn interpreters(&self) -> bool {
-        self.python || self.ruby || self.php || self.go
-    }
-
-    pub fn set(&self, ro: &mut types::rodata) {
-        ro.python_frames = self.python;
-        ro.ruby_frames = self.ruby;
-        ro.php_frames = self.php;
-        ro.go_labels = self.go;
-        ro.java_frames = self.java;
-        ro.v8_frames = self.v8;
-    }
-}
 
 /// The maps only the second load's walkers use: the first load, which
 /// never reads them, does not create them (libbpf poisons its programs'
@@ -141,17 +96,11 @@ pub(super) struct Joined {
 /// records, by frame pointers.
 pub(super) fn join(first: &FgbpfSkel<'static>, paths: &Paths, pending: &Pending) -> Joined {
     let all = pending.walkers;
-    let fewer = Walkers {
-        python: false,
-        ruby: false,
-        php: false,
-        go: false,
-        ..all
-    };
+    let fewer = all.without(all.interpreters());
     let tries = [
         (all, pending.rows),
         (fewer, pending.rows),
-        (Walkers::default(), pending.rows),
+        (Walkers::NONE, pending.rows),
     ];
     let mut refused: Option<String> = None;
     let mut tried = Vec::new();
@@ -176,7 +125,7 @@ pub(super) fn join(first: &FgbpfSkel<'static>, paths: &Paths, pending: &Pending)
     }
     Joined {
         twin: None,
-        walkers: Walkers::default(),
+        walkers: Walkers::NONE,
         tables: false,
         refused,
     }
@@ -235,6 +184,7 @@ fn load_twin(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtimes::BpfWalker;
 
     fn programs(compat: bool) -> Programs {
         Programs {
@@ -252,10 +202,7 @@ mod tests {
 
     #[test]
     fn only_system_wide_captures_with_something_to_join_are_staged() {
-        let java = Walkers {
-            java: true,
-            ..Default::default()
-        };
+        let java: Walkers = [BpfWalker::Java].into_iter().collect();
         let all = Targets::default();
         let named = Targets {
             pids: vec![42],
@@ -266,29 +213,13 @@ mod tests {
             ..Default::default()
         };
         assert!(pending(&programs(false), java, 0, &all).is_some());
-        assert!(pending(&programs(false), Walkers::default(), 1 << 21, &all).is_some());
+        assert!(pending(&programs(false), Walkers::NONE, 1 << 21, &all).is_some());
         // Nothing to join: frame pointers only, no runtime.
-        assert!(pending(&programs(false), Walkers::default(), 0, &all).is_none());
+        assert!(pending(&programs(false), Walkers::NONE, 0, &all).is_none());
         // Named processes and commands load everything before their first sample.
         assert!(pending(&programs(false), java, 1 << 21, &named).is_none());
         assert!(pending(&programs(false), java, 1 << 21, &command).is_none());
         // Kernels without bpf_loop walk tables by tail calls, and no runtime.
         assert!(pending(&programs(true), java, 1 << 21, &all).is_none());
-    }
-
-    #[test]
-    fn the_interpreters_walkers_are_the_ones_refused_together() {
-        let w = Walkers {
-            ruby: true,
-            v8: true,
-            ..Default::default()
-        };
-        assert!(w.any() && w.interpreters());
-        let jvm = Walkers {
-            java: true,
-            ..Default::default()
-        };
-        assert!(jvm.any() && !jvm.interpreters());
-        assert!(!Walkers::default().any());
     }
 }

@@ -18,10 +18,10 @@ pub enum FrameKind {
     Interpreted,
     /// A Java method compiled by HotSpot's C1 (async-profiler's `_[1]`).
     C1,
-    /// A Python function run by the CPython interpreter, or a Ruby method
-    /// by Ruby's VM, in place of the evaluator's native frame:
-    /// `name (file.py:line)`, `label (file.rb:line)`.
-    Python,
+    /// A function an interpreter's evaluator runs (a Python function, a
+    /// Ruby method, a PHP function), in place of the evaluator's native
+    /// frame: `name (file.py:line)`, `label (file.rb:line)`.
+    Evaluated,
     /// A frame fgbpf adds that is not code: a process, thread or state.
     Pseudo,
     /// A frame of the thread that woke a blocked one (`--wakers`), above
@@ -40,7 +40,7 @@ impl FrameKind {
                 | FrameKind::Jit
                 | FrameKind::Interpreted
                 | FrameKind::C1
-                | FrameKind::Python
+                | FrameKind::Evaluated
         )
     }
 
@@ -52,7 +52,7 @@ impl FrameKind {
             FrameKind::Jit => "_[j]",
             FrameKind::Interpreted => "_[0]",
             FrameKind::C1 => "_[1]",
-            FrameKind::Python => "_[p]",
+            FrameKind::Evaluated => "_[p]",
             FrameKind::Waker => "_[w]",
             FrameKind::User | FrameKind::Pseudo => "",
         }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use super::frame_lists::FrameLists;
 use super::raw::{INTERRUPT_WAKER, WAKER_SEPARATOR};
-use super::{
+use super::{Evaluator, 
     Frame, FrameId, FrameKind, Profile, InterpFrame, RawStack, Stack, State, Thread, ThreadId, Unit,
     Unresolved, UnresolvedReason,
 };
@@ -76,6 +76,7 @@ pub fn from_raw(mut raw: Vec<RawStack>, unit: Unit, symbolizer: &mut Symbolizer)
         let kernel_ips = std::mem::take(&mut r.kernel);
         let mut more = r.more.take().map(|m| *m).unwrap_or_default();
         let interp = std::mem::take(&mut more.interp);
+        let evaluator = more.evaluator.take();
         let labels = more.labels.take();
         let spans = std::mem::take(&mut r.spans);
         let waker = r.waker.take();
@@ -96,7 +97,8 @@ pub fn from_raw(mut raw: Vec<RawStack>, unit: Unit, symbolizer: &mut Symbolizer)
             let named: Vec<&[FrameId]> =
                 slots.iter().map(|&s| table.frames(user.entries[s as usize])).collect();
             let whole = r.interp_walk == Some(super::InterpWalk::Whole);
-            merge_interp(&named, &interp, whole, &mut frames, &mut profile);
+            let evaluator = evaluator.unwrap_or(Evaluator { frames: &[], loops: &[] });
+            merge_interp(&named, &interp, &evaluator, whole, &mut frames, &mut profile);
         }
         // A stack taken inside the tracer (off-CPU stacks with raw
         // tracepoints) starts with the tracer's own frames: left out, up
@@ -203,19 +205,25 @@ pub fn from_raw(mut raw: Vec<RawStack>, unit: Unit, symbolizer: &mut Symbolizer)
 }
 
 /// Appends, root first, the user frames of a stack whose interpreter
-/// (Python or Ruby) frames were read: `native` is each native address's
-/// frames (leaf first, each root first), `interp` the interpreter's frames
-/// leaf first. They come in runs, one per call of the evaluator, each
-/// ending at an entry frame; the innermost run takes the place of the
-/// innermost evaluator frame, and so on outwards. Runs left over (the
-/// native walk stopped short of their evaluator frames) go at the root,
-/// where they were called from. With the interpreter's stack read whole
-/// (`whole`), evaluator frames beyond the runs are the innermost ones: a
-/// call of the evaluator whose frame was popped and which has yet to
-/// return (Ruby's leave from a block called from C), which stay native.
-/// Ruby's rb_vm_exec runs its methods in the VM loop it calls
-/// (vm_exec_core, unnamed in a stripped libruby): that frame goes with it.
-fn merge_interp(native: &[&[FrameId]], interp: &[InterpFrame], whole: bool, frames: &mut Vec<FrameId>, profile: &mut Profile) {
+/// frames were read: `native` is each native address's frames (leaf first,
+/// each root first), `interp` the interpreter's frames leaf first. They
+/// come in runs, one per call of the evaluator, each ending at an entry
+/// frame; the innermost run takes the place of the innermost evaluator
+/// frame, and so on outwards. Runs left over (the native walk stopped
+/// short of their evaluator frames) go at the root, where they were called
+/// from. With the interpreter's stack read whole (`whole`), evaluator
+/// frames beyond the runs are the innermost ones: a call of the evaluator
+/// whose frame was popped and which has yet to return (Ruby's leave from a
+/// block called from C), which stay native. An evaluator frame's loop
+/// (Ruby's vm_exec_core under rb_vm_exec) goes with it.
+pub(crate) fn merge_interp(
+    native: &[&[FrameId]],
+    interp: &[InterpFrame],
+    evaluator: &Evaluator,
+    whole: bool,
+    frames: &mut Vec<FrameId>,
+    profile: &mut Profile,
+) {
     let mut runs: Vec<&[InterpFrame]> = Vec::new();
     let mut start = 0;
     for (i, f) in interp.iter().enumerate() {
@@ -231,25 +239,25 @@ fn merge_interp(native: &[&[FrameId]], interp: &[InterpFrame], whole: bool, fram
     let mut vm_loop = vec![false; native.len()];
     let mut next = 0;
     let name = |ids: &[FrameId], profile: &Profile| ids.first().map(|&f| profile.frame(f).name.clone());
-    let evaluators = native.iter().filter(|ids| name(ids, profile).is_some_and(|n| is_evaluator(&n))).count();
+    let evaluators = native.iter().filter(|ids| name(ids, profile).is_some_and(|n| evaluator.is(&n))).count();
     let mut empty = if whole { evaluators.saturating_sub(runs.len()) } else { 0 };
     for (i, ids) in native.iter().enumerate() {
         let Some(n) = name(ids, profile) else { continue };
-        if empty > 0 && is_evaluator(&n) {
+        if empty > 0 && evaluator.is(&n) {
             empty -= 1;
             continue;
         }
-        if next < runs.len() && is_evaluator(&n) {
+        if next < runs.len() && evaluator.is(&n) {
             run_of[i] = Some(next);
             next += 1;
-            if n == "rb_vm_exec" && i > 0 && name(native[i - 1], profile).is_some_and(|c| is_vm_loop(&c)) {
+            if i > 0 && name(native[i - 1], profile).is_some_and(|c| evaluator.is_loop(&c)) {
                 vm_loop[i - 1] = true;
             }
         }
     }
     let push_run = |run: &[InterpFrame], frames: &mut Vec<FrameId>, profile: &mut Profile| {
         for f in run.iter().rev() {
-            frames.push(profile.intern_frame(Frame::new(&*f.text, FrameKind::Python)));
+            frames.push(profile.intern_frame(Frame::new(&*f.text, FrameKind::Evaluated)));
         }
     };
     for run in runs[next..].iter().rev() {
@@ -262,19 +270,6 @@ fn merge_interp(native: &[&[FrameId]], interp: &[InterpFrame], whole: bool, fram
             None => frames.extend_from_slice(ids),
         }
     }
-}
-
-/// Ruby's VM loop, which rb_vm_exec calls: named in a libruby with its
-/// symbols, else an address in libruby.
-fn is_vm_loop(name: &str) -> bool {
-    name == "vm_exec_core" || name.starts_with("libruby") && name.contains("+0x")
-}
-
-/// CPython's bytecode evaluator, Ruby's VM and PHP's executor, whose
-/// native frames stand for the functions they run (`.cold` parts
-/// included).
-fn is_evaluator(name: &str) -> bool {
-    name.starts_with("_PyEval_EvalFrameDefault") || name == "rb_vm_exec" || name == "execute_ex"
 }
 
 /// A raw stack and its waker's, in the order their frames are named.

@@ -61,36 +61,3 @@ fn unknown_process_is_reported_gone() {
     );
     assert_eq!(p.unresolved[0].process, "ghost");
 }
-
-/// Native frames leaf first, merged with Ruby runs leaf first; the
-/// names of the result, root first.
-fn merged(native: &[&str], ruby: &[(&str, bool)], whole: bool) -> Vec<String> {
-    let mut p = Profile::new(Unit::Samples);
-    let ids: Vec<Vec<FrameId>> = native.iter().map(|n| vec![p.intern_frame(Frame::new(*n, FrameKind::User))]).collect();
-    let native: Vec<&[FrameId]> = ids.iter().map(Vec::as_slice).collect();
-    let runs: Vec<InterpFrame> = ruby.iter().map(|&(t, entry)| InterpFrame { text: t.into(), entry }).collect();
-    let mut frames = Vec::new();
-    merge_interp(&native, &runs, whole, &mut frames, &mut p);
-    frames.iter().map(|&f| p.frame(f).name.clone()).collect()
-}
-
-#[test]
-fn ruby_runs_take_the_place_of_rb_vm_exec_and_its_loop() {
-    let native = ["libruby.so+0x24ebd0", "rb_vm_exec", "ruby_run_node", "main"];
-    let ruby = [("inner", false), ("outer", false), ("<main>", true)];
-    assert_eq!(merged(&native, &ruby, true), ["main", "ruby_run_node", "<main>", "outer", "inner"]);
-}
-
-#[test]
-fn an_evaluator_call_left_without_frames_stays_native() {
-    // times (a C method) called a block whose frame was popped, and
-    // the VM call that ran it has yet to return: three rb_vm_exec,
-    // two runs. The runs go to the outer two.
-    let native = ["libruby.so+0x24ebd0", "rb_vm_exec", "rb_yield", "libruby.so+0x24ebd0", "rb_vm_exec", "main"];
-    let ruby = [("times", false), ("bar", true)];
-    let whole = merged(&native[..], &ruby, true);
-    assert_eq!(whole, ["main", "bar", "times", "rb_yield", "rb_vm_exec", "libruby.so+0x24ebd0"]);
-    // Read in part, the runs it has are the innermost.
-    let cut = merged(&native[..], &ruby, false);
-    assert_eq!(cut, ["main", "rb_vm_exec", "libruby.so+0x24ebd0", "rb_yield", "bar", "times"]);
-}

@@ -14,7 +14,7 @@ mod thread_index;
 pub mod unwinding;
 
 pub use crate::procs::frame_kind::FrameKind;
-pub use raw::{More, InterpFrame, InterpWalk, RawStack, State, BEFORE_CAPTURE, END_UNTRACED, LOST_STACK, START_UNTRACED};
+pub use raw::{Evaluator, More, InterpFrame, Pattern, InterpWalk, RawStack, State, BEFORE_CAPTURE, END_UNTRACED, LOST_STACK, START_UNTRACED};
 pub use time::{Span, Spans};
 pub use unwinding::{Walk, Unwinding};
 
@@ -114,7 +114,7 @@ impl Frame {
             FrameKind::Jit,
             FrameKind::Interpreted,
             FrameKind::C1,
-            FrameKind::Python,
+            FrameKind::Evaluated,
             FrameKind::Waker,
         ] {
             if let Some(name) = text.strip_suffix(kind.suffix()) {

@@ -114,10 +114,11 @@ pub struct More {
     /// Kernel frames already named (leaf first), where no addresses could
     /// be had, e.g. from /proc/TID/stack; a module's `name [module]`.
     pub kernel_names: Vec<String>,
-    /// The frames of an interpreter thread (Python, Ruby, PHP), named,
-    /// leaf first; they take the place of the evaluator frames of `user`
-    /// they ran in.
+    /// The frames of an interpreter thread, named, leaf first; they take
+    /// the place of the evaluator frames of `user` they ran in.
     pub interp: Vec<InterpFrame>,
+    /// Which of `user`'s frames are that interpreter's evaluator.
+    pub evaluator: Option<Evaluator>,
     /// A Go thread's goroutine and its pprof labels (see
     /// [`super::Stack::labels`]).
     pub labels: Option<super::Labels>,
@@ -135,7 +136,47 @@ impl RawStack {
     }
 }
 
-/// One Python function's frame: its text, e.g. `handler (app.py:42)`, and
+/// An interpreter's native evaluator frames, each call of which runs a
+/// run of its frames (given by its runtime, which knows its names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Evaluator {
+    pub frames: &'static [Pattern],
+    /// The native frame an evaluator frame runs its code in when it calls
+    /// one (an interpreter loop apart from its entry): it goes with it.
+    pub loops: &'static [Pattern],
+}
+
+/// A native frame's name, as an [`Evaluator`] matches it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pattern {
+    Is(&'static str),
+    /// `.cold` parts and the like.
+    Prefix(&'static str),
+    /// An unnamed address (`lib+0x…`) in a library whose name starts so.
+    AddressIn(&'static str),
+}
+
+impl Pattern {
+    pub fn matches(&self, name: &str) -> bool {
+        match *self {
+            Pattern::Is(n) => name == n,
+            Pattern::Prefix(p) => name.starts_with(p),
+            Pattern::AddressIn(lib) => name.starts_with(lib) && name.contains("+0x"),
+        }
+    }
+}
+
+impl Evaluator {
+    pub fn is(&self, name: &str) -> bool {
+        self.frames.iter().any(|p| p.matches(name))
+    }
+
+    pub fn is_loop(&self, name: &str) -> bool {
+        self.loops.iter().any(|p| p.matches(name))
+    }
+}
+
+/// One interpreted function's frame: its text, e.g. `handler (app.py:42)`, and
 /// whether it is the outermost frame of one call of the evaluator.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InterpFrame {

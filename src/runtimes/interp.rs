@@ -17,7 +17,7 @@ use libbpf_rs::{MapCore, MapFlags};
 use super::{interp_added, Announcement, Found, Runtime};
 use crate::bpf::{FgbpfMaps, FgbpfSkel};
 use crate::procs::maps;
-use crate::profile::{InterpFrame, RawStack};
+use crate::profile::{Evaluator, InterpFrame, RawStack};
 
 /// FG_INTERP_ENTRY of src/bpf/fgbpf.h.
 pub(crate) const ENTRY: u64 = 1 << 63;
@@ -41,6 +41,8 @@ pub(crate) trait Walker {
     type Reader;
     /// The marker word the BPF walker writes before the frames.
     const MARKER: u64;
+    /// Its evaluator's native frames, whose places its frames take.
+    const EVALUATOR: Evaluator;
     /// The kind of its walker's announcements (enum fg_proc_event_kind of
     /// src/bpf/fgbpf.h).
     const ANNOUNCED: u32;
@@ -192,6 +194,7 @@ impl<W: Walker> Interp<W> {
             let drop = W::not_running(reader, &words[1..]).min(words.len() - 1);
             words.truncate(words.len() - drop);
         }
+        r.more_mut().evaluator = Some(W::EVALUATOR);
         r.more_mut().interp = words[1..]
             .iter()
             .map(|&w| InterpFrame {

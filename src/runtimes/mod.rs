@@ -18,6 +18,7 @@ pub mod report;
 pub mod ruby;
 pub mod shared;
 pub mod v8;
+pub mod walkers;
 pub mod walks;
 
 use std::collections::BTreeMap;
@@ -27,6 +28,7 @@ use crate::procs::frame_kind::FrameKind;
 use crate::profile::RawStack;
 use crate::symbolize::{Named, RuntimeNames};
 use shared::{name_words, Unnamed};
+pub use walkers::{BpfWalker, Refused, Walkers};
 
 /// FG_RT_NATIVE of src/bpf/fgbpf.h: frame words of no runtime's code.
 const SIGNAL_RUNTIME: u64 = 2;
@@ -56,20 +58,32 @@ pub const INTERP_MARKERS: [u64; 3] = [python::walker::MARKER, ruby::walker::MARK
 
 /// What a capture asks of the runtimes (the part of the probe's options
 /// they read). All off when user stacks are not walked.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Settings {
-    pub python: bool,
-    pub ruby: bool,
-    pub php: bool,
-    pub java: bool,
-    pub node: bool,
+    /// The walkers asked for (`--no-python`, `--no-java`… not given).
+    pub walkers: Walkers,
     /// Goroutines read from user space (off-CPU time recorded, `--no-go`
     /// not given).
     pub goroutines: bool,
-    /// The walker tells the goroutine a thread runs, and its pprof labels.
-    pub go_labels: bool,
     /// `name (file)` instead of `name (file:line)` (`--no-lines`).
     pub no_lines: bool,
+}
+
+impl Default for Settings {
+    /// Everything read.
+    fn default() -> Self {
+        Settings {
+            walkers: Walkers::all(),
+            goroutines: true,
+            no_lines: false,
+        }
+    }
+}
+
+impl Settings {
+    pub fn walks(&self, w: BpfWalker) -> bool {
+        self.walkers.has(w)
+    }
 }
 
 /// An object a runtime's walker announced (struct fg_proc_event of

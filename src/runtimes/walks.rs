@@ -84,10 +84,8 @@ pub struct Context<'a> {
     pub period_us: u64,
     /// The probe's counters (the walkers' own counts of frames).
     pub stats: &'a fg_stats,
-    /// Why the Java walker did not load, and why JavaScript frames were
-    /// not named, when the user wanted them.
-    pub java_refused: Option<String>,
-    pub node_refused: Option<String>,
+    /// Why the walkers the user wanted were not loaded.
+    pub refused: &'a crate::runtimes::Refused,
     /// A process's name, from its pid and its stacks' name.
     pub name_of: &'a dyn Fn(u32, &str) -> String,
     /// Whether a process writes a perf map.

@@ -73,7 +73,7 @@ pub fn run(args: &FlightArgs) -> Result<Option<i32>, CliError> {
     rec.probe.events_ring = EVENTS_RING;
     // Not kept in a window yet: a recorder's goroutine time would grow
     // for as long as it runs.
-    rec.probe.goroutines = false;
+    rec.probe.runtimes.goroutines = false;
     let dumps = dumps_dir(&args.dumps)?;
     let signal = DumpSignal::install().map_err(CliError::failed)?;
     let mut live = start(&rec)?;

@@ -139,7 +139,7 @@ pub fn site(profile: &Profile, stack: &Stack, lens: Lens) -> Site {
         // (or a module's): that function is the user's, a Ruby C method
         // (`sleep [c function]`) is not.
         callers()
-            .find(|f| f.kind == FrameKind::Python && !f.name.ends_with(" [c function]"))
+            .find(|f| f.kind == FrameKind::Evaluated && !f.name.ends_with(" [c function]"))
             .or_else(|| callers().find(|f| f.kind.is_user_space() && !is_library(&f.name)))
             .map(|f| plain_name(&f.name).to_string())
     });
@@ -200,8 +200,8 @@ mod tests {
             &mut p,
             &[
                 ("Py_BytesMain", User),
-                ("<module> (nap.py:17)", Python),
-                ("nap (nap.py:11)", Python),
+                ("<module> (nap.py:17)", Evaluated),
+                ("nap (nap.py:11)", Evaluated),
                 ("time_sleep", User),
                 ("pysleep", Inlined),
                 ("__GI___clock_nanosleep", User),

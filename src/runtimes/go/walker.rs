@@ -21,7 +21,7 @@ use crate::runtimes::go::{self as golang};
 use crate::bpf::FgbpfSkel;
 use crate::procs::maps;
 use crate::runtimes::shared::by_pid;
-use crate::runtimes::{interp_added, Announcement, Found, Runtime, Settings};
+use crate::runtimes::{interp_added, Announcement, Found, Runtime, Settings, BpfWalker};
 use crate::profile::RawStack;
 
 /// How often goroutines are read, at most: more often when a read is
@@ -255,7 +255,8 @@ impl Go {
 /// Its reader, when the capture reads goroutines or the walker tells them
 /// on stacks.
 pub(crate) fn start(s: &Settings) -> Option<Box<dyn Runtime>> {
-    (s.goroutines || s.go_labels).then(|| Box::new(Go::new(s.goroutines, s.go_labels)) as Box<dyn Runtime>)
+    let labels = s.walks(BpfWalker::Go);
+    (s.goroutines || labels).then(|| Box::new(Go::new(s.goroutines, labels)) as Box<dyn Runtime>)
 }
 
 impl Runtime for Go {

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use libbpf_rs::{MapCore, MapFlags};
 
 use crate::bpf::{types, FgbpfSkel};
-use crate::runtimes::{Announcement, Found, Runtime, Settings};
+use crate::runtimes::{Announcement, Found, Runtime, Settings, BpfWalker};
 use crate::procs::frame_kind::FrameKind;
 use crate::runtimes::java::{self, Jvm, Unsupported};
 use crate::profile::RawStack;
@@ -206,7 +206,7 @@ fn value_of(l: &java::Layout) -> types::fg_java_proc {
 
 /// Its walker, when the capture reads Java frames.
 pub(crate) fn start(s: &Settings) -> Option<Box<dyn Runtime>> {
-    s.java.then(|| Box::new(Java::default()) as Box<dyn Runtime>)
+    s.walks(BpfWalker::Java).then(|| Box::new(Java::default()) as Box<dyn Runtime>)
 }
 
 impl Runtime for Java {

@@ -38,7 +38,7 @@ impl JavaWalks {
     pub fn of(found: &Found, ctx: &Context) -> JavaWalks {
         let st = ctx.stats;
         JavaWalks {
-            refused: ctx.java_refused.clone(),
+            refused: ctx.refused.why(crate::runtimes::BpfWalker::Java).map(str::to_string),
             jvms: found.jvms.iter().map(|&(pid, major, inlining)| (pid, ctx.process(pid), major, inlining)).collect(),
             unreadable: found.java_unsupported.iter().map(|(pid, why)| (*pid, ctx.process(*pid), why.reason.clone())).collect(),
             frames: st.java_frames,

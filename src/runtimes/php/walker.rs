@@ -9,7 +9,8 @@ use std::sync::Arc;
 
 use crate::runtimes::interp::{address_of, pc_bits_of, Interp, Walker, PC_BITS};
 use crate::bpf::{types, FgbpfMaps};
-use crate::runtimes::{Found, Runtime, Settings};
+use crate::profile::{Evaluator, Pattern};
+use crate::runtimes::{Found, Runtime, Settings, BpfWalker};
 use crate::runtimes::php::{self, Interpreter, Reader, Unnamed};
 
 /// FG_PHP_MARKER of src/bpf/fgbpf.h.
@@ -21,13 +22,18 @@ pub(crate) type Php = Interp<PhpWalker>;
 
 /// Its walker, when the capture reads PHP frames.
 pub(crate) fn start(s: &Settings) -> Option<Box<dyn Runtime>> {
-    s.php.then(|| Box::new(Php::new(s.no_lines)) as Box<dyn Runtime>)
+    s.walks(BpfWalker::Php).then(|| Box::new(Php::new(s.no_lines)) as Box<dyn Runtime>)
 }
 
 impl Walker for PhpWalker {
     type Found = Interpreter;
     type Reader = Reader;
     const MARKER: u64 = MARKER;
+    /// PHP's executor.
+    const EVALUATOR: Evaluator = Evaluator {
+        frames: &[Pattern::Is("execute_ex")],
+        loops: &[],
+    };
     const ANNOUNCED: u32 = 11;
 
     fn procs<'a, 'obj>(maps: &'a FgbpfMaps<'obj>) -> &'a libbpf_rs::MapMut<'obj> {

@@ -11,7 +11,8 @@ use std::sync::Arc;
 
 use crate::runtimes::interp::{address_of, Interp, Walker};
 use crate::bpf::{types, FgbpfMaps};
-use crate::runtimes::{Found, Runtime, Settings};
+use crate::profile::{Evaluator, Pattern};
+use crate::runtimes::{Found, Runtime, Settings, BpfWalker};
 use crate::procs::maps;
 use crate::runtimes::python::code::{CodeReader, Unnamed};
 use crate::runtimes::python::{self as py, Interpreter};
@@ -25,13 +26,18 @@ pub(crate) type Python = Interp<PythonWalker>;
 
 /// Its walker, when the capture reads Python frames.
 pub(crate) fn start(s: &Settings) -> Option<Box<dyn Runtime>> {
-    s.python.then(|| Box::new(Python::new(s.no_lines)) as Box<dyn Runtime>)
+    s.walks(BpfWalker::Python).then(|| Box::new(Python::new(s.no_lines)) as Box<dyn Runtime>)
 }
 
 impl Walker for PythonWalker {
     type Found = Interpreter;
     type Reader = CodeReader;
     const MARKER: u64 = MARKER;
+    /// CPython's bytecode evaluator (`.cold` parts included).
+    const EVALUATOR: Evaluator = Evaluator {
+        frames: &[Pattern::Prefix("_PyEval_EvalFrameDefault")],
+        loops: &[],
+    };
     const ANNOUNCED: u32 = 3;
 
     fn procs<'a, 'obj>(maps: &'a FgbpfMaps<'obj>) -> &'a libbpf_rs::MapMut<'obj> {

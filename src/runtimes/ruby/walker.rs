@@ -9,9 +9,18 @@ use std::sync::Arc;
 
 use crate::runtimes::interp::{address_of, pc_bits_of, Interp, Walker, PC_BITS};
 use crate::bpf::{types, FgbpfMaps};
-use crate::runtimes::{Found, Runtime, Settings};
+use crate::profile::{Evaluator, Pattern};
+use crate::runtimes::{Found, Runtime, Settings, BpfWalker};
 use crate::runtimes::ruby::iseq::{Reader, Unnamed};
 use crate::runtimes::ruby::{self as rb, Interpreter};
+
+/// rb_vm_exec, whose native frames Ruby's runs take the place of, and the
+/// VM loop it runs them in (vm_exec_core: named in a libruby with its
+/// symbols, else an address in libruby), which goes with it.
+pub(crate) const EVALUATOR: Evaluator = Evaluator {
+    frames: &[Pattern::Is("rb_vm_exec")],
+    loops: &[Pattern::Is("vm_exec_core"), Pattern::AddressIn("libruby")],
+};
 
 /// FG_RB_MARKER and FG_RB_CFUNC of src/bpf/fgbpf.h.
 pub(crate) const MARKER: u64 = 0xffff_ffff_ffff_ff51;
@@ -26,13 +35,16 @@ pub(crate) type Ruby = Interp<RubyWalker>;
 
 /// Its walker, when the capture reads Ruby frames.
 pub(crate) fn start(s: &Settings) -> Option<Box<dyn Runtime>> {
-    s.ruby.then(|| Box::new(Ruby::new(s.no_lines)) as Box<dyn Runtime>)
+    s.walks(BpfWalker::Ruby).then(|| Box::new(Ruby::new(s.no_lines)) as Box<dyn Runtime>)
 }
 
 impl Walker for RubyWalker {
     type Found = Interpreter;
     type Reader = Reader;
     const MARKER: u64 = MARKER;
+    /// rb_vm_exec, which runs its methods in the VM loop it calls
+    /// (vm_exec_core, an address in a stripped libruby).
+    const EVALUATOR: Evaluator = EVALUATOR;
     const ANNOUNCED: u32 = 10;
 
     fn procs<'a, 'obj>(maps: &'a FgbpfMaps<'obj>) -> &'a libbpf_rs::MapMut<'obj> {
@@ -124,5 +136,46 @@ impl Walker for RubyWalker {
         }
         let top = reader.iseq(address_of(last)).is_ok_and(|i| i.top && i.index(pc_bits_of(last), PC_BITS) == 0);
         usize::from(top)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::procs::frame_kind::FrameKind;
+    use crate::profile::build::merge_interp;
+    use crate::profile::{Frame, FrameId, InterpFrame, Profile, Unit};
+
+    /// Native frames leaf first, merged with Ruby runs leaf first; the
+    /// names of the result, root first.
+    fn merged(native: &[&str], ruby: &[(&str, bool)], whole: bool) -> Vec<String> {
+        let mut p = Profile::new(Unit::Samples);
+        let ids: Vec<Vec<FrameId>> = native.iter().map(|n| vec![p.intern_frame(Frame::new(*n, FrameKind::User))]).collect();
+        let native: Vec<&[FrameId]> = ids.iter().map(Vec::as_slice).collect();
+        let runs: Vec<InterpFrame> = ruby.iter().map(|&(t, entry)| InterpFrame { text: t.into(), entry }).collect();
+        let mut frames = Vec::new();
+        merge_interp(&native, &runs, &EVALUATOR, whole, &mut frames, &mut p);
+        frames.iter().map(|&f| p.frame(f).name.clone()).collect()
+    }
+
+    #[test]
+    fn ruby_runs_take_the_place_of_rb_vm_exec_and_its_loop() {
+        let native = ["libruby.so+0x24ebd0", "rb_vm_exec", "ruby_run_node", "main"];
+        let ruby = [("inner", false), ("outer", false), ("<main>", true)];
+        assert_eq!(merged(&native, &ruby, true), ["main", "ruby_run_node", "<main>", "outer", "inner"]);
+    }
+
+    #[test]
+    fn an_evaluator_call_left_without_frames_stays_native() {
+        // times (a C method) called a block whose frame was popped, and
+        // the VM call that ran it has yet to return: three rb_vm_exec,
+        // two runs. The runs go to the outer two.
+        let native = ["libruby.so+0x24ebd0", "rb_vm_exec", "rb_yield", "libruby.so+0x24ebd0", "rb_vm_exec", "main"];
+        let ruby = [("times", false), ("bar", true)];
+        let whole = merged(&native[..], &ruby, true);
+        assert_eq!(whole, ["main", "bar", "times", "rb_yield", "rb_vm_exec", "libruby.so+0x24ebd0"]);
+        // Read in part, the runs it has are the innermost.
+        let cut = merged(&native[..], &ruby, false);
+        assert_eq!(cut, ["main", "rb_vm_exec", "libruby.so+0x24ebd0", "rb_yield", "bar", "times"]);
     }
 }

@@ -11,7 +11,7 @@ use libbpf_rs::{MapCore, MapFlags};
 
 use crate::runtimes::shared::{by_pid, runtime_binary, Partly, Unnamed};
 use crate::bpf::{types, FgbpfSkel};
-use crate::runtimes::{Announcement, Found, Runtime, Settings};
+use crate::runtimes::{Announcement, Found, Runtime, Settings, BpfWalker};
 use crate::procs::frame_kind::FrameKind;
 use crate::runtimes::v8::{self, Isolate, Tier};
 use crate::profile::RawStack;
@@ -189,7 +189,7 @@ mod tests {
 
 /// Its walker, when the capture names JavaScript frames.
 pub(crate) fn start(s: &Settings) -> Option<Box<dyn Runtime>> {
-    s.node.then(|| Box::new(V8::default()) as Box<dyn Runtime>)
+    s.walks(BpfWalker::V8).then(|| Box::new(V8::default()) as Box<dyn Runtime>)
 }
 
 impl Runtime for V8 {

@@ -34,7 +34,7 @@ impl NodeWalks {
     /// were named.
     pub fn of(found: &Found, ctx: &Context) -> NodeWalks {
         NodeWalks {
-            refused: ctx.node_refused.clone(),
+            refused: ctx.refused.why(crate::runtimes::BpfWalker::V8).map(str::to_string),
             processes: found.v8s.iter().map(|&(pid, inlining)| (pid, ctx.process(pid), (ctx.perf_map)(pid), inlining)).collect(),
             unreadable: ctx.unreadable(&found.v8_unsupported),
             frames: ctx.stats.v8_frames,
