@@ -89,6 +89,9 @@ pub fn from_raw(mut raw: Vec<RawStack>, unit: Unit, symbolizer: &mut Symbolizer)
         if let Some(note) = r.root_note {
             frames.push(profile.intern_frame(Frame::new(note, FrameKind::Pseudo)));
         }
+        // An interpreter's frame at the leaf stands for the native frames
+        // it replaced (its evaluator's loop): none of them is shown.
+        let mut interp_leaf = false;
         if interp.is_empty() {
             for &slot in slots.iter().rev() {
                 frames.extend_from_slice(table.frames(user.entries[slot as usize]));
@@ -99,6 +102,7 @@ pub fn from_raw(mut raw: Vec<RawStack>, unit: Unit, symbolizer: &mut Symbolizer)
             let whole = r.interp_walk == Some(super::InterpWalk::Whole);
             let evaluator = evaluator.unwrap_or(Evaluator { frames: &[], loops: &[] });
             merge_interp(&named, &interp, &evaluator, whole, &mut frames, &mut profile);
+            interp_leaf = frames.last().is_some_and(|&f| profile.frame(f).kind == FrameKind::Evaluated);
         }
         // A stack taken inside the tracer (off-CPU stacks with raw
         // tracepoints) starts with the tracer's own frames: left out, up
@@ -142,6 +146,7 @@ pub fn from_raw(mut raw: Vec<RawStack>, unit: Unit, symbolizer: &mut Symbolizer)
         // The user leaf says which code of the process ran or waited;
         // kernel leaves nearly always resolve and would hide it.
         let reason = match (slots.first(), kernel_ips.first()) {
+            (Some(_), _) if interp_leaf => None,
             (Some(&slot), _) => table.unresolved(user.entries[slot as usize]),
             (None, Some(&ip)) if more.kernel_names.is_empty() => table.unresolved(kernel[&ip]),
             _ => None,
