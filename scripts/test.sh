@@ -68,6 +68,7 @@ scripts/fetch-otlp-receiver.sh
 scripts/fetch-nginx.sh
 scripts/fetch-roots.sh
 scripts/fetch-node.sh
+scripts/fetch-go.sh
 export FGBPF_CONSUMERS="$PWD/$consumers"
 
 # Each run's output is kept apart in target/: the suite's, the forced

@@ -39,7 +39,12 @@ const NEEDS_GO: &str = "this test needs Go (apt-get install golang-go)";
 /// GOPATH mode (the programs use the standard library only, no go.mod),
 /// the build cache under target/tmp, and never a toolchain download.
 fn go_command(cache: &Path) -> Command {
-    let mut cmd = Command::new("go");
+    go_command_of(Path::new("go"), cache)
+}
+
+/// The same with the toolchain `go` (a path, or `go` from PATH).
+fn go_command_of(go: &Path, cache: &Path) -> Command {
+    let mut cmd = Command::new(go);
     cmd.env_remove("GOFLAGS")
         .env("GO111MODULE", "off")
         .env("GOTOOLCHAIN", "local")
@@ -57,8 +62,21 @@ fn go_dir() -> PathBuf {
 /// TAG the flags' letters and digits (`waits-ldflagssw`, 15 bytes: the
 /// whole of it is the process's comm).
 fn go_build(name: &str, extra_flags: &[&str]) -> PathBuf {
+    go_build_by(Path::new("go"), &go_dir(), name, extra_flags)
+}
+
+/// Debian 13's Go 1.24 (scripts/fetch-go.sh), or a panic saying how to get
+/// it.
+fn go_1_24() -> PathBuf {
+    let go = consumers_dir().join("go1.24/bin/go");
+    assert!(go.exists(), "{} is missing: scripts/fetch-go.sh fetches it (scripts/test.sh runs it)", go.display());
+    go
+}
+
+/// [`go_build`] with the toolchain `go`, into `dir`.
+fn go_build_by(go: &Path, dir: &Path, name: &str, extra_flags: &[&str]) -> PathBuf {
     static BUILT: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
-    let dir = go_dir();
+    let dir = dir.to_path_buf();
     let tag: String = extra_flags.concat().chars().filter(char::is_ascii_alphanumeric).collect();
     let bin = match tag.is_empty() {
         true => dir.join(name),
@@ -73,7 +91,7 @@ fn go_build(name: &str, extra_flags: &[&str]) -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/workloads/go")
         .join(format!("{name}.go"));
-    let out = match go_command(&cache).arg("build").args(extra_flags).arg("-o").arg(&bin).arg(&src).output() {
+    let out = match go_command_of(go, &cache).arg("build").args(extra_flags).arg("-o").arg(&bin).arg(&src).output() {
         Ok(out) => out,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => panic!("{NEEDS_GO}"),
         Err(e) => panic!("running go build: {e}"),
@@ -518,18 +536,34 @@ fn a_labelled_goroutine_s_samples_carry_its_labels_in_pprof_output() {
         return;
     }
     let _serial = serial();
-    // burn() runs under pprof.Do(ctx, pprof.Labels("route", "/api")),
-    // spin() in a goroutine without labels; Go's own CPU profiler samples
-    // the same process over the same 3 s.
-    let theirs_file = out_dir_of("go_labels").with_extension("go.prof");
+    labels_agree_with_go_s_own_profile(&go_build("labels", &[]), "go_labels");
+}
+
+/// Go 1.24 keeps a goroutine's labels as a sorted list, not a map: the
+/// same program built by Debian 13's Go 1.24, as its users build it.
+#[test]
+fn go_1_24_labelled_goroutine_s_samples_carry_its_labels_in_pprof_output() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let bin = go_build_by(&go_1_24(), &go_dir().join("go1.24"), "labels", &[]);
+    labels_agree_with_go_s_own_profile(&bin, "go124_labels");
+}
+
+/// burn() runs under pprof.Do(ctx, pprof.Labels("route", "/api")), spin()
+/// in a goroutine without labels; Go's own CPU profiler samples the same
+/// process over the same 3 s.
+fn labels_agree_with_go_s_own_profile(bin: &Path, test: &str) {
+    let theirs_file = out_dir_of(test).with_extension("go.prof");
     let _ = std::fs::remove_file(&theirs_file);
-    let mut go = start_go(&go_build("labels", &[]), &["-cpuprofile", theirs_file.to_str().unwrap(), "-seconds", "3"]);
+    let mut go = start_go(bin, &["-cpuprofile", theirs_file.to_str().unwrap(), "-seconds", "3"]);
     let pid = go.pid().to_string();
     // Go writes its profile when it stops it, 3 s after "ready".
     let end = End::File { path: theirs_file.clone(), limit: Duration::from_secs(20), settle: Duration::from_millis(300) };
     let reference = Reference::in_workload("Go's own", end, reading(&theirs_file, |p| funcs_folded(&pprof_raw(p))));
     let args = ["oncpu", "-F", "499", "--format", "pprof,folded"];
-    let got = capture_beside(&mut go.child, &args, Window::Seconds("3"), "go_labels", reference);
+    let got = capture_beside(&mut go.child, &args, Window::Seconds("3"), test, reference);
     drop(go);
     let (dir, summary) = (got.dir, got.summary);
     let ours = pprof_raw(&dir.join("oncpu.pb.gz"));

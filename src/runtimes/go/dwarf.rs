@@ -1,13 +1,14 @@
 //! The Go runtime's structures as a binary's own DWARF lays them out:
 //! `runtime.g` (its stack, saved registers, status, id, wait reason,
-//! labels and m), `runtime.m`'s current goroutine, and the map that holds
-//! a goroutine's pprof labels (`runtime.hmap` and its buckets of strings).
+//! labels and m), `runtime.m`'s current goroutine, and what holds a
+//! goroutine's pprof labels (up to Go 1.23 a map: `runtime.hmap` and its
+//! buckets of strings; from 1.24 `runtime/pprof.labelMap`'s list).
 //! Go writes the DWARF of every type it links in; read from there, the
 //! offsets follow the binary's Go version with no table to fall behind.
 
 use std::borrow::Cow;
 
-use super::{LabelMap, Layout, Running};
+use super::{LabelLayout, LabelList, LabelMap, Layout, Running};
 use crate::procs::elf::section_bytes;
 
 /// Where a Go program's structures are, as far as its DWARF says.
@@ -106,9 +107,11 @@ fn running(structs: &Structs, tls_g: i64) -> Result<Running, String> {
         // runtime/pprof not linked in: no goroutine has labels.
         None => Ok(None),
         // Go's DWARF names a map by its header: *hash<K,V>.
-        Some("*hash<string,string>" | "map[string]string") => label_map(structs).map(Some),
+        Some("*hash<string,string>" | "map[string]string") => label_map(structs).map(|m| Some(LabelLayout::Map(m))),
+        // Go 1.24: a struct holding a sorted list.
+        Some("runtime/pprof.labelMap") => label_list(structs).map(|l| Some(LabelLayout::List(l))),
         Some("") => Err("the type of its pprof labels could not be read from its DWARF".into()),
-        Some(t) => Err(format!("its pprof labels are a {} (Go 1.24 or later), which fgbpf does not read yet", t.chars().take(40).collect::<String>())),
+        Some(t) => Err(format!("its pprof labels are a {}, which fgbpf does not read", t.chars().take(40).collect::<String>())),
     };
     Ok(Running {
         tls_g,
@@ -144,29 +147,60 @@ fn label_map(structs: &Structs) -> Result<LabelMap, String> {
     Ok(m)
 }
 
-/// The members (name, offset) of the runtime structures read, and the
-/// type pprof's labels have.
+/// Go 1.24's `labelMap`: its `LabelSet`'s `list`, a slice of labels of
+/// two strings each.
+fn label_list(structs: &Structs) -> Result<LabelList, String> {
+    let need = |what: &str, v: Option<u64>| {
+        v.and_then(small).ok_or_else(|| format!("its list of pprof labels has no {what} (a Go version fgbpf does not read)"))
+    };
+    let set = need("labelMap.LabelSet", of(structs.get("labelMap"), "LabelSet"))?;
+    let l = LabelList {
+        list: set + need("LabelSet.list", of(structs.get("labelSet"), "list"))?,
+        array: need("slice array", of(structs.get("labels"), "array"))?,
+        len: need("slice len", of(structs.get("labels"), "len"))?,
+        key: need("label.key", of(structs.get("label"), "key"))?,
+        value: need("label.value", of(structs.get("label"), "value"))?,
+        size: need("label's size", structs.size("label"))?,
+    };
+    // Two strings of 16 bytes in each label.
+    if l.key + 16 > l.size || l.value + 16 > l.size || l.key.abs_diff(l.value) < 16 {
+        return Err("its list of pprof labels is laid out as fgbpf does not read it".into());
+    }
+    Ok(l)
+}
+
+/// The members (name, offset) and sizes of the runtime structures read,
+/// and the type pprof's labels have.
 #[derive(Default)]
 struct Structs {
     found: Vec<(&'static str, Vec<(String, u64)>)>,
+    sizes: Vec<(&'static str, u64)>,
     label_map: Option<String>,
 }
 
 type Slice<'a> = gimli::EndianSlice<'a, gimli::LittleEndian>;
 
 /// The structures read, by DWARF name, and what they are called here.
-const WANTED: [(&str, &str); 6] = [
+const WANTED: [(&str, &str); 10] = [
     ("runtime.g", "g"),
     ("runtime.gobuf", "gobuf"),
     ("runtime.stack", "stack"),
     ("runtime.m", "m"),
     ("runtime.hmap", "hmap"),
     ("bucket<string,string>", "bucket"),
+    ("runtime/pprof.labelMap", "labelMap"),
+    ("runtime/pprof.LabelSet", "labelSet"),
+    ("[]runtime/pprof.label", "labels"),
+    ("runtime/pprof.label", "label"),
 ];
 
 impl Structs {
     fn get(&self, what: &str) -> &[(String, u64)] {
         self.found.iter().find(|(n, _)| *n == what).map(|(_, f)| f.as_slice()).unwrap_or(&[])
+    }
+
+    fn size(&self, what: &str) -> Option<u64> {
+        self.sizes.iter().find(|(n, _)| *n == what).map(|&(_, s)| s)
     }
 
     fn read(&mut self, dwarf: &gimli::Dwarf<Slice<'_>>, unit: &gimli::Unit<Slice<'_>>) {
@@ -187,6 +221,9 @@ impl Structs {
                             return None;
                         }
                         self.found.push((what, Vec::new()));
+                        if let Some(size) = entry.attr_value(gimli::DW_AT_byte_size).and_then(|v| v.udata_value()) {
+                            self.sizes.push((what, size));
+                        }
                         Some(self.found.len() - 1)
                     });
                     struct_depth = depth;

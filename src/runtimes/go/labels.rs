@@ -1,16 +1,16 @@
 //! A goroutine's pprof labels, read from a live Go process: the BPF
 //! walker gives each stack the address in `runtime.g.labels` (a pointer
-//! to the `map[string]string` that `runtime/pprof.Do` made, Go up to
-//! 1.23), announced the first time a process shows it; its keys and
-//! values are read here once, while the map lives. Everything read is
-//! the target's: every count, length and pointer is bounded, the text
-//! decoded lossily, and a map that does not read as one is not taken for
-//! labels.
+//! to what `runtime/pprof.Do` made: a `map[string]string` up to Go 1.23, a
+//! sorted list of key and value strings from 1.24), announced the first
+//! time a process shows it; its keys and values are read here once, while
+//! they live. Everything read is the target's: every count, length and
+//! pointer is bounded, the text decoded lossily, and labels that do not
+//! read as such are not taken for labels.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::LabelMap;
+use super::{LabelLayout, LabelList, LabelMap};
 use crate::procs::mem::Mem;
 
 /// One goroutine's labels, sorted by key (as pprof writes them).
@@ -40,12 +40,12 @@ pub enum Unread {
 /// Reads and keeps the label maps of one process.
 pub struct Reader {
     mem: Option<Mem>,
-    layout: LabelMap,
+    layout: LabelLayout,
     read: HashMap<u64, Result<Labels, Unread>>,
 }
 
 impl Reader {
-    pub fn new(pid: u32, layout: LabelMap) -> Reader {
+    pub fn new(pid: u32, layout: LabelLayout) -> Reader {
         Reader { mem: Mem::open(pid).ok(), layout, read: HashMap::new() }
     }
 
@@ -59,7 +59,14 @@ impl Reader {
         if self.read.len() >= MAX_KEPT {
             self.read.clear();
         }
-        let got = self.mem.as_ref().and_then(|m| read_map(m, &self.layout, addr)).ok_or(Unread::Gone);
+        let got = self
+            .mem
+            .as_ref()
+            .and_then(|m| match &self.layout {
+                LabelLayout::Map(l) => read_map(m, l, addr),
+                LabelLayout::List(l) => read_list(m, l, addr),
+            })
+            .ok_or(Unread::Gone);
         self.read.insert(addr, got);
     }
 
@@ -143,4 +150,59 @@ fn read_map(mem: &Mem, l: &LabelMap, labels: u64) -> Option<Labels> {
     }
     entries.sort();
     Some(entries.into())
+}
+
+/// The labels of the `labelMap` at `labels` (Go 1.24: a slice of key and
+/// value strings, sorted by key), or `None` when they do not read as such.
+fn read_list(mem: &Mem, l: &LabelList, labels: u64) -> Option<Labels> {
+    let slice = labels + u64::from(l.list);
+    let array = mem.u64(slice + u64::from(l.array))?;
+    let len = mem.u64(slice + u64::from(l.len))?;
+    if len > MAX_LABELS || (array == 0 && len > 0) {
+        return None;
+    }
+    let size = usize::from(l.size);
+    let bytes = if len == 0 { Vec::new() } else { mem.bytes(array, size * len as usize)? };
+    let mut entries: Vec<(String, String)> = Vec::with_capacity(len as usize);
+    for at in (0..len as usize).map(|i| i * size) {
+        let key = text(mem, string_at(&bytes, at + usize::from(l.key))?)?;
+        let value = text(mem, string_at(&bytes, at + usize::from(l.value))?)?;
+        entries.push((key, value));
+    }
+    // pprof keeps them sorted, each key once: memory reused since reads
+    // otherwise.
+    if entries.windows(2).any(|w| w[0].0 >= w[1].0) {
+        return None;
+    }
+    Some(entries.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Go 1.24's layout: labelMap{LabelSet{list []label}}, label{key, value string}.
+    const LIST: LabelList = LabelList { list: 0, array: 0, len: 8, key: 0, value: 16, size: 32 };
+
+    /// A labelMap in this process's memory holding `pairs`, read back.
+    fn read_back(pairs: &[(&str, &str)]) -> Option<Labels> {
+        let words: Vec<u64> = pairs
+            .iter()
+            .flat_map(|(k, v)| [k.as_ptr() as u64, k.len() as u64, v.as_ptr() as u64, v.len() as u64])
+            .collect();
+        let header = [words.as_ptr() as u64, pairs.len() as u64, pairs.len() as u64];
+        let mem = Mem::open(std::process::id()).unwrap();
+        read_list(&mem, &LIST, header.as_ptr() as u64)
+    }
+
+    #[test]
+    fn go_1_24_labels_are_read_from_their_sorted_list() {
+        let got = read_back(&[("route", "/api"), ("user", "ann")]).unwrap();
+        assert_eq!(&*got, &[("route".to_string(), "/api".to_string()), ("user".to_string(), "ann".to_string())]);
+        assert_eq!(read_back(&[]).unwrap().len(), 0);
+        // What pprof never writes is not taken for labels: unsorted keys,
+        // a key twice (memory reused since).
+        assert!(read_back(&[("user", "ann"), ("route", "/api")]).is_none());
+        assert!(read_back(&[("route", "/a"), ("route", "/b")]).is_none());
+    }
 }

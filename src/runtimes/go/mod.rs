@@ -47,7 +47,30 @@ pub struct Running {
     pub m_curg: u16,
     /// How pprof's labels are kept; `Ok(None)` when the program has no
     /// runtime/pprof (no goroutine has labels).
-    pub labels: Result<Option<LabelMap>, String>,
+    pub labels: Result<Option<LabelLayout>, String>,
+}
+
+/// How a Go version keeps a goroutine's pprof labels (what `g.labels`
+/// points to).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LabelLayout {
+    /// A `map[string]string` (Go up to 1.23).
+    Map(LabelMap),
+    /// A sorted `[]label` of key and value strings (Go 1.24 and later).
+    List(LabelList),
+}
+
+/// Offsets into `runtime/pprof.labelMap` of Go 1.24: the slice of its
+/// `LabelSet`, the slice header's array and length, and one label's key,
+/// value and size.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LabelList {
+    pub list: u16,
+    pub array: u16,
+    pub len: u16,
+    pub key: u16,
+    pub value: u16,
+    pub size: u16,
 }
 
 /// Offsets into a `map[string]string`: its `runtime.hmap` and buckets.
