@@ -58,6 +58,7 @@ pub fn from_raw(mut raw: Vec<RawStack>, unit: Unit, symbolizer: &mut Symbolizer)
     let mut process_names: HashMap<(u32, u32), Arc<str>> = HashMap::new();
     let mut unnamed_threads = std::collections::HashSet::new();
     let mut roles: HashMap<ThreadId, &'static str> = HashMap::new();
+    let roles_of = symbolizer.thread_roles();
     // Per process, unresolved weight by reason.
     let mut accounts: HashMap<(u32, u32), HashMap<UnresolvedReason, u64>> = HashMap::new();
     // The raw stacks named so far are dropped a quarter at a time, so
@@ -188,7 +189,7 @@ pub fn from_raw(mut raw: Vec<RawStack>, unit: Unit, symbolizer: &mut Symbolizer)
         // A thread its runtime left named as its process (Node.js's own
         // threads) is named by what it runs, from a stack that shows it.
         if unnamed_threads.contains(&thread) && !roles.contains_key(&thread) {
-            if let Some(role) = super::thread_roles::thread_role(frames.iter().map(|&f| profile.frame(f).name.as_str())) {
+            if let Some(role) = super::thread_roles::thread_role(roles_of, frames.iter().map(|&f| profile.frame(f).name.as_str())) {
                 roles.insert(thread, role);
             }
         }

@@ -52,6 +52,10 @@ const ALL: &[fn(&Settings) -> Option<Box<dyn Runtime>>] = &[
     go::walker::start,
 ];
 
+/// How the runtimes name the threads they leave named as their process:
+/// each runtime's list (symbolize::Options::thread_roles).
+pub const THREAD_ROLES: &[&[crate::symbolize::ThreadRole]] = &[v8::threads::ROLES];
+
 /// The markers the interpreter walkers write before their frames
 /// ([`interp`]): a stack's native frames end at the first.
 pub const INTERP_MARKERS: [u64; 3] = [python::walker::MARKER, ruby::walker::MARKER, php::walker::MARKER];

@@ -44,6 +44,20 @@ pub struct Options {
     /// frames nobody reads, and reading fgbpf's debug information costs
     /// each dump some 50 MB (measured).
     pub own_debug: bool,
+    /// How threads a runtime leaves named as their process are named
+    /// (each runtime's list, `runtimes::THREAD_ROLES`).
+    pub thread_roles: &'static [&'static [ThreadRole]],
+}
+
+/// A thread a runtime leaves named as its process (the kernel knows all of
+/// Node.js's threads as `node`), named by the function it runs: the first
+/// frame of one of its stacks, root first, that starts with `entry` (that
+/// is `entry` and comes right after `under`, when given).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ThreadRole {
+    pub entry: &'static str,
+    pub under: Option<&'static str>,
+    pub role: &'static str,
 }
 
 /// Why an address could not be named.
@@ -146,6 +160,7 @@ pub struct Symbolizer {
     kernel_images: std::sync::OnceLock<kernel_images::Images>,
     /// [`Options::own_debug`].
     own_debug: bool,
+    thread_roles: &'static [&'static [ThreadRole]],
 }
 
 impl Symbolizer {
@@ -160,7 +175,13 @@ impl Symbolizer {
             own_vdso: own_vdso(),
             kernel_images: std::sync::OnceLock::new(),
             own_debug: opts.own_debug,
+            thread_roles: opts.thread_roles,
         }
+    }
+
+    /// See [`Options::thread_roles`].
+    pub fn thread_roles(&self) -> &'static [&'static [ThreadRole]] {
+        self.thread_roles
     }
 
     /// Reads and indexes the kernel's symbols now, during the capture,

@@ -14,6 +14,7 @@ pub mod walks;
 pub mod code;
 pub mod heap;
 pub mod layout;
+pub mod threads;
 
 use std::collections::HashMap;
 use std::sync::Arc;
