@@ -231,15 +231,23 @@ fn merge_interp(native: &[&[FrameId]], interp: &[InterpFrame], whole: bool, fram
     let mut vm_loop = vec![false; native.len()];
     let mut next = 0;
     let name = |ids: &[FrameId], profile: &Profile| ids.first().map(|&f| profile.frame(f).name.clone());
-    let evaluators = native.iter().filter(|ids| name(ids, profile).is_some_and(|n| is_evaluator(&n))).count();
+    // PHP's JIT (opcache.jit) runs a function's compiled code on the
+    // frame of the execute_ex that jumped to it: the native walk shows
+    // that code, unnamed or named by PHP's perf map, called from where
+    // execute_ex is called from.
+    let evaluator_at = |i: usize, n: &str, profile: &Profile| {
+        is_evaluator(n) || is_php_jit(n) && native.get(i + 1).and_then(|c| name(c, profile)).is_some_and(|c| is_php_entry(&c))
+    };
+    let evaluators = native.iter().enumerate().filter(|(i, ids)| name(ids, profile).is_some_and(|n| evaluator_at(*i, &n, profile))).count();
     let mut empty = if whole { evaluators.saturating_sub(runs.len()) } else { 0 };
     for (i, ids) in native.iter().enumerate() {
         let Some(n) = name(ids, profile) else { continue };
-        if empty > 0 && is_evaluator(&n) {
+        let evaluator = evaluator_at(i, &n, profile);
+        if empty > 0 && evaluator {
             empty -= 1;
             continue;
         }
-        if next < runs.len() && is_evaluator(&n) {
+        if next < runs.len() && evaluator {
             run_of[i] = Some(next);
             next += 1;
             if n == "rb_vm_exec" && i > 0 && name(native[i - 1], profile).is_some_and(|c| is_vm_loop(&c)) {
@@ -268,6 +276,17 @@ fn merge_interp(native: &[&[FrameId]], interp: &[InterpFrame], whole: bool, fram
 /// symbols, else an address in libruby.
 fn is_vm_loop(name: &str) -> bool {
     name == "vm_exec_core" || name.starts_with("libruby") && name.contains("+0x")
+}
+
+/// Code PHP's JIT compiled: unnamed, or named by the perf map PHP writes
+/// with `opcache.jit_debug=0x10` (`JIT$function`, `TRACE-1$function$3`).
+fn is_php_jit(name: &str) -> bool {
+    name == "[unknown]" || name.starts_with("JIT$") || name.starts_with("TRACE-")
+}
+
+/// The functions of PHP that call its executor (execute_ex).
+fn is_php_entry(name: &str) -> bool {
+    matches!(name, "zend_execute" | "zend_call_function" | "zend_generator_resume" | "zend_execute_scripts")
 }
 
 /// CPython's bytecode evaluator, Ruby's VM and PHP's executor, whose

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use crate::runtimes::interp::{address_of, pc_bits_of, Interp, Walker, PC_BITS};
 use crate::bpf::{types, FgbpfMaps};
 use crate::runtimes::{Found, Runtime, Settings};
+use crate::procs::mem::Mem;
 use crate::runtimes::php::{self, Interpreter, Reader, Unnamed};
 
 /// FG_PHP_MARKER of src/bpf/fgbpf.h.
@@ -48,6 +49,14 @@ impl Walker for PhpWalker {
 
     fn find(file: &File, path: &str, start: u64, offset: u64) -> Result<Option<Interpreter>, String> {
         php::find(file, path, start, offset)
+    }
+
+    fn check(pid: u32, i: &Interpreter) -> Result<(), String> {
+        match Mem::open(pid) {
+            Ok(mem) => php::check(&mem, i),
+            // Gone already: nothing to read, and nothing walked.
+            Err(_) => Ok(()),
+        }
     }
 
     fn map_value(i: &Interpreter) -> Vec<u8> {
