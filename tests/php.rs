@@ -421,3 +421,30 @@ fn a_php_whose_build_fgbpf_does_not_know_is_named_as_not_read() {
     assert!(total(&stacks) > 300 && pct(native, total(&stacks)) >= 95.0, "native frames: {native} of {}\n{summary}", total(&stacks));
     assert_eq!(weight_in_order_by(&stacks, &["{main}@busy.php:"], php), 0, "PHP frames named from a refused layout\n{summary}");
 }
+
+/// A PHP whose name carries no version (`php`, as official images install
+/// it) is read by what the binary says of itself: Debian 13's php8.4
+/// copied as `php` into the root.
+#[test]
+fn a_php_named_without_its_version_is_read_by_what_the_binary_says() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let (root, inside) = trixie();
+    let program = inside.join("bin/php");
+    let there = root.join(program.strip_prefix("/").unwrap());
+    std::fs::create_dir_all(there.parent().unwrap()).unwrap();
+    let binary = std::fs::read(root.join("usr/bin/php8.4")).unwrap();
+    if std::fs::read(&there).ok() != Some(binary.clone()) {
+        std::fs::write(&there, &binary).unwrap();
+    }
+    std::fs::set_permissions(&there, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let target = start_in_trixie(program.to_str().unwrap(), &[], &[], "busy.php", &["30"]);
+    let Captured { pid, stacks, summary, .. } = capture_ended(target, "oncpu", "3", "php_unversioned");
+    assert_outer_inner(&stacks, "{main}@busy.php:8", &summary, "php (8.4)");
+    assert!(
+        summary.contains(&format!("PHP: pid {pid} (php, PHP 8.4): 100.0% of its time with the PHP stack read whole")),
+        "{summary}"
+    );
+}

@@ -159,8 +159,8 @@ pub fn find(file: &File, path: &str, start: u64, offset: u64) -> Result<Option<I
     let symbol = |name: &str| table.symbols().find(|s| s.name() == Ok(name) && s.address() != 0);
     let eg = symbol("executor_globals");
     // A thread-safe build keeps its globals per thread, found through
-    // this offset into the thread's resources.
-    let zts = eg.is_none() && symbol("executor_globals_offset").is_some();
+    // an offset (PHP 8) or an id (PHP 7) into the thread's resources.
+    let zts = eg.is_none() && (symbol("executor_globals_offset").is_some() || symbol("executor_globals_id").is_some());
     if eg.is_none() && !zts {
         return Ok(None);
     }
