@@ -3,7 +3,9 @@
 //! started with no flag: the execute data chain is walked in the kernel
 //! (src/runtimes/php/php.bpf.h) and named from the live process (src/runtimes/php/).
 //! Known answers: the scripts' own lines and splits; PHP's own sampler,
-//! the excimer extension (`php-excimer`), on the same script.
+//! the excimer extension (`php-excimer`), on the same script. PHP 8.4 is
+//! Debian 13's, run in the root scripts/fetch-roots.sh builds as a
+//! container runs it (`chroot ROOT php8.4`), with that release's excimer.
 
 mod common;
 
@@ -188,55 +190,22 @@ fn a_50_30_20_split_between_php_methods_agrees_with_excimer() {
     cmp.assert_near_reference(Within::Points(4.0), &got.summary);
 }
 
-/// The offsets fgbpf keeps for PHP 8.2 are those of PHP's own headers:
-/// tests/workloads/php/offsets.c, compiled against php8.2-dev, prints
-/// them. Needs no BPF.
+/// The layouts fgbpf keeps (src/runtimes/php/layouts.rs) are those of
+/// each version's own headers: scripts/php-layouts.sh --check fetches
+/// php8.2-dev and php8.4-dev from Debian (cached outside the clone),
+/// compiles scripts/php-offsets.c against each and compares. Needs no BPF.
 #[test]
-fn the_offset_table_matches_phps_own_headers() {
-    let includes = Command::new("php-config")
-        .arg("--includes")
+fn the_layouts_match_each_versions_own_headers() {
+    let out = Command::new(Path::new(ROOT).join("scripts/php-layouts.sh"))
+        .arg("--check")
         .output()
-        .expect("php-config is not installed: run scripts/test.sh, which installs php8.2-dev");
-    let includes = String::from_utf8_lossy(&includes.stdout).to_string();
-    let dir = out_dir("php_offsets");
-    std::fs::create_dir_all(&dir).unwrap();
-    let exe = dir.join("offsets");
-    let built = Command::new("gcc")
-        .args(includes.split_whitespace())
-        .arg(script("offsets.c"))
-        .arg("-o")
-        .arg(&exe)
-        .output()
-        .unwrap();
-    assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
-    let out = String::from_utf8(Command::new(&exe).output().unwrap().stdout).unwrap();
-    let got: std::collections::HashMap<&str, u64> =
-        out.lines().filter_map(|l| l.split_once(' ')).map(|(k, v)| (k, v.parse().unwrap())).collect();
-    let l = fgbpf::runtimes::php::LAYOUT_82;
-    let ours: [(&str, u64); 17] = [
-        ("eg_size", l.eg_size),
-        ("eg_current_execute_data", l.eg_current_execute_data.into()),
-        ("ex_opline", l.ex_opline.into()),
-        ("ex_func", l.ex_func.into()),
-        ("ex_type_info", l.ex_type_info.into()),
-        ("ex_prev", l.ex_prev.into()),
-        ("fn_name", l.fn_name.into()),
-        ("fn_scope", l.fn_scope.into()),
-        ("op_last", l.op_last.into()),
-        ("op_opcodes", l.op_opcodes.into()),
-        ("op_filename", l.op_filename.into()),
-        ("op_line_start", l.op_line_start.into()),
-        ("zop_lineno", l.zop_lineno.into()),
-        ("zop_size", l.zop_size.into()),
-        ("ce_name", l.ce_name.into()),
-        ("str_len", l.str_len.into()),
-        ("str_val", l.str_val.into()),
-    ];
-    for (name, value) in ours {
-        assert_eq!(got.get(name), Some(&value), "{name}: the headers say {:?}", got.get(name));
-    }
-    // FG_PHP_CALL_TOP of src/bpf/fgbpf.h.
-    assert_eq!(got.get("call_top"), Some(&(1 << 17)));
+        .expect("running scripts/php-layouts.sh");
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// A script that exits before the first drain still has its functions
@@ -250,4 +219,232 @@ fn a_script_of_half_a_second_keeps_its_names() {
     let short = script("short.php");
     let command = ["php".as_ref(), short.as_os_str()];
     short_script_keeps_names("php_short", &command, "short.php", "[php: process gone", &["{main}@short.php:12", "work@short.php:"], php);
+}
+
+/// The Debian 13 root (scripts/fetch-roots.sh), with tests/workloads/php
+/// copied into it: the root, and where the scripts are inside it.
+fn trixie() -> (PathBuf, PathBuf) {
+    let root = consumers_dir().join("roots/trixie");
+    assert!(
+        root.join(".fgbpf-complete").exists(),
+        "{} is missing: scripts/fetch-roots.sh builds it (scripts/test.sh runs it)",
+        root.display()
+    );
+    let inside = Path::new("/tmp/fgbpf-php");
+    let there = root.join(inside.strip_prefix("/").unwrap());
+    std::fs::create_dir_all(&there).unwrap();
+    for entry in std::fs::read_dir(script("")).unwrap() {
+        // Only when changed: opcache leaves a file changed in the last 2 s
+        // (opcache.file_update_protection) uncached, and uncompiled.
+        let path = entry.unwrap().path();
+        let to = there.join(path.file_name().unwrap());
+        if std::fs::read(&to).ok() != Some(std::fs::read(&path).unwrap()) {
+            std::fs::copy(&path, &to).unwrap();
+        }
+    }
+    (root, inside.to_path_buf())
+}
+
+/// Starts `chroot ROOT PROGRAM [ini] SCRIPT ARGS` (PROGRAM: a path inside
+/// the root) and returns once it says "ready".
+fn start_in_trixie(program: &str, ini: &[&str], env: &[(&str, &Path)], name: &str, args: &[&str]) -> KillOnDrop {
+    let (root, inside) = trixie();
+    let mut cmd = Command::new("chroot");
+    cmd.arg(&root).arg(program).envs(env.iter().copied()).args(ini).arg(inside.join(name)).args(args);
+    start_ready(&mut cmd, &format!("{program} {name} in {}", root.display()), "chroot")
+}
+
+#[test]
+fn php_8_4_in_a_debian_13_container_names_busy_functions_in_order() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let php84 = start_in_trixie("php8.4", &[], &[], "busy.php", &["30"]);
+    let Captured { pid, stacks, summary, .. } = capture_ended(php84, "oncpu", "3", "php84_busy");
+    assert_outer_inner(&stacks, "{main}@busy.php:8", &summary, "PHP 8.4");
+    assert!(
+        summary.contains(&format!("PHP: pid {pid} (php8.4, PHP 8.4): 100.0% of its time with the PHP stack read whole")),
+        "{summary}"
+    );
+}
+
+/// PHP 8.4 with opcache's JIT compiling every function as it is loaded
+/// (`opcache.jit=1205`): the compiled code runs on the frame of the
+/// execute_ex that jumped to it, unnamed (PHP writes no perf map unless
+/// asked), and the PHP frames take its place, under zend_execute. The JIT
+/// saves a frame's op only when it calls out, so the innermost frame's
+/// line may be its function's first: the line is not checked there.
+#[test]
+fn php_8_4_with_its_jit_names_busy_functions_in_order() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let jit = [
+        "-d",
+        "opcache.enable_cli=1",
+        "-d",
+        "opcache.jit=1205",
+        "-d",
+        "opcache.jit_buffer_size=64M",
+        "-d",
+        "opcache.file_update_protection=0",
+    ];
+    let php84 = start_in_trixie("php8.4", &jit, &[], "busy.php", &["30"]);
+    let Captured { stacks, summary, .. } = capture_ended(php84, "oncpu", "3", "php84_jit");
+    assert!(summary.contains("JIT code"), "the JIT's code did not run: {summary}");
+    assert_outer_inner(&stacks, "{main}@busy.php:8", &summary, "PHP 8.4 JIT");
+    let under = weight_in_order_by(&stacks, &["zend_execute", "{main}@busy.php:8"], frame_is);
+    assert!(pct(under, total(&stacks)) >= 95.0, "{{main}} under zend_execute in {under} of {}\n{summary}", total(&stacks));
+}
+
+/// As a_50_30_20_split_between_php_methods_agrees_with_excimer, on PHP 8.4
+/// with Debian 13's excimer (php8.4-excimer), in the container's root.
+#[test]
+fn php_8_4_splits_agree_with_its_excimer() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    split_84(&[], "php84_split", "split.php on PHP 8.4");
+}
+
+/// The same with opcache's tracing JIT, which compiles the hot loops and
+/// calls (`opcache.jit=tracing`, as `opcache.jit=on` chooses): excimer
+/// samples through the VM's interrupt flag, which the JIT's code checks.
+#[test]
+fn php_8_4_splits_under_its_tracing_jit_agree_with_its_excimer() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let jit = [
+        "-d",
+        "opcache.enable_cli=1",
+        "-d",
+        "opcache.jit=tracing",
+        "-d",
+        "opcache.jit_buffer_size=64M",
+        "-d",
+        "opcache.file_update_protection=0",
+    ];
+    split_84(&jit, "php84_split_jit", "split.php on PHP 8.4, tracing JIT");
+}
+
+fn split_84(ini: &[&str], test: &str, title: &str) {
+    let (root, inside) = trixie();
+    let excimer = inside.join("excimer.txt");
+    let seen = root.join(excimer.strip_prefix("/").unwrap());
+    let _ = std::fs::remove_file(&seen);
+    let prepend = format!("auto_prepend_file={}", inside.join("excimer.php").display());
+    let ini: Vec<&str> = ini.iter().copied().chain(["-d", &prepend]).collect();
+    let mut php84 = start_in_trixie("php8.4", &ini, &[("EXCIMER_OUT", &excimer)], "split.php", &["7"]);
+    // Complete once its log is written, at the script's end: Debian 13's
+    // excimer (1.2.3) sometimes aborts after that, in PHP's shutdown
+    // (`pthread_mutex_lock(): Invalid argument`, once in six runs here,
+    // after fgbpf's capture had ended), which says nothing of its samples.
+    let end = End::File { path: seen.clone(), limit: Duration::from_secs(60), settle: Duration::from_millis(500) };
+    let reference = Reference::in_workload("excimer", end, reading(&seen, read_collapsed));
+    let got = capture_beside(&mut php84, &["oncpu", "-F", "499"], Window::Seconds("4"), test, reference);
+    let stacks = read_folded(&got.dir.join("oncpu.folded"));
+    let fg = Side { name: "fgbpf", stacks: &stacks, is: &|f, m| php(f, &format!("{m}@split.php:")) };
+    let theirs = Side { name: "excimer", stacks: &got.theirs, is: &exactly };
+    let split = [("Worker::fifty", Some(50.0)), ("Worker::thirty", Some(30.0)), ("Worker::twenty", Some(20.0))];
+    let cmp = compare(title, fg, theirs, &split, Base::All);
+    cmp.assert_near_known(3.0, &got.summary);
+    cmp.assert_near_reference(Within::Points(4.0), &got.summary);
+}
+
+/// PHP 8.4 waiting: outer alternates a sleep (nap: usleep) and a blocking
+/// read (listen: fread on a socket no one writes to), 20 ms each; each
+/// wait's off-CPU time must be under its PHP caller.
+#[test]
+fn php_8_4_waits_are_under_their_callers() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let php84 = start_in_trixie("php8.4", &[], &[], "waits.php", &["30"]);
+    let Captured { stacks, summary, .. } = capture_ended(php84, "offcpu", "3", "php84_waits");
+    let all = total(&stacks);
+    let main = "{main}@waits.php:25";
+    let nap = weight_in_order_by(&stacks, &[main, "outer@waits.php:", "nap@waits.php:7", "usleep [c function]_[p]"], frame_is);
+    let listen = weight_in_order_by(&stacks, &[main, "outer@waits.php:", "listen@waits.php:11", "fread [c function]_[p]"], frame_is);
+    let (nap_pct, listen_pct) = (pct(nap, all), pct(listen, all));
+    eprintln!("PHP 8.4 off-CPU: nap;usleep {nap_pct:.1}%, listen;fread {listen_pct:.1}% of {all} us");
+    assert!(all > 2_000_000, "{all} us off-CPU\n{summary}");
+    assert!(nap_pct + listen_pct >= 95.0, "{:.1}% of the off-CPU time under its caller\n{summary}", nap_pct + listen_pct);
+    assert!(nap_pct >= 30.0 && listen_pct >= 30.0, "nap {nap_pct:.1}%, listen {listen_pct:.1}%\n{summary}");
+}
+
+/// A PHP frame matched by `name@file:line` ([`php`]), or any frame equal to
+/// `wanted` (a C function's `usleep [c function]_[p]`).
+fn frame_is(frame: &str, wanted: &str) -> bool {
+    frame == wanted || php(frame, wanted)
+}
+
+/// A PHP fgbpf has no layout for is named, with why, and keeps its native
+/// frames: Debian 13's php8.4 with its build id patched to say module
+/// API 20240925, which no PHP release has (the same length, so that the
+/// binary runs: `-n` loads no extension, which would check the API). The
+/// binary's version says 8.4, but its API is not 8.4's: the check before
+/// the layout is trusted refuses it.
+#[test]
+fn a_php_whose_build_fgbpf_does_not_know_is_named_as_not_read() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let (root, inside) = trixie();
+    let mut binary = std::fs::read(root.join("usr/bin/php8.4")).unwrap();
+    let (from, to) = (b"API20240924,NTS", b"API20240925,NTS");
+    let mut patched = 0;
+    let mut at = 0;
+    while let Some(i) = binary[at..].windows(from.len()).position(|w| w == from) {
+        binary[at + i..at + i + from.len()].copy_from_slice(to);
+        at += i + from.len();
+        patched += 1;
+    }
+    assert!(patched >= 1, "no build id API20240924,NTS in php8.4");
+    let program = inside.join("php8.4-unknown");
+    let there = root.join(program.strip_prefix("/").unwrap());
+    std::fs::write(&there, &binary).unwrap();
+    std::fs::set_permissions(&there, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let target = start_in_trixie(program.to_str().unwrap(), &["-n"], &[], "busy.php", &["30"]);
+    let Captured { pid, dir, stacks, summary } = capture_ended(target, "oncpu", "2", "php_unknown_build");
+    let said = format!("PHP: pid {pid} (php8.4-unknown): PHP frames not read, PHP 8.4.27, whose module API is 20240925, not PHP 8.4's 20240924");
+    assert!(summary.contains(&said), "the summary does not say `{said}`\n{summary}");
+    let report = std::fs::read_to_string(dir.join("report.txt")).unwrap();
+    assert!(report.contains("module API is 20240925"), "report.txt does not say why\n{report}");
+    let native = weight_in_order_by(&stacks, &["zend_execute", "execute_ex"], |f, w| f == w);
+    assert!(total(&stacks) > 300 && pct(native, total(&stacks)) >= 95.0, "native frames: {native} of {}\n{summary}", total(&stacks));
+    assert_eq!(weight_in_order_by(&stacks, &["{main}@busy.php:"], php), 0, "PHP frames named from a refused layout\n{summary}");
+}
+
+/// A PHP whose name carries no version (`php`, as official images install
+/// it) is read by what the binary says of itself: Debian 13's php8.4
+/// copied as `php` into the root.
+#[test]
+fn a_php_named_without_its_version_is_read_by_what_the_binary_says() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let (root, inside) = trixie();
+    let program = inside.join("bin/php");
+    let there = root.join(program.strip_prefix("/").unwrap());
+    std::fs::create_dir_all(there.parent().unwrap()).unwrap();
+    let binary = std::fs::read(root.join("usr/bin/php8.4")).unwrap();
+    if std::fs::read(&there).ok() != Some(binary.clone()) {
+        std::fs::write(&there, &binary).unwrap();
+    }
+    std::fs::set_permissions(&there, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let target = start_in_trixie(program.to_str().unwrap(), &[], &[], "busy.php", &["30"]);
+    let Captured { pid, stacks, summary, .. } = capture_ended(target, "oncpu", "3", "php_unversioned");
+    assert_outer_inner(&stacks, "{main}@busy.php:8", &summary, "php (8.4)");
+    assert!(
+        summary.contains(&format!("PHP: pid {pid} (php, PHP 8.4): 100.0% of its time with the PHP stack read whole")),
+        "{summary}"
+    );
 }

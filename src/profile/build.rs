@@ -101,7 +101,7 @@ pub fn from_raw(mut raw: Vec<RawStack>, unit: Unit, symbolizer: &mut Symbolizer)
             let named: Vec<&[FrameId]> =
                 slots.iter().map(|&s| table.frames(user.entries[s as usize])).collect();
             let whole = r.interp_walk == Some(super::InterpWalk::Whole);
-            let evaluator = evaluator.unwrap_or(Evaluator { frames: &[], loops: &[] });
+            let evaluator = evaluator.unwrap_or(Evaluator::NONE);
             merge_interp(&named, &interp, &evaluator, whole, &mut frames, &mut profile);
             interp_leaf = frames.last().is_some_and(|&f| profile.frame(f).kind == FrameKind::Evaluated);
         }
@@ -245,15 +245,21 @@ pub(crate) fn merge_interp(
     let mut vm_loop = vec![false; native.len()];
     let mut next = 0;
     let name = |ids: &[FrameId], profile: &Profile| ids.first().map(|&f| profile.frame(f).name.clone());
-    let evaluators = native.iter().filter(|ids| name(ids, profile).is_some_and(|n| evaluator.is(&n))).count();
+    // An evaluator's frame, or compiled code its JIT jumped to on that
+    // frame (PHP's), called from where the evaluator is called from.
+    let evaluator_at = |i: usize, n: &str, profile: &Profile| {
+        evaluator.is(n) || evaluator.is_jit(n) && native.get(i + 1).and_then(|c| name(c, profile)).is_some_and(|c| evaluator.is_jit_caller(&c))
+    };
+    let evaluators = native.iter().enumerate().filter(|(i, ids)| name(ids, profile).is_some_and(|n| evaluator_at(*i, &n, profile))).count();
     let mut empty = if whole { evaluators.saturating_sub(runs.len()) } else { 0 };
     for (i, ids) in native.iter().enumerate() {
         let Some(n) = name(ids, profile) else { continue };
-        if empty > 0 && evaluator.is(&n) {
+        let at = evaluator_at(i, &n, profile);
+        if empty > 0 && at {
             empty -= 1;
             continue;
         }
-        if next < runs.len() && evaluator.is(&n) {
+        if next < runs.len() && at {
             run_of[i] = Some(next);
             next += 1;
             if i > 0 && name(native[i - 1], profile).is_some_and(|c| evaluator.is_loop(&c)) {

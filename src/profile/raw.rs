@@ -144,6 +144,11 @@ pub struct Evaluator {
     /// The native frame an evaluator frame runs its code in when it calls
     /// one (an interpreter loop apart from its entry): it goes with it.
     pub loops: &'static [Pattern],
+    /// Code its JIT compiled, run on the evaluator's frame: such a frame
+    /// called by one of `jit_callers` (those that call the evaluator)
+    /// stands for the evaluator.
+    pub jit: &'static [Pattern],
+    pub jit_callers: &'static [Pattern],
 }
 
 /// A native frame's name, as an [`Evaluator`] matches it.
@@ -167,12 +172,23 @@ impl Pattern {
 }
 
 impl Evaluator {
+    /// No evaluator: the interpreter's frames go at the root.
+    pub const NONE: Evaluator = Evaluator { frames: &[], loops: &[], jit: &[], jit_callers: &[] };
+
     pub fn is(&self, name: &str) -> bool {
         self.frames.iter().any(|p| p.matches(name))
     }
 
     pub fn is_loop(&self, name: &str) -> bool {
         self.loops.iter().any(|p| p.matches(name))
+    }
+
+    pub fn is_jit(&self, name: &str) -> bool {
+        self.jit.iter().any(|p| p.matches(name))
+    }
+
+    pub fn is_jit_caller(&self, name: &str) -> bool {
+        self.jit_callers.iter().any(|p| p.matches(name))
     }
 }
 

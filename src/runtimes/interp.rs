@@ -59,6 +59,12 @@ pub(crate) trait Walker {
     /// The interpreter in a file mapped executable at `start` from file
     /// offset `offset`; `Err(why)` for one fgbpf cannot read.
     fn find(file: &File, path: &str, start: u64, offset: u64) -> Result<Option<Self::Found>, String>;
+    /// Before the walker is given the interpreter found in `pid`: reads
+    /// something of the live process whose answer the layout knows, and
+    /// says why the layout does not fit it if it does not.
+    fn check(_pid: u32, _found: &Self::Found) -> Result<(), String> {
+        Ok(())
+    }
     /// When no mapping held an interpreter: one that is there but that
     /// fgbpf cannot read, found by other means (binary, why).
     fn unfound(_maps: &str) -> Option<(String, String)> {
@@ -121,6 +127,10 @@ impl<W: Walker> Interp<W> {
             match W::find(&file, m.path, m.start, m.offset) {
                 Ok(Some(found)) => {
                     self.found_at.insert(pid, (m.start, m.inode));
+                    if let Err(why) = W::check(pid, &found) {
+                        self.unsupported.insert(pid, (m.path.to_string(), why));
+                        return false;
+                    }
                     self.unsupported.remove(&pid);
                     let added = procs.update(&pid.to_ne_bytes(), &W::map_value(&found), MapFlags::ANY).is_ok();
                     if added {

@@ -1,26 +1,34 @@
 //! PHP interpreters in profiled processes (the CLI, php-fpm's workers, the
-//! CGI): which processes run one, where the BPF walker
-//! (src/runtimes/php/php.bpf.h) finds the current execute data, the offsets of its
-//! version, and naming the functions it records. `executor_globals` is a
-//! dynamic symbol of PHP's NTS builds (stripped ones too); the offsets are
-//! those of PHP's own headers (php8.2-dev), which tests/php.rs checks
-//! again by compiling against them, and the symbol's size must be the one
-//! the headers give. Every byte read from the target is untrusted: the
-//! function's type and its strings' types are checked, lengths capped,
-//! text decoded lossily.
+//! CGI): which processes run one and which version (what the binary says
+//! of itself, else its name), where the BPF walker
+//! (src/runtimes/php/php.bpf.h) finds the current execute data, the
+//! offsets of its version (layouts.rs, generated from each version's own
+//! headers by scripts/php-layouts.sh, which tests/php.rs runs to compare),
+//! the checks before a layout is trusted (the binary's module API and
+//! thread safety, `executor_globals`' size, the live process's current
+//! function), and naming the functions it records. `executor_globals` is
+//! a dynamic symbol of PHP's NTS builds (stripped ones too). Every byte
+//! read from the target is untrusted: the function's type and its
+//! strings' types are checked, lengths capped, text decoded lossily.
 
 pub mod walker;
 use std::fs::File;
 
-use object::{Object, ObjectSymbol, ObjectSymbolTable};
+use object::{Object, ObjectSection, ObjectSymbol, ObjectSymbolTable};
 
 use crate::procs::elf::load_bias;
 use crate::procs::lookup::{Lookup, Reason};
 use crate::procs::mem::Mem;
 
-/// Offsets into the structures of one PHP version (NTS, x86_64).
+/// Offsets into the structures of one PHP version (NTS, x86_64), as
+/// scripts/php-layouts.sh writes them into layouts.rs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
+    /// (major, minor).
+    pub version: (u32, u32),
+    /// ZEND_MODULE_API_NO: the binary says it in its build id,
+    /// `API20240924,NTS`.
+    pub api: u32,
     /// sizeof(zend_executor_globals): `executor_globals`' symbol size.
     pub eg_size: u64,
     pub eg_current_execute_data: u16,
@@ -46,36 +54,16 @@ pub struct Layout {
     pub str_val: u16,
 }
 
-pub const LAYOUT_82: Layout = Layout {
-    eg_size: 1800,
-    eg_current_execute_data: 488,
-    ex_opline: 0,
-    ex_func: 24,
-    ex_type_info: 40,
-    ex_prev: 48,
-    fn_name: 8,
-    fn_scope: 16,
-    op_last: 80,
-    op_opcodes: 88,
-    op_filename: 152,
-    op_line_start: 160,
-    zop_lineno: 24,
-    zop_size: 32,
-    ce_name: 8,
-    str_len: 16,
-    str_val: 24,
-};
+mod layouts;
+pub use layouts::{LAYOUTS, LAYOUT_82, LAYOUT_84};
 
 /// The known layout of PHP `version` (major, minor).
 pub fn layout(version: (u32, u32)) -> Option<Layout> {
-    match version {
-        (8, 2) => Some(LAYOUT_82),
-        _ => None,
-    }
+    LAYOUTS.iter().find(|l| l.version == version).copied()
 }
 
 /// The versions fgbpf reads, for messages and docs/runtimes/php.md.
-pub const SUPPORTED: &str = "8.2";
+pub const SUPPORTED: &str = "8.2 and 8.4";
 
 /// A PHP interpreter found in a process.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -105,9 +93,57 @@ pub fn version_in_name(path: &str) -> Option<(u32, u32)> {
     Some((major, minor))
 }
 
+/// What a PHP binary says of itself in its read-only data: its version
+/// (`X-Powered-By: PHP/8.4.27`), its module API and whether it is
+/// thread-safe (its build id, `API20240924,NTS`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Said {
+    pub version: Option<(u32, u32)>,
+    /// The full version, `8.4.27`.
+    pub release: Option<String>,
+    pub api: Option<u32>,
+    pub zts: Option<bool>,
+}
+
+/// Reads [`Said`] from a binary's `.rodata` (untrusted bytes: only digits
+/// and dots are taken after each marker, at most 16).
+pub fn said(rodata: &[u8]) -> Said {
+    let after = |marker: &[u8]| -> Option<&[u8]> {
+        let at = rodata.windows(marker.len()).position(|w| w == marker)? + marker.len();
+        Some(&rodata[at..rodata.len().min(at + 20)])
+    };
+    let digits = |b: &[u8]| -> String { b.iter().take_while(|c| c.is_ascii_digit() || **c == b'.').take(16).map(|&c| c as char).collect() };
+    let release = after(b"X-Powered-By: PHP/").map(digits).filter(|r| r.split('.').count() >= 2);
+    let version = release.as_deref().and_then(|r| {
+        let mut p = r.split('.').map(|x| x.parse::<u32>().ok());
+        Some((p.next()??, p.next()??))
+    });
+    let (mut api, mut zts) = (None, None);
+    // The build id is `API` then ZEND_MODULE_API_NO (8 digits), then
+    // `,NTS` or `,TS` (and a compiler's suffix on Windows).
+    let mut from = 0;
+    while let Some(at) = rodata[from..].windows(3).position(|w| w == b"API") {
+        let rest = &rodata[from + at + 3..];
+        let n = digits(rest);
+        if n.len() == 8 && !n.contains('.') {
+            let tail = &rest[8..];
+            if tail.starts_with(b",NTS") || tail.starts_with(b",TS") {
+                api = n.parse().ok();
+                zts = Some(tail.starts_with(b",TS"));
+                break;
+            }
+        }
+        from += at + 3;
+    }
+    Said { version, release, api, zts }
+}
+
 /// Looks for the interpreter in a file mapped executable at `start` from
-/// file offset `offset`: `Ok(None)` when it has no `executor_globals`.
-/// `Err`: it is one, but one fgbpf cannot read, and why.
+/// file offset `offset`: `Ok(None)` when it is none. `Err`: it is one, but
+/// one fgbpf cannot read, and why. Its version is what the binary says
+/// (a renamed `php`, as official images name it, is read too), else its
+/// name's; the binary must agree with the version's layout (its module
+/// API, `executor_globals`' size) before the layout is trusted.
 pub fn find(file: &File, path: &str, start: u64, offset: u64) -> Result<Option<Interpreter>, String> {
     // SAFETY: read-only private mapping of a file mapped executable by a
     // process: binaries are not rewritten in place.
@@ -120,18 +156,41 @@ pub fn find(file: &File, path: &str, start: u64, offset: u64) -> Result<Option<I
     let Some(table) = obj.dynamic_symbol_table() else {
         return Ok(None);
     };
-    let Some(eg) = table.symbols().find(|s| s.name() == Ok("executor_globals") && s.address() != 0) else {
+    let symbol = |name: &str| table.symbols().find(|s| s.name() == Ok(name) && s.address() != 0);
+    let eg = symbol("executor_globals");
+    // A thread-safe build keeps its globals per thread, found through
+    // an offset (PHP 8) or an id (PHP 7) into the thread's resources.
+    let zts = eg.is_none() && (symbol("executor_globals_offset").is_some() || symbol("executor_globals_id").is_some());
+    if eg.is_none() && !zts {
         return Ok(None);
+    }
+    let rodata = obj.section_by_name(".rodata").and_then(|s| s.data().ok()).unwrap_or_default();
+    let said = said(rodata);
+    let version = said.version.or_else(|| version_in_name(path));
+    let named = match (&said.release, version) {
+        (Some(r), _) => format!("PHP {r}"),
+        (None, Some(v)) => format!("PHP {}.{}", v.0, v.1),
+        (None, None) => "PHP".to_string(),
     };
-    let Some(version) = version_in_name(path) else {
-        return Err("its version could not be read from its name".into());
+    if zts || said.zts == Some(true) {
+        return Err(format!("{named}, a thread-safe (ZTS) build (fgbpf reads NTS builds)"));
+    }
+    let Some(eg) = eg else { return Ok(None) };
+    let Some(version) = version else {
+        return Err("its version could not be read from the binary or its name".into());
     };
     let Some(layout) = layout(version) else {
-        return Err(format!("PHP {}.{} (fgbpf reads {SUPPORTED})", version.0, version.1));
+        return Err(format!("{named} (fgbpf reads {SUPPORTED})"));
     };
+    if let Some(api) = said.api.filter(|&a| a != layout.api) {
+        return Err(format!(
+            "{named}, whose module API is {api}, not PHP {}.{}'s {} (a build fgbpf does not know)",
+            version.0, version.1, layout.api
+        ));
+    }
     if eg.size() != layout.eg_size {
         return Err(format!(
-            "its executor_globals is {} bytes, not PHP {}.{}'s {} (a thread-safe build, or another layout)",
+            "{named}: its executor_globals is {} bytes, not PHP {}.{}'s {} (a thread-safe build, or another layout)",
             eg.size(),
             version.0,
             version.1,
@@ -147,6 +206,36 @@ pub fn find(file: &File, path: &str, start: u64, offset: u64) -> Result<Option<I
         layout,
         binary: path.to_string(),
     }))
+}
+
+/// How many times [`check`] reads the current function before it refuses:
+/// the process runs on while it is read, and a frame may end between two
+/// reads.
+const CHECK_TRIES: u32 = 5;
+
+/// Reads what the layout says the process must hold before the walker
+/// trusts it: `executor_globals.current_execute_data` is either none (no
+/// script running yet, or between requests) or execute data whose
+/// function reads as a zend_function (its type, name, class and file
+/// strings). `Err`: why the layout does not fit the process.
+pub fn check(mem: &Mem, i: &Interpreter) -> Result<(), String> {
+    let l = &i.layout;
+    for _ in 0..CHECK_TRIES {
+        let Some(ex) = mem.u64(i.current) else {
+            return Err("its executor_globals could not be read".into());
+        };
+        if ex == 0 {
+            return Ok(());
+        }
+        let func = mem.u64(ex + u64::from(l.ex_func)).unwrap_or(0);
+        if func != 0 && read_function(mem, l, func).is_some() {
+            return Ok(());
+        }
+    }
+    Err(format!(
+        "its current execute data does not hold a function as PHP {}.{}'s layout reads it",
+        i.version.0, i.version.1
+    ))
 }
 
 /// What a zend_function says of itself.
@@ -313,7 +402,7 @@ mod tests {
     /// instead of checking them: each must be inside.
     #[test]
     fn the_walkers_offsets_are_inside_what_it_reads() {
-        for l in [LAYOUT_82] {
+        for l in LAYOUTS {
             let read = l.ex_prev + 8;
             assert!(read <= 64, "php.bpf.h reads at most 64 bytes of execute data, not {read}");
             for off in [l.ex_opline, l.ex_func, l.ex_type_info] {
@@ -330,6 +419,63 @@ mod tests {
         assert_eq!(version_in_name("/usr/bin/php"), None);
         assert!(may_be_interpreter("/usr/sbin/php-fpm8.2"));
         assert!(!may_be_interpreter("/usr/bin/python3"));
+    }
+
+    #[test]
+    fn a_binary_says_its_version_api_and_thread_safety() {
+        let rodata = b"\0API420240924,NTS\0junk API2024\0API20240924,NTS\0X-Powered-By: PHP/8.4.27\0";
+        let s = said(rodata);
+        assert_eq!(s.version, Some((8, 4)));
+        assert_eq!(s.release.as_deref(), Some("8.4.27"));
+        assert_eq!(s.api, Some(20240924));
+        assert_eq!(s.zts, Some(false));
+        assert_eq!(said(b"API20220829,TS\0").zts, Some(true));
+        assert_eq!(said(b"X-Powered-By: PHP/\xff\0"), Said::default(), "no digits: nothing said");
+    }
+
+    /// `check` on memory laid out as PHP 8.4's, in this process (read
+    /// through /proc/self/mem, as a target is): no execute data, a
+    /// function that reads as one, and one that does not.
+    #[test]
+    fn the_check_reads_the_current_function() {
+        let l = LAYOUT_84;
+        // A zend_string: refcount, type_info (IS_STRING), hash, len, val.
+        let string = |text: &str| -> Vec<u64> {
+            let mut w = vec![1 | (u64::from(IS_STRING) << 32), 0, text.len() as u64];
+            let mut bytes = text.as_bytes().to_vec();
+            bytes.resize(text.len().div_ceil(8) * 8 + 8, 0);
+            w.extend(bytes.chunks(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())));
+            w
+        };
+        let (name, file) = (string("inner"), string("/srv/busy.php"));
+        // Every other word points at bytes that are no string, as a live
+        // op_array's other fields are no strings.
+        let garbage = [u64::MAX; 8];
+        let mut function = vec![garbage.as_ptr() as u64; 64];
+        function[0] = u64::from(ZEND_USER_FUNCTION);
+        function[usize::from(l.fn_scope) / 8] = 0;
+        function[usize::from(l.fn_name) / 8] = name.as_ptr() as u64;
+        function[usize::from(l.op_filename) / 8] = file.as_ptr() as u64;
+        let mut not_function = function.clone();
+        not_function[0] = 9;
+        let mut ex = [0u64; 8];
+        let mut current = [0u64; 1];
+        let mem = Mem::open(std::process::id()).unwrap();
+        let i = Interpreter { version: l.version, current: current.as_ptr() as u64, layout: l, binary: "php8.4".into() };
+        assert_eq!(check(&mem, &i), Ok(()), "no execute data yet");
+        current[0] = ex.as_ptr() as u64;
+        ex[usize::from(l.ex_func) / 8] = function.as_ptr() as u64;
+        std::hint::black_box((&current, &ex));
+        assert_eq!(check(&mem, &i), Ok(()));
+        ex[usize::from(l.ex_func) / 8] = not_function.as_ptr() as u64;
+        std::hint::black_box((&current, &ex));
+        let why = check(&mem, &i).unwrap_err();
+        assert!(why.contains("does not hold a function as PHP 8.4's layout reads it"), "{why}");
+        // PHP 8.2's layout on 8.4's memory: the file is not where 8.2 has it.
+        let old = Interpreter { layout: LAYOUT_82, version: (8, 2), ..i.clone() };
+        ex[usize::from(l.ex_func) / 8] = function.as_ptr() as u64;
+        std::hint::black_box((&current, &ex));
+        assert!(check(&mem, &old).is_err(), "8.2's layout read 8.4's function");
     }
 
     #[test]

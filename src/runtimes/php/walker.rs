@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use crate::runtimes::interp::{address_of, pc_bits_of, Interp, Walker, PC_BITS};
 use crate::bpf::{types, FgbpfMaps};
+use crate::procs::mem::Mem;
 use crate::profile::{Evaluator, Pattern};
 use crate::runtimes::{Found, Runtime, Settings, BpfWalker};
 use crate::runtimes::php::{self, Interpreter, Reader, Unnamed};
@@ -29,10 +30,21 @@ impl Walker for PhpWalker {
     type Found = Interpreter;
     type Reader = Reader;
     const MARKER: u64 = MARKER;
-    /// PHP's executor.
+    /// PHP's executor. Its JIT (opcache.jit) runs a function's compiled
+    /// code on the frame of the execute_ex that jumped to it: the native
+    /// walk shows that code, unnamed or named by the perf map PHP writes
+    /// with `opcache.jit_debug=0x10` (`JIT$function`,
+    /// `TRACE-1$function$3`), called from where execute_ex is.
     const EVALUATOR: Evaluator = Evaluator {
         frames: &[Pattern::Is("execute_ex")],
         loops: &[],
+        jit: &[Pattern::Is(crate::symbolize::UNKNOWN), Pattern::Prefix("JIT$"), Pattern::Prefix("TRACE-")],
+        jit_callers: &[
+            Pattern::Is("zend_execute"),
+            Pattern::Is("zend_call_function"),
+            Pattern::Is("zend_generator_resume"),
+            Pattern::Is("zend_execute_scripts"),
+        ],
     };
     const ANNOUNCED: u32 = 11;
 
@@ -54,6 +66,14 @@ impl Walker for PhpWalker {
 
     fn find(file: &File, path: &str, start: u64, offset: u64) -> Result<Option<Interpreter>, String> {
         php::find(file, path, start, offset)
+    }
+
+    fn check(pid: u32, i: &Interpreter) -> Result<(), String> {
+        match Mem::open(pid) {
+            Ok(mem) => php::check(&mem, i),
+            // Gone already: nothing to read, and nothing walked.
+            Err(_) => Ok(()),
+        }
     }
 
     fn map_value(i: &Interpreter) -> Vec<u8> {

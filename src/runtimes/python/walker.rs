@@ -36,7 +36,7 @@ impl Walker for PythonWalker {
     /// CPython's bytecode evaluator (`.cold` parts included).
     const EVALUATOR: Evaluator = Evaluator {
         frames: &[Pattern::Prefix("_PyEval_EvalFrameDefault")],
-        loops: &[],
+        ..Evaluator::NONE
     };
     const ANNOUNCED: u32 = 3;
 

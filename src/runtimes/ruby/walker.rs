@@ -20,6 +20,7 @@ use crate::runtimes::ruby::{self as rb, Interpreter};
 pub(crate) const EVALUATOR: Evaluator = Evaluator {
     frames: &[Pattern::Is("rb_vm_exec")],
     loops: &[Pattern::Is("vm_exec_core"), Pattern::AddressIn("libruby")],
+    ..Evaluator::NONE
 };
 
 /// FG_RB_MARKER and FG_RB_CFUNC of src/bpf/fgbpf.h.
