@@ -62,6 +62,19 @@ pub(crate) trait Walker {
     fn unfound(_maps: &str) -> Option<(String, String)> {
         None
     }
+    /// Whether the native frame at `addr` (the leaf's pc when `leaf`, else
+    /// a return address) is the evaluator's, where its binary does not
+    /// name it (Ruby 3.3's hidden rb_vm_exec): it is then written as
+    /// [`crate::runtimes::EVALUATOR_WORD`], which the profile names as the
+    /// evaluator.
+    fn evaluator_at(_found: &Self::Found, _addr: u64, _leaf: bool) -> bool {
+        false
+    }
+    /// The check at attach of an interpreter found in process `pid`,
+    /// before its walker trusts its layout: `Err(why)` to refuse it.
+    fn checked(_pid: u32, _found: &Self::Found) -> Result<(), String> {
+        Ok(())
+    }
     /// Its entry in the walker's map of processes.
     fn map_value(found: &Self::Found) -> Vec<u8>;
     fn reader(pid: u32, found: &Self::Found) -> Self::Reader;
@@ -116,7 +129,9 @@ impl<W: Walker> Interp<W> {
             }
             let path = format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end);
             let Ok(file) = File::open(&path) else { continue };
-            match W::find(&file, m.path, m.start, m.offset) {
+            let found = W::find(&file, m.path, m.start, m.offset)
+                .and_then(|f| f.map(|f| W::checked(pid, &f).map(|()| f)).transpose());
+            match found {
                 Ok(Some(found)) => {
                     self.found_at.insert(pid, (m.start, m.inode));
                     self.unsupported.remove(&pid);
@@ -188,9 +203,15 @@ impl<W: Walker> Interp<W> {
         let Some(at) = r.user.iter().position(|&w| w == W::MARKER) else { return };
         let mut words = r.user[at..].to_vec();
         r.user = r.user[..at].into();
-        if let Some((_, reader)) = self.readers.get(&r.pid) {
+        if let Some((found, reader)) = self.readers.get(&r.pid) {
             let drop = W::not_running(reader, &words[1..]).min(words.len() - 1);
             words.truncate(words.len() - drop);
+            if r.user.iter().enumerate().any(|(i, &a)| W::evaluator_at(found, a, i == 0)) {
+                let user: Vec<u64> = r.user.iter().enumerate()
+                    .map(|(i, &a)| if W::evaluator_at(found, a, i == 0) { super::EVALUATOR_WORD } else { a })
+                    .collect();
+                r.user = user.into();
+            }
         }
         r.more_mut().interp = words[1..]
             .iter()

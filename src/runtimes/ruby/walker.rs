@@ -55,6 +55,15 @@ impl Walker for RubyWalker {
         rb::find(file, path, start, offset)
     }
 
+    fn evaluator_at(vm: &Interpreter, addr: u64, leaf: bool) -> bool {
+        // A return address is past its call: at most the function's end.
+        vm.vm_exec.is_some_and(|(start, end)| if leaf { (start..end).contains(&addr) } else { addr > start && addr <= end })
+    }
+
+    fn checked(pid: u32, vm: &Interpreter) -> Result<(), String> {
+        rb::check::check(pid, vm)
+    }
+
     fn map_value(vm: &Interpreter) -> Vec<u8> {
         let l = &vm.layout;
         let v = types::fg_rb_proc {
