@@ -41,6 +41,8 @@ pub(crate) trait Walker {
     type Reader;
     /// The marker word the BPF walker writes before the frames.
     const MARKER: u64;
+    /// Its name in the summary (`Ruby`).
+    const NAME: &'static str = "";
     /// The kind of its walker's announcements (enum fg_proc_event_kind of
     /// src/bpf/fgbpf.h).
     const ANNOUNCED: u32;
@@ -60,6 +62,11 @@ pub(crate) trait Walker {
     /// When no mapping held an interpreter: one that is there but that
     /// fgbpf cannot read, found by other means (binary, why).
     fn unfound(_maps: &str) -> Option<(String, String)> {
+        None
+    }
+    /// What the summary says of a process besides how its stacks were
+    /// read (Ruby: that a JIT runs, whose frames' lines are not read).
+    fn note(_found: &Self::Found, _reader: &Self::Reader) -> Option<String> {
         None
     }
     /// Whether the native frame at `addr` (the leaf's pc when `leaf`, else
@@ -282,6 +289,10 @@ impl<W: Walker> Runtime for Interp<W> {
             .collect();
         read.sort_unstable();
         let unsupported = self.unsupported_sorted();
+        let mut notes: Vec<(u32, String)> =
+            self.readers.iter().filter_map(|(&pid, (f, r))| W::note(f, r).map(|n| (pid, n))).collect();
+        notes.sort_unstable();
+        found.notes.extend(notes.into_iter().map(|(pid, n)| (pid, W::NAME, n)));
         let (to, unreadable) = W::results(found);
         *to = read;
         *unreadable = unsupported;

@@ -169,6 +169,9 @@ pub struct Found {
     pub go_labels_unread: BTreeMap<u32, (u64, u64)>,
     /// Runtime (Java, JavaScript) frame words named, for the symbolizer.
     pub runtime_names: RuntimeNames,
+    /// What the summary says of a process besides how its stacks were
+    /// read: (pid, runtime, note).
+    pub notes: Vec<(u32, &'static str, String)>,
 }
 
 /// The runtimes a capture reads.

@@ -164,6 +164,10 @@ pub struct Reader {
     /// A method's iseq's qualified name (`Worker#run`), from the method
     /// entry the walker saw its frame run.
     qualified: HashMap<u64, String>,
+    /// Whether a JIT's code (YJIT's, RJIT's) was seen mapped, and when its
+    /// maps were last looked at.
+    jit: bool,
+    jit_looked: Option<std::time::Instant>,
 }
 
 impl Reader {
@@ -176,7 +180,29 @@ impl Reader {
             iseqs: Lookup::new(),
             methods: Lookup::new(),
             qualified: HashMap::new(),
+            jit: false,
+            jit_looked: None,
         }
+    }
+
+    /// Whether the process was seen running a JIT: memory mapped
+    /// executable that no file backs (YJIT's and RJIT's code; the
+    /// interpreter alone maps none). A JIT-compiled method saves its pc
+    /// only at some calls, so its frame's line may be another's.
+    pub fn jit(&self) -> bool {
+        self.jit
+    }
+
+    /// Looks at the process's maps for a JIT's code, at most once a second
+    /// until seen.
+    fn look_for_jit(&mut self) {
+        if self.jit || self.jit_looked.is_some_and(|t| t.elapsed().as_secs() < 1) {
+            return;
+        }
+        self.jit_looked = Some(std::time::Instant::now());
+        let Some(pid) = self.mem.as_ref().map(Mem::pid) else { return };
+        let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else { return };
+        self.jit = maps.lines().filter_map(crate::procs::maps::parse_line).any(|m| m.exec && m.inode == 0 && !m.path.starts_with('['));
     }
 
     /// Reads an iseq, with `me` the method entry of a method frame that
@@ -213,6 +239,7 @@ impl Reader {
     /// Reads an announced object (an iseq, or with `cfunc` a method
     /// entry), once.
     pub fn read(&mut self, addr: u64, cfunc: bool) {
+        self.look_for_jit();
         if cfunc {
             if self.methods.unread(&addr) {
                 let m = self.read_method(addr);

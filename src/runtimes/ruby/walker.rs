@@ -33,6 +33,7 @@ impl Walker for RubyWalker {
     type Found = Interpreter;
     type Reader = Reader;
     const MARKER: u64 = MARKER;
+    const NAME: &'static str = "Ruby";
     const ANNOUNCED: u32 = 10;
 
     fn procs<'a, 'obj>(maps: &'a FgbpfMaps<'obj>) -> &'a libbpf_rs::MapMut<'obj> {
@@ -58,6 +59,12 @@ impl Walker for RubyWalker {
     fn evaluator_at(vm: &Interpreter, addr: u64, leaf: bool) -> bool {
         // A return address is past its call: at most the function's end.
         vm.vm_exec.is_some_and(|(start, end)| if leaf { (start..end).contains(&addr) } else { addr > start && addr <= end })
+    }
+
+    fn note(_vm: &Interpreter, reader: &Reader) -> Option<String> {
+        reader.jit().then(|| {
+            "a JIT runs (YJIT or RJIT: code mapped with no file): its Ruby frames are named without lines (a compiled method saves its pc only at some calls), and its native stacks stop at the JIT's code".to_string()
+        })
     }
 
     fn checked(pid: u32, vm: &Interpreter) -> Result<(), String> {
@@ -113,7 +120,7 @@ impl Walker for RubyWalker {
         match reader.iseq(addr).and_then(|iseq| Ok((iseq, reader.label(addr)?))) {
             Ok((iseq, label)) => {
                 let file = if iseq.file.is_empty() { "?" } else { &iseq.file };
-                if no_lines {
+                if no_lines || reader.jit() {
                     format!("{label} ({file})").into()
                 } else {
                     format!("{label} ({file}:{})", iseq.line(pc_bits_of(word), PC_BITS)).into()
