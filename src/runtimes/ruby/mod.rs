@@ -252,11 +252,29 @@ mod tests {
         }
     }
 
+    /// scripts/ruby-offsets.py's output for 3.1 is the layout fgbpf read
+    /// 3.1 with before it, pinned by hand from the same bindings.
+    #[test]
+    fn the_generated_3_1_layout_is_the_one_pinned_before() {
+        let l = LAYOUT_31;
+        let hand = [0, 8, 16, 64, 0, 16, 32, 16, 4, 8, 64, 120, 16, 32, 8, 32, 176, 12];
+        let generated = [
+            l.ec_vm_stack, l.ec_stack_size, l.ec_cfp, l.cfp_size, l.cfp_pc, l.cfp_iseq, l.cfp_ep, l.iseq_body, l.body_size,
+            l.body_encoded, l.body_location, l.body_insns_info, l.me_def, l.me_owner, l.def_body, l.def_original_id,
+            l.body_local_iseq, l.insn_info_size,
+        ];
+        assert_eq!(generated, hand);
+        assert_eq!(l.classes, ClassPath::IvTable { ext_ptr: 24, iv_tbl: 8 });
+        assert!(!l.first_lineno_int && l.str_len == 0 && l.array_embed_len_bits == 2);
+    }
+
     #[test]
     fn versions_read_from_ruby_version() {
         assert_eq!(parse_version(b"3.1.2\0junk"), Some((3, 1)));
         assert_eq!(parse_version(b"x.1\0"), None);
         assert!(layout((3, 1)).is_some());
+        assert!(layout((3, 3)).is_some());
+        assert!(layout((3, 2)).is_none(), "3.2 is not tested: not read");
         assert!(layout((3, 4)).is_none());
         assert!(may_be_vm("/usr/lib/x86_64-linux-gnu/libruby-3.1.so.3.1.2"));
         assert!(!may_be_vm("/usr/lib/libc.so.6"));
