@@ -491,3 +491,47 @@ fn ruby_3_3_refused_by_its_layout_check_is_named_as_not_read() {
     assert!(total(&stacks) > 0 && native >= 95.0, "native frames kept in {native:.1}% of {}\n{summary}", total(&stacks));
     assert_eq!(weight_in_order_by(&stacks, &["<main> ("], prefixed), 0, "Ruby frames named though refused\n{summary}");
 }
+
+/// Under a JIT (Debian 13's ruby3.3 has RJIT, not YJIT), a compiled
+/// method saves its pc only at some calls: its frames are named, without
+/// lines, and the summary says why.
+#[test]
+fn ruby_3_3_under_a_jit_is_named_without_lines_and_said() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let root = trixie();
+    let inside = copy_workloads(&root, "ruby");
+    let ruby = start_ready(
+        Command::new("chroot").arg(&root).args(["ruby3.3", "--rjit"]).arg(inside.join("busy.rb")).arg("30"),
+        "ruby3.3 --rjit busy.rb",
+        "chroot",
+    );
+    let Captured { pid, stacks, summary, .. } = capture_ended(ruby, "oncpu", "3", "ruby33_rjit");
+    let main = thread(&stacks, &format!("ruby3.3-{pid}"));
+    let all = total(&main);
+    let path = ["<main> (busy.rb)_[p]", "Object#outer (busy.rb)_[p]", "Object#inner (busy.rb)_[p]"];
+    let named = share_in_order(&main, &path, exactly);
+    eprintln!("Ruby 3.3 --rjit: <main>;outer;inner without lines {named:.1}% of {all}");
+    assert!(all > 300, "{all} samples of the main thread\n{summary}");
+    assert!(named >= 95.0, "{named:.1}% of {all} in <main>;outer;inner without lines\n{summary}");
+    assert!(summary.contains(&format!("Ruby: pid {pid} (ruby3.3): a JIT runs")), "{summary}");
+}
+
+/// A script profiled from its first instruction (`fgbpf -- chroot ROOT
+/// ruby3.3 short.rb`): its VM may be found before it has set rb_cObject
+/// (then not checked yet: src/runtimes/ruby/check.rs), and its half
+/// second is named.
+#[test]
+fn ruby_3_3_a_script_of_half_a_second_keeps_its_names() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let root = trixie();
+    let inside = copy_workloads(&root, "ruby");
+    let short = inside.join("short.rb");
+    let command = ["chroot".as_ref(), root.as_os_str(), "ruby3.3".as_ref(), short.as_os_str()];
+    short_script_keeps_names("ruby33_short", &command, "short.rb", "[ruby: process gone", &["<main>@short.rb:9", "Object#work@short.rb:5"], rb);
+}

@@ -17,7 +17,9 @@ use super::read_at;
 const MAX_CODE: u64 = 4096;
 
 /// rb_vm_exec's link-time range [start, end), when hidden and found.
-pub(super) fn vm_exec(obj: &object::File<'_>, data: &[u8], starts: &[u64]) -> Option<(u64, u64)> {
+/// `starts`: where the unwind tables say functions start, sorted (read
+/// only when rb_vm_exec is hidden).
+pub(super) fn vm_exec(obj: &object::File<'_>, data: &[u8], starts: impl FnOnce() -> Vec<u64>) -> Option<(u64, u64)> {
     let table = obj.dynamic_symbol_table()?;
     let exported = |name: &str| table.symbols().find(|s| s.name() == Ok(name) && s.address() != 0);
     if exported("rb_vm_exec").is_some() {
@@ -29,6 +31,7 @@ pub(super) fn vm_exec(obj: &object::File<'_>, data: &[u8], starts: &[u64]) -> Op
         Some(jump_targets(code, f.address()))
     };
     let (a, b) = (targets("rb_iseq_eval")?, targets("rb_iseq_eval_main")?);
+    let starts = starts();
     let mut common: Vec<u64> = a.into_iter().filter(|t| b.contains(t) && starts.binary_search(t).is_ok()).collect();
     common.dedup();
     let [start] = common[..] else { return None };

@@ -194,7 +194,7 @@ pub fn find(file: &File, path: &str, start: u64, offset: u64) -> Result<Option<I
     let Some(bias) = load_bias(&data, start, offset) else {
         return Err("its load address could not be worked out".into());
     };
-    let vm_exec = hidden::vm_exec(&obj, &data, &function_starts(file))
+    let vm_exec = hidden::vm_exec(&obj, &data, || function_starts(file))
         .map(|(a, b)| (a.wrapping_add(bias), b.wrapping_add(bias)));
     let data = obj
         .section_by_name(".data")
