@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Builds a Debian 13 (trixie) root with the runtime versions it ships
-# (Ruby 3.3, PHP 8.4 with excimer, its reference profiler) into the user's cache, outside the clone, unless it is
-# there, and points target/consumers/roots/trixie at it. tests/versions.rs
-# runs processes in it as a container runs them (chroot), to check that a
-# runtime version fgbpf does not read is named in the summary, not left
-# silent. debootstrap is installed from Debian's packages when missing.
+# (Ruby 3.3; PHP 8.4 with excimer, its reference profiler) into the user's
+# cache, outside the clone, unless it is there, and points
+# target/consumers/roots/trixie at it. tests/ruby.rs and tests/php.rs run
+# processes in it as a container runs them (chroot): read beside rbspy and
+# excimer, and named with why when fgbpf refuses them. debootstrap is
+# installed from Debian's packages when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/fgbpf/roots"

@@ -1,5 +1,6 @@
 //! Ruby methods in fgbpf's stacks, on the machine's Ruby (Debian's
-//! `ruby`, 3.1, with a stripped libruby, which scripts/test.sh installs),
+//! `ruby`, 3.1, with a stripped libruby, which scripts/test.sh installs)
+//! and on Debian 13's Ruby 3.3 in a root run as a container (below),
 //! started with no flag: the VM's control frames are walked in the kernel
 //! from the thread's execution context (src/runtimes/ruby/ruby.bpf.h) and named from
 //! the live process (src/runtimes/ruby/). Known answers: the scripts' own
@@ -10,6 +11,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use common::roots::{copy_workloads, start_in_root, trixie};
 use common::runtime::*;
 use common::*;
 
@@ -294,4 +296,242 @@ fn each_ractor_is_walked_from_its_own_context() {
     }
     seen.sort();
     assert_eq!(seen, ["a", "b"], "one thread for each Ractor\n{summary}");
+}
+
+// Ruby 3.3: Debian 13's `ruby3.3` in the root scripts/fetch-roots.sh
+// builds (debootstrap), run as a container runs it (`chroot ROOT`, the
+// process's binaries read through /proc/PID/root). Its libruby, stripped,
+// exports neither ruby_current_ec nor rb_vm_exec: both are found from the
+// code of exported functions (src/runtimes/ruby/tls.rs, hidden.rs).
+
+/// `ruby3.3 SCRIPT 30` in the Debian 13 root, once it says "ready".
+fn start_33(name: &str) -> KillOnDrop {
+    start_in_root(&trixie(), "ruby", "ruby3.3", name, "30")
+}
+
+#[test]
+fn ruby_3_3_busy_methods_are_named_in_order_in_a_debian_13_container() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let Captured { pid, stacks, summary, .. } = capture_ended(start_33("busy.rb"), "oncpu", "3", "ruby33_busy");
+    let main = thread(&stacks, &format!("ruby3.3-{pid}"));
+    let all = total(&main);
+    let path = ["<main>@busy.rb:22", "Object#outer@busy.rb:15", "Object#inner@busy.rb:"];
+    let ordered = share_in_order(&main, &path, rb);
+    let rooted = share_in_order(&main, &["_start", "ruby_run_node", "<main>@busy.rb:22", "Object#outer@busy.rb:15"], |f, w| {
+        f == w || rb(f, w)
+    });
+    let lines = ["Object#inner@busy.rb:6", "Object#inner@busy.rb:7", "Object#inner@busy.rb:8"];
+    let in_loop: u64 = lines.iter().map(|f| weight_in_order_by(&main, &[f], rb)).sum();
+    eprintln!("Ruby 3.3: <main>;outer;inner {ordered:.1}%, rooted at _start {rooted:.1}%, inner on its loop's lines {:.1}% of {all}", pct(in_loop, all));
+    assert!(all > 300, "{all} samples of the main thread\n{summary}");
+    assert!(ordered >= 95.0, "{ordered:.1}% of {all} in <main>;outer;inner\n{summary}");
+    // The hidden rb_vm_exec was found: the Ruby frames took its place.
+    assert!(rooted >= 95.0, "{rooted:.1}% rooted at _start through ruby_run_node\n{summary}");
+    assert_eq!(weight_in_order_by(&main, &["rb_vm_exec"], |f, w| f == w), 0, "rb_vm_exec left in the stacks\n{summary}");
+    assert!(pct(in_loop, all) >= 90.0, "inner's loop's lines in {:.1}%\n{summary}", pct(in_loop, all));
+    let said = format!("Ruby: pid {pid} (ruby3.3, Ruby 3.3): ");
+    assert!(summary.contains(&said) && summary.contains("with the Ruby stack read whole"), "{summary}");
+}
+
+/// Classes on 3.3 are kept in the classext's classpath field (object
+/// shapes), and Integer#times is a Ruby method (`<internal:numeric>`).
+#[test]
+fn ruby_3_3_methods_are_named_with_their_class() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let Captured { pid, stacks, summary, .. } = capture_ended(start_33("klass.rb"), "oncpu", "3", "ruby33_klass");
+    let main = thread(&stacks, &format!("ruby3.3-{pid}"));
+    let path = [
+        "<main>@klass.rb:21",
+        "Jobs::Worker#run@klass.rb:13",
+        "Integer#times@<internal:numeric>",
+        "block in Jobs::Worker#run@klass.rb:13",
+        "Jobs::Worker.crunch@klass.rb:8",
+    ];
+    let named = share_under(&main, &path);
+    eprintln!("Ruby 3.3: {named:.1}% of {} samples under {}", total(&main), path.join(";"));
+    assert!(total(&main) > 300, "{} samples of the main thread\n{summary}", total(&main));
+    assert!(named >= 95.0, "{named:.1}% under {}\n{summary}", path.join(";"));
+}
+
+#[test]
+fn ruby_3_3_a_thread_sleeping_in_sleep_waits_under_nap() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let Captured { stacks, summary, .. } = capture_ended(start_33("nap.rb"), "offcpu", "3", "ruby33_nap");
+    let sleeper = thread(&stacks, "nap.rb:9-");
+    let all = total(&sleeper);
+    let under = share_under(&sleeper, &["block in <main>@nap.rb:9", "Object#nap@nap.rb:5", "Kernel#sleep [c function]"]);
+    eprintln!("Ruby 3.3: {under:.1}% of the sleeper's {all} us off-CPU under nap;sleep");
+    assert!(all > 2_000_000, "the sleeping thread's off-CPU time: {all} us\n{summary}");
+    assert!(under >= 95.0, "{under:.1}% of {all} us under nap;sleep\n{summary}");
+}
+
+/// rbspy 0.55 finds Ruby 3.3's VM by the symbol `ruby_current_vm_ptr`,
+/// which Debian 13's stripped libruby does not have, and opens the
+/// libruby its target maps by the path it reads in /proc/PID/maps under
+/// /proc/PID/root, which from outside a chroot is the host's path. So the
+/// reference runs as a container's own tools do: the workload in a mount
+/// namespace of its own with /proc mounted in the root, rbspy entered into
+/// it (`nsenter -m -r`), and the workload's libruby a copy of Debian's
+/// with that one symbol added to a symbol table (objcopy; the code and
+/// dynamic symbols fgbpf reads are the same). The symbol's address is
+/// that which `ruby_vm_at_exit` (exported: `GET_VM()->at_exit`) loads
+/// the VM pointer from; a wrong one makes rbspy fail, never read wrongly.
+fn rbspy_ready_root(root: &Path) -> PathBuf {
+    use object::{Object, ObjectSection, ObjectSymbol};
+    let lib = root.join("usr/lib/x86_64-linux-gnu/libruby-3.3.so.3.3");
+    let data = std::fs::read(&lib).unwrap();
+    let obj = object::File::parse(&*data).unwrap();
+    let f = obj.dynamic_symbols().find(|s| s.name() == Ok("ruby_vm_at_exit")).expect("ruby_vm_at_exit in libruby 3.3");
+    let text = obj.section_by_name(".text").unwrap();
+    let code_at = (f.address() - text.address() + text.file_range().unwrap().0) as usize;
+    let code = &data[code_at..code_at + f.size() as usize];
+    // The first `mov disp32(%rip),%r64` (REX.W 8b, modrm 00 reg 101).
+    let at = (0..code.len() - 7).find(|&i| code[i] == 0x48 && code[i + 1] == 0x8b && code[i + 2] & 0xc7 == 0x05).expect("a RIP-relative load");
+    let disp = i32::from_le_bytes(code[at + 3..at + 7].try_into().unwrap());
+    let vm_ptr = (f.address() + at as u64 + 7).wrapping_add(disp as i64 as u64);
+    let bss = obj.section_by_name(".bss").unwrap();
+    assert!((bss.address()..bss.address() + bss.size()).contains(&vm_ptr), "{vm_ptr:#x} not in .bss");
+    let dir = root.join("tmp/fgbpf-rbspy");
+    std::fs::create_dir_all(dir.join("lib")).unwrap();
+    let out = Command::new("objcopy")
+        .arg(format!("--add-symbol=ruby_current_vm_ptr={vm_ptr:#x},global,object"))
+        .arg(&lib)
+        .arg(dir.join("lib/libruby-3.3.so.3.3"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "objcopy: {}", String::from_utf8_lossy(&out.stderr));
+    std::fs::copy(rbspy(), dir.join("rbspy")).unwrap();
+    Path::new("/tmp/fgbpf-rbspy").to_path_buf()
+}
+
+/// fgbpf and rbspy on the same Ruby 3.3 process at the same time, as the
+/// 3.1 test above: each share within 3 points of the known split and
+/// within 5 of rbspy's.
+#[test]
+fn ruby_3_3_a_50_30_20_split_agrees_with_rbspy() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let root = std::fs::canonicalize(trixie()).unwrap();
+    let inside = copy_workloads(&root, "ruby");
+    let tools = rbspy_ready_root(&root);
+    let written = root.join("tmp/fgbpf-rbspy/rbspy.txt");
+    let _ = std::fs::remove_file(&written);
+    // unshare, sh, chroot and env each exec the next: the child is ruby3.3.
+    let shell = format!(
+        "mount -t proc proc {0}/proc && exec chroot {0} env LD_LIBRARY_PATH={1}/lib ruby3.3 {2}/split.rb 30",
+        root.display(),
+        tools.display(),
+        inside.display()
+    );
+    let mut ruby = start_ready(
+        Command::new("unshare").args(["--mount", "--propagation", "private", "sh", "-c", &shell]),
+        "ruby3.3 split.rb in a mount namespace of its own",
+        "unshare",
+    );
+    let pid = ruby.id();
+    let mut rbspy = Command::new("nsenter");
+    rbspy
+        .args(["-t", &pid.to_string(), "-m", "-r"])
+        .arg(tools.join("rbspy"))
+        .args(["record", "--nonblocking", "--silent", "-r", "499", "-d", "9", "--format", "collapsed", "-p"])
+        .arg(pid.to_string())
+        .arg("-f")
+        .arg(tools.join("rbspy.txt"));
+    let reference = Reference::process("rbspy", rbspy, reading(&written, read_collapsed));
+    let got = capture_beside(&mut ruby, &["oncpu", "-F", "499"], Window::Seconds("8"), "ruby33_split", reference);
+    drop(ruby);
+    let main = thread(&read_folded(&got.dir.join("oncpu.folded")), &format!("ruby3.3-{pid}"));
+    let fg = Side { name: "fgbpf", stacks: &main, is: &|f, m| rb(f, &format!("Object#{m}@split.rb:")) };
+    let spy = Side { name: "rbspy", stacks: &got.theirs, is: &|f, m| f.starts_with(&format!("Object#{m} - ")) };
+    let split = [("fifty", Some(50.0)), ("thirty", Some(30.0)), ("twenty", Some(20.0))];
+    let cmp = compare("Ruby 3.3 split.rb, the main thread", fg, spy, &split, Base::All);
+    cmp.assert_near_known(3.0, &got.summary);
+    cmp.assert_near_reference(Within::Points(5.0), &got.summary);
+}
+
+/// A VM whose layout does not check out at attach is not read, and the
+/// summary and report.txt say so with why; its native frames are kept.
+/// No Ruby other than 3.1 and 3.3 is reachable here (Debian 11's 2.7 is
+/// in no root yet), so the check is made to fail by its test hook,
+/// FGBPF_TEST_RUBY_OBJECT_PATH (src/runtimes/ruby/check.rs): the path
+/// `rb_cObject` must read as, which Ruby's real memory, read through the
+/// real layout, then contradicts.
+#[test]
+fn ruby_3_3_refused_by_its_layout_check_is_named_as_not_read() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let target = start_33("busy.rb");
+    let dir = out_dir("ruby33_refused");
+    let out = run(fgbpf()
+        .env("FGBPF_TEST_RUBY_OBJECT_PATH", "Objekt")
+        .args(["oncpu", "-F", "499", "-d", "2", "-p", &target.id().to_string(), "-o"])
+        .arg(&dir));
+    drop(target);
+    assert_ok(&out);
+    let summary = String::from_utf8_lossy(&out.stderr);
+    let stacks = read_folded(&dir.join("oncpu.folded"));
+    let said = "Ruby frames not read, Ruby 3.3: the layout's check failed (rb_cObject reads as \"Object\", not \"Objekt\")";
+    assert!(summary.contains(said), "the summary does not say `{said}`\n{summary}");
+    let report = std::fs::read_to_string(dir.join("report.txt")).unwrap();
+    assert!(report.contains(said), "report.txt does not say `{said}`\n{report}");
+    let native = share_in_order(&stacks, &["_start", "ruby_run_node"], exactly);
+    assert!(total(&stacks) > 0 && native >= 95.0, "native frames kept in {native:.1}% of {}\n{summary}", total(&stacks));
+    assert_eq!(weight_in_order_by(&stacks, &["<main> ("], prefixed), 0, "Ruby frames named though refused\n{summary}");
+}
+
+/// Under a JIT (Debian 13's ruby3.3 has RJIT, not YJIT), a compiled
+/// method saves its pc only at some calls: its frames are named, without
+/// lines, and the summary says why.
+#[test]
+fn ruby_3_3_under_a_jit_is_named_without_lines_and_said() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let root = trixie();
+    let inside = copy_workloads(&root, "ruby");
+    let ruby = start_ready(
+        Command::new("chroot").arg(&root).args(["ruby3.3", "--rjit"]).arg(inside.join("busy.rb")).arg("30"),
+        "ruby3.3 --rjit busy.rb",
+        "chroot",
+    );
+    let Captured { pid, stacks, summary, .. } = capture_ended(ruby, "oncpu", "3", "ruby33_rjit");
+    let main = thread(&stacks, &format!("ruby3.3-{pid}"));
+    let all = total(&main);
+    let path = ["<main> (busy.rb)_[p]", "Object#outer (busy.rb)_[p]", "Object#inner (busy.rb)_[p]"];
+    let named = share_in_order(&main, &path, exactly);
+    eprintln!("Ruby 3.3 --rjit: <main>;outer;inner without lines {named:.1}% of {all}");
+    assert!(all > 300, "{all} samples of the main thread\n{summary}");
+    assert!(named >= 95.0, "{named:.1}% of {all} in <main>;outer;inner without lines\n{summary}");
+    assert!(summary.contains(&format!("Ruby: pid {pid} (ruby3.3): a JIT runs")), "{summary}");
+}
+
+/// A script profiled from its first instruction (`fgbpf -- chroot ROOT
+/// ruby3.3 short.rb`): its VM may be found before it has set rb_cObject
+/// (then not checked yet: src/runtimes/ruby/check.rs), and its half
+/// second is named.
+#[test]
+fn ruby_3_3_a_script_of_half_a_second_keeps_its_names() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let root = trixie();
+    let inside = copy_workloads(&root, "ruby");
+    let short = inside.join("short.rb");
+    let command = ["chroot".as_ref(), root.as_os_str(), "ruby3.3".as_ref(), short.as_os_str()];
+    short_script_keeps_names("ruby33_short", &command, "short.rb", "[ruby: process gone", &["<main>@short.rb:9", "Object#work@short.rb:5"], rb);
 }

@@ -43,6 +43,8 @@ pub(crate) trait Walker {
     const MARKER: u64;
     /// Its evaluator's native frames, whose places its frames take.
     const EVALUATOR: Evaluator;
+    /// Its name in the summary (`Ruby`).
+    const NAME: &'static str = "";
     /// The kind of its walker's announcements (enum fg_proc_event_kind of
     /// src/bpf/fgbpf.h).
     const ANNOUNCED: u32;
@@ -69,6 +71,19 @@ pub(crate) trait Walker {
     /// fgbpf cannot read, found by other means (binary, why).
     fn unfound(_maps: &str) -> Option<(String, String)> {
         None
+    }
+    /// What the summary says of a process besides how its stacks were
+    /// read (Ruby: that a JIT runs, whose frames' lines are not read).
+    fn note(_found: &Self::Found, _reader: &Self::Reader) -> Option<String> {
+        None
+    }
+    /// Whether the native frame at `addr` (the leaf's pc when `leaf`, else
+    /// a return address) is the evaluator's, where its binary does not
+    /// name it (Ruby 3.3's hidden rb_vm_exec): it is then written as
+    /// [`crate::runtimes::EVALUATOR_WORD`], which the profile names as the
+    /// evaluator.
+    fn evaluator_at(_found: &Self::Found, _addr: u64, _leaf: bool) -> bool {
+        false
     }
     /// Its entry in the walker's map of processes.
     fn map_value(found: &Self::Found) -> Vec<u8>;
@@ -124,13 +139,11 @@ impl<W: Walker> Interp<W> {
             }
             let path = format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end);
             let Ok(file) = File::open(&path) else { continue };
-            match W::find(&file, m.path, m.start, m.offset) {
+            let found = W::find(&file, m.path, m.start, m.offset)
+                .and_then(|f| f.map(|f| W::check(pid, &f).map(|()| f)).transpose());
+            match found {
                 Ok(Some(found)) => {
                     self.found_at.insert(pid, (m.start, m.inode));
-                    if let Err(why) = W::check(pid, &found) {
-                        self.unsupported.insert(pid, (m.path.to_string(), why));
-                        return false;
-                    }
                     self.unsupported.remove(&pid);
                     let added = procs.update(&pid.to_ne_bytes(), &W::map_value(&found), MapFlags::ANY).is_ok();
                     if added {
@@ -200,9 +213,15 @@ impl<W: Walker> Interp<W> {
         let Some(at) = r.user.iter().position(|&w| w == W::MARKER) else { return };
         let mut words = r.user[at..].to_vec();
         r.user = r.user[..at].into();
-        if let Some((_, reader)) = self.readers.get(&r.pid) {
+        if let Some((found, reader)) = self.readers.get(&r.pid) {
             let drop = W::not_running(reader, &words[1..]).min(words.len() - 1);
             words.truncate(words.len() - drop);
+            if r.user.iter().enumerate().any(|(i, &a)| W::evaluator_at(found, a, i == 0)) {
+                let user: Vec<u64> = r.user.iter().enumerate()
+                    .map(|(i, &a)| if W::evaluator_at(found, a, i == 0) { super::EVALUATOR_WORD } else { a })
+                    .collect();
+                r.user = user.into();
+            }
         }
         r.more_mut().evaluator = Some(W::EVALUATOR);
         r.more_mut().interp = words[1..]
@@ -274,6 +293,10 @@ impl<W: Walker> Runtime for Interp<W> {
             .collect();
         read.sort_unstable();
         let unsupported = self.unsupported_sorted();
+        let mut notes: Vec<(u32, String)> =
+            self.readers.iter().filter_map(|(&pid, (f, r))| W::note(f, r).map(|n| (pid, n))).collect();
+        notes.sort_unstable();
+        found.notes.extend(notes.into_iter().map(|(pid, n)| (pid, W::NAME, n)));
         let (to, unreadable) = W::results(found);
         *to = read;
         *unreadable = unsupported;

@@ -39,6 +39,12 @@ pub const SIGNAL_FRAME: &str = "[signal]";
 /// FG_EXEC_WORD: the user stack of a thread in execve, whose registers are
 /// those of the image the exec replaced (its memory gone).
 pub const EXEC_FRAME: &str = "[image replaced by execve]";
+/// A frame of an interpreter's evaluator that its binary does not name
+/// (Ruby 3.3's hidden rb_vm_exec, told by its address: [`interp`]'s
+/// `evaluator_at`): FG_RT_NATIVE's kind 2, named [`EVALUATOR_FRAME`], which
+/// the profile puts the interpreter's frames in place of.
+pub const EVALUATOR_WORD: u64 = (2 << 62) | (SIGNAL_RUNTIME << 60) | (2 << 58);
+pub const EVALUATOR_FRAME: &str = "rb_vm_exec";
 
 /// The runtimes fgbpf reads, in the order their frames are named: the
 /// one list a runtime is added to. Each gives its walker to a capture
@@ -181,6 +187,9 @@ pub struct Found {
     pub go_labels_unread: BTreeMap<u32, (u64, u64)>,
     /// Runtime (Java, JavaScript) frame words named, for the symbolizer.
     pub runtime_names: RuntimeNames,
+    /// What the summary says of a process besides how its stacks were
+    /// read: (pid, runtime, note).
+    pub notes: Vec<(u32, &'static str, String)>,
 }
 
 /// The runtimes a capture reads.
@@ -260,7 +269,11 @@ impl Runtimes {
         }
         // The kernel's signal frames the walker followed (FG_SIGNAL_WORD).
         let (signals, _) = name_words(stacks, SIGNAL_RUNTIME, |_, w| {
-            let frame = if (w >> 58) & 3 == 1 { EXEC_FRAME } else { SIGNAL_FRAME };
+            let frame = match (w >> 58) & 3 {
+                1 => EXEC_FRAME,
+                2 => EVALUATOR_FRAME,
+                _ => SIGNAL_FRAME,
+            };
             (Named::known(vec![(frame.to_string(), FrameKind::User)]), None)
         });
         found.runtime_names.extend(signals);

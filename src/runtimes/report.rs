@@ -22,6 +22,9 @@ pub fn of(found: &Found, ctx: &Context) -> RuntimeWalks {
         let walks = by_process(ctx.weighed.iter().copied(), &versions, ctx.name_of);
         out.processes.extend(walks.iter().map(|w| (w.pid, otlp)));
         out.lines.extend(lines(&walks, &ctx.unreadable(unsupported), lang));
+        for (pid, _, note) in found.notes.iter().filter(|n| n.1 == lang.name) {
+            out.lines.push(format!("{}: pid {pid} ({}): {note}", lang.name, printable(&ctx.process(*pid))));
+        }
     }
     let java = JavaWalks::of(found, ctx);
     out.processes.extend(java.jvms.iter().map(|j| (j.0, "jvm")));

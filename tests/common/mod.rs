@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod pprof_raw;
+pub mod roots;
 pub mod runtime;
 
 use std::collections::HashMap;

@@ -27,14 +27,15 @@ const IMEMO_MENT: u64 = 6;
 const IMEMO_ISEQ: u64 = 7;
 /// rb_iseq_constant_body's type of a top-level iseq.
 const ISEQ_TYPE_TOP: u32 = 0;
-/// RString (3.1): a heap string's flag; an embedded one's length bits.
+/// RString: a heap string's flag; an embedded one's length bits before
+/// 3.2 (then a len field, `Layout::str_len`).
 const RSTRING_NOEMBED: u64 = 1 << 13;
 const RSTRING_EMBED_LEN_SHIFT: u64 = 14;
 const RSTRING_EMBED_LEN_MASK: u64 = 0x1f;
-/// RArray (3.1): an embedded array's flag and length bits.
+/// RArray: an embedded array's flag and where its length bits start
+/// (`Layout::array_embed_len_bits` of them).
 const RARRAY_EMBED: u64 = 1 << 13;
 const RARRAY_EMBED_LEN_SHIFT: u64 = 15;
-const RARRAY_EMBED_LEN_MASK: u64 = 0x3;
 
 /// Longest label or path read; most instructions a line table is read for.
 const MAX_TEXT: usize = 4096;
@@ -163,6 +164,10 @@ pub struct Reader {
     /// A method's iseq's qualified name (`Worker#run`), from the method
     /// entry the walker saw its frame run.
     qualified: HashMap<u64, String>,
+    /// Whether a JIT's code (YJIT's, RJIT's) was seen mapped, and when its
+    /// maps were last looked at.
+    jit: bool,
+    jit_looked: Option<std::time::Instant>,
 }
 
 impl Reader {
@@ -175,7 +180,29 @@ impl Reader {
             iseqs: Lookup::new(),
             methods: Lookup::new(),
             qualified: HashMap::new(),
+            jit: false,
+            jit_looked: None,
         }
+    }
+
+    /// Whether the process was seen running a JIT: memory mapped
+    /// executable that no file backs (YJIT's and RJIT's code; the
+    /// interpreter alone maps none). A JIT-compiled method saves its pc
+    /// only at some calls, so its frame's line may be another's.
+    pub fn jit(&self) -> bool {
+        self.jit
+    }
+
+    /// Looks at the process's maps for a JIT's code, at most once a second
+    /// until seen.
+    fn look_for_jit(&mut self) {
+        if self.jit || self.jit_looked.is_some_and(|t| t.elapsed().as_secs() < 1) {
+            return;
+        }
+        self.jit_looked = Some(std::time::Instant::now());
+        let Some(pid) = self.mem.as_ref().map(Mem::pid) else { return };
+        let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else { return };
+        self.jit = maps.lines().filter_map(crate::procs::maps::parse_line).any(|m| m.exec && m.inode == 0 && !m.path.starts_with('['));
     }
 
     /// Reads an iseq, with `me` the method entry of a method frame that
@@ -212,6 +239,7 @@ impl Reader {
     /// Reads an announced object (an iseq, or with `cfunc` a method
     /// entry), once.
     pub fn read(&mut self, addr: u64, cfunc: bool) {
+        self.look_for_jit();
         if cfunc {
             if self.methods.unread(&addr) {
                 let m = self.read_method(addr);
@@ -326,7 +354,8 @@ impl Reader {
             return None;
         }
         if flags & RARRAY_EMBED != 0 {
-            Some(((flags >> RARRAY_EMBED_LEN_SHIFT) & RARRAY_EMBED_LEN_MASK, obj + 16))
+            let mask = (1u64 << self.layout.array_embed_len_bits) - 1;
+            Some(((flags >> RARRAY_EMBED_LEN_SHIFT) & mask, obj + 16))
         } else {
             Some((mem.u64(obj + 16)?, mem.u64(obj + 32)?))
         }
@@ -348,9 +377,13 @@ impl Reader {
         let base_label = mem.u64(loc + 8).and_then(|b| self.string(b)).unwrap_or_default();
         let label = self.string(mem.u64(loc + 16)?)?;
         let local = mem.u64(body + u64::from(l.body_local_iseq)).unwrap_or(0);
-        let first = mem.u64(loc + 24)?;
-        // A Fixnum: (n << 1) | 1.
-        let first_line = if first & 1 == 1 { u32::try_from(first >> 1).unwrap_or(0) } else { 0 };
+        // An int from 3.2; before, a Fixnum: (n << 1) | 1.
+        let first_line = if l.first_lineno_int {
+            u32::try_from(mem.i32(loc + 24)?).unwrap_or(0)
+        } else {
+            let first = mem.u64(loc + 24)?;
+            if first & 1 == 1 { u32::try_from(first >> 1).unwrap_or(0) } else { 0 }
+        };
         let path = self.path(pathobj).unwrap_or_default();
         let file = path.rsplit('/').next().unwrap_or(&path).to_string();
         let (lines, index) = self.line_table(body, size).unwrap_or_default();
@@ -428,10 +461,15 @@ impl Reader {
         if flags & T_MASK != T_STRING {
             return None;
         }
-        let (len, at) = if flags & RSTRING_NOEMBED != 0 {
-            (mem.u64(obj + 16)?, mem.u64(obj + 24)?)
-        } else {
-            ((flags >> RSTRING_EMBED_LEN_SHIFT) & RSTRING_EMBED_LEN_MASK, obj + 16)
+        let l = &self.layout;
+        let (embed, ptr) = (obj + u64::from(l.str_embed), obj + u64::from(l.str_ptr));
+        let (len, at) = match (flags & RSTRING_NOEMBED != 0, l.str_len) {
+            // Before 3.2: a heap string's len where an embedded one's
+            // bytes are; an embedded one's in its flags.
+            (true, 0) => (mem.u64(embed)?, mem.u64(ptr)?),
+            (false, 0) => ((flags >> RSTRING_EMBED_LEN_SHIFT) & RSTRING_EMBED_LEN_MASK, embed),
+            (true, at) => (mem.u64(obj + u64::from(at))?, mem.u64(ptr)?),
+            (false, at) => (mem.u64(obj + u64::from(at))?, embed),
         };
         let len = usize::try_from(len).ok()?.min(MAX_TEXT);
         let bytes = mem.bytes(at, len)?;

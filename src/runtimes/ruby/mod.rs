@@ -12,20 +12,30 @@
 
 pub mod walker;
 pub mod iseq;
+pub(crate) mod check;
+mod hidden;
+mod tls;
 
 use std::fs::File;
 
 use object::{Object, ObjectSection, ObjectSymbol, ObjectSymbolTable, RelocationFlags, RelocationTarget};
 
-use crate::procs::elf::load_bias;
+use crate::procs::elf::{load_bias, ElfInfo};
 
-/// Offsets into the structures of one Ruby version.
+/// Where the unwind tables say functions start (link-time addresses).
+fn function_starts(file: &File) -> Vec<u64> {
+    ElfInfo::read(file).map(|e| e.function_starts(file)).unwrap_or_default()
+}
+
+/// Offsets into the structures of one Ruby version, generated from the
+/// version's headers by scripts/ruby-offsets.py (layouts.rs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
-    /// rb_execution_context_t: vm_stack, vm_stack_size, cfp.
+    /// rb_execution_context_t: vm_stack, vm_stack_size, cfp, thread_ptr.
     pub ec_vm_stack: u16,
     pub ec_stack_size: u16,
     pub ec_cfp: u16,
+    pub ec_thread_ptr: u16,
     /// rb_control_frame_t: its size, pc, iseq, ep.
     pub cfp_size: u16,
     pub cfp_pc: u16,
@@ -48,48 +58,48 @@ pub struct Layout {
     pub def_original_id: u16,
     /// rb_iseq_constant_body: local_iseq (a block's method's iseq).
     pub body_local_iseq: u16,
-    /// struct RClass: its rb_classext_t; rb_classext_t: iv_tbl, the
-    /// st_table holding a class's `__classpath__` (and a singleton's
-    /// `__attached__`) until 3.2.
-    pub class_ext: u16,
-    pub ext_iv_tbl: u16,
     /// sizeof(struct iseq_insn_info_entry), whose first field is line_no.
     pub insn_info_size: u16,
+    /// rb_iseq_location_t's first_lineno: an int (3.2+), else a Fixnum.
+    pub first_lineno_int: bool,
+    /// RString: its len field (0: a heap string's is at `str_embed`, an
+    /// embedded one's in the flags, as before 3.2), where an embedded
+    /// string's bytes start, and a heap string's pointer.
+    pub str_len: u16,
+    pub str_embed: u16,
+    pub str_ptr: u16,
+    /// How many flag bits hold an embedded RArray's length.
+    pub array_embed_len_bits: u8,
+    /// Where a class keeps its path.
+    pub classes: ClassPath,
 }
 
-const LAYOUT_31: Layout = Layout {
-    ec_vm_stack: 0,
-    ec_stack_size: 8,
-    ec_cfp: 16,
-    cfp_size: 64,
-    cfp_pc: 0,
-    cfp_iseq: 16,
-    cfp_ep: 32,
-    iseq_body: 16,
-    body_size: 4,
-    body_encoded: 8,
-    body_location: 64,
-    body_insns_info: 120,
-    me_def: 16,
-    me_owner: 32,
-    def_body: 8,
-    def_original_id: 32,
-    body_local_iseq: 176,
-    class_ext: 24,
-    ext_iv_tbl: 8,
-    insn_info_size: 12,
-};
+/// Where a class's path (and a singleton class's object) is kept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClassPath {
+    /// Until 3.1: RClass points to its rb_classext_t (`ext_ptr`), whose
+    /// instance-variable st_table (`iv_tbl`) holds `__classpath__` and
+    /// `__attached__`.
+    IvTable { ext_ptr: u16, iv_tbl: u16 },
+    /// 3.2+ (object shapes): the rb_classext_t follows the RClass (`ext`
+    /// bytes in), with `classpath` and `attached` (attached_object) fields.
+    Field { ext: u16, classpath: u16, attached: u16 },
+}
+
+mod layouts;
+pub use layouts::{LAYOUT_31, LAYOUT_33};
 
 /// The known layout of Ruby `version` (major, minor).
 pub fn layout(version: (u32, u32)) -> Option<Layout> {
     match version {
         (3, 1) => Some(LAYOUT_31),
+        (3, 3) => Some(LAYOUT_33),
         _ => None,
     }
 }
 
 /// The versions fgbpf reads, for messages and docs/runtimes/ruby.md.
-pub const SUPPORTED: &str = "3.1";
+pub const SUPPORTED: &str = "3.1 and 3.3";
 
 /// A Ruby VM found in a process.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -106,6 +116,13 @@ pub struct Interpreter {
     pub data: (u64, u64),
     /// The file it was found in (libruby or the executable), untrusted.
     pub binary: String,
+    /// Where `ruby_version` and `rb_cObject` are in the process: what the
+    /// check at attach reads ([`check`]).
+    pub version_at: u64,
+    pub object_at: u64,
+    /// rb_vm_exec's addresses [start, end) in the process, when libruby
+    /// does not export it (3.3): its frames are told by address.
+    pub vm_exec: Option<(u64, u64)>,
 }
 
 /// Whether a mapped file may hold the VM: `libruby…so…` or `ruby…`, by
@@ -116,7 +133,7 @@ pub fn may_be_vm(path: &str) -> bool {
 }
 
 /// R_X86_64_DTPMOD64.
-const R_X86_64_DTPMOD64: u32 = 16;
+pub(crate) const R_X86_64_DTPMOD64: u32 = 16;
 
 /// Looks for the VM in a file mapped executable at `start` from file
 /// offset `offset`: `Ok(None)` when the file has neither `ruby_current_ec`
@@ -144,46 +161,58 @@ pub fn find(file: &File, path: &str, start: u64, offset: u64) -> Result<Option<I
     if ec.is_none() && at_version.is_none() {
         return Ok(None);
     }
-    let version = at_version.and_then(|s| read_at(&obj, &data, s.address(), 16)).and_then(parse_version);
+    let version_addr = at_version.as_ref().map(|s| s.address());
+    let version = version_addr.and_then(|a| read_at(&obj, &data, a, 16)).and_then(parse_version);
     let Some(version) = version else {
         return Err("its version could not be read (no ruby_version)".into());
     };
     let Some(layout) = layout(version) else {
         return Err(format!("Ruby {}.{} (fgbpf reads {SUPPORTED})", version.0, version.1));
     };
-    let Some(ec) = ec else {
-        return Err(format!("Ruby {}.{} without ruby_current_ec in its dynamic symbols", version.0, version.1));
-    };
-    // The slot ld.so fills with libruby's module id for ruby_current_ec;
-    // an executable with the VM linked in reads it by a fixed offset
-    // instead (initial-exec TLS), which fgbpf does not follow yet.
-    let slot = obj.dynamic_relocations().and_then(|mut relocs| {
-        relocs.find_map(|(at, r)| {
-            let is_modid = matches!(r.flags(), RelocationFlags::Elf { r_type } if r_type == R_X86_64_DTPMOD64);
-            let to_ec = matches!(r.target(), RelocationTarget::Symbol(i) if i == ec.index());
-            (is_modid && to_ec).then_some(at)
-        })
-    });
-    let Some(slot) = slot else {
-        return Err("its ruby_current_ec is not reached through a module id (a static build of Ruby)".into());
+    // The slot ld.so fills with libruby's module id for ruby_current_ec:
+    // a relocation to the exported symbol (3.1), else the TLS pair that
+    // rb_thread_current's code reads (3.3, where it is local). An
+    // executable with the VM linked in reads it by a fixed offset instead
+    // (initial-exec TLS), which fgbpf does not follow yet.
+    let (slot, tls_off) = match ec {
+        Some(ec) => {
+            let slot = obj.dynamic_relocations().and_then(|mut relocs| {
+                relocs.find_map(|(at, r)| {
+                    let is_modid = matches!(r.flags(), RelocationFlags::Elf { r_type } if r_type == R_X86_64_DTPMOD64);
+                    let to_ec = matches!(r.target(), RelocationTarget::Symbol(i) if i == ec.index());
+                    (is_modid && to_ec).then_some(at)
+                })
+            });
+            let Some(slot) = slot else {
+                return Err("its ruby_current_ec is not reached through a module id (a static build of Ruby)".into());
+            };
+            (slot, ec.address())
+        }
+        None => tls::current_ec(&obj, &data, layout.ec_thread_ptr)
+            .map_err(|why| format!("Ruby {}.{}: ruby_current_ec not found ({why})", version.0, version.1))?,
     };
     let Some(bias) = load_bias(&data, start, offset) else {
         return Err("its load address could not be worked out".into());
     };
+    let vm_exec = hidden::vm_exec(&obj, &data, || function_starts(file))
+        .map(|(a, b)| (a.wrapping_add(bias), b.wrapping_add(bias)));
     let data = obj
         .section_by_name(".data")
         .map_or((0, 0), |s| (s.address().wrapping_add(bias), s.size()));
     Ok(Some(Interpreter {
         version,
         modid_at: slot.wrapping_add(bias),
-        tls_off: ec.address(),
+        tls_off,
+        version_at: version_addr.map_or(0, |a| a.wrapping_add(bias)),
+        object_at: defined("rb_cObject").map_or(0, |s| s.address().wrapping_add(bias)),
+        vm_exec,
         layout,
         data,
         binary: path.to_string(),
     }))
 }
 
-fn read_at<'d>(obj: &object::File<'_>, data: &'d [u8], vaddr: u64, len: usize) -> Option<&'d [u8]> {
+pub(crate) fn read_at<'d>(obj: &object::File<'_>, data: &'d [u8], vaddr: u64, len: usize) -> Option<&'d [u8]> {
     use object::ObjectSegment;
     let off = obj.segments().find_map(|s| {
         let (off, size) = s.file_range();
@@ -194,7 +223,7 @@ fn read_at<'d>(obj: &object::File<'_>, data: &'d [u8], vaddr: u64, len: usize) -
 }
 
 /// (major, minor) from `ruby_version`'s NUL-terminated "3.1.2".
-fn parse_version(b: &[u8]) -> Option<(u32, u32)> {
+pub(crate) fn parse_version(b: &[u8]) -> Option<(u32, u32)> {
     let text = b.split(|&c| c == 0).next()?;
     let text = std::str::from_utf8(text).ok()?;
     let mut parts = text.split('.');
@@ -212,7 +241,7 @@ mod tests {
     /// frame of at most 64): each must be inside.
     #[test]
     fn the_walkers_offsets_are_inside_what_it_reads() {
-        for l in [LAYOUT_31] {
+        for l in [LAYOUT_31, LAYOUT_33] {
             for off in [l.ec_vm_stack, l.ec_stack_size, l.ec_cfp] {
                 assert!(off + 8 <= 32, "execution context offset {off} past the 32 bytes read");
             }
@@ -223,11 +252,29 @@ mod tests {
         }
     }
 
+    /// scripts/ruby-offsets.py's output for 3.1 is the layout fgbpf read
+    /// 3.1 with before it, pinned by hand from the same bindings.
+    #[test]
+    fn the_generated_3_1_layout_is_the_one_pinned_before() {
+        let l = LAYOUT_31;
+        let hand = [0, 8, 16, 64, 0, 16, 32, 16, 4, 8, 64, 120, 16, 32, 8, 32, 176, 12];
+        let generated = [
+            l.ec_vm_stack, l.ec_stack_size, l.ec_cfp, l.cfp_size, l.cfp_pc, l.cfp_iseq, l.cfp_ep, l.iseq_body, l.body_size,
+            l.body_encoded, l.body_location, l.body_insns_info, l.me_def, l.me_owner, l.def_body, l.def_original_id,
+            l.body_local_iseq, l.insn_info_size,
+        ];
+        assert_eq!(generated, hand);
+        assert_eq!(l.classes, ClassPath::IvTable { ext_ptr: 24, iv_tbl: 8 });
+        assert!(!l.first_lineno_int && l.str_len == 0 && l.array_embed_len_bits == 2);
+    }
+
     #[test]
     fn versions_read_from_ruby_version() {
         assert_eq!(parse_version(b"3.1.2\0junk"), Some((3, 1)));
         assert_eq!(parse_version(b"x.1\0"), None);
         assert!(layout((3, 1)).is_some());
+        assert!(layout((3, 3)).is_some());
+        assert!(layout((3, 2)).is_none(), "3.2 is not tested: not read");
         assert!(layout((3, 4)).is_none());
         assert!(may_be_vm("/usr/lib/x86_64-linux-gnu/libruby-3.1.so.3.1.2"));
         assert!(!may_be_vm("/usr/lib/libc.so.6"));

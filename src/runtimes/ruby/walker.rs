@@ -46,6 +46,7 @@ impl Walker for RubyWalker {
     /// rb_vm_exec, which runs its methods in the VM loop it calls
     /// (vm_exec_core, an address in a stripped libruby).
     const EVALUATOR: Evaluator = EVALUATOR;
+    const NAME: &'static str = "Ruby";
     const ANNOUNCED: u32 = 10;
 
     fn procs<'a, 'obj>(maps: &'a FgbpfMaps<'obj>) -> &'a libbpf_rs::MapMut<'obj> {
@@ -66,6 +67,21 @@ impl Walker for RubyWalker {
 
     fn find(file: &File, path: &str, start: u64, offset: u64) -> Result<Option<Interpreter>, String> {
         rb::find(file, path, start, offset)
+    }
+
+    fn evaluator_at(vm: &Interpreter, addr: u64, leaf: bool) -> bool {
+        // A return address is past its call: at most the function's end.
+        vm.vm_exec.is_some_and(|(start, end)| if leaf { (start..end).contains(&addr) } else { addr > start && addr <= end })
+    }
+
+    fn note(_vm: &Interpreter, reader: &Reader) -> Option<String> {
+        reader.jit().then(|| {
+            "a JIT runs (YJIT or RJIT: code mapped with no file): its Ruby frames are named without lines (a compiled method saves its pc only at some calls), and its native stacks stop at the JIT's code".to_string()
+        })
+    }
+
+    fn check(pid: u32, vm: &Interpreter) -> Result<(), String> {
+        rb::check::check(pid, vm)
     }
 
     fn map_value(vm: &Interpreter) -> Vec<u8> {
@@ -117,7 +133,7 @@ impl Walker for RubyWalker {
         match reader.iseq(addr).and_then(|iseq| Ok((iseq, reader.label(addr)?))) {
             Ok((iseq, label)) => {
                 let file = if iseq.file.is_empty() { "?" } else { &iseq.file };
-                if no_lines {
+                if no_lines || reader.jit() {
                     format!("{label} ({file})").into()
                 } else {
                     format!("{label} ({file}:{})", iseq.line(pc_bits_of(word), PC_BITS)).into()

@@ -2,12 +2,14 @@
 //! API writes them (`Worker#run`, `Worker.crunch`, `block in Worker#run`):
 //! the method entry's owner, and the owner's path, which Ruby 3.1 keeps in
 //! the class's instance-variable table (`__classpath__`; a singleton
-//! class's object is `__attached__`). Read from the target like the rest:
+//! class's object is `__attached__`) and 3.2+ in its classext's
+//! `classpath` (and `attached_object`) fields. Read from the target like the rest:
 //! every object's type is checked, tables are capped, and a method entry
 //! counts only when it is the entry of the iseq it came with; anything
 //! that does not check out leaves the plain label.
 
 use super::{Reader, FL_USHIFT, IMEMO_MENT, T_IMEMO, T_MASK};
+use crate::runtimes::ruby::ClassPath;
 
 const T_CLASS: u64 = 0x02;
 const T_MODULE: u64 = 0x03;
@@ -49,11 +51,14 @@ impl Reader {
 
     /// A class's or module's path, and whether it is the singleton class
     /// of one (whose methods are `Path.name`); None for anonymous ones.
-    fn class_path(&mut self, klass: u64) -> Option<(String, bool)> {
+    pub(crate) fn class_path(&mut self, klass: u64) -> Option<(String, bool)> {
         let flags = self.mem.as_ref()?.u64(klass)?;
         let t = flags & T_MASK;
         if t != T_CLASS && t != T_MODULE {
             return None;
+        }
+        if let ClassPath::Field { ext, classpath, attached } = self.layout.classes {
+            return self.field_path(klass, flags, u64::from(ext), u64::from(classpath), u64::from(attached));
         }
         if t == T_CLASS && flags & FL_SINGLETON != 0 {
             let of = self.ivar(klass, "__attached__")?;
@@ -69,14 +74,35 @@ impl Reader {
         Some((self.string(path)?, false))
     }
 
+    /// 3.2+: the path in the class's classext (after the RClass), and a
+    /// singleton's object in its `attached_object`. A temporary path
+    /// (`#<Class:0x…>`, of a class not yet named or in an anonymous
+    /// module) is no path.
+    fn field_path(&self, klass: u64, flags: u64, ext: u64, classpath: u64, attached: u64) -> Option<(String, bool)> {
+        let mem = self.mem.as_ref()?;
+        let (of, singleton) = if flags & T_MASK == T_CLASS && flags & FL_SINGLETON != 0 {
+            let of = mem.u64(klass + ext + attached)?;
+            let of_flags = mem.u64(of)?;
+            if !matches!(of_flags & T_MASK, T_CLASS | T_MODULE) || of_flags & FL_SINGLETON != 0 {
+                return None;
+            }
+            (of, true)
+        } else {
+            (klass, false)
+        };
+        let path = self.string(mem.u64(of + ext + classpath)?)?;
+        (!path.is_empty() && !path.starts_with("#<")).then_some((path, singleton))
+    }
+
     /// The value of the instance variable `name` (an internal one) of a
     /// class: its st_table's entries, looked through by their keys' names.
     fn ivar(&mut self, klass: u64, name: &str) -> Option<u64> {
         let l = self.layout;
         let (ids, last) = self.symbols()?;
         let mem = self.mem.as_ref()?;
-        let ext = mem.u64(klass + u64::from(l.class_ext))?;
-        let table = mem.u64(ext + u64::from(l.ext_iv_tbl))?;
+        let ClassPath::IvTable { ext_ptr, iv_tbl } = l.classes else { return None };
+        let ext = mem.u64(klass + u64::from(ext_ptr))?;
+        let table = mem.u64(ext + u64::from(iv_tbl))?;
         if table == 0 {
             return None;
         }

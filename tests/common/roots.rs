@@ -1,0 +1,45 @@
+//! Debian roots built by scripts/fetch-roots.sh (debootstrap), in which
+//! runtimes of other releases run as containers run them: `chroot ROOT
+//! PROGRAM`, the process's root not the host's, its binaries read through
+//! /proc/PID/root.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::{consumers_dir, KillOnDrop};
+
+/// The Debian 13 root, or a panic saying how to get it.
+pub fn trixie() -> PathBuf {
+    let root = consumers_dir().join("roots/trixie");
+    assert!(
+        root.join(".fgbpf-complete").exists(),
+        "{} is missing: scripts/fetch-roots.sh builds it (scripts/test.sh runs it)",
+        root.display()
+    );
+    root
+}
+
+/// Copies `tests/workloads/DIR/*` into the root, under
+/// /tmp/fgbpf-versions/DIR, and says where it is inside the root.
+pub fn copy_workloads(root: &Path, dir: &str) -> PathBuf {
+    let inside = Path::new("/tmp/fgbpf-versions").join(dir);
+    let there = root.join(inside.strip_prefix("/").unwrap());
+    std::fs::create_dir_all(&there).unwrap();
+    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/workloads").join(dir);
+    for entry in std::fs::read_dir(&from).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, there.join(path.file_name().unwrap())).unwrap();
+    }
+    inside
+}
+
+/// Copies `tests/workloads/DIR/*` into the root and starts `PROGRAM
+/// SCRIPT SECONDS` in it, once it says "ready".
+pub fn start_in_root(root: &Path, dir: &str, program: &str, script: &str, seconds: &str) -> KillOnDrop {
+    let inside = copy_workloads(root, dir);
+    super::runtime::start_ready(
+        Command::new("chroot").arg(root).arg(program).arg(inside.join(script)).arg(seconds),
+        &format!("{program} {script} in {}", root.display()),
+        "chroot",
+    )
+}
