@@ -281,17 +281,7 @@ fn php_8_4_with_its_jit_names_busy_functions_in_order() {
         return;
     }
     let _serial = serial();
-    let jit = [
-        "-d",
-        "opcache.enable_cli=1",
-        "-d",
-        "opcache.jit=1205",
-        "-d",
-        "opcache.jit_buffer_size=64M",
-        "-d",
-        "opcache.file_update_protection=0",
-    ];
-    let php84 = start_in_trixie("php8.4", &jit, &[], "busy.php", &["30"]);
+    let php84 = start_in_trixie("php8.4", &jit("1205"), &[], "busy.php", &["30"]);
     let Captured { stacks, summary, .. } = capture_ended(php84, "oncpu", "3", "php84_jit");
     // The JIT's code has no unwind rows: stacks through it are walked by
     // frame pointers there (without the JIT, 100% whole with tables).
@@ -327,17 +317,19 @@ fn php_8_4_splits_under_its_tracing_jit_agree_with_its_excimer() {
         return;
     }
     let _serial = serial();
-    let jit = [
-        "-d",
-        "opcache.enable_cli=1",
-        "-d",
-        "opcache.jit=tracing",
-        "-d",
-        "opcache.jit_buffer_size=64M",
-        "-d",
-        "opcache.file_update_protection=0",
-    ];
-    split_84(&jit, "php84_split_jit", "split.php on PHP 8.4, tracing JIT");
+    split_84(&jit("tracing"), "php84_split_jit", "split.php on PHP 8.4, tracing JIT");
+}
+
+/// php's settings for opcache's JIT: `opcache.jit=MODE` with `mode`
+/// `1205` (every function compiled as it is loaded) or `tracing` (the hot
+/// loops and calls); scripts copied in the last 2 s compiled too.
+fn jit(mode: &'static str) -> [&'static str; 8] {
+    let jit = match mode {
+        "tracing" => "opcache.jit=tracing",
+        "1205" => "opcache.jit=1205",
+        other => panic!("no JIT mode {other} in these tests"),
+    };
+    ["-d", "opcache.enable_cli=1", "-d", jit, "-d", "opcache.jit_buffer_size=64M", "-d", "opcache.file_update_protection=0"]
 }
 
 fn split_84(ini: &[&str], test: &str, title: &str) {

@@ -139,23 +139,35 @@ fn a_50_30_20_split_between_ruby_methods_agrees_with_rbspy() {
     let pid = ruby.id();
     let spied = out_dir("ruby_split_rbspy");
     std::fs::create_dir_all(&spied).unwrap();
-    // Its collapsed output: `<main> - /path/split.rb:31;fifty - …:15 191`.
+    let written = spied.join("rbspy.txt");
     let mut rbspy = Command::new(rbspy());
+    rbspy_record(&mut rbspy, pid, &written).arg("--raw-file").arg(spied.join("rbspy.raw.gz"));
+    split_beside_rbspy(&mut ruby, rbspy, &written, "ruby_split", ("ruby", ""));
+}
+
+/// rbspy recording `pid` for 9 s at fgbpf's rate into `file`, collapsed:
+/// `<main> - /path/split.rb:31;fifty - …:15 191`.
+fn rbspy_record<'c>(rbspy: &'c mut Command, pid: u32, file: &Path) -> &'c mut Command {
     rbspy
         .args(["record", "--nonblocking", "--silent", "-r", "499", "-d", "9", "--format", "collapsed", "-p"])
         .arg(pid.to_string())
         .arg("-f")
-        .arg(spied.join("rbspy.txt"))
-        .arg("--raw-file")
-        .arg(spied.join("rbspy.raw.gz"));
-    let reference = Reference::process("rbspy", rbspy, reading(&spied.join("rbspy.txt"), read_collapsed));
-    let got = capture_beside(&mut ruby, &["oncpu", "-F", "499"], Window::Seconds("8"), "ruby_split", reference);
-    drop(ruby);
-    let main = thread(&read_folded(&got.dir.join("oncpu.folded")), &format!("ruby-{pid}"));
+        .arg(file)
+}
+
+/// split.rb's main thread (`comm`-PID) captured 8 s beside `rbspy` (which
+/// writes `written`): each method's share within 3 points of the known
+/// split and within 5 of rbspy's. rbspy names the methods with `prefix`
+/// (3.3's `Object#`).
+fn split_beside_rbspy(ruby: &mut KillOnDrop, rbspy: Command, written: &Path, test: &str, (comm, prefix): (&str, &str)) {
+    let pid = ruby.id();
+    let reference = Reference::process("rbspy", rbspy, reading(written, read_collapsed));
+    let got = capture_beside(ruby, &["oncpu", "-F", "499"], Window::Seconds("8"), test, reference);
+    let main = thread(&read_folded(&got.dir.join("oncpu.folded")), &format!("{comm}-{pid}"));
     let fg = Side { name: "fgbpf", stacks: &main, is: &|f, m| rb(f, &format!("Object#{m}@split.rb:")) };
-    let spy = Side { name: "rbspy", stacks: &got.theirs, is: &|f, m| f.starts_with(&format!("{m} - ")) };
+    let spy = Side { name: "rbspy", stacks: &got.theirs, is: &|f, m| f.starts_with(&format!("{prefix}{m} - ")) };
     let split = [("fifty", Some(50.0)), ("thirty", Some(30.0)), ("twenty", Some(20.0))];
-    let cmp = compare("split.rb, the main thread", fg, spy, &split, Base::All);
+    let cmp = compare(&format!("{test}: split.rb, the main thread"), fg, spy, &split, Base::All);
     cmp.assert_near_known(3.0, &got.summary);
     cmp.assert_near_reference(Within::Points(5.0), &got.summary);
 }
@@ -252,17 +264,23 @@ fn methods_are_named_with_their_class() {
         return;
     }
     let _serial = serial();
-    let Captured { pid, stacks, summary, .. } = capture_ended(start("klass.rb", &["30"]), "oncpu", "3", "ruby_klass");
-    let main = thread(&stacks, &format!("ruby-{pid}"));
+    classes_named(start("klass.rb", &["30"]), "ruby", "Integer#times [c function]", "ruby_klass");
+}
+
+/// klass.rb's main thread (`comm`-PID) under its methods with their
+/// classes, Integer#times named `times`, in ≥ 95% of its samples.
+fn classes_named(klass: KillOnDrop, comm: &str, times: &str, test: &str) {
+    let Captured { pid, stacks, summary, .. } = capture_ended(klass, "oncpu", "3", test);
+    let main = thread(&stacks, &format!("{comm}-{pid}"));
     let path = [
         "<main>@klass.rb:21",
         "Jobs::Worker#run@klass.rb:13",
-        "Integer#times [c function]",
+        times,
         "block in Jobs::Worker#run@klass.rb:13",
         "Jobs::Worker.crunch@klass.rb:8",
     ];
     let named = share_under(&main, &path);
-    eprintln!("{named:.1}% of {} samples under {}", total(&main), path.join(";"));
+    eprintln!("{comm}: {named:.1}% of {} samples under {}", total(&main), path.join(";"));
     assert!(total(&main) > 300, "{} samples of the main thread\n{summary}", total(&main));
     assert!(named >= 95.0, "{named:.1}% under {}\n{summary}", path.join(";"));
 }
@@ -344,19 +362,7 @@ fn ruby_3_3_methods_are_named_with_their_class() {
         return;
     }
     let _serial = serial();
-    let Captured { pid, stacks, summary, .. } = capture_ended(start_33("klass.rb"), "oncpu", "3", "ruby33_klass");
-    let main = thread(&stacks, &format!("ruby3.3-{pid}"));
-    let path = [
-        "<main>@klass.rb:21",
-        "Jobs::Worker#run@klass.rb:13",
-        "Integer#times@<internal:numeric>",
-        "block in Jobs::Worker#run@klass.rb:13",
-        "Jobs::Worker.crunch@klass.rb:8",
-    ];
-    let named = share_under(&main, &path);
-    eprintln!("Ruby 3.3: {named:.1}% of {} samples under {}", total(&main), path.join(";"));
-    assert!(total(&main) > 300, "{} samples of the main thread\n{summary}", total(&main));
-    assert!(named >= 95.0, "{named:.1}% under {}\n{summary}", path.join(";"));
+    classes_named(start_33("klass.rb"), "ruby3.3", "Integer#times@<internal:numeric>", "ruby33_klass");
 }
 
 #[test]
@@ -441,23 +447,9 @@ fn ruby_3_3_a_50_30_20_split_agrees_with_rbspy() {
     );
     let pid = ruby.id();
     let mut rbspy = Command::new("nsenter");
-    rbspy
-        .args(["-t", &pid.to_string(), "-m", "-r"])
-        .arg(tools.join("rbspy"))
-        .args(["record", "--nonblocking", "--silent", "-r", "499", "-d", "9", "--format", "collapsed", "-p"])
-        .arg(pid.to_string())
-        .arg("-f")
-        .arg(tools.join("rbspy.txt"));
-    let reference = Reference::process("rbspy", rbspy, reading(&written, read_collapsed));
-    let got = capture_beside(&mut ruby, &["oncpu", "-F", "499"], Window::Seconds("8"), "ruby33_split", reference);
-    drop(ruby);
-    let main = thread(&read_folded(&got.dir.join("oncpu.folded")), &format!("ruby3.3-{pid}"));
-    let fg = Side { name: "fgbpf", stacks: &main, is: &|f, m| rb(f, &format!("Object#{m}@split.rb:")) };
-    let spy = Side { name: "rbspy", stacks: &got.theirs, is: &|f, m| f.starts_with(&format!("Object#{m} - ")) };
-    let split = [("fifty", Some(50.0)), ("thirty", Some(30.0)), ("twenty", Some(20.0))];
-    let cmp = compare("Ruby 3.3 split.rb, the main thread", fg, spy, &split, Base::All);
-    cmp.assert_near_known(3.0, &got.summary);
-    cmp.assert_near_reference(Within::Points(5.0), &got.summary);
+    rbspy.args(["-t", &pid.to_string(), "-m", "-r"]).arg(tools.join("rbspy"));
+    rbspy_record(&mut rbspy, pid, &tools.join("rbspy.txt"));
+    split_beside_rbspy(&mut ruby, rbspy, &written, "ruby33_split", ("ruby3.3", "Object#"));
 }
 
 /// A VM whose layout does not check out at attach is not read, and the
