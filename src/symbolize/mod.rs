@@ -19,6 +19,9 @@ use crate::procs::maps::{fd_path, own_vdso};
 
 mod kernel_images;
 mod plt;
+mod thread_role;
+
+pub use thread_role::ThreadRole;
 
 use crate::procs::frame_kind::FrameKind;
 use crate::procs::perf_map::PerfMap;
@@ -47,17 +50,6 @@ pub struct Options {
     /// How threads a runtime leaves named as their process are named
     /// (each runtime's list, `runtimes::THREAD_ROLES`).
     pub thread_roles: &'static [&'static [ThreadRole]],
-}
-
-/// A thread a runtime leaves named as its process (the kernel knows all of
-/// Node.js's threads as `node`), named by the function it runs: the first
-/// frame of one of its stacks, root first, that starts with `entry` (that
-/// is `entry` and comes right after `under`, when given).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ThreadRole {
-    pub entry: &'static str,
-    pub under: Option<&'static str>,
-    pub role: &'static str,
 }
 
 /// Why an address could not be named.
