@@ -76,10 +76,6 @@ impl Walkers {
         Walkers(self.0 & !other.0)
     }
 
-    pub fn and(self, other: Walkers) -> Walkers {
-        Walkers(self.0 & other.0)
-    }
-
     pub fn iter(self) -> impl Iterator<Item = BpfWalker> {
         BpfWalker::ALL.into_iter().filter(move |w| self.has(*w))
     }
