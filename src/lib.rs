@@ -13,10 +13,13 @@
 //! - [`symbolize`] turns addresses into frames, with the reason when it
 //!   cannot;
 //! - [`profile`] is the one model (weighted stacks with a unit, threads,
-//!   states and binary identity), its building, merging and analysis;
+//!   states and binary identity), its building and merging;
+//! - [`analysis`] computes what the reports say of a profile: rankings,
+//!   waits, threads, findings, the diff;
 //! - [`format`] reads and writes it, one module per format;
 //! - [`app`] is one thin file per subcommand, on top of all of these.
 
+pub mod analysis;
 pub mod app;
 pub mod cli;
 pub mod demo;

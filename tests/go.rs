@@ -496,9 +496,12 @@ fn binary_without_symbols_says_so_and_keeps_its_cpu_profile() {
         assert!(dir.join(f).exists(), "{f} missing");
     }
     // The spinner's CPU is still there (named or not): it burns the 2 s,
-    // ~198 samples at 99 Hz; at least 150 of them, all the program's.
+    // ~198 samples at 99 Hz on an idle machine, fewer when other work shares
+    // the CPUs (the count against the kernel's CPU time is tests/oncpu.rs's
+    // `command_is_profiled_from_its_start_until_it_exits`); 50, all the
+    // program's, say its profile is kept.
     let on = read_folded(&dir.join("oncpu.folded"));
-    assert!(total(&on) >= 150, "{} on-CPU samples of the spinner's 2 s", total(&on));
+    assert!(total(&on) >= 50, "{} on-CPU samples of the spinner's 2 s", total(&on));
     assert!(on.iter().all(|(f, _)| f[0].ends_with(&format!("-{pid}"))), "only the program's samples: {on:?}");
 }
 

@@ -103,8 +103,12 @@ fn a_block_run_by_a_c_method_is_named_under_it() {
         pct(in_work, all),
         pct(in_times, all)
     );
-    // 3 s at 499 Hz: ~1,500 samples.
-    assert!(all > 1000, "{all} samples of the main thread\n{summary}");
+    // 3 s at 499 Hz is ~1,500 samples on an idle machine, fewer when other
+    // work shares the CPUs: the count against the CPU time the kernel gave
+    // is tests/oncpu.rs's `command_is_profiled_from_its_start_until_it_exits`.
+    // Here 300 says the shares below rest on the workload (at 95%, a share
+    // of 300 samples has a standard error of 1.3 points).
+    assert!(all >= 300, "{all} samples of the main thread\n{summary}");
     assert!(pct(in_times, all) >= 95.0, "{:.1}% under outer;times\n{summary}", pct(in_times, all));
     assert!(pct(in_block, all) >= 90.0, "{:.1}% under outer;times;block\n{summary}", pct(in_block, all));
     assert!(pct(in_work, all) >= 80.0, "{:.1}% in block;work\n{summary}", pct(in_work, all));

@@ -80,6 +80,19 @@ fn system_wide(cmd: &str, pid: u32, test: &str) -> Capture {
     }
 }
 
+impl Capture {
+    /// The least share of a steady workload's time (busy.py's CPU, nap.py's
+    /// sleeps) the slice from [`Capture::from`] to the end of the 3 s holds:
+    /// three quarters of its length's share. How soon the walkers join
+    /// depends on the machine's load (the second load's verification is most
+    /// of it); that they walk all that follows, and lose none of it, does
+    /// not. A join later than 2.7 s leaves too little to test, and fails.
+    fn tail_share(&self) -> f64 {
+        assert!(self.from <= 2.7, "the walkers joined {} s into a 3 s capture\n{}", self.from, self.summary);
+        0.75 * (3.0 - self.from) / 3.0
+    }
+}
+
 /// The summary's line for the staged start: how long after the capture began
 /// the walkers joined, in ms.
 fn joined_after(summary: &str) -> Option<u64> {
@@ -112,7 +125,7 @@ fn a_system_wide_capture_names_python_once_its_walker_joins_and_says_what_came_b
     let walked = weight_in_order_prefixed(&c.read, &["<module> (busy.py:", "outer (busy.py:"]);
     let inner = pct(weight_in_order_prefixed(&c.read, &["outer (busy.py:", "inner (busy.py:"]), read);
     eprintln!("from {} s: {walked} of {read} samples under outer, {inner:.1}% in inner; {all} in all", c.from);
-    assert!(read * 2 >= all, "{read} of {all} samples from {} s", c.from);
+    assert!(read >= c.tail_share() * all as f64, "{read} of {all} samples from {} s", c.from);
     assert_eq!(walked, read, "samples from {} s not under outer\n{summary}", c.from);
     assert!(inner >= 90.0, "{inner:.1}% of the samples from {} s in outer;inner\n{summary}", c.from);
     // The sampler ran before the walkers joined, at once: what it recorded
@@ -146,7 +159,7 @@ fn a_system_wide_off_cpu_capture_walks_python_at_switch_out_once_its_walker_join
     let under = |stacks: &Folded| weight_in_order_prefixed(stacks, &["nap (nap.py:", "__GI___clock_nanosleep"]);
     let (late, walked) = (total(&read), under(&read));
     eprintln!("from {} s: {walked} of {late} us of sleeps under nap; {everything} us in all", c.from);
-    assert!(late * 2 >= everything, "{late} of {everything} us from {} s", c.from);
+    assert!(late as f64 >= c.tail_share() * everything as f64, "{late} of {everything} us from {} s", c.from);
     // Every sleep from then on is under nap; those before are native frames
     // only, and said to be.
     assert_eq!(walked, late, "sleeps from {} s without nap\n{}", c.from, c.summary);

@@ -119,7 +119,7 @@ fn open(rec: &Recording<'_>, mut prepared: Prepared) -> Result<Live, CliError> {
     let symbolizer = Symbolizer::new(&symbolize::Options {
         debug_dirs: args.symbols.debug_dirs.clone(),
         own_debug: !args.command.is_empty(),
-        thread_roles: crate::runtimes::THREAD_ROLES,
+        thread_roles: &crate::runtimes::THREAD_ROLES,
     });
     if let Some(h) = held.as_mut() {
         recorder.prepare_command(&h.program);

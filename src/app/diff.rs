@@ -11,7 +11,7 @@ use super::CliError;
 use crate::cli::DiffArgs;
 use crate::format::diff::{render_changes, render_json, write_svg, Side, SvgOptions, Widths};
 use crate::format::{files, input};
-use crate::profile::analysis::{changes, Change};
+use crate::analysis::{changes, Change};
 use crate::profile::names::sanitize;
 use crate::profile::{Kind, Profile, Unit};
 

@@ -6,7 +6,7 @@ use super::CliError;
 use crate::cli::ReportArgs;
 use crate::format::breakdown::{self, Columns};
 use crate::format::{folded::Leading, input, report, sidecar, wakers};
-use crate::profile::analysis::threads::has_off_cpu;
+use crate::analysis::threads::has_off_cpu;
 use crate::profile::Kind;
 
 pub fn run(args: &ReportArgs) -> Result<(), CliError> {

@@ -12,8 +12,8 @@ use serde::Serialize;
 use super::session::window::EndReason;
 use crate::format::report::FINDINGS;
 use crate::format::unresolved;
-use crate::profile::analysis::findings::{findings, Finding};
-use crate::profile::analysis::{pct, Lens};
+use crate::analysis::findings::{findings, Finding};
+use crate::analysis::{pct, Lens};
 use crate::profile::{thousands, Profile};
 use crate::procs::Held;
 

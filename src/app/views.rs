@@ -91,7 +91,7 @@ impl Views {
         let mut unwinding = unwinding(&recorded.stats, recorded.tables.as_ref());
         if let Some(u) = unwinding.as_mut() {
             u.refused = recorded.tables_refused.clone();
-            u.python_refused = recorded.walkers_refused.interpreters().map(str::to_string);
+            u.walkers_refused = recorded.walkers_refused.interpreters_line();
             u.lean = recorded.walkers_joined.map(|after| Lean {
                 after_ms: after.as_millis() as u64,
                 samples: recorded.stats.lean_samples,

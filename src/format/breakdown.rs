@@ -2,13 +2,13 @@
 //! split into on-CPU and the off-CPU states, with the heaviest sites of
 //! each — the function that ran, or the wait's reason, the function that
 //! blocked and the user's function above it. Computed by
-//! [`crate::profile::analysis::threads`].
+//! [`crate::analysis::threads`].
 
 use std::fmt::Write as _;
 
 use super::folded::Leading;
-use crate::profile::analysis::threads::{table, COLUMNS};
-use crate::profile::analysis::{pct, Lens};
+use crate::analysis::threads::{table, COLUMNS};
+use crate::analysis::{pct, Lens};
 use crate::profile::Profile;
 
 /// Which columns a table has.

@@ -13,7 +13,7 @@ use inferno::{differential, flamegraph};
 use serde::Serialize;
 
 use super::folded::sanitize;
-use crate::profile::analysis::Change;
+use crate::analysis::Change;
 use crate::profile::Profile;
 
 /// Which profile gives the boxes their widths.
@@ -222,7 +222,7 @@ pub fn render_json<'a>(
 mod tests {
     use super::*;
     use crate::format::folded::read::parse;
-    use crate::profile::analysis::changes;
+    use crate::analysis::changes;
     use crate::profile::Unit;
 
     fn profile(text: &str) -> Profile {

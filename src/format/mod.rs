@@ -4,7 +4,7 @@
 //! directory's files ([`outputs`]) and what its report and pictures say
 //! ([`capture`]). Each writer takes a [`crate::profile::Profile`] and its
 //! own options and only renders: what to rank or compare is computed in
-//! [`crate::profile::analysis`].
+//! [`crate::analysis`].
 
 pub mod breakdown;
 pub mod capture;

@@ -11,9 +11,9 @@ use super::folded::sanitize;
 use super::unresolved;
 use serde::Serialize;
 
-use crate::profile::analysis::findings::{findings, Finding};
-use crate::profile::analysis::threads::{table, Table};
-use crate::profile::analysis::{pct, ranking, summarize, FunctionRow, Lens, Summary};
+use crate::analysis::findings::{findings, Finding};
+use crate::analysis::threads::{table, Table};
+use crate::analysis::{pct, ranking, summarize, FunctionRow, Lens, Summary};
 use crate::profile::names::Leading;
 use crate::profile::Profile;
 

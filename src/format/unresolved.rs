@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
-use crate::profile::analysis::pct;
+use crate::analysis::pct;
 // Process and file names come from the target: terminal controls are
 // kept out of the summary and the report.
 use crate::profile::names::printable;

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use super::folded::{leading_frames, sanitize, Leading};
-use crate::profile::analysis::pct;
+use crate::analysis::pct;
 use crate::profile::raw::{INTERRUPT_WAKER, WAKER_SEPARATOR};
 use crate::profile::{FrameKind, Profile, Stack};
 

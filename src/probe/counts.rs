@@ -119,9 +119,7 @@ pub(super) struct Counts {
 /// (a caller's return address moved into its call): those before an
 /// interpreter's marker.
 fn native_addresses(stack: &[u64]) -> impl Iterator<Item = u64> + '_ {
-    let native = stack
-        .iter()
-        .position(|a| crate::runtimes::INTERP_MARKERS.contains(a));
+    let native = stack.iter().position(|&a| crate::runtimes::is_interp_marker(a));
     crate::profile::build::adjusted(&stack[..native.unwrap_or(stack.len())])
 }
 

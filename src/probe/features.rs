@@ -44,7 +44,7 @@ pub struct Force {
     pub raw_tp: bool,
     pub perf_buffer: bool,
     /// As if the kernel had no bpf_loop: the compat programs, which walk
-    /// tables by tail calls, and no Python walker.
+    /// tables by tail calls, and no runtime walkers.
     pub no_loop: bool,
     /// As if the kernel had no bpf_task_pt_regs: the compat walker reads
     /// user registers from the task's kernel stack (implies `no-loop`,
@@ -152,8 +152,8 @@ pub struct Paths {
     /// `--btf`: the BTF CO-RE relocations are made against.
     pub btf_file: Option<PathBuf>,
     /// The compat programs (src/bpf/tailwalk.bpf.h): no bpf_loop (5.17),
-    /// so the .eh_frame walker runs by tail calls and the Python walker,
-    /// which needs the loop, is off.
+    /// so the .eh_frame walker runs by tail calls and the runtimes'
+    /// walkers, which need the loop, are off.
     pub compat: Taken,
     /// User registers read from the task's kernel stack: no
     /// bpf_task_pt_regs (5.15). Only the compat walker needs it.
@@ -259,7 +259,7 @@ impl Paths {
         self.raw_tp.taken() || !self.task_stack
     }
 
-    /// Why the Python walker is off on the compat path.
+    /// Why the runtimes' walkers are off on the compat path.
     pub fn no_loop_why(&self) -> String {
         self.compat.why("the kernel has no bpf_loop helper (Linux 5.17)")
     }
@@ -329,8 +329,9 @@ impl Paths {
         }
         if self.perf_buffer.taken() {
             out.push(format!(
-                "process events through a perf buffer instead of a ring buffer ({}); no runtime frames (Python, Ruby, PHP, Java, JavaScript, Go labels): their walkers need a ring buffer and bpf_loop (Linux 5.17)",
-                self.perf_buffer.why("ring buffers need Linux 5.8")
+                "process events through a perf buffer instead of a ring buffer ({}); no runtime frames ({}): their walkers need a ring buffer and bpf_loop (Linux 5.17)",
+                self.perf_buffer.why("ring buffers need Linux 5.8"),
+                crate::runtimes::walkers::Walkers::all().what()
             ));
         }
         if self.compat.taken() {

@@ -27,22 +27,12 @@ use super::{bpf_error, CaptureError};
 /// references, all in code the verifier prunes), and the second creates
 /// its own. The unwind tables' rows and page index (filled by
 /// [`super::unwind::Tables`] through the second load's maps), the table
-/// walker's per-CPU caches, and the runtimes' caches, which user space
-/// never touches.
-pub(super) const TWIN_ONLY: [&str; 12] = [
-    "unwind_rows",
-    "unwind_pages",
-    "row_cache",
-    "search_pads",
-    "interp_seen",
-    "interp_seen_cache",
-    "java_seen",
-    "v8_seen",
-    "v8_seen_cache",
-    "py_threads",
-    "rb_reads",
-    "php_reads",
-];
+/// walker's per-CPU caches, and the runtimes' walkers' own
+/// ([`crate::runtimes::walker_only_map`]), which user space never touches.
+fn twin_only(name: &str) -> bool {
+    ["unwind_rows", "unwind_pages", "row_cache", "search_pads"].contains(&name)
+        || crate::runtimes::walker_only_map(name)
+}
 
 /// A staged start still to be completed by [`join`]: the walkers and
 /// tables (`rows`, the unwind-table array's size; 0: none) it brings.
@@ -68,7 +58,7 @@ pub(super) fn pending(programs: &Programs, walkers: Walkers, rows: u32, targets:
 /// created.
 pub(super) fn leave_out(open: &mut libbpf_rs::OpenObject) -> Result<(), CaptureError> {
     for mut map in open.maps_mut() {
-        if TWIN_ONLY.iter().any(|n| map.name() == *n) {
+        if map.name().to_str().is_some_and(twin_only) {
             map.set_autocreate(false)
                 .map_err(|e| bpf_error(&format!("leaving out the map {}", map.name().to_string_lossy()), e))?;
         }
@@ -89,7 +79,7 @@ pub(super) struct Joined {
 
 /// Loads the object a second time with `pending`'s walkers and tables,
 /// sharing every map of `first` but its read-only configuration (copied)
-/// and [`TWIN_ONLY`]'s, and puts each program in its twin's place. When the
+/// and [`twin_only`]'s, and puts each program in its twin's place. When the
 /// kernel refuses it, tries again without the interpreters' walkers
 /// (CPython, Ruby, PHP, Go: src/probe/fallback.rs), then with tables only;
 /// when it refuses those too, the capture goes on as the first load
@@ -163,7 +153,7 @@ fn load_twin(
     let mut theirs: Vec<_> = first.object().maps().map(|m| (m.name().to_owned(), m)).collect();
     for mut map in open.open_object_mut().maps_mut() {
         let name = map.name().to_owned();
-        if name.to_string_lossy().ends_with(".rodata") || TWIN_ONLY.iter().any(|n| name == *n) {
+        if name.to_string_lossy().ends_with(".rodata") || name.to_str().is_some_and(twin_only) {
             continue;
         }
         let Some(i) = theirs.iter().position(|(n, _)| *n == name) else {

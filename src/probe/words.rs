@@ -1,5 +1,5 @@
 //! The words the BPF side writes into its keys and entries, read back:
-//! how a user stack was walked and how a Python stack was read (bits of
+//! how a user stack was walked and how an interpreter's stack was read (bits of
 //! the flags), the off-CPU state (enum fg_state, both ways), and the clock
 //! their times are on. Shared by the drain of the counts and the reading
 //! of the off-CPU entries, which import it and not each other.
@@ -26,10 +26,10 @@ pub(super) fn walk_of(flags: u32) -> Option<Walk> {
     Walk::from_raw(flags >> FG_WALK_SHIFT & 0xf)
 }
 
-/// Where the flags keep how a Python stack was read (FG_INTERP_SHIFT).
+/// Where the flags keep how an interpreter's stack was read (FG_INTERP_SHIFT).
 const FG_INTERP_SHIFT: u32 = 8;
 
-/// How a Python stack was read, from the flags of a key or a start.
+/// How an interpreter's stack was read, from the flags of a key or a start.
 pub(super) fn interp_walk_of(flags: u32) -> Option<InterpWalk> {
     InterpWalk::from_raw(flags >> FG_INTERP_SHIFT & 0xf)
 }

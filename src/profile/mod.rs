@@ -1,7 +1,6 @@
 //! The one in-memory model every output is written from: weighted stacks of
 //! interned frames, with a unit and the threads they belong to.
 
-pub mod analysis;
 pub mod build;
 pub mod frame_lists;
 pub mod merge;

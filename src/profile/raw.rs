@@ -200,11 +200,11 @@ pub struct InterpFrame {
     pub entry: bool,
 }
 
-/// How a Python thread's interpreter stack was read (enum fg_interp_walk).
+/// How a thread's interpreter stack was read (enum fg_interp_walk).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum InterpWalk {
     Whole,
-    /// The thread had no Python thread state: it does not run Python.
+    /// The thread had no interpreter state: it runs no interpreted code.
     NoThread,
     /// Cut: no room left in the 127-frame stack.
     Cut,

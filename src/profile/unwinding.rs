@@ -83,8 +83,9 @@ pub struct Unwinding {
     pub enabled: bool,
     /// Why the kernel refused the table walker, when it did.
     pub refused: Option<String>,
-    /// Why the kernel refused the Python walker, when it did.
-    pub python_refused: Option<String>,
+    /// What the runtimes say of their walkers the kernel refused (a
+    /// sentence, [`crate::runtimes`]'s), when it refused any.
+    pub walkers_refused: Option<String>,
     /// The runtimes' walkers, loaded once sampling had begun: what was
     /// recorded before they joined.
     pub lean: Option<Lean>,
@@ -238,11 +239,7 @@ impl Unwinding {
     /// Lines for the summary and the report, each a complete sentence.
     pub fn lines(&self) -> Vec<String> {
         let mut out = self.walk_lines();
-        if let Some(why) = &self.python_refused {
-            out.push(format!(
-                "the Python, Ruby and PHP frame walkers did not load ({why}): their threads show the interpreter's C frames, not Python functions, Ruby methods or PHP functions"
-            ));
-        }
+        out.extend(self.walkers_refused.iter().cloned());
         if let Some(line) = self.lean.filter(|_| !self.runtimes.processes.is_empty()).and_then(|l| l.line()) {
             out.push(line);
         }

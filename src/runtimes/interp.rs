@@ -8,7 +8,7 @@
 //! evaluator's (the contract of src/bpf/fgbpf.h: frames leaf first, bit
 //! 63 on the outermost frame of one evaluator call).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::sync::Arc;
 
@@ -17,7 +17,10 @@ use libbpf_rs::{MapCore, MapFlags};
 use super::{interp_added, Announcement, Found, Runtime};
 use crate::bpf::{FgbpfMaps, FgbpfSkel};
 use crate::procs::maps;
-use crate::profile::{Evaluator, InterpFrame, RawStack};
+use crate::procs::mem::Mem;
+use crate::procs::frame_kind::FrameKind;
+use crate::profile::{Evaluator, InterpFrame, Pattern, RawStack};
+use crate::symbolize::Named;
 
 /// FG_INTERP_ENTRY of src/bpf/fgbpf.h.
 pub(crate) const ENTRY: u64 = 1 << 63;
@@ -34,6 +37,10 @@ pub(crate) fn pc_bits_of(word: u64) -> u64 {
 
 pub(crate) const PC_BITS: u32 = 18;
 
+/// The maps of interp.bpf.h only the walkers use: which processes run an
+/// interpreter, cached per CPU.
+pub(crate) const WALKER_MAPS: [&str; 2] = ["interp_seen", "interp_seen_cache"];
+
 /// One interpreter's side of the contract.
 pub(crate) trait Walker {
     /// An interpreter found in a process, and what names its objects.
@@ -43,8 +50,8 @@ pub(crate) trait Walker {
     const MARKER: u64;
     /// Its evaluator's native frames, whose places its frames take.
     const EVALUATOR: Evaluator;
-    /// Its name in the summary (`Ruby`).
-    const NAME: &'static str = "";
+    /// How the summary speaks of it.
+    const LANG: &'static super::walks::Lang;
     /// The kind of its walker's announcements (enum fg_proc_event_kind of
     /// src/bpf/fgbpf.h).
     const ANNOUNCED: u32;
@@ -64,7 +71,7 @@ pub(crate) trait Walker {
     /// Before the walker is given the interpreter found in `pid`: reads
     /// something of the live process whose answer the layout knows, and
     /// says why the layout does not fit it if it does not.
-    fn check(_pid: u32, _found: &Self::Found) -> Result<(), String> {
+    fn check(_mem: &Mem, _found: &Self::Found) -> Result<(), String> {
         Ok(())
     }
     /// When no mapping held an interpreter: one that is there but that
@@ -80,8 +87,8 @@ pub(crate) trait Walker {
     /// Whether the native frame at `addr` (the leaf's pc when `leaf`, else
     /// a return address) is the evaluator's, where its binary does not
     /// name it (Ruby 3.3's hidden rb_vm_exec): it is then written as
-    /// [`crate::runtimes::EVALUATOR_WORD`], which the profile names as the
-    /// evaluator.
+    /// [`crate::runtimes::EVALUATOR_WORD`], named as the first of
+    /// [`Self::EVALUATOR`]'s frames given by its whole name.
     fn evaluator_at(_found: &Self::Found, _addr: u64, _leaf: bool) -> bool {
         false
     }
@@ -113,6 +120,9 @@ pub(crate) struct Interp<W: Walker> {
     texts: HashMap<(u32, u64), Arc<str>>,
     /// Write `name (file)` instead of `name (file:line)`.
     no_lines: bool,
+    /// The processes with stacks through an evaluator their binary does
+    /// not name ([`Walker::evaluator_at`]).
+    hidden_evaluator: HashSet<u32>,
 }
 
 impl<W: Walker> Interp<W> {
@@ -123,6 +133,7 @@ impl<W: Walker> Interp<W> {
             unsupported: HashMap::new(),
             texts: HashMap::new(),
             no_lines,
+            hidden_evaluator: HashSet::new(),
         }
     }
 
@@ -139,8 +150,14 @@ impl<W: Walker> Interp<W> {
             }
             let path = format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end);
             let Ok(file) = File::open(&path) else { continue };
-            let found = W::find(&file, m.path, m.start, m.offset)
-                .and_then(|f| f.map(|f| W::check(pid, &f).map(|()| f)).transpose());
+            let found = W::find(&file, m.path, m.start, m.offset).and_then(|f| {
+                f.map(|f| match Mem::open(pid) {
+                    Ok(mem) => W::check(&mem, &f).map(|()| f),
+                    // Gone already: nothing to read, and nothing walked.
+                    Err(_) => Ok(f),
+                })
+                .transpose()
+            });
             match found {
                 Ok(Some(found)) => {
                     self.found_at.insert(pid, (m.start, m.inode));
@@ -179,6 +196,7 @@ impl<W: Walker> Interp<W> {
         self.found_at.retain(|&pid, _| keep(pid));
         self.unsupported.retain(|&pid, _| keep(pid));
         self.texts.retain(|&(pid, _), _| keep(pid));
+        self.hidden_evaluator.retain(|&pid| keep(pid));
     }
 
     /// Reads the objects a freshly stored stack of `pid` names, while it
@@ -216,11 +234,14 @@ impl<W: Walker> Interp<W> {
         if let Some((found, reader)) = self.readers.get(&r.pid) {
             let drop = W::not_running(reader, &words[1..]).min(words.len() - 1);
             words.truncate(words.len() - drop);
-            if r.user.iter().enumerate().any(|(i, &a)| W::evaluator_at(found, a, i == 0)) {
-                let user: Vec<u64> = r.user.iter().enumerate()
-                    .map(|(i, &a)| if W::evaluator_at(found, a, i == 0) { super::EVALUATOR_WORD } else { a })
-                    .collect();
+            let hidden: Vec<usize> = (0..r.user.len()).filter(|&i| W::evaluator_at(found, r.user[i], i == 0)).collect();
+            if !hidden.is_empty() {
+                let mut user = r.user.to_vec();
+                for i in hidden {
+                    user[i] = super::EVALUATOR_WORD;
+                }
                 r.user = user.into();
+                self.hidden_evaluator.insert(r.pid);
             }
         }
         r.more_mut().evaluator = Some(W::EVALUATOR);
@@ -284,6 +305,16 @@ impl<W: Walker> Runtime for Interp<W> {
 
     fn finish(&mut self, stacks: &mut [RawStack], found: &mut Found) {
         self.name(stacks);
+        let evaluator = W::EVALUATOR.frames.iter().find_map(|p| match p {
+            Pattern::Is(name) => Some(*name),
+            _ => None,
+        });
+        if let Some(name) = evaluator {
+            for &pid in &self.hidden_evaluator {
+                let named = Named::known(vec![(name.to_string(), FrameKind::User)]);
+                found.runtime_names.insert((pid, super::EVALUATOR_WORD), named);
+            }
+        }
         let mut read: Vec<_> = self
             .found()
             .map(|(pid, f)| {
@@ -296,7 +327,7 @@ impl<W: Walker> Runtime for Interp<W> {
         let mut notes: Vec<(u32, String)> =
             self.readers.iter().filter_map(|(&pid, (f, r))| W::note(f, r).map(|n| (pid, n))).collect();
         notes.sort_unstable();
-        found.notes.extend(notes.into_iter().map(|(pid, n)| (pid, W::NAME, n)));
+        found.notes.extend(notes.into_iter().map(|(pid, n)| (pid, W::LANG.name, n)));
         let (to, unreadable) = W::results(found);
         *to = read;
         *unreadable = unsupported;

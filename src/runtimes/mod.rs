@@ -41,30 +41,88 @@ pub const SIGNAL_FRAME: &str = "[signal]";
 pub const EXEC_FRAME: &str = "[image replaced by execve]";
 /// A frame of an interpreter's evaluator that its binary does not name
 /// (Ruby 3.3's hidden rb_vm_exec, told by its address: [`interp`]'s
-/// `evaluator_at`): FG_RT_NATIVE's kind 2, named [`EVALUATOR_FRAME`], which
-/// the profile puts the interpreter's frames in place of.
+/// `evaluator_at`): FG_RT_NATIVE's kind 2, named by its interpreter as
+/// its evaluator (which the profile puts the interpreter's frames in
+/// place of), else [`EVALUATOR_FRAME`].
 pub const EVALUATOR_WORD: u64 = (2 << 62) | (SIGNAL_RUNTIME << 60) | (2 << 58);
-pub const EVALUATOR_FRAME: &str = "rb_vm_exec";
+pub const EVALUATOR_FRAME: &str = "[evaluator]";
 
 /// The runtimes fgbpf reads, in the order their frames are named: the
-/// one list a runtime is added to. Each gives its walker to a capture
-/// that asks for it, or `None`.
-const ALL: &[fn(&Settings) -> Option<Box<dyn Runtime>>] = &[
-    python::walker::start,
-    ruby::walker::start,
-    php::walker::start,
-    java::walker::start,
-    v8::walker::start,
-    go::walker::start,
+/// one list a runtime is added to.
+const ALL: &[&Registered] = &[
+    &python::walker::REGISTERED,
+    &ruby::walker::REGISTERED,
+    &php::walker::REGISTERED,
+    &java::walker::REGISTERED,
+    &v8::walker::REGISTERED,
+    &go::walker::REGISTERED,
 ];
 
-/// How the runtimes name the threads they leave named as their process:
-/// each runtime's list (symbolize::Options::thread_roles).
-pub const THREAD_ROLES: &[&[crate::symbolize::ThreadRole]] = &[v8::threads::ROLES];
+/// What a runtime's folder gives the rest of fgbpf, besides its BPF half.
+pub struct Registered {
+    /// Its walker, for a capture that asks for it, or `None`.
+    pub start: fn(&Settings) -> Option<Box<dyn Runtime>>,
+    /// Its plumbing, for the reports.
+    pub plumbing: Plumbing,
+    /// How it names the threads it leaves named as their process
+    /// (symbolize::Options::thread_roles).
+    pub thread_roles: &'static [crate::symbolize::ThreadRole],
+    /// The marker its walker writes before its frames on the interpreters'
+    /// contract ([`interp`]): a stack's native frames end at the first.
+    pub marker: Option<u64>,
+    /// The BPF maps only its walker uses (caches of what it announced,
+    /// scratch), which user space never touches: a staged start's first
+    /// load does not create them (src/probe/staged.rs).
+    pub walker_maps: &'static [&'static str],
+}
 
-/// The markers the interpreter walkers write before their frames
-/// ([`interp`]): a stack's native frames end at the first.
-pub const INTERP_MARKERS: [u64; 3] = [python::walker::MARKER, ruby::walker::MARKER, php::walker::MARKER];
+/// A runtime's frames that sit under everything and explain nothing (its
+/// start-up, thread entry and call dispatch), and the name prefixes of its
+/// own libraries, which a report looks past for the user's code above a
+/// wait ([`crate::analysis`]'s functions). Names only: a folded file
+/// carries no binary identity.
+#[derive(Debug)]
+pub struct Plumbing {
+    /// Whole names.
+    pub exact: &'static [&'static str],
+    /// Prefixes, for families with generated names.
+    pub prefixes: &'static [&'static str],
+    /// Prefixes of the runtime's libraries (its standard library, its C
+    /// API, its own C++ between them and the kernel).
+    pub libraries: &'static [&'static str],
+}
+
+impl Plumbing {
+    /// None.
+    pub const NONE: Plumbing = Plumbing { exact: &[], prefixes: &[], libraries: &[] };
+}
+
+/// Each runtime's thread roles, for the symbolizer.
+pub const THREAD_ROLES: [&[crate::symbolize::ThreadRole]; ALL.len()] = {
+    let mut out: [&[crate::symbolize::ThreadRole]; ALL.len()] = [&[]; ALL.len()];
+    let mut i = 0;
+    while i < ALL.len() {
+        out[i] = ALL[i].thread_roles;
+        i += 1;
+    }
+    out
+};
+
+/// Each runtime's plumbing, for the reports.
+pub fn plumbing() -> impl Iterator<Item = &'static Plumbing> {
+    ALL.iter().map(|r| &r.plumbing)
+}
+
+/// Whether `word` is the marker an interpreter's walker writes before its
+/// frames.
+pub fn is_interp_marker(word: u64) -> bool {
+    ALL.iter().any(|r| r.marker == Some(word))
+}
+
+/// Whether the BPF map `name` is one only the runtimes' walkers use.
+pub fn walker_only_map(name: &str) -> bool {
+    interp::WALKER_MAPS.contains(&name) || ALL.iter().any(|r| r.walker_maps.contains(&name))
+}
 
 /// What a capture asks of the runtimes (the part of the probe's options
 /// they read). All off when user stacks are not walked.
@@ -197,7 +255,7 @@ pub struct Runtimes(Vec<Box<dyn Runtime>>);
 
 impl Runtimes {
     pub fn new(settings: &Settings) -> Self {
-        Runtimes(ALL.iter().filter_map(|start| start(settings)).collect())
+        Runtimes(ALL.iter().filter_map(|r| (r.start)(settings)).collect())
     }
 
     /// Reads an object an event announced, at once, while the process
@@ -276,7 +334,9 @@ impl Runtimes {
             };
             (Named::known(vec![(frame.to_string(), FrameKind::User)]), None)
         });
-        found.runtime_names.extend(signals);
+        for (at, named) in signals {
+            found.runtime_names.entry(at).or_insert(named);
+        }
         found
     }
 

@@ -4,7 +4,8 @@
 
 use super::java::walks::JavaWalks;
 use super::v8::walks::NodeWalks;
-use super::walks::{by_process, lines, Context, GO, PHP, PYTHON, RUBY};
+use super::walks::{by_process, lines, Context};
+use super::{go, php, python, ruby};
 use super::Found;
 use crate::profile::names::printable;
 use crate::profile::unwinding::RuntimeWalks;
@@ -14,9 +15,9 @@ use crate::profile::unwinding::RuntimeWalks;
 pub fn of(found: &Found, ctx: &Context) -> RuntimeWalks {
     let mut out = RuntimeWalks::default();
     for (lang, otlp, read, unsupported) in [
-        (&PYTHON, "cpython", &found.interpreters, &found.py_unsupported),
-        (&RUBY, "ruby", &found.rubies, &found.rb_unsupported),
-        (&PHP, "php", &found.phps, &found.php_unsupported),
+        (&python::walker::LANG, "cpython", &found.interpreters, &found.py_unsupported),
+        (&ruby::walker::LANG, "ruby", &found.rubies, &found.rb_unsupported),
+        (&php::walker::LANG, "php", &found.phps, &found.php_unsupported),
     ] {
         let versions = read.iter().map(|(pid, v, _)| (*pid, format!("{}.{}", v.0, v.1))).collect();
         let walks = by_process(ctx.weighed.iter().copied(), &versions, ctx.name_of);
@@ -37,7 +38,7 @@ pub fn of(found: &Found, ctx: &Context) -> RuntimeWalks {
     }
     let versions = found.gos.iter().map(|(pid, v)| (*pid, v.trim_start_matches("go").to_string())).collect();
     let go = by_process(ctx.weighed.iter().copied(), &versions, ctx.name_of);
-    out.lines.extend(lines(&go, &ctx.unreadable(&found.go_labels_unsupported), &GO));
+    out.lines.extend(lines(&go, &ctx.unreadable(&found.go_labels_unsupported), &go::walker::LANG));
     for (&pid, &(on, off)) in &found.go_labels_unread {
         let Some(all) = go.iter().find(|w| w.pid == pid).map(|w| w.total) else { continue };
         let unread = on * ctx.period_us + off;

@@ -31,6 +31,18 @@ impl BpfWalker {
         !matches!(self, BpfWalker::Java | BpfWalker::V8)
     }
 
+    /// What the walker reads, as the summary names it.
+    pub fn what(self) -> &'static str {
+        match self {
+            BpfWalker::Python => "Python",
+            BpfWalker::Ruby => "Ruby",
+            BpfWalker::Php => "PHP",
+            BpfWalker::Go => "Go labels",
+            BpfWalker::Java => "Java",
+            BpfWalker::V8 => "JavaScript",
+        }
+    }
+
     fn bit(self) -> u8 {
         1 << self as u8
     }
@@ -76,6 +88,11 @@ impl Walkers {
         Walkers(self.0 & !other.0)
     }
 
+    /// What the walkers read, as a list: `Python, Ruby, PHP`.
+    pub fn what(self) -> String {
+        self.iter().map(BpfWalker::what).collect::<Vec<_>>().join(", ")
+    }
+
     pub fn iter(self) -> impl Iterator<Item = BpfWalker> {
         BpfWalker::ALL.into_iter().filter(move |w| self.has(*w))
     }
@@ -115,6 +132,16 @@ impl Refused {
     /// reason).
     pub fn interpreters(&self) -> Option<&str> {
         self.0.iter().find(|(w, _)| w.interpreter()).map(|(_, why)| why.as_str())
+    }
+
+    /// The summary's sentence on the interpreters' walkers, when the
+    /// kernel refused them.
+    pub fn interpreters_line(&self) -> Option<String> {
+        self.interpreters().map(|why| {
+            format!(
+                "the Python, Ruby and PHP frame walkers did not load ({why}): their threads show the interpreter's C frames, not Python functions, Ruby methods or PHP functions"
+            )
+        })
     }
 }
 

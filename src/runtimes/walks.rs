@@ -137,56 +137,7 @@ pub struct Lang {
     pub early: &'static str,
 }
 
-pub const PYTHON: Lang = Lang {
-    name: "Python",
-    whole: "with the Python stack read whole",
-    cut: "cut at the 127-frame limit (its outermost Python frames are missing)",
-    fault: "cut by interpreter memory that could not be read",
-    not_read: "Python frames not read",
-    early: "taken before fgbpf was reading the interpreter (native frames only)",
-    runtime: "CPython",
-    native: "the evaluator's native frames",
-    outside: "in threads not running Python (native threads)",
-};
-
-pub const RUBY: Lang = Lang {
-    name: "Ruby",
-    whole: "with the Ruby stack read whole",
-    cut: "cut at the 127-frame limit (its outermost Ruby frames are missing)",
-    fault: "cut by interpreter memory that could not be read",
-    not_read: "Ruby frames not read",
-    early: "taken before fgbpf was reading the interpreter (native frames only)",
-    runtime: "Ruby",
-    native: "the VM's native frames (rb_vm_exec)",
-    outside: "in threads not running Ruby (native threads)",
-};
-
-pub const PHP: Lang = Lang {
-    name: "PHP",
-    whole: "with the PHP stack read whole",
-    cut: "cut at the 127-frame limit (its outermost PHP frames are missing)",
-    fault: "cut by interpreter memory that could not be read",
-    not_read: "PHP frames not read",
-    early: "taken before fgbpf was reading the interpreter (native frames only)",
-    runtime: "PHP",
-    native: "the executor's native frames (execute_ex)",
-    outside: "outside PHP code (start-up, between requests)",
-};
-
 /// Lines for the summary and the report.
-/// Go programs: whether their stacks carry the goroutine they ran.
-pub const GO: Lang = Lang {
-    name: "Go",
-    runtime: "Go",
-    native: "their functions without the goroutine",
-    outside: "running no goroutine (the scheduler, threads Go did not start)",
-    whole: "with the goroutine it ran (its id and pprof labels)",
-    cut: "without their goroutine (stacks at the 127-frame limit)",
-    fault: "without their goroutine (its memory could not be read)",
-    not_read: "goroutines not told on its stacks",
-    early: "taken before fgbpf had read the program (without their goroutine)",
-};
-
 pub fn lines(walks: &[InterpWalks], unreadable: &[Unreadable], lang: &Lang) -> Vec<String> {
     let name = lang.name;
     let mut out = Vec::new();
@@ -259,7 +210,7 @@ mod tests {
         assert_eq!((one.total, one.whole, one.no_thread), (20, 10, 10));
         let two = walks.iter().find(|p| p.pid == 2).unwrap();
         assert_eq!((two.total, two.whole, two.early), (20, 10, 10));
-        let text = lines(&walks, &[(4, "python3.14".into(), "CPython 3.14 (fgbpf reads 3.8 to 3.13)".into())], &PYTHON);
+        let text = lines(&walks, &[(4, "python3.14".into(), "CPython 3.14 (fgbpf reads 3.8 to 3.13)".into())], &crate::runtimes::python::walker::LANG);
         assert!(text[0].contains("50.0% of its time with the Python stack read whole; 50.0% in threads not running Python"), "{text:?}");
         assert!(text[1].contains("50.0% taken before fgbpf was reading the interpreter"), "{text:?}");
         assert!(text.last().unwrap().contains("pid 4 (python3.14): Python frames not read, CPython 3.14"), "{text:?}");

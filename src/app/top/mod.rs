@@ -25,7 +25,7 @@ use crate::cli::TopArgs;
 use crate::format::files::{self, OutDir};
 use crate::format::top::{plain, tui};
 use crate::probe::Probe;
-use crate::profile::analysis::top::Side;
+use crate::analysis::top::Side;
 use crate::symbolize::Symbolizer;
 use view::{losses_line, Action, View};
 

@@ -9,7 +9,7 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use crate::app::views::Views;
 use crate::format::top::{Mode, Screen};
-use crate::profile::analysis::top::{self, Line, Narrow, Node, Side, Sort, Task};
+use crate::analysis::top::{self, Line, Narrow, Node, Side, Sort, Task};
 use crate::profile::{Losses, Profile, Unit};
 
 /// Refresh intervals `+` and `-` step through, in seconds.

@@ -1,12 +1,12 @@
 //! `fgbpf top`'s screens: [`Screen`] holds what one refresh shows, as
-//! [`crate::profile::analysis::top`] computed it and the keys chose it;
+//! [`crate::analysis::top`] computed it and the keys chose it;
 //! [`tui`] draws it on a terminal, [`plain`] writes it as one text table
 //! per interval when stdout is not a terminal.
 
 pub mod plain;
 pub mod tui;
 
-use crate::profile::analysis::top::{Line, Node, Side, Sort, Task};
+use crate::analysis::top::{Line, Node, Side, Sort, Task};
 use crate::profile::Unit;
 
 /// Which table the terminal shows.
@@ -94,5 +94,5 @@ impl Screen<'_> {
 
 /// `part` of `total` in percent.
 pub fn share(part: u64, total: u64) -> f64 {
-    crate::profile::analysis::pct(part, total)
+    crate::analysis::pct(part, total)
 }

@@ -11,7 +11,7 @@ use ratatui::widgets::{Cell, Paragraph, Row, Table, TableState};
 use ratatui::Frame;
 
 use super::{share, Mode, Screen};
-use crate::profile::analysis::top::{Node, Side};
+use crate::analysis::top::{Node, Side};
 
 /// The keys, as the second line shows them.
 pub const KEYS: &str =

@@ -18,6 +18,22 @@ use object::{Object, ObjectSection, ObjectSymbol};
 
 use crate::procs::elf::load_bias;
 
+/// Go's goroutine and thread start, its stack switches; its runtime and
+/// standard library's system calls.
+pub const PLUMBING: super::Plumbing = super::Plumbing {
+    exact: &[
+        "runtime.goexit",
+        "runtime.main",
+        "runtime.mstart",
+        "runtime.mstart0",
+        "runtime.mstart1",
+        "runtime.systemstack",
+        "runtime.mcall",
+    ],
+    prefixes: &[],
+    libraries: &["runtime.", "syscall.", "internal/"],
+};
+
 /// Where a Go runtime keeps its goroutines in one process, and how one
 /// is laid out.
 #[derive(Clone, Debug, PartialEq, Eq)]

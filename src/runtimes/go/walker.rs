@@ -252,6 +252,28 @@ impl Go {
     }
 }
 
+/// Go programs: whether their stacks carry the goroutine they ran.
+pub const LANG: super::super::walks::Lang = super::super::walks::Lang {
+    name: "Go",
+    runtime: "Go",
+    native: "their functions without the goroutine",
+    outside: "running no goroutine (the scheduler, threads Go did not start)",
+    whole: "with the goroutine it ran (its id and pprof labels)",
+    cut: "without their goroutine (stacks at the 127-frame limit)",
+    fault: "without their goroutine (its memory could not be read)",
+    not_read: "goroutines not told on its stacks",
+    early: "taken before fgbpf had read the program (without their goroutine)",
+};
+
+/// What the Go folder registers (crate::runtimes' one list).
+pub(crate) const REGISTERED: super::super::Registered = super::super::Registered {
+    start,
+    plumbing: super::PLUMBING,
+    thread_roles: &[],
+    marker: None,
+    walker_maps: &[],
+};
+
 /// Its reader, when the capture reads goroutines or the walker tells them
 /// on stacks.
 pub(crate) fn start(s: &Settings) -> Option<Box<dyn Runtime>> {

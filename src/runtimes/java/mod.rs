@@ -41,6 +41,26 @@ use methods::{Method, Methods};
 use stream::{pc_desc_for, pc_descs, scope_chain, Coding, PcDesc};
 use word::Word;
 
+/// HotSpot's thread start and the C++ that calls Java (names with their
+/// signatures), the call stub's code blob (`StubRoutines (1)`); Java's
+/// class library and HotSpot's C++ between it and the kernel.
+pub const PLUMBING: super::Plumbing = super::Plumbing {
+    exact: &["JavaMain", "ThreadJavaMain", "thread_native_entry", "jni_CallStaticVoidMethod"],
+    prefixes: &[
+        "JavaCalls::call",
+        "jni_invoke_",
+        "Thread::call_run",
+        "JavaThread::thread_main_inner",
+        "JavaThread::run",
+        "thread_entry(",
+        "StubRoutines (",
+    ],
+    libraries: &[
+        "java.", "javax.", "jdk.", "sun.", "com.sun.", "JVM_", "Java_", "Unsafe_", "JavaThread::",
+        "os::", "Parker::", "ObjectMonitor::", "ObjectSynchronizer::", "Monitor::", "Mutex::",
+    ],
+};
+
 /// A JVM fgbpf cannot read, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Unsupported {

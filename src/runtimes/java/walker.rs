@@ -204,6 +204,15 @@ fn value_of(l: &java::Layout) -> types::fg_java_proc {
     }
 }
 
+/// What the HotSpot folder registers (crate::runtimes' one list).
+pub(crate) const REGISTERED: super::super::Registered = super::super::Registered {
+    start,
+    plumbing: super::PLUMBING,
+    thread_roles: &[],
+    marker: None,
+    walker_maps: &["java_seen"],
+};
+
 /// Its walker, when the capture reads Java frames.
 pub(crate) fn start(s: &Settings) -> Option<Box<dyn Runtime>> {
     s.walks(BpfWalker::Java).then(|| Box::new(Java::default()) as Box<dyn Runtime>)

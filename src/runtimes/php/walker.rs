@@ -21,6 +21,28 @@ pub(crate) struct PhpWalker;
 
 pub(crate) type Php = Interp<PhpWalker>;
 
+/// How the summary speaks of it.
+pub const LANG: super::super::walks::Lang = super::super::walks::Lang {
+    name: "PHP",
+    whole: "with the PHP stack read whole",
+    cut: "cut at the 127-frame limit (its outermost PHP frames are missing)",
+    fault: "cut by interpreter memory that could not be read",
+    not_read: "PHP frames not read",
+    early: "taken before fgbpf was reading the interpreter (native frames only)",
+    runtime: "PHP",
+    native: "the executor's native frames (execute_ex)",
+    outside: "outside PHP code (start-up, between requests)",
+};
+
+/// What the PHP folder registers (crate::runtimes' one list).
+pub(crate) const REGISTERED: super::super::Registered = super::super::Registered {
+    start,
+    plumbing: super::super::Plumbing::NONE,
+    thread_roles: &[],
+    marker: Some(MARKER),
+    walker_maps: &["php_reads"],
+};
+
 /// Its walker, when the capture reads PHP frames.
 pub(crate) fn start(s: &Settings) -> Option<Box<dyn Runtime>> {
     s.walks(BpfWalker::Php).then(|| Box::new(Php::new(s.no_lines)) as Box<dyn Runtime>)
@@ -30,6 +52,7 @@ impl Walker for PhpWalker {
     type Found = Interpreter;
     type Reader = Reader;
     const MARKER: u64 = MARKER;
+    const LANG: &'static super::super::walks::Lang = &LANG;
     /// PHP's executor. Its JIT (opcache.jit) runs a function's compiled
     /// code on the frame of the execute_ex that jumped to it: the native
     /// walk shows that code, unnamed or named by the perf map PHP writes
@@ -68,12 +91,8 @@ impl Walker for PhpWalker {
         php::find(file, path, start, offset)
     }
 
-    fn check(pid: u32, i: &Interpreter) -> Result<(), String> {
-        match Mem::open(pid) {
-            Ok(mem) => php::check(&mem, i),
-            // Gone already: nothing to read, and nothing walked.
-            Err(_) => Ok(()),
-        }
+    fn check(mem: &Mem, i: &Interpreter) -> Result<(), String> {
+        php::check(mem, i)
     }
 
     fn map_value(i: &Interpreter) -> Vec<u8> {

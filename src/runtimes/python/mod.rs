@@ -163,6 +163,37 @@ pub fn layout(minor: u32) -> Option<Layout> {
 /// The versions fgbpf reads, for messages and docs/runtimes/python.md.
 pub const SUPPORTED: &str = "3.8 to 3.13";
 
+/// CPython's evaluator, entry points and call dispatch, and its C API.
+pub const PLUMBING: super::Plumbing = super::Plumbing {
+    exact: &[
+        "_PyEval_EvalFrameDefault",
+        "_PyEval_EvalFrame",
+        "_PyEval_Vector",
+        "_PyFunction_Vectorcall",
+        "_PyObject_VectorcallTstate",
+        "_PyObject_Call",
+        "PyObject_Call",
+        "PyObject_Vectorcall",
+        "_PyObject_MakeTpCall",
+        "PyEval_EvalCode",
+        "run_eval_code_obj",
+        "run_mod",
+        "pyrun_file",
+        "_PyRun_SimpleFileObject",
+        "_PyRun_AnyFileObject",
+        "pymain_run_file",
+        "pymain_run_file_obj",
+        "pymain_run_python",
+        "Py_RunMain",
+        "Py_BytesMain",
+        "pymain_main",
+        "thread_run",
+        "pythread_wrapper",
+    ],
+    prefixes: &["cfunction_call", "cfunction_vectorcall", "method_vectorcall", "_PyEval_EvalFrame"],
+    libraries: &["Py", "_Py"],
+};
+
 /// A CPython interpreter found in a process.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Interpreter {

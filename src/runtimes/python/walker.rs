@@ -24,6 +24,28 @@ pub(crate) struct PythonWalker;
 
 pub(crate) type Python = Interp<PythonWalker>;
 
+/// How the summary speaks of it.
+pub const LANG: super::super::walks::Lang = super::super::walks::Lang {
+    name: "Python",
+    whole: "with the Python stack read whole",
+    cut: "cut at the 127-frame limit (its outermost Python frames are missing)",
+    fault: "cut by interpreter memory that could not be read",
+    not_read: "Python frames not read",
+    early: "taken before fgbpf was reading the interpreter (native frames only)",
+    runtime: "CPython",
+    native: "the evaluator's native frames",
+    outside: "in threads not running Python (native threads)",
+};
+
+/// What the CPython folder registers (crate::runtimes' one list).
+pub(crate) const REGISTERED: super::super::Registered = super::super::Registered {
+    start,
+    plumbing: super::PLUMBING,
+    thread_roles: &[],
+    marker: Some(MARKER),
+    walker_maps: &["py_threads"],
+};
+
 /// Its walker, when the capture reads Python frames.
 pub(crate) fn start(s: &Settings) -> Option<Box<dyn Runtime>> {
     s.walks(BpfWalker::Python).then(|| Box::new(Python::new(s.no_lines)) as Box<dyn Runtime>)
@@ -33,6 +55,7 @@ impl Walker for PythonWalker {
     type Found = Interpreter;
     type Reader = CodeReader;
     const MARKER: u64 = MARKER;
+    const LANG: &'static super::super::walks::Lang = &LANG;
     /// CPython's bytecode evaluator (`.cold` parts included).
     const EVALUATOR: Evaluator = Evaluator {
         frames: &[Pattern::Prefix("_PyEval_EvalFrameDefault")],

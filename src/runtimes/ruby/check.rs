@@ -16,12 +16,11 @@ use crate::procs::mem::Mem;
 /// `Object`). tests/ruby.rs sets another to see a VM refused.
 const EXPECT_ENV: &str = "FGBPF_TEST_RUBY_OBJECT_PATH";
 
-/// Ok when `vm` checks out in process `pid` (or cannot be checked yet);
-/// else why not.
-pub fn check(pid: u32, vm: &Interpreter) -> Result<(), String> {
+/// Ok when `vm` checks out in the process `mem` reads (or cannot be
+/// checked yet); else why not.
+pub fn check(mem: &Mem, vm: &Interpreter) -> Result<(), String> {
     let (major, minor) = vm.version;
     let fail = |why: String| Err(format!("Ruby {major}.{minor}: the layout's check failed ({why})"));
-    let Ok(mem) = Mem::open(pid) else { return Ok(()) };
     if vm.version_at != 0 {
         let read = mem.bytes(vm.version_at, 16).and_then(|b| parse_version(&b));
         if read != Some(vm.version) {
@@ -38,7 +37,7 @@ pub fn check(pid: u32, vm: &Interpreter) -> Result<(), String> {
         return Ok(());
     }
     let want = std::env::var(EXPECT_ENV).unwrap_or_else(|_| "Object".into());
-    let mut reader = Reader::new(pid, vm.layout, vm.data);
+    let mut reader = Reader::new(mem.pid(), vm.layout, vm.data);
     match reader.class_path(object) {
         Some((path, false)) if path == want => Ok(()),
         Some((path, singleton)) => fail(format!("rb_cObject reads as {path:?}{}, not {want:?}", if singleton { " (singleton)" } else { "" })),

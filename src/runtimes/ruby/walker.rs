@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use crate::runtimes::interp::{address_of, pc_bits_of, Interp, Walker, PC_BITS};
 use crate::bpf::{types, FgbpfMaps};
+use crate::procs::mem::Mem;
 use crate::profile::{Evaluator, Pattern};
 use crate::runtimes::{Found, Runtime, Settings, BpfWalker};
 use crate::runtimes::ruby::iseq::{Reader, Unnamed};
@@ -34,6 +35,28 @@ pub(crate) struct RubyWalker;
 
 pub(crate) type Ruby = Interp<RubyWalker>;
 
+/// How the summary speaks of it.
+pub const LANG: super::super::walks::Lang = super::super::walks::Lang {
+    name: "Ruby",
+    whole: "with the Ruby stack read whole",
+    cut: "cut at the 127-frame limit (its outermost Ruby frames are missing)",
+    fault: "cut by interpreter memory that could not be read",
+    not_read: "Ruby frames not read",
+    early: "taken before fgbpf was reading the interpreter (native frames only)",
+    runtime: "Ruby",
+    native: "the VM's native frames (rb_vm_exec)",
+    outside: "in threads not running Ruby (native threads)",
+};
+
+/// What the Ruby folder registers (crate::runtimes' one list).
+pub(crate) const REGISTERED: super::super::Registered = super::super::Registered {
+    start,
+    plumbing: super::super::Plumbing::NONE,
+    thread_roles: &[],
+    marker: Some(MARKER),
+    walker_maps: &["rb_reads"],
+};
+
 /// Its walker, when the capture reads Ruby frames.
 pub(crate) fn start(s: &Settings) -> Option<Box<dyn Runtime>> {
     s.walks(BpfWalker::Ruby).then(|| Box::new(Ruby::new(s.no_lines)) as Box<dyn Runtime>)
@@ -46,7 +69,7 @@ impl Walker for RubyWalker {
     /// rb_vm_exec, which runs its methods in the VM loop it calls
     /// (vm_exec_core, an address in a stripped libruby).
     const EVALUATOR: Evaluator = EVALUATOR;
-    const NAME: &'static str = "Ruby";
+    const LANG: &'static super::super::walks::Lang = &LANG;
     const ANNOUNCED: u32 = 10;
 
     fn procs<'a, 'obj>(maps: &'a FgbpfMaps<'obj>) -> &'a libbpf_rs::MapMut<'obj> {
@@ -80,8 +103,8 @@ impl Walker for RubyWalker {
         })
     }
 
-    fn check(pid: u32, vm: &Interpreter) -> Result<(), String> {
-        rb::check::check(pid, vm)
+    fn check(mem: &Mem, vm: &Interpreter) -> Result<(), String> {
+        rb::check::check(mem, vm)
     }
 
     fn map_value(vm: &Interpreter) -> Vec<u8> {

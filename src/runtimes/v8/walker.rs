@@ -187,6 +187,15 @@ mod tests {
     }
 }
 
+/// What the V8 folder registers (crate::runtimes' one list).
+pub(crate) const REGISTERED: super::super::Registered = super::super::Registered {
+    start,
+    plumbing: super::super::Plumbing::NONE,
+    thread_roles: super::threads::ROLES,
+    marker: None,
+    walker_maps: &["v8_seen", "v8_seen_cache"],
+};
+
 /// Its walker, when the capture names JavaScript frames.
 pub(crate) fn start(s: &Settings) -> Option<Box<dyn Runtime>> {
     s.walks(BpfWalker::V8).then(|| Box::new(V8::default()) as Box<dyn Runtime>)

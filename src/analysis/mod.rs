@@ -15,7 +15,7 @@ pub use diff::{changes, Change};
 pub use functions::Lens;
 pub use ranking::{summarize, FunctionRow, Options, Summary};
 
-use super::{FrameKind, Profile, Stack, State};
+use crate::profile::{FrameKind, Profile, Stack, State};
 
 /// `part` as a percentage of `total`; 0 for an empty total.
 pub fn pct(part: u64, total: u64) -> f64 {

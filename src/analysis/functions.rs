@@ -6,6 +6,7 @@
 //! binary identity), so the lists below go by name.
 
 use crate::profile::{FrameId, FrameKind, Profile, Stack};
+use crate::runtimes::plumbing;
 
 /// How frames are grouped into functions.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -41,8 +42,9 @@ impl Lens {
     }
 }
 
-/// Start-up, thread-entry, dispatch and syscall-entry frames of common
-/// runtimes: they sit under everything and explain nothing.
+/// Start-up, thread-entry, dispatch and syscall-entry frames of native
+/// code (the managed runtimes' are in their folders, [`plumbing`]): they
+/// sit under everything and explain nothing.
 const PLUMBING_EXACT: &[&str] = &[
     // glibc and the loader
     "_start",
@@ -70,43 +72,6 @@ const PLUMBING_EXACT: &[&str] = &[
     "std::panicking::try::do_call",
     "std::panicking::catch_unwind",
     "std::panicking::catch_unwind::do_call",
-    // Go
-    "runtime.goexit",
-    "runtime.main",
-    "runtime.mstart",
-    "runtime.mstart0",
-    "runtime.mstart1",
-    "runtime.systemstack",
-    "runtime.mcall",
-    // CPython's evaluator and entry points
-    "_PyEval_EvalFrameDefault",
-    "_PyEval_EvalFrame",
-    "_PyEval_Vector",
-    "_PyFunction_Vectorcall",
-    "_PyObject_VectorcallTstate",
-    "_PyObject_Call",
-    "PyObject_Call",
-    "PyObject_Vectorcall",
-    "_PyObject_MakeTpCall",
-    "PyEval_EvalCode",
-    "run_eval_code_obj",
-    "run_mod",
-    "pyrun_file",
-    "_PyRun_SimpleFileObject",
-    "_PyRun_AnyFileObject",
-    "pymain_run_file",
-    "pymain_run_file_obj",
-    "pymain_run_python",
-    "Py_RunMain",
-    "Py_BytesMain",
-    "pymain_main",
-    "thread_run",
-    "pythread_wrapper",
-    // HotSpot's thread start and its calls into Java
-    "JavaMain",
-    "ThreadJavaMain",
-    "thread_native_entry",
-    "jni_CallStaticVoidMethod",
     // The kernel's way in
     "entry_SYSCALL_64",
     "entry_SYSCALL_64_after_hwframe",
@@ -131,20 +96,6 @@ const PLUMBING_PREFIXES: &[&str] = &[
     "std::_Function_handler<",
     "std::function<",
     "execute_native_thread_routine",
-    // CPython's call dispatch
-    "cfunction_call",
-    "cfunction_vectorcall",
-    "method_vectorcall",
-    "_PyEval_EvalFrame",
-    // HotSpot: the C++ that calls Java (names with their signatures), and
-    // the call stub's code blob, `StubRoutines (1)`
-    "JavaCalls::call",
-    "jni_invoke_",
-    "Thread::call_run",
-    "JavaThread::thread_main_inner",
-    "JavaThread::run",
-    "thread_entry(",
-    "StubRoutines (",
     // the kernel's interrupt entry
     "asm_sysvec_",
     "asm_common_interrupt",
@@ -157,6 +108,7 @@ const PLUMBING_PREFIXES: &[&str] = &[
 pub fn is_plumbing(name: &str) -> bool {
     PLUMBING_EXACT.contains(&name)
         || PLUMBING_PREFIXES.iter().any(|p| name.starts_with(p))
+        || plumbing().any(|r| r.exact.contains(&name) || r.prefixes.iter().any(|p| name.starts_with(p)))
         || is_unnamed_library_code(name)
 }
 
@@ -167,17 +119,12 @@ fn is_unnamed_library_code(name: &str) -> bool {
 
 /// Whether a user-space function belongs to a language's or the system's
 /// libraries rather than to the program: the standard libraries of Rust
-/// and C++, glibc's internal names (`__GI___clock_nanosleep`), and its
-/// blocking wrappers. Used to find the user's function above a wait.
+/// and C++, glibc's internal names (`__GI___clock_nanosleep`), its
+/// blocking wrappers, and each runtime's libraries ([`plumbing`]). Used to find the user's function above a wait.
 pub fn is_library(name: &str) -> bool {
     const PREFIXES: &[&str] = &[
         "std::", "core::", "alloc::", "<std::", "<core::", "<alloc::", "__", "_dl_", "_IO_",
-        "pthread_", "sem_", "epoll_", "g_main_", "runtime.", "syscall.", "internal/",
-        // CPython's C API and internals, between Python frames
-        "Py", "_Py",
-        // Java's class library, and HotSpot's C++ between it and the kernel
-        "java.", "javax.", "jdk.", "sun.", "com.sun.", "JVM_", "Java_", "Unsafe_", "JavaThread::",
-        "os::", "Parker::", "ObjectMonitor::", "ObjectSynchronizer::", "Monitor::", "Mutex::",
+        "pthread_", "sem_", "epoll_", "g_main_",
     ];
     const WRAPPERS: &[&str] = &[
         "read", "write", "pread64", "pwrite64", "readv", "writev", "recv", "recvfrom",
@@ -194,6 +141,7 @@ pub fn is_library(name: &str) -> bool {
         && (is_plumbing(name)
             || is_unnamed(name)
             || PREFIXES.iter().any(|p| name.starts_with(p))
+            || plumbing().any(|r| r.libraries.iter().any(|p| name.starts_with(p)))
             || WRAPPERS.contains(&name))
 }
 
