@@ -448,3 +448,27 @@ fn a_php_named_without_its_version_is_read_by_what_the_binary_says() {
         "{summary}"
     );
 }
+
+/// Debian 11's PHP 7.4, in a bullseye root as a container runs it: an
+/// interpreter fgbpf recognises and does not read is named in the summary
+/// with its version and the versions fgbpf reads, and its stacks keep the
+/// executor's native frames, none named as PHP's.
+#[test]
+fn php_7_4_in_a_debian_11_container_is_named_as_not_read() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let target = common::roots::start_in_root(&common::roots::bullseye(), "php", "php7.4", "busy.php", "30");
+    let Captured { pid, dir, stacks, summary } = capture_ended(target, "oncpu", "2", "php74_unread");
+    // Its full version (7.4.33 in Debian 11), then what fgbpf reads.
+    let said = format!("PHP: pid {pid} (php7.4): PHP frames not read, PHP 7.4.");
+    let reads = "(fgbpf reads 8.2 and 8.4); its stacks show the executor's native frames (execute_ex)";
+    let line = |text: &str| text.lines().any(|l| l.contains(&said) && l.contains(reads));
+    assert!(line(&summary), "the summary does not say `{said}… {reads}`\n{summary}");
+    let report = std::fs::read_to_string(dir.join("report.txt")).unwrap();
+    assert!(line(&report), "report.txt does not say `{said}… {reads}`\n{report}");
+    let native = weight_in_order_by(&stacks, &["zend_execute", "execute_ex"], |f, w| f == w);
+    assert!(total(&stacks) > 0 && pct(native, total(&stacks)) >= 95.0, "native frames: {native} of {}\n{summary}", total(&stacks));
+    assert_eq!(weight_in_order_by(&stacks, &["{main}@busy.php:"], php), 0, "PHP frames named though not read\n{summary}");
+}

@@ -11,6 +11,7 @@ use std::process::Command;
 
 use common::runtime::*;
 use common::*;
+use common::roots;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 const DEBIAN: &str = "/usr/bin/python3.11";
@@ -70,7 +71,11 @@ fn start(python: &Path, name: &str, seconds: u32) -> KillOnDrop {
 /// the summary says why its functions are not named, and its samples keep
 /// the interpreter's own frames, none guessed as Python's.
 fn python_unread_is_said(why: &str) {
-    let child = start(Path::new("/usr/bin/python3.11"), "busy.py", 60);
+    unread_is_said(why, start(Path::new(DEBIAN), "busy.py", 60));
+}
+
+/// [`python_unread_is_said`] of the busy script `child` runs.
+fn unread_is_said(why: &str, child: KillOnDrop) {
     let (dir, out) = capture_for(&["oncpu"], child.id(), "2", "py_unread");
     drop(child);
     let summary = String::from_utf8_lossy(&out.stderr);
@@ -98,31 +103,67 @@ fn every_installed_cpython_names_its_functions_in_order() {
     assert!(Path::new(DEBIAN).is_file(), "Debian's python3.11 is installed (scripts/test.sh)");
     let mut lines = Vec::new();
     for (label, python) in &found {
-        let child = start(python, "busy.py", 60);
-        let (dir, out) = capture_for(&["oncpu", "-F", "499"], child.id(), "2", &format!("py_versions_{label}"));
-        drop(child);
-        let stacks = read_folded(&dir.join("oncpu.folded"));
-        let all = total(&stacks);
-        let ordered = pct(
-            weight_in_order_prefixed(&stacks, &["<module> (busy.py:", "outer (busy.py:", "inner (busy.py:"]),
-            all,
-        );
-        // The native part is whole too: the Python frames sit where the
-        // evaluator's frames were, between the interpreter's main and the
-        // evaluator's callees.
-        let rooted = pct(weight_in_order_prefixed(&stacks, &["Py_BytesMain", "<module> (busy.py:"]), all);
-        let summary = String::from_utf8_lossy(&out.stderr);
-        lines.push(format!("{label}: inner under outer under <module> {ordered:.1}%, under Py_BytesMain {rooted:.1}% of {all}"));
-        assert!(ordered >= 90.0, "{label}: {ordered:.1}% of {all} samples in <module>;outer;inner\n{summary}");
-        assert!(rooted >= 95.0, "{label}: {rooted:.1}% of {all} samples rooted at Py_BytesMain\n{summary}");
-        assert!(
-            summary.contains("% of its time with the Python stack read whole"),
-            "{label}: the summary says how far Python stacks were read\n{summary}"
-        );
+        lines.push(named_in_order(label, start(python, "busy.py", 60)));
     }
     eprintln!("{}", lines.join("\n"));
     assert!(found.len() >= 2, "at least Debian's and one other CPython: {found:?}");
 }
+
+/// Captures busy.py run by `child` for 2 s at 499 Hz: inner under outer
+/// under <module> in 90% of the samples, the native part whole to
+/// Py_BytesMain in 95%, and the summary's line on the Python stacks; the
+/// figures, as a line.
+fn named_in_order(label: &str, child: KillOnDrop) -> String {
+    let (dir, out) = capture_for(&["oncpu", "-F", "499"], child.id(), "2", &format!("py_versions_{label}"));
+    drop(child);
+    let stacks = read_folded(&dir.join("oncpu.folded"));
+    let all = total(&stacks);
+    let ordered = pct(weight_in_order_prefixed(&stacks, &["<module> (busy.py:", "outer (busy.py:", "inner (busy.py:"]), all);
+    // The native part is whole too: the Python frames sit where the
+    // evaluator's frames were, between the interpreter's main and the
+    // evaluator's callees.
+    let rooted = pct(weight_in_order_prefixed(&stacks, &["Py_BytesMain", "<module> (busy.py:"]), all);
+    let summary = String::from_utf8_lossy(&out.stderr);
+    assert!(ordered >= 90.0, "{label}: {ordered:.1}% of {all} samples in <module>;outer;inner\n{summary}");
+    assert!(rooted >= 95.0, "{label}: {rooted:.1}% of {all} samples rooted at Py_BytesMain\n{summary}");
+    assert!(
+        summary.contains("% of its time with the Python stack read whole"),
+        "{label}: the summary says how far Python stacks were read\n{summary}"
+    );
+    format!("{label}: inner under outer under <module> {ordered:.1}%, under Py_BytesMain {rooted:.1}% of {all}")
+}
+
+/// Debian 11's Python 3.9 and Debian 13's 3.13, each in its release's
+/// root as a container runs it (`chroot`: its binary and libraries read
+/// through /proc/PID/root): the distributions' own builds, not pyenv's.
+/// The busy chain in order, and the known split beside py-spy.
+#[test]
+fn debian_11_and_13_cpythons_in_containers_name_their_functions_in_order() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let missing = interpreter_walkers_missing();
+    let mut lines = Vec::new();
+    for (label, root, python) in [("debian-11", roots::bullseye(), "python3.9"), ("debian-13", roots::trixie(), "python3.13")] {
+        let child = roots::start_in_root(&root, "python", python, "busy.py", "60");
+        let Some(why) = &missing else {
+            lines.push(named_in_order(&format!("{label}-{python}"), child));
+            // And the known split, beside py-spy on the same process (see
+            // a_50_30_20_split_between_python_functions).
+            let child = roots::start_in_root(&root, "python", python, "split.py", "120");
+            let cmp = beside_py_spy_of(child, &format!("split.py under {label}'s {python}"), &format!("py_split_{label}"), &SPLIT);
+            cmp.assert_near_known(3.0, "");
+            cmp.assert_near_reference(Within::Points(5.0), "");
+            continue;
+        };
+        unread_is_said(why, child);
+    }
+    eprintln!("{}", lines.join("\n"));
+}
+
+/// split.py's functions and their known shares.
+const SPLIT: [(&str, Option<f64>); 3] = [("fifty (split.py:", Some(50.0)), ("thirty (split.py:", Some(30.0)), ("twenty (split.py:", Some(20.0))];
 
 /// fgbpf and py-spy (499 Hz for 4 s, its folded output: frames like
 /// `inner (busy.py:9)`, root first) on the same process at the same time:
@@ -132,7 +173,12 @@ fn every_installed_cpython_names_its_functions_in_order() {
 /// by their start) between the two.
 fn beside_py_spy(python: &Path, name: &str, test: &str, functions: &[(&str, Option<f64>)]) -> Comparison {
     // It outlasts both captures; killed at the end.
-    let mut child = start(python, name, 120);
+    let child = start(python, name, 120);
+    beside_py_spy_of(child, &format!("{name} under {}", python.display()), test, functions)
+}
+
+/// [`beside_py_spy`] of the script `child` runs, `label` in the messages.
+fn beside_py_spy_of(mut child: KillOnDrop, label: &str, test: &str, functions: &[(&str, Option<f64>)]) -> Comparison {
     let spy_dir = out_dir(&format!("{test}_py_spy"));
     std::fs::create_dir_all(&spy_dir).unwrap();
     let spy_out = spy_dir.join("py-spy.folded");
@@ -143,7 +189,7 @@ fn beside_py_spy(python: &Path, name: &str, test: &str, functions: &[(&str, Opti
     drop(child);
     let ours = read_folded(&got.dir.join("oncpu.folded"));
     let (fg, spy) = (Side { name: "fgbpf", stacks: &ours, is: &prefixed }, Side { name: "py-spy", stacks: &got.theirs, is: &prefixed });
-    compare(&format!("{name} under {}", python.display()), fg, spy, functions, Base::All)
+    compare(label, fg, spy, functions, Base::All)
 }
 
 #[test]
@@ -179,8 +225,7 @@ fn a_50_30_20_split_between_python_functions() {
     // process: both sample at 499 Hz, py-spy for 4 s (~2,000 samples, σ
     // 1.1 points at 50%) and fgbpf a little longer, so the two differ by
     // chance with σ 1.6 points, and 5 is three of them.
-    let split = [("fifty (split.py:", Some(50.0)), ("thirty (split.py:", Some(30.0)), ("twenty (split.py:", Some(20.0))];
-    let cmp = beside_py_spy(Path::new(DEBIAN), "split.py", "py_split", &split);
+    let cmp = beside_py_spy(Path::new(DEBIAN), "split.py", "py_split", &SPLIT);
     assert!(cmp.bases.0 >= 1500 && cmp.bases.1 >= 1500, "samples: fgbpf {}, py-spy {}", cmp.bases.0, cmp.bases.1);
     cmp.assert_near_known(3.0, "");
     cmp.assert_near_reference(Within::Points(5.0), "");

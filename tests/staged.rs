@@ -125,7 +125,7 @@ fn a_system_wide_capture_names_python_once_its_walker_joins_and_says_what_came_b
     let walked = weight_in_order_prefixed(&c.read, &["<module> (busy.py:", "outer (busy.py:"]);
     let inner = pct(weight_in_order_prefixed(&c.read, &["outer (busy.py:", "inner (busy.py:"]), read);
     eprintln!("from {} s: {walked} of {read} samples under outer, {inner:.1}% in inner; {all} in all", c.from);
-    assert!(read >= c.tail_share() * all as f64, "{read} of {all} samples from {} s", c.from);
+    assert!(read as f64 >= c.tail_share() * all as f64, "{read} of {all} samples from {} s", c.from);
     assert_eq!(walked, read, "samples from {} s not under outer\n{summary}", c.from);
     assert!(inner >= 90.0, "{inner:.1}% of the samples from {} s in outer;inner\n{summary}", c.from);
     // The sampler ran before the walkers joined, at once: what it recorded

@@ -2,7 +2,8 @@
 //! in one plain sentence ("25% of wall time in thread idle-waiter,
 //! sleeping: sleep in clock_nanosleep under fgbpf::demo::run"). A finding
 //! is the time of one site ([`super::waits`]) in the threads of one name,
-//! so that a pool of workers doing the same thing adds up.
+//! so that a pool of workers doing the same thing adds up. Threads idle for
+//! the whole window ([`super::idle`]) are no finding.
 
 use std::sync::Arc;
 
@@ -10,6 +11,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
 
 use super::threads::COLUMNS;
+use super::idle::idle;
 use super::waits::{site, Site};
 use super::{category, pct, Lens};
 use crate::profile::names::sanitize;
@@ -59,7 +61,8 @@ pub fn findings(profile: &Profile, lens: Lens, n: usize) -> Vec<Finding> {
     type Key = (Option<(Arc<str>, Arc<str>)>, usize, Site);
     let mut groups: FxHashMap<Key, (u64, FxHashSet<u32>)> = FxHashMap::default();
     let mut processes = FxHashSet::default();
-    for s in profile.stacks() {
+    let idle = idle(profile, lens);
+    for s in profile.stacks().iter().filter(|s| !s.thread.is_some_and(|t| idle.has(t))) {
         let who = s.thread.map(|t| profile.thread(t));
         if let Some(t) = who {
             processes.insert(&*t.process);

@@ -6,6 +6,7 @@
 pub mod diff;
 pub mod findings;
 pub mod functions;
+pub mod idle;
 pub mod ranking;
 pub mod threads;
 pub mod top;

@@ -13,6 +13,7 @@ use super::session::window::EndReason;
 use crate::format::report::FINDINGS;
 use crate::format::unresolved;
 use crate::analysis::findings::{findings, Finding};
+use crate::analysis::idle::idle;
 use crate::analysis::{pct, Lens};
 use crate::profile::{thousands, Profile};
 use crate::procs::Held;
@@ -216,6 +217,9 @@ fn text(profile: &Profile, notes: &[String], written: &[PathBuf]) -> String {
         .iter()
         .map(|f| format!("fgbpf: {}\n", f.text))
         .collect();
+    if let Some(line) = idle(profile, Lens::default()).line() {
+        out += &format!("fgbpf: {line}\n");
+    }
     out += &format!(
         "fgbpf: {} in {} unique stacks over {:.1} s; {:.1}% with an unresolved leaf frame\n",
         profile.unit.amount(total),

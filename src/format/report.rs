@@ -12,6 +12,7 @@ use super::unresolved;
 use serde::Serialize;
 
 use crate::analysis::findings::{findings, Finding};
+use crate::analysis::idle::idle;
 use crate::analysis::threads::{table, Table};
 use crate::analysis::{pct, ranking, summarize, FunctionRow, Lens, Summary};
 use crate::profile::names::Leading;
@@ -70,13 +71,17 @@ impl Options {
 /// How many findings lead a report and a capture's summary.
 pub const FINDINGS: usize = 3;
 
-/// The findings as report lines, or nothing.
-pub fn findings_text(found: &[Finding]) -> String {
+/// The findings as report lines, then the line on idle threads, or
+/// nothing.
+pub fn findings_text(found: &[Finding], idle: Option<String>) -> String {
     let mut out = String::new();
-    if !found.is_empty() {
+    if !found.is_empty() || idle.is_some() {
         let _ = writeln!(out, "\nFindings");
         for f in found {
             let _ = writeln!(out, "  {}", f.text);
+        }
+        if let Some(line) = idle {
+            let _ = writeln!(out, "  {line}");
         }
     }
     out
@@ -135,7 +140,8 @@ pub fn render(profile: &Profile, opts: &Options) -> String {
         }
         let _ = writeln!(out, "{line}");
     }
-    out.push_str(&findings_text(&findings(profile, opts.lens(), FINDINGS)));
+    let lens = opts.lens();
+    out.push_str(&findings_text(&findings(profile, lens, FINDINGS), idle(profile, lens).line()));
     let _ = writeln!(
         out,
         "\ntotal: {} {unit} in {} unique stacks",

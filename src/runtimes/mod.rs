@@ -372,3 +372,24 @@ pub(crate) fn interp_added(skel: &mut FgbpfSkel<'_>) {
         unsafe { std::ptr::write_volatile(p, std::ptr::read_volatile(p).wrapping_add(1)) };
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+
+    /// A map a runtime calls its walker's own, left out of a staged
+    /// start's first load, must be a map of the object: a renamed one
+    /// would be created twice, and shared by neither load.
+    #[test]
+    fn every_walker_only_map_is_a_map_of_the_object() {
+        let storage = Box::leak(Box::new(std::mem::MaybeUninit::uninit()));
+        let skel = crate::bpf::FgbpfSkelBuilder::default().open(storage).expect("the object opens");
+        let names: Vec<String> = skel.open_object().maps().map(|m| m.name().to_string_lossy().into_owned()).collect();
+        let listed = interp::WALKER_MAPS.iter().chain(ALL.iter().flat_map(|r| r.walker_maps));
+        for name in listed {
+            assert!(names.iter().any(|n| n == name), "{name} is no map of the object: {names:?}");
+        }
+        assert!(walker_only_map("php_reads") && !walker_only_map("unwind_rows") && !walker_only_map("py_procs"));
+    }
+}

@@ -10,7 +10,16 @@ use super::{consumers_dir, KillOnDrop};
 
 /// The Debian 13 root, or a panic saying how to get it.
 pub fn trixie() -> PathBuf {
-    let root = consumers_dir().join("roots/trixie");
+    root("trixie")
+}
+
+/// The Debian 11 root, or a panic saying how to get it.
+pub fn bullseye() -> PathBuf {
+    root("bullseye")
+}
+
+fn root(suite: &str) -> PathBuf {
+    let root = consumers_dir().join("roots").join(suite);
     assert!(
         root.join(".fgbpf-complete").exists(),
         "{} is missing: scripts/fetch-roots.sh builds it (scripts/test.sh runs it)",
