@@ -142,7 +142,26 @@ pub fn is_library(name: &str) -> bool {
             || is_unnamed(name)
             || PREFIXES.iter().any(|p| name.starts_with(p))
             || plumbing().any(|r| r.libraries.iter().any(|p| name.starts_with(p)))
-            || WRAPPERS.contains(&name))
+            || WRAPPERS.contains(&name)
+            || is_std_impl(name))
+}
+
+/// Rust's standard library implementing its own traits for its own or the
+/// language's types: `<u64 as core::iter::range::Step>::forward_unchecked`,
+/// `<[T] as alloc::slice::Concat<T>>::concat`. A program's type
+/// implementing a standard trait (`<my::Type as core::fmt::Display>::fmt`)
+/// is the program's code.
+fn is_std_impl(name: &str) -> bool {
+    const STD: [&str; 3] = ["core::", "alloc::", "std::"];
+    const PRIMITIVES: [&str; 17] = [
+        "u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16", "i32", "i64", "i128", "isize", "f32", "f64",
+        "bool", "char", "str",
+    ];
+    let Some(rest) = name.strip_prefix('<') else { return false };
+    let Some((ty, tr)) = rest.split_once(" as ") else { return false };
+    let ty = ty.trim_start_matches(['&', '*']).trim_start_matches("mut ").trim_start_matches("const ");
+    STD.iter().any(|p| tr.starts_with(p))
+        && (PRIMITIVES.contains(&ty) || ty.starts_with('[') || ty.starts_with('(') || STD.iter().any(|p| ty.starts_with(p)))
 }
 
 /// `file+0x1234`: code of any file that has no name for it, the program's
@@ -193,6 +212,11 @@ mod tests {
         assert!(is_library("std::thread::functions::sleep"));
         assert!(is_library("read"));
         assert!(!is_library("handle_request"));
+        assert!(is_library("<u64 as core::iter::range::Step>::forward_unchecked"));
+        assert!(is_library("<[u8] as alloc::slice::Concat<u8>>::concat"));
+        assert!(is_library("<&str as core::str::pattern::Pattern>::is_contained_in"));
+        assert!(!is_library("<fgbpf::demo::Record as core::fmt::Display>::fmt"));
+        assert!(!is_library("<u64 as fgbpf::demo::Checksum>::fold"));
         // A JVM's thread: its start and calls into Java are plumbing, the
         // class library and the JVM's waits library code.
         assert!(is_plumbing("JavaCalls::call_helper(JavaValue*, methodHandle const&, JavaCallArguments*, JavaThread*)"));
