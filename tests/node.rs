@@ -61,8 +61,9 @@ fn start_with(node: &Path, flags: &[&str], name: &str, args: &[&str]) -> KillOnD
 
 /// The stacks of the process's main thread (its thread id is its pid).
 fn main_thread(stacks: &Folded, pid: u32) -> Folded {
-    let label = format!("node-{pid}");
-    of_threads(stacks, |t| t == label)
+    // Node.js 24 names its main thread MainThread.
+    let labels = [format!("node-{pid}"), format!("MainThread-{pid}")];
+    of_threads(stacks, |t| labels.iter().any(|l| t == l))
 }
 
 /// A JavaScript frame is `name (script:line)` or `name (script)`, then
@@ -279,32 +280,22 @@ fn node_22_splits_as_v8s_own_sampler_and_says_inlining_is_not_read() {
     }
     let _serial = serial();
     let summary = split_against_cpu_prof(&node_22(), "node22_split");
-    assert!(summary.contains("without the functions V8 12 inlined into optimised code (not read yet"), "{summary}");
+    assert!(summary.contains("without the functions V8 12 and later inline into optimised code (not read yet"), "{summary}");
     assert!(summary.contains("fgbpf does not read where V8 12 (Node.js 22 on) records inlining"), "{summary}");
 }
 
-/// Node.js 24 (V8 13), whose functions' scope information fgbpf does not
-/// read yet: no frame named wrongly, each JavaScript frame left [unknown]
-/// counted with that reason, and the versions fgbpf reads said.
+/// The same split on Node.js 24 (V8 13, whose ScopeInfo puts the
+/// function's position before its locals and keeps its flags untagged):
+/// its functions named, in the same shares as V8's own sampler, and what
+/// V8 inlined said not read, as on Node.js 22.
 #[test]
-fn node_24_frames_are_counted_as_not_read_with_why() {
+fn node_24_splits_as_v8s_own_sampler() {
     if !require_root() {
         return;
     }
     let _serial = serial();
-    let node = start_with(&official_node(24), &[], "busy.js", &["30"]);
-    // Node 24 names its main thread MainThread: the process's stacks.
-    let Captured { pid, stacks, summary, .. } = capture_ended(node, "oncpu", "3", "node24_busy");
-    let named: u64 = stacks.iter().filter(|(f, _)| f.iter().any(|x| js_frame(x).is_some())).map(|(_, w)| w).sum();
-    assert!(total(&stacks) > 500, "{} samples\n{summary}", total(&stacks));
-    assert_eq!(named, 0, "Node 24's frames named, though fgbpf does not read its scope information\n{summary}");
-    let line = summary
-        .lines()
-        .find(|l| l.contains("JavaScript frame left [unknown]: its function's scope information is laid out as fgbpf does not read"))
-        .unwrap_or_else(|| panic!("no line counts Node 24's frames with why\n{summary}"));
-    assert!(line.contains("fgbpf reads V8 10 to 12 (tested: Node.js 20 and 22)"), "{line}");
-    let counted: u64 = number_between(line, &format!("pid {pid} (MainThread): "), " samples").unwrap();
-    assert!(counted * 100 >= total(&stacks) * 95, "{counted} of {} samples counted\n{summary}", total(&stacks));
+    let summary = split_against_cpu_prof(&official_node(24), "node24_split");
+    assert!(summary.contains("without the functions V8 12 and later inline into optimised code (not read yet"), "{summary}");
 }
 
 /// split.js under `node` and `node --cpu-prof` at once: fgbpf's shares of
@@ -364,7 +355,7 @@ fn a_minute_of_hard_allocation_names_no_function_wrongly() {
         return;
     }
     let _serial = serial();
-    churn_names_no_function_wrongly(Path::new("node"), "node_churn");
+    churn_names_no_function_wrongly(Path::new("node"), "node_churn", Round::Named);
 }
 
 /// The same on Node.js 22 (V8 12), whose collector moves code as V8 11's.
@@ -374,10 +365,32 @@ fn node_22_under_a_minute_of_hard_allocation_names_no_function_wrongly() {
         return;
     }
     let _serial = serial();
-    churn_names_no_function_wrongly(&node_22(), "node22_churn");
+    churn_names_no_function_wrongly(&node_22(), "node22_churn", Round::Named);
 }
 
-fn churn_names_no_function_wrongly(node_bin: &Path, test: &str) {
+/// The same on Node.js 24 (V8 13), whose ScopeInfo is laid out anew.
+#[test]
+fn node_24_under_a_minute_of_hard_allocation_names_no_function_wrongly() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    churn_names_no_function_wrongly(&official_node(24), "node24_churn", Round::InlinedUnread);
+}
+
+/// Where churn.js's `round` is found.
+#[derive(PartialEq)]
+enum Round {
+    /// As its own frame: its compiled caller's inlining read (V8 11), or
+    /// not inlined (Node.js 22 here).
+    Named,
+    /// Inlined by TurboFan into the top level's compiled loop (Node.js 24
+    /// here), where V8 12 on record inlining as fgbpf does not read yet:
+    /// its time is the top level's, counted as named in part.
+    InlinedUnread,
+}
+
+fn churn_names_no_function_wrongly(node_bin: &Path, test: &str, round: Round) {
     let prof = out_dir(&format!("{test}_cpuprofile"));
     std::fs::create_dir_all(&prof).unwrap();
     let mut node = start_with(node_bin, &["--cpu-prof", "--cpu-prof-dir", prof.to_str().unwrap()], "churn.js", &["64"]);
@@ -430,7 +443,17 @@ fn churn_names_no_function_wrongly(node_bin: &Path, test: &str) {
     assert!(wrong.is_empty(), "frames named with functions neither the script nor V8 has: {wrong:?}\n{summary}");
     assert!(total(&v8) > 1000, "--cpu-prof took {} samples", total(&v8));
     assert!(total(&main) > 1000, "{} samples of the main thread", total(&main));
-    assert!(in_round >= 85.0, "{in_round:.1}% of the main thread under round (want 85), --cpu-prof {v8_round:.1}%\n{summary}");
+    if round == Round::Named {
+        assert!(in_round >= 85.0, "{in_round:.1}% of the main thread under round (want 85), --cpu-prof {v8_round:.1}%\n{summary}");
+    } else {
+        let in_top = share_in_order(&main, &["(anonymous)@churn.js"], js);
+        eprintln!("{in_top:.1}% of the main thread under the script's top level");
+        assert!(in_top >= 85.0, "{in_top:.1}% of the main thread under the script's top level (want 85)\n{summary}");
+        let said = summary.lines().find(|l| l.contains("with a JavaScript frame named in part: named without the functions V8 inlined into it"));
+        let counted = said.and_then(|l| number_between(l, &format!("pid {pid} (MainThread): "), " samples")).unwrap_or(0);
+        let missing = (in_top - in_round) * total(&main) as f64 / 100.0;
+        assert!(counted as f64 >= missing, "{counted} samples counted as named in part, {missing:.0} of the top level's not under round\n{summary}");
+    }
     // Frames left unnamed are counted, with why, in the summary.
     let unknown = main.iter().filter(|(f, _)| f.iter().any(|x| x == "[unknown]")).map(|(_, w)| w).sum::<u64>();
     if unknown > 0 {

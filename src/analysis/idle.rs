@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
+use serde::Serialize;
 
 use super::threads::COLUMNS;
 use super::waits::{site, Site};
@@ -24,13 +25,15 @@ const RUNNING: f64 = 0.01;
 const LISTED: usize = 3;
 
 /// Threads of one name in one process, idle in one site.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct IdleGroup {
-    pub process: Arc<str>,
-    pub name: Arc<str>,
+    /// Process and thread names, made safe to print.
+    pub process: String,
+    pub name: String,
     pub threads: usize,
     /// The off-CPU state, as the findings say it.
     pub state: &'static str,
+    /// Made safe to print.
     pub site: String,
 }
 
@@ -58,10 +61,10 @@ impl Idle {
             .take(LISTED)
             .map(|g| {
                 let who = match g.threads {
-                    1 => format!("thread {}", sanitize(&g.name)),
-                    k => format!("{k} threads {}", sanitize(&g.name)),
+                    1 => format!("thread {}", g.name),
+                    k => format!("{k} threads {}", g.name),
                 };
-                format!("{who} of {}, {}: {}", sanitize(&g.process), g.state, sanitize(&g.site))
+                format!("{who} of {}, {}: {}", g.process, g.state, g.site)
             })
             .collect();
         let more = match self.groups.len().saturating_sub(LISTED) {
@@ -115,7 +118,13 @@ pub fn idle(profile: &Profile, lens: Lens) -> Idle {
     threads.sort_unstable();
     let mut groups: Vec<IdleGroup> = groups
         .into_iter()
-        .map(|((process, name, cat, site), threads)| IdleGroup { process, name, threads, state: COLUMNS[cat], site })
+        .map(|((process, name, cat, site), threads)| IdleGroup {
+            process: sanitize(&process),
+            name: sanitize(&name),
+            threads,
+            state: COLUMNS[cat],
+            site: sanitize(&site),
+        })
         .collect();
     groups.sort_by(|a, b| {
         b.threads.cmp(&a.threads).then_with(|| (&a.process, &a.name, &a.site).cmp(&(&b.process, &b.name, &b.site)))
@@ -181,7 +190,7 @@ mod tests {
         let p = profile(200_000);
         let idle = idle(&p, Lens::default());
         assert_eq!(idle.threads.len(), 1, "{idle:?}");
-        assert_eq!(idle.groups[0].name.as_ref(), "master");
+        assert_eq!(idle.groups[0].name, "master");
         let mut on = p.clone();
         on.meta.kind = Kind::OnCpu;
         assert!(super::idle(&on, Lens::default()).line().is_none(), "on-CPU profiles hold no waits");

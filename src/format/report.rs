@@ -238,6 +238,7 @@ pub fn render_json(profile: &Profile, opts: &Options) -> String {
         unique_stacks: usize,
         unresolved_leaf: u64,
         findings: Vec<Finding>,
+        idle: Vec<crate::analysis::idle::IdleGroup>,
         #[serde(flatten)]
         summary: Summary,
         thread_table: Table,
@@ -250,6 +251,7 @@ pub fn render_json(profile: &Profile, opts: &Options) -> String {
         unique_stacks: profile.stacks().len(),
         unresolved_leaf: unresolved::leaf_weight(profile),
         findings: findings(profile, lens, FINDINGS),
+        idle: idle(profile, lens).groups,
         summary: summarize(profile, &opts.ranking()),
         thread_table: table(profile, opts.leading, lens, opts.top, 3),
     };

@@ -76,7 +76,7 @@ impl Heap<'_> {
         let mut end = pc & !7;
         let floor = pc.saturating_sub(MAX_SCAN);
         while end > floor {
-            let from = (end - 4096).max(floor) & !7;
+            let from = end.saturating_sub(4096).max(floor) & !7;
             let chunk = self.mem.bytes(from, (end - from) as usize)?;
             for (i, w) in chunk.chunks_exact(8).enumerate().rev() {
                 let w = u64::from_le_bytes(w.try_into().unwrap());

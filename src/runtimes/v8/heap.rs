@@ -6,7 +6,7 @@
 //! bytes are decoded lossily, and a layout that does not check out leaves
 //! the function unnamed rather than misnamed.
 
-use super::layout::Layout;
+use super::layout::{Layout, ScopeLayout};
 use crate::procs::mem::Mem;
 
 /// Characters of a function's or script's name read at most.
@@ -20,6 +20,9 @@ const MAX_PARTS: usize = 64;
 const MAX_INLINED_LOCALS: u64 = 75;
 /// ScopeInfo scope types (V8 10 to 12) whose ScopeInfo holds a position.
 const FUNCTION_SCOPE: u32 = 2;
+/// V8 13's module scope, whose ScopeInfo counts its module variables
+/// before its locals.
+const MODULE_SCOPE_13: u32 = 5;
 
 pub struct Heap<'a> {
     pub mem: &'a Mem,
@@ -118,20 +121,33 @@ impl Heap<'_> {
 
     /// Reads a ScopeInfo laid out as V8 10 to 12 lay it out (Smi-tagged
     /// flags, then parameter and context-local counts, the locals' names
-    /// and infos, then optional parts the flags announce). `None` when it
-    /// does not check out: another V8's layout.
+    /// and infos, then optional parts the flags announce) or as V8 13 does
+    /// (32-bit flags, the counts, the function's position, then the rest).
+    /// `None` when it does not check out: another V8's layout.
     pub fn scope(&self, si: u64) -> Option<Scope> {
         let slot = |i: u64| self.u64(si, 8 + 8 * i as u16);
-        let flags = smi(slot(0)?)? as u32;
+        let first = self.l.scope;
+        let flags = match first {
+            ScopeLayout::LocalsFirst => smi(slot(0)?)? as u32,
+            // A 32-bit field, then 4 bytes of padding.
+            ScopeLayout::PositionFirst => u32::try_from(slot(0)?).ok()?,
+            ScopeLayout::Unknown => return None,
+        };
         smi(slot(1)?)?;
         let locals = u64::try_from(smi(slot(2)?)?).ok().filter(|&n| n < 1 << 16)?;
         let scope_type = flags & 0xf;
         let saved_class_variable = (flags >> 10) & 1;
         let function_variable = (flags >> 12) & 3;
         let has_inferred = (flags >> 14) & 1 == 1;
+        // Inline names, or one slot for their hash table.
         let names = if locals < MAX_INLINED_LOCALS { locals } else { 1 };
-        let mut i = 3 + names + locals + saved_class_variable as u64;
         let mut scope = Scope::default();
+        let mut i = 3;
+        if first == ScopeLayout::PositionFirst {
+            scope.start = Self::position(smi(slot(3)?)?, smi(slot(4)?)?)?;
+            i = 5 + (scope_type == MODULE_SCOPE_13) as u64;
+        }
+        i += names + locals + saved_class_variable as u64;
         let text = |v: u64| -> Option<Option<String>> {
             if smi(v) == Some(0) {
                 return Some(None);
@@ -152,14 +168,20 @@ impl Heap<'_> {
             scope.inferred = if self.is_string(v) { Some(self.string(v, MAX_NAME)?) } else { None };
             i += 1;
         }
-        if scope_type == FUNCTION_SCOPE {
-            scope.start = u32::try_from(smi(slot(i)?)?).ok();
-            let end = smi(slot(i + 1)?)?;
-            if scope.start.is_some_and(|s| s as i64 > end as i64) {
-                return None;
-            }
+        if first == ScopeLayout::LocalsFirst && scope_type == FUNCTION_SCOPE {
+            scope.start = Self::position(smi(slot(i)?)?, smi(slot(i + 1)?)?)?;
         }
         Some(scope)
+    }
+
+    /// A function's start from its (start, end): `None` inside when it has
+    /// none (a negative start); `None` outside when they do not check out.
+    fn position(start: i32, end: i32) -> Option<Option<u32>> {
+        match u32::try_from(start) {
+            Ok(s) if s as i64 > end as i64 => None,
+            Ok(s) => Some(Some(s)),
+            Err(_) => Some(None),
+        }
     }
 }
 

@@ -57,6 +57,9 @@ pub struct Layout {
     pub type_byte_array: u16,
     pub type_sfi: u16,
     pub type_scope_info: u16,
+    /// How a ScopeInfo is laid out, from where the metadata says its
+    /// variables begin.
+    pub scope: ScopeLayout,
     pub type_script: u16,
     pub first_nonstring: u16,
     /// String instance type bits: representation and encoding.
@@ -66,6 +69,29 @@ pub struct Layout {
     pub cons: u16,
     pub sliced: u16,
     pub thin: u16,
+}
+
+/// A ScopeInfo's layout: after its flags and its parameter and context-local
+/// counts, its context locals at once (V8 10 to 12: Smi-tagged flags, the
+/// function's position after its names), or its position first (V8 13:
+/// untagged 32-bit flags). Told by the metadata's index of the first
+/// variable (`scopeinfo_idx_first_vars`): one after the count, or three.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScopeLayout {
+    LocalsFirst,
+    PositionFirst,
+    /// Neither: its names are not read, and its frames said so.
+    Unknown,
+}
+
+impl ScopeLayout {
+    pub fn of(ncontextlocals: i32, first_vars: i32) -> ScopeLayout {
+        match first_vars - ncontextlocals {
+            1 => ScopeLayout::LocalsFirst,
+            3 => ScopeLayout::PositionFirst,
+            _ => ScopeLayout::Unknown,
+        }
+    }
 }
 
 /// A field the metadata does not give.
@@ -189,6 +215,10 @@ pub fn read(data: &[u8]) -> Result<Option<Layout>, String> {
         type_byte_array: off("type_ByteArray__BYTE_ARRAY_TYPE")?,
         type_sfi: off("type_SharedFunctionInfo__SHARED_FUNCTION_INFO_TYPE")?,
         type_scope_info: off("type_ScopeInfo__SCOPE_INFO_TYPE")?,
+        scope: ScopeLayout::of(
+            get("scopeinfo_idx_ncontextlocals").unwrap_or(2),
+            get("scopeinfo_idx_first_vars").unwrap_or(3),
+        ),
         type_script: off("type_Script__SCRIPT_TYPE")?,
         first_nonstring: off("FirstNonstringType")?,
         rep_mask: off("StringRepresentationMask")?,

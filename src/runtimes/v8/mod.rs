@@ -121,7 +121,7 @@ impl Unnamed {
         match self {
             Unnamed::NotAnnounced => "a lower frequency (-F), or fewer processes profiled at once",
             Unnamed::Moved => "none: rare outside heavy allocation; `--perf-basic-prof` names such code",
-            Unnamed::Layout => "none yet: fgbpf reads V8 10 to 12 (tested: Node.js 20 and 22); `--perf-basic-prof` names compiled code",
+            Unnamed::Layout => "none yet: fgbpf reads V8 10 to 13 (tested: Node.js 20, 22 and 24); `--perf-basic-prof` names compiled code",
             Unnamed::Unreadable => "none: the process may have exited",
             Unnamed::Replaced => "none: rare outside code that is deoptimised and compiled again",
         }
