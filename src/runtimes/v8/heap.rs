@@ -125,7 +125,8 @@ impl Heap<'_> {
     /// (32-bit flags, the counts, the function's position, then the rest).
     /// `None` when it does not check out: another V8's layout.
     pub fn scope(&self, si: u64) -> Option<Scope> {
-        let slot = |i: u64| self.u64(si, 8 + 8 * i as u16);
+        // Slots past the map; `i` is bounded by the locals read (< 2^16 each).
+        let slot = |i: u64| self.mem.u64(si.checked_sub(1)?.checked_add(8 + 8 * i)?);
         let first = self.l.scope;
         let flags = match first {
             ScopeLayout::LocalsFirst => smi(slot(0)?)? as u32,

@@ -86,9 +86,9 @@ pub enum ScopeLayout {
 
 impl ScopeLayout {
     pub fn of(ncontextlocals: i32, first_vars: i32) -> ScopeLayout {
-        match first_vars - ncontextlocals {
-            1 => ScopeLayout::LocalsFirst,
-            3 => ScopeLayout::PositionFirst,
+        match first_vars.checked_sub(ncontextlocals) {
+            Some(1) => ScopeLayout::LocalsFirst,
+            Some(3) => ScopeLayout::PositionFirst,
             _ => ScopeLayout::Unknown,
         }
     }
@@ -239,4 +239,18 @@ pub fn read(data: &[u8]) -> Result<Option<Layout>, String> {
         return Err("a SharedFunctionInfo layout fgbpf does not know".into());
     }
     Ok(Some(l))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_scope_info_layout_is_told_by_where_its_variables_begin() {
+        // Node.js 22's V8 12.4 and Node.js 24's V8 13.6 metadata.
+        assert_eq!(ScopeLayout::of(2, 3), ScopeLayout::LocalsFirst);
+        assert_eq!(ScopeLayout::of(2, 5), ScopeLayout::PositionFirst);
+        assert_eq!(ScopeLayout::of(2, 4), ScopeLayout::Unknown);
+        assert_eq!(ScopeLayout::of(i32::MIN, 3), ScopeLayout::Unknown);
+    }
 }
