@@ -11,7 +11,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
 
 use super::threads::COLUMNS;
-use super::idle::idle;
+use super::idle::Idle;
 use super::waits::{site, Site};
 use super::{category, pct, Lens};
 use crate::profile::names::sanitize;
@@ -52,8 +52,10 @@ fn share_text(share: f64) -> String {
     }
 }
 
-/// The heaviest findings, at most `n`, each at least 1% of the total.
-pub fn findings(profile: &Profile, lens: Lens, n: usize) -> Vec<Finding> {
+/// The heaviest findings, at most `n`, each at least 1% of the total,
+/// leaving out the threads of `idle` (what [`super::idle::idle`] found with
+/// the same lens).
+pub fn findings(profile: &Profile, lens: Lens, idle: &Idle, n: usize) -> Vec<Finding> {
     let total = profile.total();
     if total == 0 || n == 0 {
         return Vec::new();
@@ -61,7 +63,6 @@ pub fn findings(profile: &Profile, lens: Lens, n: usize) -> Vec<Finding> {
     type Key = (Option<(Arc<str>, Arc<str>)>, usize, Site);
     let mut groups: FxHashMap<Key, (u64, FxHashSet<u32>)> = FxHashMap::default();
     let mut processes = FxHashSet::default();
-    let idle = idle(profile, lens);
     for s in profile.stacks().iter().filter(|s| !s.thread.is_some_and(|t| idle.has(t))) {
         let who = s.thread.map(|t| profile.thread(t));
         if let Some(t) = who {
@@ -156,7 +157,7 @@ mod tests {
                 ..Default::default()
             });
         }
-        let found = findings(&p, Lens::default(), 3);
+        let found = findings(&p, Lens::default(), &Idle::default(), 3);
         assert_eq!(found.len(), 2);
         assert_eq!(
             found[0].text,

@@ -202,7 +202,7 @@ fn to_json<'a>(
         written,
         own_cpu_s: cpu,
         own_peak_rss_mb: rss_mb,
-        findings: findings(profile, Lens::default(), FINDINGS),
+        findings: findings(profile, Lens::default(), &idle(profile, Lens::default()), FINDINGS),
         registry: Held::default(),
         kernel_fallbacks: &profile.meta.kernel,
         kernel_fallback_words: &profile.meta.kernel_words,
@@ -213,11 +213,12 @@ fn to_json<'a>(
 /// The end-of-capture summary lines: the answer first.
 fn text(profile: &Profile, notes: &[String], written: &[PathBuf]) -> String {
     let total = profile.total();
-    let mut out: String = findings(profile, Lens::default(), FINDINGS)
+    let idle = idle(profile, Lens::default());
+    let mut out: String = findings(profile, Lens::default(), &idle, FINDINGS)
         .iter()
         .map(|f| format!("fgbpf: {}\n", f.text))
         .collect();
-    if let Some(line) = idle(profile, Lens::default()).line() {
+    if let Some(line) = idle.line() {
         out += &format!("fgbpf: {line}\n");
     }
     out += &format!(

@@ -141,7 +141,8 @@ pub fn render(profile: &Profile, opts: &Options) -> String {
         let _ = writeln!(out, "{line}");
     }
     let lens = opts.lens();
-    out.push_str(&findings_text(&findings(profile, lens, FINDINGS), idle(profile, lens).line()));
+    let idle = idle(profile, lens);
+    out.push_str(&findings_text(&findings(profile, lens, &idle, FINDINGS), idle.line()));
     let _ = writeln!(
         out,
         "\ntotal: {} {unit} in {} unique stacks",
@@ -244,14 +245,15 @@ pub fn render_json(profile: &Profile, opts: &Options) -> String {
         thread_table: Table,
     }
     let lens = opts.lens();
+    let idle = idle(profile, lens);
     let doc = Document {
         kind: &opts.kind,
         source: opts.source.as_deref(),
         unit: profile.unit.name(),
         unique_stacks: profile.stacks().len(),
         unresolved_leaf: unresolved::leaf_weight(profile),
-        findings: findings(profile, lens, FINDINGS),
-        idle: idle(profile, lens).groups,
+        findings: findings(profile, lens, &idle, FINDINGS),
+        idle: idle.groups,
         summary: summarize(profile, &opts.ranking()),
         thread_table: table(profile, opts.leading, lens, opts.top, 3),
     };
