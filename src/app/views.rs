@@ -139,6 +139,7 @@ impl Views {
             kernel_words: recorded.kernel_words.clone(),
             slice: recorded.slice,
             window_ns: recorded.window_ns,
+            id_labels: crate::runtimes::id_labels().collect(),
         };
         // Each side's raw stacks are freed as they are named.
         if let Some(frequency) = rec.frequency {

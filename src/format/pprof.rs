@@ -18,7 +18,7 @@ use flate2::{write::GzEncoder, Compression};
 use prost::Message;
 
 use super::folded::sanitize;
-use crate::profile::{Kind, Profile, Unit, GOROUTINE};
+use crate::profile::{Kind, Profile, Unit};
 
 /// The subset of `profile.proto` fgbpf writes; tags are the proto's.
 #[derive(Clone, PartialEq, Message)]
@@ -273,10 +273,11 @@ fn build(profile: &Profile) -> PbProfile {
                     });
                 }
             }
-            // A goroutine's id is a number, as pprof's numeric labels
-            // are; its pprof labels are text.
+            // A task's id is a number, as pprof's numeric labels are; the
+            // program's labels are text.
             for (key, value) in s.labels.iter().flat_map(|l| l.iter()) {
-                let num = (key == GOROUTINE).then(|| value.parse::<i64>().ok()).flatten();
+                let id = profile.meta.id_labels.contains(&key.as_str());
+                let num = id.then(|| value.parse::<i64>().ok()).flatten();
                 label.push(Label {
                     key: strings.get(&sanitize(key)),
                     str: if num.is_some() { 0 } else { strings.get(&sanitize(value)) },

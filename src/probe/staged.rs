@@ -192,7 +192,7 @@ mod tests {
 
     #[test]
     fn only_system_wide_captures_with_something_to_join_are_staged() {
-        let java: Walkers = [BpfWalker::Java].into_iter().collect();
+        let one_walker: Walkers = [BpfWalker::Java].into_iter().collect();
         let all = Targets::default();
         let named = Targets {
             pids: vec![42],
@@ -202,14 +202,14 @@ mod tests {
             held: Some(7),
             ..Default::default()
         };
-        assert!(pending(&programs(false), java, 0, &all).is_some());
+        assert!(pending(&programs(false), one_walker, 0, &all).is_some());
         assert!(pending(&programs(false), Walkers::NONE, 1 << 21, &all).is_some());
         // Nothing to join: frame pointers only, no runtime.
         assert!(pending(&programs(false), Walkers::NONE, 0, &all).is_none());
         // Named processes and commands load everything before their first sample.
-        assert!(pending(&programs(false), java, 1 << 21, &named).is_none());
-        assert!(pending(&programs(false), java, 1 << 21, &command).is_none());
+        assert!(pending(&programs(false), one_walker, 1 << 21, &named).is_none());
+        assert!(pending(&programs(false), one_walker, 1 << 21, &command).is_none());
         // Kernels without bpf_loop walk tables by tail calls, and no runtime.
-        assert!(pending(&programs(true), java, 1 << 21, &all).is_none());
+        assert!(pending(&programs(true), one_walker, 1 << 21, &all).is_none());
     }
 }

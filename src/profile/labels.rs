@@ -1,21 +1,20 @@
-//! What a stack ran under besides its thread: a Go program's goroutine
-//! (its id) and the pprof labels `runtime/pprof.Do` gave it. pprof output
-//! carries them as labels; every other view drops them (they would list
-//! a stack once per goroutine) unless they are asked for as a frame.
+//! What a stack ran under besides its thread: the id of the task a runtime
+//! ran it in ([`super::Meta::id_labels`]) and the labels the program gave
+//! that work. pprof output carries them as labels; every other view drops
+//! them (they would list a stack once per task) unless they are asked for
+//! as a frame.
 
 use super::{Frame, FrameKind, Profile};
 
 /// (key, value) pairs sorted by key. Untrusted text from the target.
 pub type Labels = std::sync::Arc<[(String, String)]>;
 
-/// The label a Go stack's goroutine id has.
-pub const GOROUTINE: &str = "goroutine";
-
-/// A stack's labels as the text of a frame: `[goroutine 18 route=/api]`.
-pub fn frame_text(labels: &[(String, String)]) -> String {
+/// A stack's labels as the text of a frame: `[goroutine 18 route=/api]`,
+/// a task's id (its key one of `id_labels`) as `key id`.
+pub fn frame_text(labels: &[(String, String)], id_labels: &[&str]) -> String {
     let parts: Vec<String> = labels
         .iter()
-        .map(|(k, v)| if k == GOROUTINE { format!("{k} {v}") } else { format!("{k}={v}") })
+        .map(|(k, v)| if id_labels.contains(&k.as_str()) { format!("{k} {v}") } else { format!("{k}={v}") })
         .collect();
     format!("[{}]", parts.join(" "))
 }
@@ -42,7 +41,7 @@ impl Profile {
         let mut stacks = std::mem::take(&mut self.stacks);
         for s in &mut stacks {
             let Some(labels) = &s.labels else { continue };
-            let id = self.intern_frame(Frame::new(frame_text(labels), FrameKind::Pseudo));
+            let id = self.intern_frame(Frame::new(frame_text(labels, &self.meta.id_labels), FrameKind::Pseudo));
             s.frames = std::iter::once(id).chain(s.frames.iter().copied()).collect();
         }
         self.stacks = stacks;
@@ -61,12 +60,13 @@ mod tests {
     #[test]
     fn stacks_told_apart_by_labels_alone_are_merged_when_they_are_dropped() {
         let mut p = Profile::new(Unit::Samples);
+        p.meta.id_labels = vec!["task"];
         let f = p.intern_frame(Frame::new("main.burn", FrameKind::User));
         for (id, w) in [("18", 3), ("19", 4)] {
             p.push(Stack {
                 frames: [f].into(),
                 weight: w,
-                labels: Some(labels(&[("goroutine", id), ("route", "/api")])),
+                labels: Some(labels(&[("route", "/api"), ("task", id)])),
                 ..Default::default()
             });
         }
@@ -77,7 +77,7 @@ mod tests {
         framed.drop_labels();
         let texts: Vec<&str> = framed.stacks().iter().map(|s| framed.frame(s.frames[0]).name.as_str()).collect();
         assert_eq!(texts.len(), 2);
-        assert!(texts.contains(&"[goroutine 19 route=/api]"), "{texts:?}");
+        assert!(texts.contains(&"[route=/api task 19]"), "{texts:?}");
         p.drop_labels();
         assert_eq!(p.stacks().len(), 1);
         assert_eq!(p.stacks()[0].weight, 7);

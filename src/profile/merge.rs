@@ -162,6 +162,7 @@ pub fn wall(on: &Profile, off: &mut Profile, runs: Vec<Ran>) -> Profile {
         kernel_words: on.meta.kernel_words.clone(),
         slice: on.meta.slice.or(off.meta.slice),
         window_ns: on.meta.window_ns.or(off.meta.window_ns),
+        id_labels: on.meta.id_labels.clone(),
     };
     wall
 }

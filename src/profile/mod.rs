@@ -176,7 +176,7 @@ pub struct Thread {
 /// A stack's frames, root first.
 pub type Frames = std::sync::Arc<[FrameId]>;
 
-pub use labels::{Labels, GOROUTINE};
+pub use labels::Labels;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Stack {
@@ -265,6 +265,11 @@ pub struct Meta {
     /// CLOCK_MONOTONIC in nanoseconds (the clock of bpf_ktime_get_ns and
     /// of /proc's scheduler accounts); `None` for profiles read from files.
     pub window_ns: Option<(u64, u64)>,
+    /// The label keys whose value is the numeric id of the task a stack
+    /// ran under, given by the runtimes that label stacks (printed `key
+    /// id`, a numeric pprof label), as against the text labels a program
+    /// gives its work.
+    pub id_labels: Vec<&'static str>,
 }
 
 /// Why the leaf frame of some samples could not be named.

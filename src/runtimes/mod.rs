@@ -74,6 +74,9 @@ pub struct Registered {
     /// scratch), which user space never touches: a staged start's first
     /// load does not create them (src/probe/staged.rs).
     pub walker_maps: &'static [&'static str],
+    /// The key of the label its walker gives the task a stack ran under,
+    /// the task's id (crate::profile::Meta::id_labels).
+    pub id_label: Option<&'static str>,
 }
 
 /// A runtime's frames that sit under everything and explain nothing (its
@@ -107,6 +110,11 @@ pub const THREAD_ROLES: [&[crate::symbolize::ThreadRole]; ALL.len()] = {
     }
     out
 };
+
+/// The runtimes' task-id label keys, for the profile.
+pub fn id_labels() -> impl Iterator<Item = &'static str> {
+    ALL.iter().filter_map(|r| r.id_label)
+}
 
 /// Each runtime's plumbing, for the reports.
 pub fn plumbing() -> impl Iterator<Item = &'static Plumbing> {

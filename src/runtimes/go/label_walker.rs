@@ -14,7 +14,7 @@ use libbpf_rs::{MapCore, MapFlags};
 use crate::bpf::types;
 use crate::runtimes::go::labels::{Reader, Unread};
 use crate::runtimes::go::Runtime;
-use crate::profile::{Labels, RawStack, GOROUTINE};
+use crate::profile::{Labels, RawStack};
 
 /// FG_GO_MARKER of src/bpf/fgbpf.h.
 pub(crate) const MARKER: u64 = 0xffff_ffff_ffff_ff53;
@@ -140,7 +140,7 @@ impl GoLabels {
         self.named
             .entry((pid, goid, addr))
             .or_insert_with(|| {
-                let mut all = vec![(GOROUTINE.to_string(), goid.to_string())];
+                let mut all = vec![(super::walker::GOROUTINE.to_string(), goid.to_string())];
                 all.extend(pprof.iter().cloned());
                 all.sort();
                 all.into()

@@ -211,6 +211,7 @@ pub(crate) const REGISTERED: super::super::Registered = super::super::Registered
     thread_roles: &[],
     marker: None,
     walker_maps: &["java_seen"],
+    id_label: None,
 };
 
 /// Its walker, when the capture reads Java frames.

@@ -41,6 +41,7 @@ pub(crate) const REGISTERED: super::super::Registered = super::super::Registered
     thread_roles: &[],
     marker: Some(MARKER),
     walker_maps: &["php_reads"],
+    id_label: None,
 };
 
 /// Its walker, when the capture reads PHP frames.

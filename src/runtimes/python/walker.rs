@@ -44,6 +44,7 @@ pub(crate) const REGISTERED: super::super::Registered = super::super::Registered
     thread_roles: &[],
     marker: Some(MARKER),
     walker_maps: &["py_threads"],
+    id_label: None,
 };
 
 /// Its walker, when the capture reads Python frames.

@@ -55,6 +55,7 @@ pub(crate) const REGISTERED: super::super::Registered = super::super::Registered
     thread_roles: &[],
     marker: Some(MARKER),
     walker_maps: &["rb_reads"],
+    id_label: None,
 };
 
 /// Its walker, when the capture reads Ruby frames.

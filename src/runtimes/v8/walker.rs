@@ -194,6 +194,7 @@ pub(crate) const REGISTERED: super::super::Registered = super::super::Registered
     thread_roles: super::threads::ROLES,
     marker: None,
     walker_maps: &["v8_seen", "v8_seen_cache"],
+    id_label: None,
 };
 
 /// Its walker, when the capture names JavaScript frames.
