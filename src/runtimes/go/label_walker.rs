@@ -16,6 +16,9 @@ use crate::runtimes::go::labels::{Reader, Unread};
 use crate::runtimes::go::Runtime;
 use crate::profile::{Labels, RawStack};
 
+/// The label a stack's goroutine id has (the Go folder's task-id label).
+pub const GOROUTINE: &str = "goroutine";
+
 /// FG_GO_MARKER of src/bpf/fgbpf.h.
 pub(crate) const MARKER: u64 = 0xffff_ffff_ffff_ff53;
 
@@ -140,7 +143,7 @@ impl GoLabels {
         self.named
             .entry((pid, goid, addr))
             .or_insert_with(|| {
-                let mut all = vec![(super::walker::GOROUTINE.to_string(), goid.to_string())];
+                let mut all = vec![(GOROUTINE.to_string(), goid.to_string())];
                 all.extend(pprof.iter().cloned());
                 all.sort();
                 all.into()

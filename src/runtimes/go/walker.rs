@@ -265,9 +265,6 @@ pub const LANG: super::super::walks::Lang = super::super::walks::Lang {
     early: "taken before fgbpf had read the program (without their goroutine)",
 };
 
-/// The label a stack's goroutine id has.
-pub const GOROUTINE: &str = "goroutine";
-
 /// What the Go folder registers (crate::runtimes' one list).
 pub(crate) const REGISTERED: super::super::Registered = super::super::Registered {
     start,
@@ -275,7 +272,7 @@ pub(crate) const REGISTERED: super::super::Registered = super::super::Registered
     thread_roles: &[],
     marker: None,
     walker_maps: &[],
-    id_label: Some(GOROUTINE),
+    id_label: Some(super::label_walker::GOROUTINE),
 };
 
 /// Its reader, when the capture reads goroutines or the walker tells them
