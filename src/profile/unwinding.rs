@@ -98,7 +98,7 @@ pub struct Unwinding {
     /// Binaries walked by frame pointers only, with why.
     pub without: Vec<(String, String)>,
     /// Processes with stacks cut short or walked by frame pointers only,
-    /// heaviest share first.
+    /// the heaviest such weight first.
     pub processes: Vec<ProcessWalks>,
     /// Executable mappings beyond what the walker holds per process.
     pub mappings_dropped: u64,
@@ -224,10 +224,16 @@ pub fn by_process<'a>(
             lost_at: heaviest_first(p.lost_at),
         })
         .collect();
-    let share = |p: &ProcessWalks| {
-        (p.frame_pointers + p.cut.iter().map(|c| c.1).sum::<u64>()) as f64 / p.total as f64
-    };
-    out.sort_by(|a, b| share(b).total_cmp(&share(a)).then(a.pid.cmp(&b.pid)));
+    // Heaviest trouble first: the weight of the picture a process's short
+    // walks leave wrong, then its share of its own weight. By share alone,
+    // a whole host's one-sample processes (100% walked by frame pointers
+    // before their tables were placed) pushed the processes that matter
+    // out of the listed few.
+    let trouble = |p: &ProcessWalks| p.frame_pointers + p.cut.iter().map(|c| c.1).sum::<u64>();
+    let share = |p: &ProcessWalks| trouble(p) as f64 / p.total as f64;
+    out.sort_by(|a, b| {
+        trouble(b).cmp(&trouble(a)).then(share(b).total_cmp(&share(a))).then(a.pid.cmp(&b.pid))
+    });
     out
 }
 
@@ -353,7 +359,7 @@ mod tests {
     }
 
     #[test]
-    fn processes_are_listed_by_their_share_of_trouble() {
+    fn processes_are_listed_by_the_weight_of_their_trouble() {
         let stacks = [
             raw(1, Some(Walk::Tables), 90),
             raw(1, Some(Walk::Lost), 10),
@@ -361,13 +367,19 @@ mod tests {
             raw(2, Some(Walk::Mixed), 5),
             raw(3, Some(Walk::Tables), 100),
             raw(4, None, 100),
+            // One sample, all of it walked by frame pointers: 100% of the
+            // process, 1 of the picture.
+            raw(5, Some(Walk::FramePointers), 1),
+            raw(6, Some(Walk::FramePointers), 1),
+            raw(6, Some(Walk::Tables), 1),
         ];
         let p = by_process(stacks.iter().map(|r| (r, r.weight)), |pid, _, _| format!("proc{pid}"), |_| "in JIT code".into());
         let pids: Vec<u32> = p.iter().map(|p| p.pid).collect();
-        assert_eq!(pids, vec![2, 1], "{p:?}");
-        assert_eq!(p[1].cut, vec![(Walk::Lost, 10)]);
+        assert_eq!(pids, vec![1, 2, 5, 6], "{p:?}");
+        assert_eq!(p[0].cut, vec![(Walk::Lost, 10)]);
         let u = Unwinding {
-            tables: 190,
+            tables: 191,
+            frame_pointers: 2,
             lost: 10,
             enabled: true,
             processes: p,
