@@ -38,6 +38,10 @@ command -v gcc >/dev/null || missing+=(gcc)
 # gdb reads the offsets of pyenv-built CPythons from their DWARF (tests/python.rs).
 command -v gdb >/dev/null || missing+=(gdb)
 [ -x /usr/bin/python3.11 ] || missing+=(python3.11)
+# A debuginfod server (elfutils') serving split debug files, and xz for
+# MiniDebugInfo (tests/debuginfo.rs).
+command -v debuginfod >/dev/null || missing+=(debuginfod)
+command -v xz >/dev/null || missing+=(xz-utils)
 command -v redis-server >/dev/null || missing+=(redis-server)
 # The terminal tests/top.rs drives `fgbpf top` in.
 command -v tmux >/dev/null || missing+=(tmux)

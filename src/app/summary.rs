@@ -127,6 +127,10 @@ struct Json<'a> {
     /// nanoseconds, to line the capture up with other accounts of the same
     /// seconds (/proc/TID/schedstat, perf's timestamps).
     window_monotonic_ns: Option<[u64; 2]>,
+    /// Where names came from beyond the binaries and the host's debug
+    /// files (each debuginfod server used, and its cache), one sentence
+    /// each; empty when none was asked.
+    symbols_fetched: &'a [String],
 }
 
 #[derive(Serialize)]
@@ -207,6 +211,7 @@ fn to_json<'a>(
         kernel_fallbacks: &profile.meta.kernel,
         kernel_fallback_words: &profile.meta.kernel_words,
         window_monotonic_ns: profile.meta.window_ns.map(|(a, b)| [a, b]),
+        symbols_fetched: &profile.meta.symbols,
     }
 }
 
@@ -242,6 +247,9 @@ fn text(profile: &Profile, notes: &[String], written: &[PathBuf]) -> String {
     }
     for line in &profile.meta.kernel {
         out.push_str(&format!("fgbpf: kernel fallback: {line}\n"));
+    }
+    for line in &profile.meta.symbols {
+        out.push_str(&format!("fgbpf: {line}\n"));
     }
     if let Some(u) = &profile.meta.unwinding {
         for line in u.lines() {

@@ -128,7 +128,7 @@ impl Views {
             );
         }
         symbolizer.add_runtime_names(recorded.runtimes.runtime_names);
-        let meta = |kind, frequency, losses| Meta {
+        let meta = |kind, frequency, losses, symbols| Meta {
             kind,
             target: target.to_string(),
             duration: elapsed,
@@ -140,18 +140,19 @@ impl Views {
             slice: recorded.slice,
             window_ns: recorded.window_ns,
             id_labels: crate::runtimes::id_labels().collect(),
+            symbols,
         };
         // Each side's raw stacks are freed as they are named.
         if let Some(frequency) = rec.frequency {
             let mut p = build::from_raw(on_raw, Unit::Samples, symbolizer);
-            p.meta = meta(Kind::OnCpu, Some(frequency), views.losses(true, false));
+            p.meta = meta(Kind::OnCpu, Some(frequency), views.losses(true, false), symbolizer.source_lines());
             rec.keep_labels(&mut p);
             views.on = Some(p);
             super::stages::mark("on-CPU named");
         }
         if rec.wakers {
             let mut p = build::from_raw(off_raw.clone(), Unit::Microseconds, symbolizer);
-            p.meta = meta(Kind::OffCpu, None, views.losses(false, true));
+            p.meta = meta(Kind::OffCpu, None, views.losses(false, true), symbolizer.source_lines());
             rec.keep_labels(&mut p);
             views.wake = Some(p);
             // The off-CPU view sums each wait over its wakers.
@@ -161,14 +162,14 @@ impl Views {
         }
         if rec.offcpu {
             let mut p = build::from_raw(off_raw, Unit::Microseconds, symbolizer);
-            p.meta = meta(Kind::OffCpu, None, views.losses(false, true));
+            p.meta = meta(Kind::OffCpu, None, views.losses(false, true), symbolizer.source_lines());
             rec.keep_labels(&mut p);
             views.off = Some(p);
             super::stages::mark("off-CPU named");
         }
         (views.goroutines, views.goroutines_text) = goroutines(recorded.runtimes.goroutines, &recorded.runtimes.go_snapshots, symbolizer);
         if let Some(p) = views.goroutines.as_mut() {
-            p.meta = meta(Kind::Wall, None, Losses::default());
+            p.meta = meta(Kind::Wall, None, Losses::default(), symbolizer.source_lines());
         }
         views
     }

@@ -66,10 +66,17 @@ pub fn offcpu_report(profile: &Profile, edges_note: &str, roots: Leading, tail: 
     text
 }
 
-/// The report's sections on the kernel fallbacks taken and on how user
-/// stacks were walked.
+/// The report's sections on the kernel fallbacks taken, on where names
+/// came from beyond the binaries (debuginfod), and on how user stacks were
+/// walked.
 fn unwinding_section(profile: &Profile) -> String {
     let mut text = String::new();
+    if !profile.meta.symbols.is_empty() {
+        text.push_str("\nSymbols fetched\n");
+        for line in &profile.meta.symbols {
+            text.push_str(&format!("  {line}\n"));
+        }
+    }
     if !profile.meta.kernel.is_empty() {
         text.push_str("\nKernel fallbacks\n");
         for line in &profile.meta.kernel {

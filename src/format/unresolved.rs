@@ -34,7 +34,7 @@ pub fn explain(reason: &UnresolvedReason) -> (String, &'static str) {
     match reason {
         UnresolvedReason::NoSymbols { module } => (
             format!("no symbols in {}", printable(module)),
-            "install its debug symbols (the -dbgsym, -dbg or -debuginfo package), or pass --debug-dir DIR holding its .build-id/xx/*.debug file",
+            "install its debug symbols (the -dbgsym, -dbg or -debuginfo package), pass --debug-dir DIR holding its .build-id/xx/*.debug file, or name a debuginfod server in DEBUGINFOD_URLS (kept through sudo as `sudo DEBUGINFOD_URLS=\"$DEBUGINFOD_URLS\" fgbpf ...`)",
         ),
         UnresolvedReason::Unreadable { module } => (
             format!("{} could not be opened", printable(module)),

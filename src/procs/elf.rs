@@ -19,6 +19,10 @@ pub struct ElfInfo {
     pub debuglink: Option<(String, u32)>,
     pub has_symtab: bool,
     pub has_dwarf: bool,
+    /// `.gnu_debugdata` (MiniDebugInfo): an xz-compressed ELF holding the
+    /// function symbols a stripped binary kept, as Fedora's and some
+    /// vendors' builds carry; blazesym reads it when `.symtab` is absent.
+    pub has_debugdata: bool,
 }
 
 /// Maps a file for reading. The map is private and read-only; a binary
@@ -56,6 +60,7 @@ impl ElfInfo {
             debuglink,
             has_symtab: stored(".symtab"),
             has_dwarf: stored(".debug_info") || stored(".zdebug_info"),
+            has_debugdata: stored(".gnu_debugdata"),
         })
     }
 

@@ -163,6 +163,9 @@ pub fn wall(on: &Profile, off: &mut Profile, runs: Vec<Ran>) -> Profile {
         slice: on.meta.slice.or(off.meta.slice),
         window_ns: on.meta.window_ns.or(off.meta.window_ns),
         id_labels: on.meta.id_labels.clone(),
+        // Named after the on-CPU side, by the same symbolizer: its lines
+        // hold both sides'.
+        symbols: if off.meta.symbols.is_empty() { on.meta.symbols.clone() } else { off.meta.symbols.clone() },
     };
     wall
 }

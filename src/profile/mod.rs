@@ -270,6 +270,10 @@ pub struct Meta {
     /// id`, a numeric pprof label), as against the text labels a program
     /// gives its work.
     pub id_labels: Vec<&'static str>,
+    /// Where frames' names came from beyond the binaries and the host's
+    /// debug files, and what could not be fetched, one sentence each (each
+    /// debuginfod server used); empty for profiles read from files.
+    pub symbols: Vec<String>,
 }
 
 /// Why the leaf frame of some samples could not be named.

@@ -17,9 +17,13 @@ use blazesym::Pid;
 
 use crate::procs::maps::{fd_path, own_vdso};
 
+pub mod debuginfod;
 mod kernel_images;
+mod named;
 mod plt;
 mod thread_role;
+
+pub use named::{Module, Named, UnresolvedReason};
 
 pub use thread_role::ThreadRole;
 
@@ -50,66 +54,6 @@ pub struct Options {
     /// How threads a runtime leaves named as their process are named
     /// (each runtime's list, `runtimes::THREAD_ROLES`).
     pub thread_roles: &'static [&'static [ThreadRole]],
-}
-
-/// Why an address could not be named.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum UnresolvedReason {
-    /// The file holding the code has no symbol for it, and no separate
-    /// debug file was found (a stripped binary).
-    NoSymbols { module: String },
-    /// The file holding the code could not be opened.
-    Unreadable { module: String },
-    /// Code in anonymous memory (JIT-compiled) of a process that writes no
-    /// perf map.
-    JitWithoutPerfMap,
-    /// JIT code that the process's perf map does not list.
-    NotInPerfMap,
-    /// The process exited before its memory map could be read.
-    ProcessGone,
-    /// Outside every mapping read while the process lived: mapped later.
-    Unmapped,
-    /// A kernel address with no kallsyms entry.
-    Kernel,
-    /// A frame of a managed runtime (a Java method) that its runtime's
-    /// memory could not name: why, and the remedy.
-    Runtime { why: &'static str, remedy: &'static str },
-}
-
-/// One address, named: its frames root first (the function, then those
-/// inlined into it at that address), and why it could not be named when it
-/// could not (its frames then say what is known, e.g. `libfoo.so+0x1230`).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Named {
-    pub frames: Vec<(String, FrameKind)>,
-    pub unresolved: Option<UnresolvedReason>,
-    /// The binary the address lies in, when it lies in one.
-    pub module: Option<std::sync::Arc<Module>>,
-}
-
-/// A binary code was named in: its file name and GNU build ID.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Module {
-    pub name: String,
-    pub build_id: Option<Vec<u8>>,
-}
-
-impl Named {
-    pub fn known(frames: Vec<(String, FrameKind)>) -> Self {
-        Named {
-            frames,
-            unresolved: None,
-            module: None,
-        }
-    }
-
-    pub fn unknown(name: String, kind: FrameKind, why: UnresolvedReason) -> Self {
-        Named {
-            frames: vec![(name, kind)],
-            unresolved: Some(why),
-            module: None,
-        }
-    }
 }
 
 /// Frames of managed runtimes, per (process, frame word): the walkers of
@@ -153,6 +97,8 @@ pub struct Symbolizer {
     /// [`Options::own_debug`].
     own_debug: bool,
     thread_roles: &'static [&'static [ThreadRole]],
+    /// The debuginfod servers `DEBUGINFOD_URLS` names, if any.
+    debuginfod: Option<debuginfod::Debuginfod>,
 }
 
 impl Symbolizer {
@@ -168,7 +114,37 @@ impl Symbolizer {
             kernel_images: std::sync::OnceLock::new(),
             own_debug: opts.own_debug,
             thread_roles: opts.thread_roles,
+            debuginfod: debuginfod::Debuginfod::from_env(),
         }
+    }
+
+    /// Where names came from beyond the binaries and the host's debug
+    /// files, and what could not be fetched: one sentence each (each
+    /// debuginfod server used).
+    pub fn source_lines(&self) -> Vec<String> {
+        self.debuginfod.as_ref().map(debuginfod::Debuginfod::lines).unwrap_or_default()
+    }
+
+    /// Debug files fetched for the binaries in `binaries` that have no
+    /// symbols of their own nor a local debug file: by binary.
+    fn fetch_debug(&self, binaries: impl Iterator<Item = usize>) -> HashMap<usize, PathBuf> {
+        let Some(d) = &self.debuginfod else {
+            return HashMap::new();
+        };
+        let want: Vec<(usize, &str, &[u8])> = binaries
+            .filter_map(|b| {
+                let bin = self.registry.binary(b);
+                let elf = bin.elf.as_ref()?;
+                let id = elf.build_id.as_deref()?;
+                let stripped = !elf.has_symtab && !elf.has_dwarf && !elf.has_debugdata;
+                (stripped && bin.debug.is_none() && !bin.own).then_some((b, bin.name.as_str(), id))
+            })
+            .collect();
+        let asks: Vec<(&str, &[u8])> = want.iter().map(|&(_, name, id)| (name, id)).collect();
+        want.iter()
+            .zip(d.fetch_all(&asks))
+            .filter_map(|(&(b, _, _), path)| Some((b, path?)))
+            .collect()
     }
 
     /// See [`Options::thread_roles`].
@@ -198,7 +174,7 @@ impl Symbolizer {
         for (b, offset) in self.registry.binaries_of(pid) {
             // blazesym keeps what it loads for the file; the result of
             // naming this one offset does not matter.
-            let _ = self.name_binary(self.registry.binary(b), &[offset]);
+            let _ = self.name_binary(self.registry.binary(b), &[offset], None);
         }
     }
 
@@ -348,9 +324,10 @@ impl Symbolizer {
             (names.len() - 1) as u32
         };
         let mut by_offset: HashMap<(usize, u64), u32> = HashMap::new();
+        let fetched = self.fetch_debug(wanted.keys().copied());
         for (b, offsets) in wanted {
             let offsets = unique(offsets);
-            let named = self.name_binary(self.registry.binary(b), &offsets);
+            let named = self.name_binary(self.registry.binary(b), &offsets, fetched.get(&b).map(PathBuf::as_path));
             for (o, n) in offsets.into_iter().zip(named) {
                 by_offset.insert((b, o), push(n));
             }
@@ -420,8 +397,9 @@ impl Symbolizer {
     }
 
     /// Names `offsets` (file offsets) of one binary: from its separate
-    /// debug file first when there is one, then from the binary itself.
-    fn name_binary(&self, bin: &Binary, offsets: &[u64]) -> Vec<Named> {
+    /// debug file first when there is one (found on the host, or
+    /// `fetched` from a debuginfod server), then from the binary itself.
+    fn name_binary(&self, bin: &Binary, offsets: &[u64], fetched: Option<&Path>) -> Vec<Named> {
         let mut out: Vec<Option<Vec<(String, FrameKind)>>> = vec![None; offsets.len()];
         let path = bin.path();
         if let Some(path) = &path {
@@ -433,6 +411,8 @@ impl Symbolizer {
                     let full = !bin.own || self.own_debug;
                     if let Some(debug) = bin.debug.as_ref().filter(|_| full) {
                         self.fill(&mut out, &virt, &fd_path(debug), true);
+                    } else if let Some(debug) = fetched {
+                        self.fill(&mut out, &virt, debug, true);
                     }
                     self.fill(&mut out, &virt, path, full);
                 }
