@@ -43,6 +43,9 @@ command -v gdb >/dev/null || missing+=(gdb)
 command -v debuginfod >/dev/null || missing+=(debuginfod)
 command -v xz >/dev/null || missing+=(xz-utils)
 command -v redis-server >/dev/null || missing+=(redis-server)
+# A database under lock contention beside its own account of its waits
+# (tests/servers.rs): Debian's PostgreSQL, with pgbench.
+compgen -G '/usr/lib/postgresql/*/bin/pgbench' >/dev/null || missing+=(postgresql)
 # The terminal tests/top.rs drives `fgbpf top` in.
 command -v tmux >/dev/null || missing+=(tmux)
 command -v chromium >/dev/null || missing+=(chromium)

@@ -107,7 +107,7 @@ fn servers_blocked_before_the_capture_are_drawn_with_the_user_stacks_gdb_shows()
     let _serial = serial();
     let plain = started(Command::new(plain_workload("plain")).arg("idle"), true);
     let conf_dir = out_dir("before_nginx_prefix");
-    let nginx = Nginx(started(&mut nginx_master(&conf_dir), false));
+    let nginx = nginx::Nginx(started(&mut nginx::master(&conf_dir, 1).0, false));
     let (stacks, summary) = capture(&[plain.id(), nginx.0.id()], "before_servers");
     eprintln!("{summary}");
     check_against_gdb(&stacks, plain.id(), &["_start", "clone3"]);
@@ -143,37 +143,3 @@ fn a_stripped_sleep_is_walked_to_its_entry_point() {
     assert!(summary.contains("1 drawn with the user stack they wait in"), "{summary}");
 }
 
-/// An nginx master, stopped by SIGTERM, on which its worker exits too
-/// (SIGKILL would leave the worker behind), at most 10 s waited for.
-struct Nginx(KillOnDrop);
-
-impl Drop for Nginx {
-    fn drop(&mut self) {
-        self.0.signal(libc::SIGTERM);
-        let asked = std::time::Instant::now();
-        while matches!(self.0 .0.try_wait(), Ok(None)) && asked.elapsed() < std::time::Duration::from_secs(10) {
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-    }
-}
-
-/// nginx as Debian ships it (scripts/fetch-nginx.sh), a master and one
-/// worker on a loopback port, its files under `dir`.
-fn nginx_master(dir: &Path) -> Command {
-    let bin = consumers_dir().join("nginx/nginx");
-    assert!(bin.exists(), "{} is missing: scripts/fetch-nginx.sh fetches it (scripts/test.sh runs it)", bin.display());
-    std::fs::create_dir_all(dir).unwrap();
-    let d = dir.display();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let temps: String = ["client_body", "proxy", "fastcgi", "uwsgi", "scgi"]
-        .iter()
-        .map(|t| format!("{t}_temp_path {d}/{t};\n"))
-        .collect();
-    let conf = format!(
-        "daemon off;\nmaster_process on;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{}}\nhttp {{\naccess_log off;\n{temps}server {{ listen 127.0.0.1:{port}; }}\n}}\n"
-    );
-    std::fs::write(dir.join("nginx.conf"), conf).unwrap();
-    let mut cmd = Command::new(bin);
-    cmd.args(["-p", &d.to_string(), "-c", &format!("{d}/nginx.conf"), "-e", &format!("{d}/error.log")]);
-    cmd
-}

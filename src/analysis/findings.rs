@@ -12,8 +12,8 @@ use serde::Serialize;
 
 use super::threads::COLUMNS;
 use super::idle::Idle;
-use super::waits::{site, Site};
-use super::{category, pct, Lens};
+use super::waits::{Site, Sites};
+use super::{category, pct};
 use crate::profile::names::sanitize;
 use crate::profile::{Kind, Profile};
 
@@ -54,8 +54,8 @@ fn share_text(share: f64) -> String {
 
 /// The heaviest findings, at most `n`, each at least 1% of the total,
 /// leaving out the threads of `idle` (what [`super::idle::idle`] found with
-/// the same lens).
-pub fn findings(profile: &Profile, lens: Lens, idle: &Idle, n: usize) -> Vec<Finding> {
+/// the same sites), each wait named as `sites` tells it apart.
+pub fn findings(profile: &Profile, sites: &Sites, idle: &Idle, n: usize) -> Vec<Finding> {
     let total = profile.total();
     if total == 0 || n == 0 {
         return Vec::new();
@@ -71,7 +71,7 @@ pub fn findings(profile: &Profile, lens: Lens, idle: &Idle, n: usize) -> Vec<Fin
         let key = (
             who.map(|t| (t.process.clone(), t.name.clone())),
             category(profile, s),
-            site(profile, s, lens),
+            sites.site(profile, s),
         );
         let g = groups.entry(key).or_default();
         g.0 += s.weight;
@@ -157,7 +157,7 @@ mod tests {
                 ..Default::default()
             });
         }
-        let found = findings(&p, Lens::default(), &Idle::default(), 3);
+        let found = findings(&p, &Sites::default(), &Idle::default(), 3);
         assert_eq!(found.len(), 2);
         assert_eq!(
             found[0].text,

@@ -12,8 +12,8 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 use super::threads::COLUMNS;
-use super::waits::{site, Site};
-use super::{category, Lens};
+use super::waits::{Site, Sites};
+use super::category;
 use crate::profile::names::sanitize;
 use crate::profile::{Kind, Profile, ThreadId, Unit};
 
@@ -83,7 +83,7 @@ impl Idle {
 /// The threads of a wall-clock or off-CPU profile that waited in one site
 /// for at least 95% of its duration and ran for at most 1% of it. None for
 /// on-CPU profiles (they hold no waits) and profiles without a duration.
-pub fn idle(profile: &Profile, lens: Lens) -> Idle {
+pub fn idle(profile: &Profile, sites: &Sites) -> Idle {
     let window = profile.meta.duration.as_micros() as f64;
     let timed = matches!(profile.meta.kind, Kind::Wall | Kind::OffCpu) && profile.unit == Unit::Microseconds;
     if !timed || window <= 0.0 {
@@ -100,7 +100,7 @@ pub fn idle(profile: &Profile, lens: Lens) -> Idle {
         let a = by_thread.entry(t).or_default();
         match category(profile, s) {
             0 => a.running += s.weight,
-            cat => *a.waits.entry((cat, site(profile, s, lens))).or_default() += s.weight,
+            cat => *a.waits.entry((cat, sites.site(profile, s))).or_default() += s.weight,
         }
     }
     let mut threads = Vec::new();
@@ -174,7 +174,7 @@ mod tests {
     #[test]
     fn threads_waiting_in_one_place_all_along_are_idle_and_said_in_one_line() {
         let p = profile(10_000);
-        let idle = idle(&p, Lens::default());
+        let idle = idle(&p, &Sites::default());
         assert_eq!(idle.threads.len(), 3, "{idle:?}");
         assert_eq!(
             idle.line().unwrap(),
@@ -188,14 +188,14 @@ mod tests {
     fn a_thread_that_ran_or_waited_less_is_not_idle() {
         // 0.2 s of 10 s on CPU: over 1%.
         let p = profile(200_000);
-        let idle = idle(&p, Lens::default());
+        let idle = idle(&p, &Sites::default());
         assert_eq!(idle.threads.len(), 1, "{idle:?}");
         assert_eq!(idle.groups[0].name, "master");
         let mut on = p.clone();
         on.meta.kind = Kind::OnCpu;
-        assert!(super::idle(&on, Lens::default()).line().is_none(), "on-CPU profiles hold no waits");
+        assert!(super::idle(&on, &Sites::default()).line().is_none(), "on-CPU profiles hold no waits");
         let mut read = p;
         read.meta.duration = Duration::ZERO;
-        assert!(super::idle(&read, Lens::default()).line().is_none(), "no window, no idle");
+        assert!(super::idle(&read, &Sites::default()).line().is_none(), "no window, no idle");
     }
 }

@@ -6,8 +6,8 @@
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
-use super::waits::{site, Site};
-use super::{category, is_off_cpu, Lens, STATES};
+use super::waits::{Site, Sites};
+use super::{category, is_off_cpu, STATES};
 use crate::profile::names::{leading_frames, Leading};
 use crate::profile::Profile;
 
@@ -55,7 +55,7 @@ pub struct Table {
 /// Two passes over the stacks: the sums of every row first, then the
 /// sites of the rows listed only (a whole host has tens of thousands of
 /// threads, each with its own stacks' sites).
-pub fn table(profile: &Profile, leading: Leading, lens: Lens, rows: usize, sites: usize) -> Table {
+pub fn table(profile: &Profile, leading: Leading, named: &Sites, rows: usize, sites: usize) -> Table {
     // The row of each thread, by its name: threads of one name (a
     // process's, with Leading::Process) share a row.
     let mut row_of: Vec<u32> = Vec::with_capacity(profile.threads().len());
@@ -94,7 +94,7 @@ pub fn table(profile: &Profile, leading: Leading, lens: Lens, rows: usize, sites
         for s in profile.stacks() {
             let Some(t) = s.thread else { continue };
             if let Some(by_site) = listed.get_mut(&row_of[t as usize]) {
-                *by_site[category(profile, s)].entry(site(profile, s, lens)).or_default() += s.weight;
+                *by_site[category(profile, s)].entry(named.site(profile, s)).or_default() += s.weight;
             }
         }
     }

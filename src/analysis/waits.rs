@@ -3,13 +3,26 @@
 //! user-space function that blocked and the user's function above it; for
 //! running code, the function and, when that is a library's, the user's
 //! function that called it. The per-thread table and the findings of the
-//! reports are written from these sites.
+//! reports are written from these sites. A wait that passes through a
+//! frame many different waits pass through (an event loop's wait, a latch,
+//! a condition-variable helper: learnt from the profile, [`Sites::learn`])
+//! is named by the path that tells it apart: `under WaitEventSetWait ←
+//! WaitLatch ← ProcSleep`.
 
 use std::fmt;
+
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::functions::{is_library, plain_name, Lens};
 use super::state_of;
 use crate::profile::{FrameKind, Profile, Stack, State};
+
+/// Callers climbed above a wait's own function, at most.
+const CLIMB: usize = 8;
+
+/// A frame is a hub when no one of its callers holds this share of the
+/// waits that pass through it.
+const ONE_CALLER: f64 = 0.9;
 
 /// Kernel functions that say why a thread waited, by name prefix; the
 /// frame nearest the leaf that matches decides.
@@ -108,46 +121,195 @@ fn reason(profile: &Profile, stack: &Stack, state: State) -> String {
     }
 }
 
-/// The site of `stack`: its state's reason when it ends in one (`None`
-/// for on-CPU stacks), the function where it ran or blocked, and the
-/// user's function above a library one.
+/// The site of `stack` with no hubs learnt: its state's reason when it
+/// ends in one (`None` for on-CPU stacks), the function where it ran or
+/// blocked, and the user's function above a library one.
 pub fn site(profile: &Profile, stack: &Stack, lens: Lens) -> Site {
-    let state = state_of(profile, stack);
-    // Where the time went in user space: the deepest user function (for a
-    // wait, the libc wrapper that blocked).
-    let at = lens
-        .positions(profile, stack)
-        .rev()
-        .find(|&i| profile.frame(stack.frames[i]).kind.is_user_space());
-    // A wait with no user frames is named by its reason alone; kernel
-    // code that ran, by its function.
-    let function = match (at, state) {
-        (Some(i), _) => Some(plain_name(&profile.frame(stack.frames[i]).name).to_string()),
-        (None, None) => lens
-            .leaf(profile, stack)
-            .or(stack.frames.last().copied())
-            .map(|f| profile.frame(f).name.clone()),
-        (None, Some(_)) => None,
-    };
-    let under = at.and_then(|i| {
-        if !is_library(&profile.frame(stack.frames[i]).name) {
+    Sites::plain(lens).site(profile, stack)
+}
+
+/// How one profile's stacks are named as sites: the lens, and the frames
+/// its waits fan out from ([`Sites::learn`]).
+#[derive(Clone, Debug, Default)]
+pub struct Sites {
+    pub lens: Lens,
+    /// Frames (by plain name) whose waits come from several callers, none
+    /// of which holds [`ONE_CALLER`] of them.
+    hubs: FxHashSet<String>,
+    /// By the function a wait blocked in and the frame that tells it
+    /// apart, the path shown: the one most of its waits were walked
+    /// through (a walk by frame pointers, before a process's tables were
+    /// placed, can miss a frame between: the same wait, one name).
+    paths: FxHashMap<(String, String), String>,
+}
+
+impl Sites {
+    /// Sites named by their nearest caller only.
+    pub fn plain(lens: Lens) -> Sites {
+        Sites { lens, ..Sites::default() }
+    }
+
+    /// Learns from `profile`'s waits which frames many different waits
+    /// pass through: for each frame a wait is named by and each caller
+    /// above it (up to [`CLIMB`]), the weight of the waits from each of its
+    /// callers. A frame with several callers, none holding [`ONE_CALLER`]
+    /// of its waits, is a hub: a wait under it is named by the callers up
+    /// to the first that is not.
+    pub fn learn(profile: &Profile, lens: Lens) -> Sites {
+        let mut callers: FxHashMap<&str, FxHashMap<&str, u64>> = FxHashMap::default();
+        for s in profile.stacks() {
+            if state_of(profile, s).is_none() {
+                continue;
+            }
+            let Some(anchor) = anchor(profile, s, lens) else { continue };
+            for pair in climb(profile, s, anchor.at).windows(2) {
+                *callers.entry(pair[0]).or_default().entry(pair[1]).or_default() += s.weight;
+            }
+        }
+        let hubs = callers
+            .into_iter()
+            .filter(|(_, by)| {
+                let all: u64 = by.values().sum();
+                let top = by.values().copied().max().unwrap_or(0);
+                by.len() >= 2 && (top as f64) < ONE_CALLER * all as f64
+            })
+            .map(|(name, _)| name.to_string())
+            .collect();
+        let mut sites = Sites { lens, hubs, paths: FxHashMap::default() };
+        let mut seen: FxHashMap<(String, String), FxHashMap<String, u64>> = FxHashMap::default();
+        for s in profile.stacks() {
+            if state_of(profile, s).is_none() {
+                continue;
+            }
+            if let Some((key, path)) = anchor(profile, s, lens).and_then(|a| sites.path(profile, s, &a)) {
+                *seen.entry(key).or_default().entry(path).or_default() += s.weight;
+            }
+        }
+        sites.paths = seen
+            .into_iter()
+            .filter_map(|(key, by)| {
+                let best = by.into_iter().max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(&a.0)))?;
+                Some((key, best.0))
+            })
+            .collect();
+        sites
+    }
+
+    /// For a wait under a hub: the key of its path (the function it
+    /// blocked in, the frame that tells it apart) and the path as this
+    /// stack was walked (`A ← B ← C`, or `A ← … ← D` past three).
+    fn path(&self, profile: &Profile, stack: &Stack, a: &Anchor) -> Option<((String, String), String)> {
+        let chain = climb(profile, stack, a.at);
+        let last = chain.iter().position(|n| !self.hubs.contains(*n)).unwrap_or(chain.len() - 1);
+        if last == 0 {
             return None;
         }
-        let callers = || stack.frames[..i].iter().rev().map(|&f| profile.frame(f));
-        // In a Python or Ruby thread the native code between the wait and
-        // the nearest Python function or Ruby method is the interpreter's
-        // (or a module's): that function is the user's, a Ruby C method
-        // (`sleep [c function]`) is not.
-        callers()
-            .find(|f| f.kind == FrameKind::Evaluated && !f.name.ends_with(" [c function]"))
-            .or_else(|| callers().find(|f| f.kind.is_user_space() && !is_library(&f.name)))
-            .map(|f| plain_name(&f.name).to_string())
-    });
-    Site {
-        reason: state.map(|s| reason(profile, stack, s)),
-        function,
-        under,
+        let path = match last {
+            1 | 2 => chain[..=last].join(" ← "),
+            _ => format!("{} ← … ← {}", chain[0], chain[last]),
+        };
+        let function = plain_name(&profile.frame(stack.frames[a.function]).name).to_string();
+        Some(((function, chain[last].to_string()), path))
     }
+
+    /// The site of `stack`: its state's reason when it ends in one
+    /// (`None` for on-CPU stacks), the function where it ran or blocked,
+    /// and the user's function above a library one; for a wait under a
+    /// hub, the callers that tell it apart (`A ← B ← C`).
+    pub fn site(&self, profile: &Profile, stack: &Stack) -> Site {
+        let lens = self.lens;
+        let state = state_of(profile, stack);
+        let anchor = anchor(profile, stack, lens);
+        // A wait with no user frames is named by its reason alone; kernel
+        // code that ran, by its function.
+        let mut function = match (&anchor, state) {
+            (Some(a), _) => Some(plain_name(&profile.frame(stack.frames[a.function]).name).to_string()),
+            (None, None) => lens
+                .leaf(profile, stack)
+                .or(stack.frames.last().copied())
+                .map(|f| profile.frame(f).name.clone()),
+            (None, Some(_)) => None,
+        };
+        let mut under = anchor
+            .as_ref()
+            .filter(|a| a.at != a.function)
+            .map(|a| plain_name(&profile.frame(stack.frames[a.at]).name).to_string());
+        if let Some(a) = anchor.filter(|_| state.is_some() && !self.hubs.is_empty()) {
+            if let Some((key, walked)) = self.path(profile, stack, &a) {
+                let path = self.paths.get(&key).cloned().unwrap_or(walked);
+                match a.at == a.function {
+                    true => function = Some(path),
+                    false => under = Some(path),
+                }
+            }
+        }
+        Site {
+            reason: state.map(|s| reason(profile, stack, s)),
+            function,
+            under,
+        }
+    }
+}
+
+/// Where a stack's site is read from: `function`, the deepest user
+/// function (for a wait, the libc wrapper that blocked), and `at`, the
+/// frame its time is named by: the user's function above `function` when
+/// that one is a library's, else `function` itself.
+struct Anchor {
+    function: usize,
+    at: usize,
+}
+
+fn anchor(profile: &Profile, stack: &Stack, lens: Lens) -> Option<Anchor> {
+    let function = lens
+        .positions(profile, stack)
+        .rev()
+        .find(|&i| profile.frame(stack.frames[i]).kind.is_user_space())?;
+    if !is_library(&profile.frame(stack.frames[function]).name) {
+        return Some(Anchor { function, at: function });
+    }
+    // In a Python or Ruby thread the native code between the wait and the
+    // nearest Python function or Ruby method is the interpreter's (or a
+    // module's): that function is the user's, a Ruby C method (`sleep [c
+    // function]`) is not.
+    let callers = || (0..function).rev();
+    let at = callers()
+        .find(|&j| is_evaluated(profile, stack, j))
+        .or_else(|| callers().find(|&j| is_own(profile, stack, j)));
+    Some(Anchor { function, at: at.unwrap_or(function) })
+}
+
+fn is_evaluated(profile: &Profile, stack: &Stack, j: usize) -> bool {
+    let f = profile.frame(stack.frames[j]);
+    f.kind == FrameKind::Evaluated && !f.name.ends_with(" [c function]")
+}
+
+fn is_own(profile: &Profile, stack: &Stack, j: usize) -> bool {
+    let f = profile.frame(stack.frames[j]);
+    f.kind.is_user_space() && !is_library(&f.name)
+}
+
+/// The plain names of the frame at `from` and of its callers of the same
+/// sort (interpreted functions above an interpreted one, the program's own
+/// functions above the program's), nearest first, at most [`CLIMB`] above
+/// it; a name repeated by recursion or inlining is one.
+fn climb<'a>(profile: &'a Profile, stack: &Stack, from: usize) -> Vec<&'a str> {
+    let evaluated = is_evaluated(profile, stack, from);
+    let mut names = vec![plain_name(&profile.frame(stack.frames[from]).name)];
+    for j in (0..from).rev() {
+        let same = if evaluated { is_evaluated(profile, stack, j) } else { is_own(profile, stack, j) };
+        if !same {
+            continue;
+        }
+        let name = plain_name(&profile.frame(stack.frames[j]).name);
+        if names.last() != Some(&name) {
+            names.push(name);
+        }
+        if names.len() > CLIMB {
+            break;
+        }
+    }
+    names
 }
 
 #[cfg(test)]
@@ -243,5 +405,74 @@ mod tests {
         );
         let s = stack(&mut p, &[("worker_thread", Kernel), ("schedule", Kernel), ("[sleeping]", Pseudo)]);
         assert_eq!(site(&p, &s, Lens::default()).to_string(), "kernel worker_thread");
+    }
+
+    #[test]
+    fn a_wait_under_a_frame_many_waits_pass_through_is_named_by_the_callers_that_tell_it_apart() {
+        use FrameKind::*;
+        let mut p = Profile::new(Unit::Microseconds);
+        let waits = |tail: &[&'static str]| {
+            let mut v: Vec<(&str, FrameKind)> = vec![("main", User)];
+            v.extend(tail.iter().map(|n| (*n, User)));
+            v.extend([("epoll_wait", User), ("do_epoll_wait", Kernel), ("schedule", Kernel), ("[sleeping]", Pseudo)]);
+            v
+        };
+        let lock = ["PostgresMain", "LockAcquire", "WaitOnLock", "ProcSleep", "WaitLatch", "WaitEventSetWait"];
+        let client = ["PostgresMain", "pq_getbyte", "secure_read", "WaitEventSetWait"];
+        let idle = ["BackgroundWriterMain", "WaitLatch", "WaitEventSetWait"];
+        let mut stacks = Vec::new();
+        for (tail, weight) in [(&lock[..], 50), (&client[..], 40), (&idle[..], 100)] {
+            let mut s = stack(&mut p, &waits(tail));
+            s.weight = weight;
+            p.push(s.clone());
+            stacks.push(s);
+        }
+        let plain = Sites::plain(Lens::default());
+        assert_eq!(plain.site(&p, &stacks[0]).to_string(), "waiting for events (epoll) in epoll_wait under WaitEventSetWait");
+        let sites = Sites::learn(&p, Lens::default());
+        let named: Vec<String> = stacks.iter().map(|s| sites.site(&p, s).to_string()).collect();
+        assert_eq!(
+            named,
+            [
+                "waiting for events (epoll) in epoll_wait under WaitEventSetWait ← WaitLatch ← ProcSleep",
+                "waiting for events (epoll) in epoll_wait under WaitEventSetWait ← secure_read",
+                "waiting for events (epoll) in epoll_wait under WaitEventSetWait ← WaitLatch ← BackgroundWriterMain",
+            ]
+        );
+        // ProcSleep reached from a second caller too: a path of four,
+        // shown by its ends.
+        let mut s = stack(&mut p, &waits(&["Vacuum", "ProcSleep", "WaitLatch", "WaitEventSetWait"]));
+        s.weight = 50;
+        p.push(s);
+        let sites = Sites::learn(&p, Lens::default());
+        assert_eq!(
+            sites.site(&p, &stacks[0]).to_string(),
+            "waiting for events (epoll) in epoll_wait under WaitEventSetWait ← … ← WaitOnLock"
+        );
+        // A walk that missed a frame between (by frame pointers, before
+        // the process's tables were placed): the same wait, one name.
+        let mut short = stack(&mut p, &waits(&["PostgresMain", "LockAcquire", "WaitOnLock", "ProcSleep", "WaitLatch"]));
+        short.weight = 10;
+        p.push(short.clone());
+        let sites = Sites::learn(&p, Lens::default());
+        assert_eq!(sites.site(&p, &short), sites.site(&p, &stacks[0]));
+        // Running code keeps its plain site.
+        let run = stack(&mut p, &[("main", User), ("WaitLatch", User), ("spin", User)]);
+        assert_eq!(sites.site(&p, &run).to_string(), "spin");
+    }
+
+    #[test]
+    fn a_frame_one_caller_holds_nearly_all_waits_of_is_no_hub() {
+        use FrameKind::*;
+        let mut p = Profile::new(Unit::Microseconds);
+        let mut stacks = Vec::new();
+        for (caller, weight) in [("serve", 95), ("admin", 5)] {
+            let mut s = stack(&mut p, &[("main", User), (caller, User), ("wait_event", User), ("read", User), ("pipe_read", Kernel), ("[sleeping]", Pseudo)]);
+            s.weight = weight;
+            p.push(s.clone());
+            stacks.push(s);
+        }
+        let sites = Sites::learn(&p, Lens::default());
+        assert_eq!(sites.site(&p, &stacks[0]).to_string(), "pipe read in read under wait_event");
     }
 }

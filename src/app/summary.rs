@@ -13,7 +13,8 @@ use super::session::window::EndReason;
 use crate::format::report::FINDINGS;
 use crate::format::unresolved;
 use crate::analysis::findings::{findings, Finding};
-use crate::analysis::idle::idle;
+use crate::analysis::idle::{idle, Idle};
+use crate::analysis::waits::Sites;
 use crate::analysis::{pct, Lens};
 use crate::profile::{thousands, Profile};
 use crate::procs::Held;
@@ -153,13 +154,17 @@ pub fn finish(
     command_status: Option<i32>,
     json: bool,
 ) -> Outcome {
+    // The findings once, for both the JSON and the lines.
+    let sites = Sites::learn(profile, Lens::default());
+    let idle = idle(profile, &sites);
+    let found = findings(profile, &sites, &idle, FINDINGS);
     if json {
-        let mut j = to_json(profile, &written, end, command_status);
+        let mut j = to_json(profile, &written, end, command_status, found.clone());
         j.registry = held;
         println!("{}", serde_json::to_string(&j).expect("plain data serializes"));
     }
     if !quiet() {
-        eprint!("{}", text(profile, notes, &written));
+        eprint!("{}", text(profile, notes, &written, &found, &idle));
     }
     Outcome {
         written,
@@ -177,6 +182,7 @@ fn to_json<'a>(
     written: &'a [PathBuf],
     end: EndReason,
     command_status: Option<i32>,
+    findings: Vec<Finding>,
 ) -> Json<'a> {
     let (cpu, rss_mb) = own_footprint();
     Json {
@@ -206,7 +212,7 @@ fn to_json<'a>(
         written,
         own_cpu_s: cpu,
         own_peak_rss_mb: rss_mb,
-        findings: findings(profile, Lens::default(), &idle(profile, Lens::default()), FINDINGS),
+        findings,
         registry: Held::default(),
         kernel_fallbacks: &profile.meta.kernel,
         kernel_fallback_words: &profile.meta.kernel_words,
@@ -216,10 +222,9 @@ fn to_json<'a>(
 }
 
 /// The end-of-capture summary lines: the answer first.
-fn text(profile: &Profile, notes: &[String], written: &[PathBuf]) -> String {
+fn text(profile: &Profile, notes: &[String], written: &[PathBuf], found: &[Finding], idle: &Idle) -> String {
     let total = profile.total();
-    let idle = idle(profile, Lens::default());
-    let mut out: String = findings(profile, Lens::default(), &idle, FINDINGS)
+    let mut out: String = found
         .iter()
         .map(|f| format!("fgbpf: {}\n", f.text))
         .collect();

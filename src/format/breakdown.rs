@@ -8,6 +8,7 @@ use std::fmt::Write as _;
 
 use super::folded::Leading;
 use crate::analysis::threads::{table, COLUMNS};
+use crate::analysis::waits::Sites;
 use crate::analysis::{pct, Lens};
 use crate::profile::Profile;
 
@@ -58,7 +59,13 @@ impl Options {
 
 /// The table as text, in the profile's unit.
 pub fn render(profile: &Profile, opts: &Options) -> String {
-    let t = table(profile, opts.leading, opts.lens, opts.rows, opts.sites);
+    // The sites tell waits apart as the findings do (learnt only when the
+    // table lists sites).
+    let named = match opts.sites {
+        0 => Sites::plain(opts.lens),
+        _ => Sites::learn(profile, opts.lens),
+    };
+    let t = table(profile, opts.leading, &named, opts.rows, opts.sites);
     let unit = profile.unit.name();
     let mut out = String::new();
     let who = if opts.leading == Leading::Process {

@@ -14,6 +14,7 @@ use serde::Serialize;
 use crate::analysis::findings::{findings, Finding};
 use crate::analysis::idle::idle;
 use crate::analysis::threads::{table, Table};
+use crate::analysis::waits::Sites;
 use crate::analysis::{pct, ranking, summarize, FunctionRow, Lens, Summary};
 use crate::profile::names::Leading;
 use crate::profile::Profile;
@@ -140,9 +141,9 @@ pub fn render(profile: &Profile, opts: &Options) -> String {
         }
         let _ = writeln!(out, "{line}");
     }
-    let lens = opts.lens();
-    let idle = idle(profile, lens);
-    out.push_str(&findings_text(&findings(profile, lens, &idle, FINDINGS), idle.line()));
+    let sites = Sites::learn(profile, opts.lens());
+    let idle = idle(profile, &sites);
+    out.push_str(&findings_text(&findings(profile, &sites, &idle, FINDINGS), idle.line()));
     let _ = writeln!(
         out,
         "\ntotal: {} {unit} in {} unique stacks",
@@ -244,18 +245,18 @@ pub fn render_json(profile: &Profile, opts: &Options) -> String {
         summary: Summary,
         thread_table: Table,
     }
-    let lens = opts.lens();
-    let idle = idle(profile, lens);
+    let sites = Sites::learn(profile, opts.lens());
+    let idle = idle(profile, &sites);
     let doc = Document {
         kind: &opts.kind,
         source: opts.source.as_deref(),
         unit: profile.unit.name(),
         unique_stacks: profile.stacks().len(),
         unresolved_leaf: unresolved::leaf_weight(profile),
-        findings: findings(profile, lens, &idle, FINDINGS),
+        findings: findings(profile, &sites, &idle, FINDINGS),
         idle: idle.groups,
         summary: summarize(profile, &opts.ranking()),
-        thread_table: table(profile, opts.leading, lens, opts.top, 3),
+        thread_table: table(profile, opts.leading, &sites, opts.top, 3),
     };
     let mut text = serde_json::to_string_pretty(&doc).expect("plain data serializes");
     text.push('\n');

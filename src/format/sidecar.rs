@@ -28,6 +28,10 @@ pub struct View {
     /// thread frames, and re-rendering draws it as the capture did.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub roots: Option<String>,
+    /// The window recorded, in microseconds: what a wait's share of it
+    /// is measured against (threads idle for the whole window).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub duration_us: Option<u64>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -54,6 +58,7 @@ impl Sidecar {
                 unit: profile.unit.name().into(),
                 frequency: profile.meta.frequency,
                 roots: process_roots.then(|| "process".into()),
+                duration_us: Some(profile.meta.duration.as_micros() as u64).filter(|&d| d > 0),
             },
         );
     }
@@ -81,6 +86,12 @@ pub fn lookup(path: &Path) -> Option<(Kind, Unit, Option<u64>)> {
         _ => return None,
     };
     Some((kind, unit, view.frequency))
+}
+
+/// The window the capture of the folded file at `path` recorded, when its
+/// `capture.json` says it.
+pub fn duration(path: &Path) -> Option<std::time::Duration> {
+    view(path)?.duration_us.map(std::time::Duration::from_micros)
 }
 
 /// Whether the capture drew the folded file at `path` with one root per

@@ -85,6 +85,9 @@ pub fn from_bytes(path: &Path, bytes: &[u8]) -> Result<Loaded, String> {
     let mut loaded = parse(&path.display().to_string(), bytes, unit)?;
     loaded.profile.meta.kind = kind;
     loaded.profile.meta.frequency = frequency;
+    if let Some(d) = crate::format::sidecar::duration(path) {
+        loaded.profile.meta.duration = d;
+    }
     loaded.profile.meta.target = path.file_name().map_or_else(
         || path.display().to_string(),
         |n| n.to_string_lossy().into(),

@@ -1,0 +1,308 @@
+//! Servers from apt, under a load the test makes on loopback, captured as
+//! an engineer in an incident captures them (`fgbpf wall`, whole host), and
+//! checked against the server's own account of itself over the same
+//! seconds: PostgreSQL (Debian's, stripped as shipped) with its sessions
+//! all updating one row, beside `pg_stat_activity`'s wait events.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// Sessions updating the one row.
+const CLIENTS: usize = 8;
+
+/// Debian's PostgreSQL binaries (`/usr/lib/postgresql/VERSION/bin`).
+fn pg_bin() -> PathBuf {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .expect("PostgreSQL is installed (scripts/test.sh installs postgresql)")
+        .flatten()
+        .map(|e| e.path().join("bin"))
+        .filter(|b| b.join("postgres").is_file())
+        .collect();
+    dirs.sort();
+    dirs.pop().expect("a PostgreSQL server under /usr/lib/postgresql")
+}
+
+/// The `postgres` user's ids: the server refuses to run as root.
+fn postgres_user() -> (u32, u32) {
+    let u = nix::unistd::User::from_name("postgres").unwrap().expect("the postgres user (made by the postgresql package)");
+    (u.uid.as_raw(), u.gid.as_raw())
+}
+
+/// A PostgreSQL cluster of its own (data directory and socket under the
+/// test's scratch), stopped (immediate shutdown) when dropped.
+struct Cluster {
+    server: Child,
+    socket: PathBuf,
+    port: u16,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.server.id() as i32), nix::sys::signal::Signal::SIGQUIT);
+        let _ = self.server.wait();
+    }
+}
+
+impl Cluster {
+    fn start(dir: &Path) -> Cluster {
+        let bin = pg_bin();
+        let (uid, gid) = postgres_user();
+        let _ = std::fs::remove_dir_all(dir);
+        std::fs::create_dir_all(dir).unwrap();
+        nix::unistd::chown(dir, Some(uid.into()), Some(gid.into())).unwrap();
+        let data = dir.join("data");
+        let socket = dir.join("socket");
+        let as_postgres = |program: &str| {
+            let mut c = Command::new(bin.join(program));
+            c.uid(uid).gid(gid).current_dir(dir).env_remove("PGDATA");
+            c
+        };
+        std::fs::create_dir_all(&socket).unwrap();
+        nix::unistd::chown(&socket, Some(uid.into()), Some(gid.into())).unwrap();
+        let init = as_postgres("initdb")
+            .args(["-A", "trust", "-U", "postgres", "--no-sync", "-D"])
+            .arg(&data)
+            .output()
+            .unwrap();
+        assert!(init.status.success(), "initdb: {}", String::from_utf8_lossy(&init.stderr));
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let server = as_postgres("postgres")
+            .arg("-D")
+            .arg(&data)
+            .args(["-c", "listen_addresses=", "-c", &format!("port={port}"), "-c"])
+            .arg(format!("unix_socket_directories={}", socket.display()))
+            .args(["-c", "max_connections=50"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let cluster = Cluster { server, socket, port };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !cluster.psql(&["-c", "SELECT 1"]).status.success() {
+            assert!(Instant::now() < deadline, "PostgreSQL did not accept connections within 60 s");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        cluster
+    }
+
+    fn client(&self, program: &str) -> Command {
+        let mut c = Command::new(pg_bin().join(program));
+        c.arg("-h").arg(&self.socket).args(["-p", &self.port.to_string(), "-U", "postgres"]);
+        c
+    }
+
+    fn psql(&self, args: &[&str]) -> std::process::Output {
+        self.client("psql").args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", "postgres"]).args(args).output().unwrap()
+    }
+}
+
+/// The server's account of its sessions while it runs: `pg_stat_activity`
+/// read 20 times a second over one connection, counting the pgbench
+/// sessions in each wait-event type.
+struct Account {
+    psql: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    /// Session-samples waiting on a lock (wait_event_type Lock), and all.
+    lock: u64,
+    all: u64,
+}
+
+impl Account {
+    fn open(c: &Cluster) -> Account {
+        let mut psql = c
+            .client("psql")
+            .args(["-X", "-q", "-A", "-t", "-d", "postgres"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = psql.stdin.take().unwrap();
+        let stdout = BufReader::new(psql.stdout.take().unwrap());
+        Account { psql, stdin, stdout, lock: 0, all: 0 }
+    }
+
+    fn sample(&mut self) {
+        writeln!(
+            self.stdin,
+            "SELECT count(*) FILTER (WHERE wait_event_type = 'Lock'), count(*) FROM pg_stat_activity WHERE application_name = 'pgbench' AND backend_type = 'client backend';"
+        )
+        .unwrap();
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        let (lock, all) = line.trim().split_once('|').unwrap_or_else(|| panic!("psql said {line:?}"));
+        self.lock += lock.parse::<u64>().unwrap();
+        self.all += all.parse::<u64>().unwrap();
+    }
+}
+
+impl Drop for Account {
+    fn drop(&mut self) {
+        let _ = self.psql.kill();
+        let _ = self.psql.wait();
+    }
+}
+
+/// Issue 58: sessions of a database all updating one row (each holding its
+/// row lock 5 ms), whole host under `fgbpf wall`. The database's own
+/// account (`pg_stat_activity` over the capture's seconds) says most of
+/// the sessions' time waits on the lock. fgbpf's first finding must name
+/// that wait by the path that tells it from the sessions' other waits
+/// (through the same `WaitEventSetWait` and `WaitLatch`: the client's
+/// next query, `pg_sleep`), its share of the sessions' time within 10
+/// points of the database's.
+#[test]
+fn a_database_under_lock_contention_is_named_by_its_lock_path() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("servers").join("postgres");
+    let cluster = Cluster::start(&dir);
+    let setup = cluster.psql(&["-c", "CREATE TABLE t (id int PRIMARY KEY, n bigint); INSERT INTO t VALUES (1, 0);"]);
+    assert!(setup.status.success(), "{}", String::from_utf8_lossy(&setup.stderr));
+    let script = dir.join("update.sql");
+    std::fs::write(&script, "BEGIN;\nUPDATE t SET n = n + 1 WHERE id = 1;\nSELECT pg_sleep(0.005);\nEND;\n").unwrap();
+    let _load = KillOnDrop(
+        cluster
+            .client("pgbench")
+            .args(["-n", "-c", &CLIENTS.to_string(), "-j", "2", "-T", "30", "-f"])
+            .arg(&script)
+            .arg("postgres")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut account = Account::open(&cluster);
+    // Every session connected and under way.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let before = account.all;
+        account.sample();
+        if account.all - before == CLIENTS as u64 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{CLIENTS} pgbench sessions did not start");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    account.lock = 0;
+    account.all = 0;
+    let out_dir = out_dir("servers-postgres");
+    let done = AtomicBool::new(false);
+    let (out, account) = std::thread::scope(|s| {
+        let stop = &done;
+        let sampler = s.spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                account.sample();
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            account
+        });
+        let out = run(fgbpf().args(["wall", "-F", "99", "-d", "6", "-o"]).arg(&out_dir));
+        done.store(true, Ordering::Relaxed);
+        (out, sampler.join().unwrap())
+    });
+    assert_ok(&out);
+    let theirs = account.lock as f64 * 100.0 / account.all.max(1) as f64;
+    let report = run(fgbpf().args(["report", "--json"]).arg(&out_dir));
+    assert_ok(&report);
+    let v: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+    let findings = v["findings"].as_array().unwrap();
+    let first = &findings[0];
+    let site = first["site"].as_str().unwrap();
+    eprintln!("findings: {:#?}", findings.iter().map(|f| f["text"].as_str().unwrap()).collect::<Vec<_>>());
+    assert_eq!(first["thread"], "postgres", "{findings:#?}");
+    assert_eq!(site, "waiting for events (epoll) in epoll_wait under WaitEventSetWait ← WaitLatch ← ProcSleep", "{findings:#?}");
+    let window = window_us(&out_dir);
+    let ours = first["weight"].as_f64().unwrap() * 100.0 / (CLIENTS as f64 * window);
+    eprintln!("lock waits: {ours:.1}% of the sessions' time; pg_stat_activity: {theirs:.1}% ({} session-samples)", account.all);
+    assert!(account.all >= 50 * CLIENTS as u64, "the database was asked too seldom: {} session-samples", account.all);
+    assert!((ours - theirs).abs() <= 10.0, "lock waits {ours:.1}% of the sessions' time, pg_stat_activity {theirs:.1}%");
+}
+
+/// The worker processes of the nginx master `pid`.
+fn children(pid: u32) -> Vec<u32> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+    text.split_whitespace().map(|p| p.parse().unwrap()).collect()
+}
+
+/// Issue 58: nginx (Debian's, stripped) with two workers under a load this
+/// test makes (three clients fetching a page over loopback without
+/// pause), `fgbpf wall -p` the master and its workers. The master waits
+/// for signals the whole window: it is idle, said in the idle line and in
+/// no finding. The first finding is the workers': their request path, in
+/// nginx's own functions.
+#[test]
+fn nginx_under_load_leads_with_its_workers_and_its_master_is_idle() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("servers").join("nginx");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("html")).unwrap();
+    std::fs::write(dir.join("html/index.html"), "fgbpf\n".repeat(700)).unwrap();
+    let (mut cmd, port) = nginx::master(&dir, 2);
+    let server = nginx::Nginx(KillOnDrop(cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap()));
+    let master = server.0 .0.id();
+    let url = format!("http://127.0.0.1:{port}/");
+    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !(agent.get(&url).call().is_ok_and(|r| r.status() == 200) && children(master).len() == 2) {
+        assert!(Instant::now() < deadline, "nginx did not serve {url} with 2 workers within 20 s");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let workers = children(master);
+    let done = AtomicBool::new(false);
+    let out_dir = out_dir("servers-nginx");
+    let (out, served) = std::thread::scope(|s| {
+        let stop = &done;
+        let clients: Vec<_> = (0..3)
+            .map(|_| {
+                let (agent, url) = (agent.clone(), url.clone());
+                s.spawn(move || {
+                    let mut n = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        if let Ok(mut r) = agent.get(&url).call() {
+                            let _ = r.body_mut().read_to_vec();
+                            n += 1;
+                        }
+                    }
+                    n
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(500));
+        let pids = std::iter::once(master).chain(workers.iter().copied()).map(|p| p.to_string()).collect::<Vec<_>>().join(",");
+        let out = run(fgbpf().args(["wall", "-F", "99", "-d", "5", "-p", &pids, "-o"]).arg(&out_dir));
+        stop.store(true, Ordering::Relaxed);
+        (out, clients.into_iter().map(|c| c.join().unwrap()).sum::<u64>())
+    });
+    assert_ok(&out);
+    assert!(served > 1000, "the clients fetched {served} pages");
+    let report = run(fgbpf().args(["report", "--json"]).arg(&out_dir));
+    assert_ok(&report);
+    let v: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+    let findings = v["findings"].as_array().unwrap();
+    let idle = v["idle"].as_array().unwrap();
+    eprintln!("findings: {findings:#?}\nidle: {idle:#?}");
+    let first = &findings[0];
+    assert_eq!(first["thread"], "nginx", "{findings:#?}");
+    assert_eq!(first["threads"], 2, "the first finding is both workers': {findings:#?}");
+    assert!(first["site"].as_str().unwrap().contains("ngx_"), "named in nginx's own functions: {findings:#?}");
+    // The master: one idle thread waiting for a signal, in no finding.
+    assert!(
+        idle.iter().any(|g| g["name"] == "nginx" && g["threads"] == 1 && g["site"].as_str().unwrap().starts_with("waiting for a signal")),
+        "{idle:#?}"
+    );
+    assert!(findings.iter().all(|f| f["threads"] == 2 || !f["site"].as_str().unwrap().starts_with("waiting for a signal")), "{findings:#?}");
+}
