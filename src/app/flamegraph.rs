@@ -151,7 +151,7 @@ pub fn run(args: &FlamegraphArgs) -> Result<(), CliError> {
     } else {
         lines
     };
-    let (kind, unit, _) = kind_of(&input);
+    let crate::format::sidecar::Measured { kind, unit, .. } = kind_of(&input);
     let unit = unit.name();
     let total = scan.total;
     if args.range.is_set() {

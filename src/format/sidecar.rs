@@ -69,10 +69,21 @@ impl Sidecar {
     }
 }
 
-/// The kind, unit and frequency recorded for the folded file at `path`,
-/// from the `capture.json` beside it; `None` when there is none, or it does
-/// not list the file, or it cannot be read.
-pub fn lookup(path: &Path) -> Option<(Kind, Unit, Option<u64>)> {
+/// What a folded file measures, as its capture recorded it (or as its
+/// name suggests, [`super::folded::read::kind_of`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Measured {
+    pub kind: Kind,
+    pub unit: Unit,
+    pub frequency: Option<u64>,
+    /// The window recorded (see [`View::duration_us`]).
+    pub duration: Option<std::time::Duration>,
+}
+
+/// What the folded file at `path` measures, from the `capture.json` beside
+/// it (read once); `None` when there is none, or it does not list the
+/// file, or it cannot be read.
+pub fn lookup(path: &Path) -> Option<Measured> {
     let view = view(path)?;
     let kind = match view.kind.as_str() {
         "oncpu" => Kind::OnCpu,
@@ -85,13 +96,12 @@ pub fn lookup(path: &Path) -> Option<(Kind, Unit, Option<u64>)> {
         "samples" => Unit::Samples,
         _ => return None,
     };
-    Some((kind, unit, view.frequency))
-}
-
-/// The window the capture of the folded file at `path` recorded, when its
-/// `capture.json` says it.
-pub fn duration(path: &Path) -> Option<std::time::Duration> {
-    view(path)?.duration_us.map(std::time::Duration::from_micros)
+    Some(Measured {
+        kind,
+        unit,
+        frequency: view.frequency,
+        duration: view.duration_us.map(std::time::Duration::from_micros),
+    })
 }
 
 /// Whether the capture drew the folded file at `path` with one root per
@@ -124,6 +134,7 @@ mod tests {
         let mut p = Profile::new(Unit::Microseconds);
         p.meta.kind = Kind::Wall;
         p.meta.frequency = Some(499);
+        p.meta.duration = std::time::Duration::from_millis(2500);
         let mut s = Sidecar::default();
         s.add("renamed.folded", &p, true);
         let mut bytes = Vec::new();
@@ -133,7 +144,8 @@ mod tests {
         let missing = lookup(&dir.join("other.folded"));
         let roots = process_roots(&dir.join("renamed.folded"));
         std::fs::remove_dir_all(&dir).unwrap();
-        assert_eq!(got, Some((Kind::Wall, Unit::Microseconds, Some(499))));
+        let duration = Some(std::time::Duration::from_millis(2500));
+        assert_eq!(got, Some(Measured { kind: Kind::Wall, unit: Unit::Microseconds, frequency: Some(499), duration }));
         assert!(roots);
         assert_eq!(missing, None);
     }

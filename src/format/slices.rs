@@ -86,7 +86,7 @@ pub fn read(path: &Path, folded_twin: &Path) -> Result<read::Loaded, String> {
         folded.push_str(rest);
         folded.push('\n');
     }
-    let (kind, unit, frequency) = read::kind_of(folded_twin);
+    let crate::format::sidecar::Measured { kind, unit, frequency, .. } = read::kind_of(folded_twin);
     let mut loaded = read::parse_timed(&source, folded.as_bytes(), unit, spans)?;
     let p = &mut loaded.profile;
     p.meta.kind = kind;

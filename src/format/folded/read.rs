@@ -22,6 +22,7 @@ use std::path::Path;
 
 use rustc_hash::FxHashMap;
 
+use crate::format::sidecar::Measured;
 use crate::profile::frame_lists::FrameLists;
 use crate::profile::names::group_of_frame;
 use crate::profile::{Frame, FrameId, Kind, Profile, Span, Spans, Stack, Thread, Unit};
@@ -70,22 +71,23 @@ pub fn read_file(path: &Path) -> Result<Loaded, String> {
 
 /// What a file's weights measure: as its capture recorded it in
 /// `capture.json` (see [`crate::format::sidecar`]), else guessed from its
-/// name (see [`kind_from_name`]); and its sampling frequency, when known.
-pub fn kind_of(path: &Path) -> (Kind, Unit, Option<u64>) {
+/// name (see [`kind_from_name`]); its sampling frequency and window, when
+/// known.
+pub fn kind_of(path: &Path) -> Measured {
     crate::format::sidecar::lookup(path).unwrap_or_else(|| {
         let (kind, unit) = kind_from_name(path);
-        (kind, unit, None)
+        Measured { kind, unit, frequency: None, duration: None }
     })
 }
 
 /// A file's profile from its bytes, read already; `path` gives its kind
 /// and unit (see [`kind_of`]) and names it in errors.
 pub fn from_bytes(path: &Path, bytes: &[u8]) -> Result<Loaded, String> {
-    let (kind, unit, frequency) = kind_of(path);
+    let Measured { kind, unit, frequency, duration } = kind_of(path);
     let mut loaded = parse(&path.display().to_string(), bytes, unit)?;
     loaded.profile.meta.kind = kind;
     loaded.profile.meta.frequency = frequency;
-    if let Some(d) = crate::format::sidecar::duration(path) {
+    if let Some(d) = duration {
         loaded.profile.meta.duration = d;
     }
     loaded.profile.meta.target = path.file_name().map_or_else(
