@@ -24,6 +24,7 @@ pub mod app;
 pub mod cli;
 pub mod demo;
 pub mod format;
+pub mod net;
 pub mod probe;
 pub mod bpf;
 pub mod procs;

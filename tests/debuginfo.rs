@@ -8,6 +8,9 @@
 
 mod common;
 
+use std::io::{Read, Write};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -144,6 +147,30 @@ impl Server {
     }
 }
 
+/// A server that answers every request with `/bin/true` (a file that is
+/// no binary's debug file but `true`'s), and the number of requests it
+/// answered.
+fn liar() -> (String, Arc<AtomicUsize>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let asked = Arc::new(AtomicUsize::new(0));
+    let counted = asked.clone();
+    let body = std::fs::read("/bin/true").unwrap();
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().flatten() {
+            let mut head = Vec::new();
+            let mut byte = [0u8];
+            while !head.ends_with(b"\r\n\r\n") && conn.read(&mut byte).is_ok_and(|n| n == 1) {
+                head.push(byte[0]);
+            }
+            counted.fetch_add(1, Ordering::SeqCst);
+            let _ = write!(conn, "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len());
+            let _ = conn.write_all(&body);
+        }
+    });
+    (url, asked)
+}
+
 #[test]
 fn a_stripped_program_is_named_from_a_debuginfod_server_then_from_its_cache() {
     if !require_root() {
@@ -157,8 +184,19 @@ fn a_stripped_program_is_named_from_a_debuginfod_server_then_from_its_cache() {
     let server = Server::start(&served, &dir.join("debuginfod.sqlite"), &id);
     let cache = dir.join("cache");
     let cache_s = cache.to_str().unwrap();
-    let (stacks, report, stderr) = capture("debuginfo-served", &bin, &[("DEBUGINFOD_URLS", &server.1), ("DEBUGINFOD_CACHE_PATH", cache_s)]);
+    // Asked first, a server that sends a file that is not the binary's:
+    // refused and said, and taken out of the cache they share, so that
+    // the next server is asked.
+    let (lying, asked) = liar();
+    let urls = format!("{lying} {}", server.1);
+    let (stacks, report, stderr) = capture("debuginfo-served", &bin, &[("DEBUGINFOD_URLS", &urls), ("DEBUGINFOD_CACHE_PATH", cache_s)]);
     assert_statics_named(&stacks, "dbgsrv");
+    assert!(asked.load(Ordering::SeqCst) >= 1, "the lying server was asked");
+    let refused = format!("debuginfod {lying}: files refused as not the binary's or without symbols for ");
+    assert!(
+        report.lines().any(|l| l.trim().starts_with(&refused) && l.contains("dbgsrv")),
+        "the report says the refusal: {report}"
+    );
     let said = format!("debuginfod {}: debug information for 1 binary (dbgsrv)", server.1);
     assert!(report.lines().any(|l| l.trim().starts_with(&said)), "the report names the server: {report}");
     assert!(stderr.lines().any(|l| l.starts_with(&format!("fgbpf: {said}"))), "the summary names the server: {stderr}");

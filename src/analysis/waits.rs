@@ -15,7 +15,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::functions::{is_library, plain_name, Lens};
 use super::state_of;
-use crate::profile::{FrameKind, Profile, Stack, State};
+use crate::profile::{FrameId, FrameKind, Profile, Stack, State};
 
 /// Callers climbed above a wait's own function, at most.
 const CLIMB: usize = 8;
@@ -156,15 +156,21 @@ impl Sites {
     /// of its waits, is a hub: a wait under it is named by the callers up
     /// to the first that is not.
     pub fn learn(profile: &Profile, lens: Lens) -> Sites {
+        // Each wait climbed once: its chain counts its callers, then, with
+        // the hubs known, gives its path.
+        let mut waits: Vec<(FrameId, Vec<&str>, u64)> = Vec::new();
         let mut callers: FxHashMap<&str, FxHashMap<&str, u64>> = FxHashMap::default();
         for s in profile.stacks() {
             if state_of(profile, s).is_none() {
                 continue;
             }
             let Some(anchor) = anchor(profile, s, lens) else { continue };
-            for pair in climb(profile, s, anchor.at).windows(2) {
+            let chain = climb(profile, s, anchor.at);
+            for pair in chain.windows(2) {
                 *callers.entry(pair[0]).or_default().entry(pair[1]).or_default() += s.weight;
             }
+            let function = s.frames[anchor.function];
+            waits.push((function, chain, s.weight));
         }
         let hubs = callers
             .into_iter()
@@ -177,12 +183,9 @@ impl Sites {
             .collect();
         let mut sites = Sites { lens, hubs, paths: FxHashMap::default() };
         let mut seen: FxHashMap<(String, String), FxHashMap<String, u64>> = FxHashMap::default();
-        for s in profile.stacks() {
-            if state_of(profile, s).is_none() {
-                continue;
-            }
-            if let Some((key, path)) = anchor(profile, s, lens).and_then(|a| sites.path(profile, s, &a)) {
-                *seen.entry(key).or_default().entry(path).or_default() += s.weight;
+        for (function, chain, weight) in &waits {
+            if let Some((key, path)) = sites.path_of(profile, *function, chain) {
+                *seen.entry(key).or_default().entry(path).or_default() += weight;
             }
         }
         sites.paths = seen
@@ -199,7 +202,12 @@ impl Sites {
     /// blocked in, the frame that tells it apart) and the path as this
     /// stack was walked (`A ← B ← C`, or `A ← … ← D` past three).
     fn path(&self, profile: &Profile, stack: &Stack, a: &Anchor) -> Option<((String, String), String)> {
-        let chain = climb(profile, stack, a.at);
+        self.path_of(profile, stack.frames[a.function], &climb(profile, stack, a.at))
+    }
+
+    /// [`Self::path`] of a wait already climbed: `function` is the frame id
+    /// it blocked in, `chain` its callers from where it was anchored.
+    fn path_of(&self, profile: &Profile, function: FrameId, chain: &[&str]) -> Option<((String, String), String)> {
         let last = chain.iter().position(|n| !self.hubs.contains(*n)).unwrap_or(chain.len() - 1);
         if last == 0 {
             return None;
@@ -208,7 +216,7 @@ impl Sites {
             1 | 2 => chain[..=last].join(" ← "),
             _ => format!("{} ← … ← {}", chain[0], chain[last]),
         };
-        let function = plain_name(&profile.frame(stack.frames[a.function]).name).to_string();
+        let function = plain_name(&profile.frame(function).name).to_string();
         Some(((function, chain[last].to_string()), path))
     }
 

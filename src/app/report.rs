@@ -4,6 +4,7 @@
 use super::post::{kind_name, load, load_range, note_rounding, print, range_words};
 use super::CliError;
 use crate::cli::ReportArgs;
+use crate::analysis::waits::Sites;
 use crate::format::breakdown::{self, Columns};
 use crate::format::{folded::Leading, input, report, sidecar, wakers};
 use crate::analysis::threads::has_off_cpu;
@@ -38,7 +39,8 @@ pub fn run(args: &ReportArgs) -> Result<(), CliError> {
     let text = if args.json {
         report::render_json(profile, &opts)
     } else {
-        let mut text = report::render(profile, &opts);
+        let sites = Sites::learn(profile, opts.lens());
+        let mut text = report::render_with(profile, &opts, &sites);
         if wakers::present(profile) {
             // An offwake file: its leaves are wakers, not where time went.
             text.push_str(&wakers::render(profile));
@@ -55,7 +57,7 @@ pub fn run(args: &ReportArgs) -> Result<(), CliError> {
                 lens: opts.lens(),
                 ..breakdown::Options::new(leading, columns)
             };
-            text.push_str(&breakdown::render(profile, &table));
+            text.push_str(&breakdown::render_with(profile, &table, &sites));
         }
         text
     };

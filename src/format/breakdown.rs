@@ -65,7 +65,13 @@ pub fn render(profile: &Profile, opts: &Options) -> String {
         0 => Sites::plain(opts.lens),
         _ => Sites::learn(profile, opts.lens),
     };
-    let t = table(profile, opts.leading, &named, opts.rows, opts.sites);
+    render_with(profile, opts, &named)
+}
+
+/// [`render`] with the sites the report learnt from `profile` (with
+/// `opts.lens`), so one report learns them once.
+pub fn render_with(profile: &Profile, opts: &Options, named: &Sites) -> String {
+    let t = table(profile, opts.leading, named, opts.rows, opts.sites);
     let unit = profile.unit.name();
     let mut out = String::new();
     let who = if opts.leading == Leading::Process {

@@ -11,6 +11,8 @@ use super::breakdown::{self, Columns};
 use super::folded::Leading;
 use super::palette::{Heat, Scheme};
 use super::{report, svg, timeline, unresolved};
+use crate::analysis::waits::Sites;
+use crate::analysis::Lens;
 use crate::profile::{thousands, Kind, Profile};
 
 /// The off-CPU edges' lines as the report says them: each after a blank
@@ -23,33 +25,37 @@ pub fn edges_note(lines: &[String]) -> String {
 /// then time per `leading` root split on and off CPU; `tail` (wakers,
 /// goroutines) last.
 pub fn wall_report(wall: &Profile, edges_note: &str, leading: Leading, tail: &str) -> String {
-    let mut text = report::render(wall, &report::Options { kind: "wall-clock".into(), ..Default::default() });
+    let sites = Sites::learn(wall, Lens::default());
+    let mut text = report::render_with(wall, &report::Options { kind: "wall-clock".into(), ..Default::default() }, &sites);
     text.push_str(edges_note);
     text.push_str(&unresolved::render(wall));
     text.push_str(&unwinding_section(wall));
-    text.push_str(&breakdown::render(wall, &breakdown::Options::new(leading, Columns::Both)));
+    text.push_str(&breakdown::render_with(wall, &breakdown::Options::new(leading, Columns::Both), &sites));
     text.push_str(tail);
     text
 }
 
 /// The report of an on-CPU capture; `tail` (wakers, goroutines) last.
 pub fn oncpu_report(on: &Profile, roots: Leading, tail: &str) -> String {
-    report::render(on, &report::Options::default())
+    let sites = Sites::learn(on, Lens::default());
+    report::render_with(on, &report::Options::default(), &sites)
         + &unresolved::render(on)
         + &unwinding_section(on)
-        + &breakdown::render(on, &breakdown::Options::new(roots, Columns::OnCpu))
+        + &breakdown::render_with(on, &breakdown::Options::new(roots, Columns::OnCpu), &sites)
         + tail
 }
 
 /// The off-CPU report: hotspots, then time per process and per thread split
 /// by state; `tail` (wakers, goroutines) last.
 pub fn offcpu_report(profile: &Profile, edges_note: &str, roots: Leading, tail: &str) -> String {
-    let mut text = report::render(
+    let sites = Sites::learn(profile, Lens::default());
+    let mut text = report::render_with(
         profile,
         &report::Options {
             kind: "off-CPU".into(),
             ..Default::default()
         },
+        &sites,
     );
     text.push_str(edges_note);
     text.push_str(&unresolved::render(profile));
@@ -60,7 +66,7 @@ pub fn offcpu_report(profile: &Profile, edges_note: &str, roots: Leading, tail: 
     };
     text.push_str(&breakdown::render(profile, &processes));
     if roots == Leading::ProcessAndThread {
-        text.push_str(&breakdown::render(profile, &breakdown::Options::new(roots, Columns::OffCpu)));
+        text.push_str(&breakdown::render_with(profile, &breakdown::Options::new(roots, Columns::OffCpu), &sites));
     }
     text.push_str(tail);
     text

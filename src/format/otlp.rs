@@ -23,6 +23,7 @@ use opentelemetry_proto::tonic::profiles::v1development::{
 use opentelemetry_proto::tonic::resource::v1::Resource;
 
 use super::folded::sanitize;
+use crate::procs::elf::build_id_hex;
 use crate::profile::{FrameId, FrameKind, Kind, Profile, State, Unit};
 use crate::symbolize::Module;
 
@@ -129,7 +130,7 @@ impl Dictionary {
         let filename_strindex = self.string(&sanitize(&module.name));
         let attribute_indices = match &module.build_id {
             Some(id) => {
-                let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+                let hex = build_id_hex(id);
                 vec![self.attribute("process.executable.build_id.gnu", &hex)]
             }
             None => Vec::new(),

@@ -18,6 +18,7 @@ use flate2::{write::GzEncoder, Compression};
 use prost::Message;
 
 use super::folded::sanitize;
+use crate::procs::elf::build_id_hex;
 use crate::profile::{Kind, Profile, Unit};
 
 /// The subset of `profile.proto` fgbpf writes; tags are the proto's.
@@ -201,7 +202,7 @@ fn build(profile: &Profile) -> PbProfile {
         if let Some(&id) = mapping_ids.get(m) {
             return id;
         }
-        let build_id: String = m.build_id.iter().flatten().map(|b| format!("{b:02x}")).collect();
+        let build_id = m.build_id.as_deref().map(build_id_hex).unwrap_or_default();
         let id = mapping.len() as u64 + 1;
         mapping.push(Mapping {
             id,

@@ -117,6 +117,12 @@ fn groups_text(profile: &Profile, total: u64) -> String {
 const GROUP_ROWS: usize = 20;
 
 pub fn render(profile: &Profile, opts: &Options) -> String {
+    render_with(profile, opts, &Sites::learn(profile, opts.lens()))
+}
+
+/// [`render`] with the wait sites already learnt from `profile` (with
+/// `opts.lens()`), for a caller that also draws the time-by-thread table.
+pub fn render_with(profile: &Profile, opts: &Options, sites: &Sites) -> String {
     let s = summarize(profile, &opts.ranking());
     let unit = profile.unit.name();
     let m = &profile.meta;
@@ -141,9 +147,8 @@ pub fn render(profile: &Profile, opts: &Options) -> String {
         }
         let _ = writeln!(out, "{line}");
     }
-    let sites = Sites::learn(profile, opts.lens());
-    let idle = idle(profile, &sites);
-    out.push_str(&findings_text(&findings(profile, &sites, &idle, FINDINGS), idle.line()));
+    let idle = idle(profile, sites);
+    out.push_str(&findings_text(&findings(profile, sites, &idle, FINDINGS), idle.line()));
     let _ = writeln!(
         out,
         "\ntotal: {} {unit} in {} unique stacks",

@@ -33,7 +33,7 @@ pub fn find(
     }
     let mut candidates: Vec<(PathBuf, Option<u32>)> = Vec::new();
     if let Some(id) = info.build_id.as_deref().filter(|id| id.len() >= 2) {
-        let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+        let hex = elf::build_id_hex(id);
         let rel = format!(".build-id/{}/{}.debug", &hex[..2], &hex[2..]);
         candidates.extend(dirs.iter().map(|d| (d.join(&rel), None)));
     }
@@ -54,7 +54,7 @@ pub fn find(
             return None;
         }
         let debug = ElfInfo::read(&file)?;
-        if !debug.has_dwarf && !debug.has_symtab {
+        if !names(&debug) {
             return None;
         }
         let matches = match (&info.build_id, &debug.build_id, crc) {
@@ -68,3 +68,19 @@ pub fn find(
     })
 }
 
+
+/// Whether a debug file's ELF holds anything to name frames with: symbols
+/// or DWARF.
+fn names(debug: &ElfInfo) -> bool {
+    debug.has_dwarf || debug.has_symtab
+}
+
+/// Whether the file at `path` is the debug file of the binary with build
+/// ID `id`, as [`find`] checks a file found by build ID: its own build ID
+/// is `id`, and it holds symbols or DWARF.
+pub fn belongs(path: &Path, id: &[u8]) -> bool {
+    File::open(path)
+        .ok()
+        .and_then(|f| ElfInfo::read(&f))
+        .is_some_and(|e| e.build_id.as_deref() == Some(id) && names(&e))
+}

@@ -11,6 +11,12 @@ use std::os::unix::fs::FileExt;
 
 use object::{Object, ObjectSection, ObjectSegment};
 
+/// A GNU build ID as it is written in paths, URLs and interchange
+/// formats: lower-case hex, two digits a byte.
+pub fn build_id_hex(id: &[u8]) -> String {
+    id.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 pub struct ElfInfo {
     /// Loadable segments: (file offset, file size, virtual address).
     loads: Vec<(u64, u64, u64)>,

@@ -9,7 +9,6 @@
 //! server gave, and what it could not, is one line of the report.
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -17,7 +16,8 @@ use std::time::Duration;
 
 use debuginfod::{BuildId, CachingClient, Client, HttpClient, HttpClientError, Readable};
 
-use crate::procs::elf::ElfInfo;
+use crate::procs::debug_file::belongs;
+use crate::procs::elf::build_id_hex;
 
 /// The environment variable naming the servers.
 pub const URLS: &str = "DEBUGINFOD_URLS";
@@ -121,13 +121,6 @@ impl HttpClient for Http {
 }
 
 fn agent(url: &str) -> ureq::Agent {
-    let mut tls = ureq::tls::TlsConfig::builder();
-    if url.starts_with("https:") {
-        let found = rustls_native_certs::load_native_certs();
-        let certs: Vec<ureq::tls::Certificate<'static>> =
-            found.certs.iter().map(|c| ureq::tls::Certificate::from_der(c.as_ref()).to_owned()).collect();
-        tls = tls.root_certs(ureq::tls::RootCerts::new_with_certs(&certs));
-    }
     let transfer = std::env::var("DEBUGINFOD_TIMEOUT")
         .ok()
         .and_then(|s| s.trim().parse::<u64>().ok())
@@ -137,7 +130,7 @@ fn agent(url: &str) -> ureq::Agent {
         .http_status_as_error(false)
         .timeout_connect(Some(CONNECT))
         .timeout_global(Some(transfer))
-        .tls_config(tls.build())
+        .tls_config(crate::net::tls_config(url.starts_with("https:")))
         .build()
         .new_agent()
 }
@@ -233,20 +226,27 @@ impl Debuginfod {
         if let Some(known) = self.found.lock().unwrap_or_else(|e| e.into_inner()).get(id) {
             return known.clone();
         }
-        let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+        let hex = build_id_hex(id);
         let cached = self.cache.join(&hex).join("debuginfo");
         let got = if std::fs::symlink_metadata(&cached).is_ok_and(|m| m.is_file()) && belongs(&cached, id) {
             self.from_cache.lock().unwrap_or_else(|e| e.into_inner()).push(name.to_string());
             Some(cached)
         } else {
-            self.ask(name, id)
+            // A file there that is not this binary's is someone else's:
+            // kept. One the servers send and fgbpf refuses is fgbpf's own
+            // writing, removed, so that the next server is asked (the
+            // servers share the cache) and later runs do not refuse it
+            // again.
+            let ours = std::fs::symlink_metadata(&cached).is_err();
+            self.ask(name, id, ours.then_some(cached.as_path()))
         };
         self.found.lock().unwrap_or_else(|e| e.into_inner()).insert(id.to_vec(), got.clone());
         got
     }
 
-    /// The servers in order, until one has the build ID's file.
-    fn ask(&self, name: &str, id: &[u8]) -> Option<PathBuf> {
+    /// The servers in order, until one has the build ID's file; `ours`:
+    /// the cache's name for it, when nothing was there before this ask.
+    fn ask(&self, name: &str, id: &[u8], ours: Option<&Path>) -> Option<PathBuf> {
         let build_id = BuildId::raw(id);
         for server in &self.servers {
             let tally = |f: &dyn Fn(&mut Tally)| f(&mut server.tally.lock().unwrap_or_else(|e| e.into_inner()));
@@ -259,7 +259,12 @@ impl Debuginfod {
                     tally(&|t| t.named.push(name.to_string()));
                     return Some(path);
                 }
-                Ok(Some(_)) => tally(&|t| t.refused.push(name.to_string())),
+                Ok(Some(path)) => {
+                    tally(&|t| t.refused.push(name.to_string()));
+                    if ours == Some(path.as_path()) && std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
+                        let _ = std::fs::remove_file(&path);
+                    }
+                }
                 Ok(None) => tally(&|t| t.missing += 1),
                 // Down (kept by Http), or an answer that was not a file.
                 Err(_) if server.down.lock().unwrap_or_else(|e| e.into_inner()).is_some() => tally(&|t| t.unanswered += 1),
@@ -348,15 +353,6 @@ fn binaries(n: u64) -> String {
 
 /// Binaries listed by name in a line.
 const LISTED: usize = 5;
-
-/// Whether `path` is the debug file of the binary with build ID `id`: its
-/// own build ID is `id`, and it holds symbols or DWARF.
-fn belongs(path: &Path, id: &[u8]) -> bool {
-    File::open(path)
-        .ok()
-        .and_then(|f| ElfInfo::read(&f))
-        .is_some_and(|e| e.build_id.as_deref() == Some(id) && (e.has_symtab || e.has_dwarf))
-}
 
 /// The debug files asked of servers so far, for tests: by server, the
 /// binaries named.

@@ -118,6 +118,12 @@ impl Symbolizer {
         }
     }
 
+    /// Stops asking debuginfod servers, for a live view that cannot wait
+    /// for a fetch at its refresh (`fgbpf top`); whether servers were set.
+    pub fn stop_fetching(&mut self) -> bool {
+        self.debuginfod.take().is_some()
+    }
+
     /// Where names came from beyond the binaries and the host's debug
     /// files, and what could not be fetched: one sentence each (each
     /// debuginfod server used).

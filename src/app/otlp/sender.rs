@@ -252,17 +252,10 @@ impl Transport {
                 target: Box::new(target.clone()),
             },
             Protocol::Http => {
-                let mut tls = ureq::tls::TlsConfig::builder();
-                if target.tls {
-                    let found = rustls_native_certs::load_native_certs();
-                    let certs: Vec<ureq::tls::Certificate<'static>> =
-                        found.certs.iter().map(|c| ureq::tls::Certificate::from_der(c.as_ref()).to_owned()).collect();
-                    tls = tls.root_certs(ureq::tls::RootCerts::new_with_certs(&certs));
-                }
                 let agent = ureq::Agent::config_builder()
                     .http_status_as_error(false)
                     .timeout_connect(Some(CONNECT))
-                    .tls_config(tls.build())
+                    .tls_config(crate::net::tls_config(target.tls))
                     .build()
                     .new_agent();
                 let base = target.url.trim_end_matches('/');

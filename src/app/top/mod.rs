@@ -35,6 +35,13 @@ pub fn run(args: &TopArgs) -> Result<Option<i32>, CliError> {
     // Checked before anything starts.
     let rec = Recording::check(&args.capture, &args.maps, Some(&args.sampling), Some(&args.blocks), false)?;
     let mut live = start(&rec)?;
+    // A refresh cannot wait for a server's files (up to DEBUGINFOD_TIMEOUT
+    // each); a capture asks them at its end.
+    if live.symbolizer.stop_fetching() {
+        summary::say(format_args!(
+            "DEBUGINFOD_URLS is set, but fgbpf top does not ask its servers (a refresh would wait for them): stripped binaries are named by address here; fgbpf oncpu, offcpu and wall fetch their symbols at the end of the capture"
+        ));
+    }
     let side = match args.off_cpu {
         true => Side::OffCpu,
         false => Side::OnCpu,
