@@ -158,7 +158,8 @@ impl Drop for Account {
 /// that wait by the path that tells it from the sessions' other waits
 /// (through the same `WaitEventSetWait` and `WaitLatch`: the client's
 /// next query, `pg_sleep`), its share of the sessions' time within 10
-/// points of the database's.
+/// points of the database's; with `--wakers`, the session that released
+/// the lock beside it.
 #[test]
 fn a_database_under_lock_contention_is_named_by_its_lock_path() {
     if !require_root() {
@@ -207,7 +208,7 @@ fn a_database_under_lock_contention_is_named_by_its_lock_path() {
             }
             account
         });
-        let out = run(fgbpf().args(["wall", "-F", "99", "-d", "6", "-o"]).arg(&out_dir));
+        let out = run(fgbpf().args(["wall", "--wakers", "--json", "-F", "99", "-d", "6", "-o"]).arg(&out_dir));
         done.store(true, Ordering::Relaxed);
         (out, sampler.join().unwrap())
     });
@@ -222,6 +223,22 @@ fn a_database_under_lock_contention_is_named_by_its_lock_path() {
     eprintln!("findings: {:#?}", findings.iter().map(|f| f["text"].as_str().unwrap()).collect::<Vec<_>>());
     assert_eq!(first["thread"], "postgres", "{findings:#?}");
     assert_eq!(site, "waiting for events (epoll) in epoll_wait under WaitEventSetWait ← WaitLatch ← ProcSleep", "{findings:#?}");
+    // With --wakers, who released the lock: another session, its commit
+    // releasing its locks (LockReleaseAll → ProcLockWakeup, which signals
+    // the waiter's latch), in the summary and in report.txt.
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let said = &summary["findings"][0];
+    eprintln!("the summary's first finding: {}", said["text"]);
+    assert_eq!(said["site"], site, "the summary leads with the report's finding: {said:#}");
+    let holder = said["woken"]["by"].as_str().unwrap_or_default();
+    assert!(
+        holder.starts_with("postgres in ") && (holder.contains("LockRelease") || holder.contains("ProcLockWakeup")),
+        "the lock's holder named as the session that released it: {said:#}"
+    );
+    assert!(said["woken"]["share"].as_f64().unwrap() >= 50.0, "{said:#}");
+    let text = std::fs::read_to_string(out_dir.join("report.txt")).unwrap();
+    let line = text.lines().find(|l| l.contains(site)).unwrap_or_default();
+    assert!(line.contains(&format!("of it woken by {holder}")), "report.txt names the holder: {line}");
     let window = window_us(&out_dir);
     let ours = first["weight"].as_f64().unwrap() * 100.0 / (CLIENTS as f64 * window);
     eprintln!("lock waits: {ours:.1}% of the sessions' time; pg_stat_activity: {theirs:.1}% ({} session-samples)", account.all);

@@ -13,6 +13,7 @@ use serde::Serialize;
 use super::threads::COLUMNS;
 use super::idle::Idle;
 use super::waits::{Site, Sites};
+use super::woken::Woken;
 use super::{category, pct};
 use crate::profile::names::sanitize;
 use crate::profile::{Kind, Profile};
@@ -32,7 +33,18 @@ pub struct Finding {
     pub site: String,
     /// The sentence.
     pub text: String,
+    /// Who woke most of these waits (`--wakers`; [`super::woken`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub woken: Option<Woken>,
+    /// What the finding adds up: the threads' process and name, the
+    /// column, the site.
+    #[serde(skip)]
+    pub key: Key,
 }
+
+/// A finding's group: the threads' process and name (`None` for profiles
+/// without threads), the column ([`COLUMNS`]), the site.
+pub type Key = (Option<(Arc<str>, Arc<str>)>, usize, Site);
 
 /// What the profile's total is, for the sentence.
 fn scope(kind: Kind) -> &'static str {
@@ -44,7 +56,7 @@ fn scope(kind: Kind) -> &'static str {
 }
 
 /// A share as people round it: "68%", or "4.2%" below 10.
-fn share_text(share: f64) -> String {
+pub(crate) fn share_text(share: f64) -> String {
     if share >= 9.95 {
         format!("{share:.0}%")
     } else {
@@ -60,7 +72,6 @@ pub fn findings(profile: &Profile, sites: &Sites, idle: &Idle, n: usize) -> Vec<
     if total == 0 || n == 0 {
         return Vec::new();
     }
-    type Key = (Option<(Arc<str>, Arc<str>)>, usize, Site);
     let mut groups: FxHashMap<Key, (u64, FxHashSet<u32>)> = FxHashMap::default();
     let mut processes = FxHashSet::default();
     for s in profile.stacks().iter().filter(|s| !s.thread.is_some_and(|t| idle.has(t))) {
@@ -85,7 +96,9 @@ pub fn findings(profile: &Profile, sites: &Sites, idle: &Idle, n: usize) -> Vec<
     all.into_iter()
         .take(n)
         .filter(|(_, (w, _))| pct(*w, total) >= 1.0)
-        .map(|((who, cat, site), (weight, tids))| {
+        .map(|(key, (weight, tids))| {
+            let (who, cat, site) = &key;
+            let cat = *cat;
             let share = pct(weight, total);
             let threads = tids.len();
             let thread = who.as_ref().map(|(_, name)| sanitize(name));
@@ -102,6 +115,7 @@ pub fn findings(profile: &Profile, sites: &Sites, idle: &Idle, n: usize) -> Vec<
             }
             let state = COLUMNS[cat];
             let site = sanitize(&site.to_string());
+            let key = key.clone();
             match cat {
                 0 if profile.meta.kind != Kind::Wall => text.push_str(&format!(": {site}")),
                 0 => text.push_str(&format!(", on CPU: {site}")),
@@ -115,6 +129,8 @@ pub fn findings(profile: &Profile, sites: &Sites, idle: &Idle, n: usize) -> Vec<
                 threads,
                 site,
                 text,
+                woken: None,
+                key,
             }
         })
         .collect()

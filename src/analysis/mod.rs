@@ -11,6 +11,7 @@ pub mod ranking;
 pub mod threads;
 pub mod top;
 pub mod waits;
+pub mod woken;
 
 pub use diff::{changes, Change};
 pub use functions::Lens;

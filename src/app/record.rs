@@ -50,17 +50,17 @@ pub fn run(rec: Recording<'_>) -> Result<Outcome, CliError> {
     drop(symbolizer);
     let whole_system = prepared.targets.whole_system();
     let edges = views.edges.lines();
-    let (written, main) = write(&rec, views, &out_dir, &prepared.target, whole_system, (&started_at, Some(started)))?;
+    let (written, main, wake) = write(&rec, views, &out_dir, &prepared.target, whole_system, (&started_at, Some(started)))?;
     stages::mark("written");
     if let Some(s) = stream {
         s.close();
     }
-    Ok(finish(&main, &edges, written, held, end, command_status, rec.capture.json))
+    Ok(finish(&main, wake.as_ref(), &edges, written, held, end, command_status, rec.capture.json))
 }
 
 /// Writes the recording's views, timeline, reports and sidecar into `dir`;
-/// returns the files written and the main view (the wall-clock one of a
-/// wall capture). Each view is dropped once written, and the wall view
+/// returns the files written, the main view (the wall-clock one of a
+/// wall capture) and the offwake view (`--wakers`). Each view is dropped once written, and the wall view
 /// takes the off-CPU view's stacks: a large capture's end holds each
 /// stack as few times as it can.
 pub fn write(
@@ -70,7 +70,7 @@ pub fn write(
     target: &str,
     whole_system: bool,
     (started_at, started): (&str, Option<std::time::SystemTime>),
-) -> Result<(Vec<PathBuf>, Profile), CliError> {
+) -> Result<(Vec<PathBuf>, Profile, Option<Profile>), CliError> {
     // --otlp: the views are sent as they are written, in one export
     // (streamed instead with --otlp-interval).
     let otlp = rec.otlp.as_ref().filter(|t| t.interval.is_none());
@@ -108,8 +108,10 @@ pub fn write(
         written.extend(view("goroutines", &g, &words::goroutines_svg(&g, started_at), None)?);
         side.add("goroutines.folded", &g, false);
     }
-    if let Some(wake) = views.wake.take() {
-        written.extend(view("offwake", &wake, &words::offwake_svg(&wake, started_at, thread_roots), None)?);
+    // Kept to the end: the findings say who woke their waits.
+    let wake = views.wake.take();
+    if let Some(wake) = &wake {
+        written.extend(view("offwake", wake, &words::offwake_svg(wake, started_at, thread_roots), None)?);
     }
     let main = match (views.on.take(), views.off.take()) {
         (Some(on), Some(mut off)) => {
@@ -127,7 +129,7 @@ pub fn write(
             drop((on, off));
             stages::mark("wall view merged");
             wall.meta.losses = views.losses(true, true);
-            let text = words::wall_report(&wall, &edges_note, wall_roots, &waker_text);
+            let text = words::wall_report(&wall, wake.as_ref(), &edges_note, wall_roots, &waker_text);
             let svg = words::wall_svg(target, duration, frequency, started_at, wall_roots);
             written.extend(view("wall", &wall, &svg, Some(&text))?);
             stages::mark("wall view written");
@@ -137,7 +139,7 @@ pub fn write(
             wall
         }
         (Some(on), None) => {
-            let text = words::oncpu_report(&on, thread_roots, &waker_text);
+            let text = words::oncpu_report(&on, wake.as_ref(), thread_roots, &waker_text);
             written.extend(view("oncpu", &on, &words::oncpu_svg(&on, started_at, thread_roots), Some(&text))?);
             if let Some(e) = export.as_mut() {
                 e.add(&on, start_ns(&on));
@@ -145,7 +147,7 @@ pub fn write(
             on
         }
         (None, Some(off)) => {
-            let text = words::offcpu_report(&off, &edges_note, thread_roots, &waker_text);
+            let text = words::offcpu_report(&off, wake.as_ref(), &edges_note, thread_roots, &waker_text);
             written.extend(view("offcpu", &off, &words::offcpu_svg(&off, started_at, thread_roots), Some(&text))?);
             if let Some(e) = export.as_mut() {
                 e.add(&off, start_ns(&off));
@@ -168,7 +170,7 @@ pub fn write(
         write_file(&path, |w| side.write(w)).map_err(CliError::failed)?;
         written.push(path);
     }
-    Ok((written, main))
+    Ok((written, main, wake))
 }
 
 /// Writes `timeline.html` of `main` and says what its cap left out.

@@ -40,7 +40,7 @@ pub fn run(args: &ReportArgs) -> Result<(), CliError> {
         report::render_json(profile, &opts)
     } else {
         let sites = Sites::learn(profile, opts.lens());
-        let mut text = report::render_with(profile, &opts, &sites);
+        let mut text = report::render_with(profile, &opts, &sites, None);
         if wakers::present(profile) {
             // An offwake file: its leaves are wakers, not where time went.
             text.push_str(&wakers::render(profile));

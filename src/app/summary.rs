@@ -142,11 +142,13 @@ struct Lost<'a> {
 }
 
 /// Ends a capture command: prints the summary, with what the symbolizer's
-/// process registry held (`held`) in `--json`.
+/// process registry held (`held`) in `--json`; `wake`, the offwake view,
+/// names who woke the findings' waits.
 /// `notes`: what the capture cut at its edges or left out (one sentence
 /// each), said after the findings and the losses.
 pub fn finish(
     profile: &Profile,
+    wake: Option<&Profile>,
     notes: &[String],
     written: Vec<PathBuf>,
     held: Held,
@@ -157,7 +159,10 @@ pub fn finish(
     // The findings once, for both the JSON and the lines.
     let sites = Sites::learn(profile, Lens::default());
     let idle = idle(profile, &sites);
-    let found = findings(profile, &sites, &idle, FINDINGS);
+    let mut found = findings(profile, &sites, &idle, FINDINGS);
+    if let Some(wake) = wake {
+        crate::analysis::woken::name_wakers(&mut found, wake, &sites);
+    }
     if json {
         let mut j = to_json(profile, &written, end, command_status, found.clone());
         j.registry = held;

@@ -21,12 +21,13 @@ pub fn edges_note(lines: &[String]) -> String {
     lines.iter().map(|l| format!("\n{l}\n")).collect()
 }
 
-/// The report of a wall-clock capture: its hotspots, the off-CPU edges,
+/// The report of a wall-clock capture (`wake`: its offwake view, whose
+/// wakers the findings name): its hotspots, the off-CPU edges,
 /// then time per `leading` root split on and off CPU; `tail` (wakers,
 /// goroutines) last.
-pub fn wall_report(wall: &Profile, edges_note: &str, leading: Leading, tail: &str) -> String {
+pub fn wall_report(wall: &Profile, wake: Option<&Profile>, edges_note: &str, leading: Leading, tail: &str) -> String {
     let sites = Sites::learn(wall, Lens::default());
-    let mut text = report::render_with(wall, &report::Options { kind: "wall-clock".into(), ..Default::default() }, &sites);
+    let mut text = report::render_with(wall, &report::Options { kind: "wall-clock".into(), ..Default::default() }, &sites, wake);
     text.push_str(edges_note);
     text.push_str(&unresolved::render(wall));
     text.push_str(&unwinding_section(wall));
@@ -36,9 +37,9 @@ pub fn wall_report(wall: &Profile, edges_note: &str, leading: Leading, tail: &st
 }
 
 /// The report of an on-CPU capture; `tail` (wakers, goroutines) last.
-pub fn oncpu_report(on: &Profile, roots: Leading, tail: &str) -> String {
+pub fn oncpu_report(on: &Profile, wake: Option<&Profile>, roots: Leading, tail: &str) -> String {
     let sites = Sites::learn(on, Lens::default());
-    report::render_with(on, &report::Options::default(), &sites)
+    report::render_with(on, &report::Options::default(), &sites, wake)
         + &unresolved::render(on)
         + &unwinding_section(on)
         + &breakdown::render_with(on, &breakdown::Options::new(roots, Columns::OnCpu), &sites)
@@ -47,7 +48,7 @@ pub fn oncpu_report(on: &Profile, roots: Leading, tail: &str) -> String {
 
 /// The off-CPU report: hotspots, then time per process and per thread split
 /// by state; `tail` (wakers, goroutines) last.
-pub fn offcpu_report(profile: &Profile, edges_note: &str, roots: Leading, tail: &str) -> String {
+pub fn offcpu_report(profile: &Profile, wake: Option<&Profile>, edges_note: &str, roots: Leading, tail: &str) -> String {
     let sites = Sites::learn(profile, Lens::default());
     let mut text = report::render_with(
         profile,
@@ -56,6 +57,7 @@ pub fn offcpu_report(profile: &Profile, edges_note: &str, roots: Leading, tail: 
             ..Default::default()
         },
         &sites,
+        wake,
     );
     text.push_str(edges_note);
     text.push_str(&unresolved::render(profile));

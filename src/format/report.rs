@@ -15,6 +15,7 @@ use crate::analysis::findings::{findings, Finding};
 use crate::analysis::idle::idle;
 use crate::analysis::threads::{table, Table};
 use crate::analysis::waits::Sites;
+use crate::analysis::woken::name_wakers;
 use crate::analysis::{pct, ranking, summarize, FunctionRow, Lens, Summary};
 use crate::profile::names::Leading;
 use crate::profile::Profile;
@@ -117,12 +118,14 @@ fn groups_text(profile: &Profile, total: u64) -> String {
 const GROUP_ROWS: usize = 20;
 
 pub fn render(profile: &Profile, opts: &Options) -> String {
-    render_with(profile, opts, &Sites::learn(profile, opts.lens()))
+    render_with(profile, opts, &Sites::learn(profile, opts.lens()), None)
 }
 
 /// [`render`] with the wait sites already learnt from `profile` (with
-/// `opts.lens()`), for a caller that also draws the time-by-thread table.
-pub fn render_with(profile: &Profile, opts: &Options, sites: &Sites) -> String {
+/// `opts.lens()`), for a caller that also draws the time-by-thread table;
+/// `wake`, the same capture's offwake view, says who woke the waits of
+/// each finding.
+pub fn render_with(profile: &Profile, opts: &Options, sites: &Sites, wake: Option<&Profile>) -> String {
     let s = summarize(profile, &opts.ranking());
     let unit = profile.unit.name();
     let m = &profile.meta;
@@ -148,7 +151,11 @@ pub fn render_with(profile: &Profile, opts: &Options, sites: &Sites) -> String {
         let _ = writeln!(out, "{line}");
     }
     let idle = idle(profile, sites);
-    out.push_str(&findings_text(&findings(profile, sites, &idle, FINDINGS), idle.line()));
+    let mut found = findings(profile, sites, &idle, FINDINGS);
+    if let Some(wake) = wake {
+        name_wakers(&mut found, wake, sites);
+    }
+    out.push_str(&findings_text(&found, idle.line()));
     let _ = writeln!(
         out,
         "\ntotal: {} {unit} in {} unique stacks",

@@ -1,49 +1,18 @@
 //! The report's "Top waits by waker" (`--wakers`): off-CPU time grouped by
 //! where a thread blocked and by who woke it, read from the offwake
-//! profile's stacks (blocked stack, `--`, waker stack from its leaf up).
+//! profile's stacks (blocked stack, `--`, waker stack from its leaf up);
+//! wakers are named as [`crate::analysis::woken`] names them.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use super::folded::{leading_frames, sanitize, Leading};
 use crate::analysis::pct;
-use crate::profile::raw::{INTERRUPT_WAKER, WAKER_SEPARATOR};
-use crate::profile::{FrameKind, Profile, Stack};
+use crate::analysis::woken::{site, split, waker_site};
+use crate::profile::{FrameKind, Profile};
 
 /// Rows the section lists.
 const TOP: usize = 10;
-
-/// Kernel frames between a wakeup and its cause: skipped when naming what
-/// an interrupt woke a thread from.
-const WAKEUP_PLUMBING: &[&str] = &[
-    "bpf_", "__bpf", "__traceiter", "trace_", "try_to_wake_up", "wake_up_", "__wake_up",
-    "default_wake_function", "autoremove_wake_function", "woken_wake_function",
-];
-
-/// The syscall entry: the waker's user frames start above it.
-fn is_syscall_entry(name: &str) -> bool {
-    name.starts_with("entry_SYSCALL") || name == "do_syscall_64"
-}
-
-/// Frames a site shows: enough to reach the user's code past libc's
-/// wrappers and their inlined helpers.
-const SITE_FRAMES: usize = 3;
-
-/// `names` (leaf first) without repeats of the same name in a row (a
-/// function and its inlined copy), at most [`SITE_FRAMES`], caller first.
-fn site(names: impl Iterator<Item = String>) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for n in names {
-        if out.last() != Some(&n) {
-            out.push(n);
-        }
-        if out.len() == SITE_FRAMES {
-            break;
-        }
-    }
-    out.reverse();
-    out
-}
 
 /// Where the blocked side waited: its deepest user frames, caller first,
 /// or its deepest kernel frame when it has none.
@@ -65,41 +34,6 @@ fn blocked_site(profile: &Profile, blocked: &[crate::profile::FrameId]) -> Strin
         .map(|&f| profile.frame(f))
         .find(|f| f.kind == FrameKind::Kernel)
         .map_or_else(|| "[no stack]".to_string(), |f| sanitize(&f.name))
-}
-
-/// Who woke it: the waker's thread name (or `[interrupt]`) and its user
-/// frames nearest the wakeup, or for an interrupt the kernel function that
-/// woke the thread.
-fn waker_site(profile: &Profile, waker: &[crate::profile::FrameId]) -> String {
-    let names: Vec<&str> = waker.iter().map(|&f| profile.frame(f).name.as_str()).collect();
-    let Some((&who, frames)) = names.split_last() else {
-        return "[no waker recorded]".to_string();
-    };
-    let site: Vec<String> = if who == INTERRUPT_WAKER {
-        frames
-            .iter()
-            .find(|n| !WAKEUP_PLUMBING.iter().any(|p| n.starts_with(p)))
-            .map(|n| sanitize(n))
-            .into_iter()
-            .collect()
-    } else {
-        let user_start = frames
-            .iter()
-            .rposition(|n| is_syscall_entry(n))
-            .map_or(0, |i| i + 1);
-        site(frames[user_start..].iter().map(|n| sanitize(n)))
-    };
-    match site.is_empty() {
-        true => sanitize(who),
-        false => format!("{} in {}", sanitize(who), site.join(" → ")),
-    }
-}
-
-fn split(profile: &Profile, stack: &Stack) -> Option<usize> {
-    stack.frames.iter().position(|&f| {
-        let f = profile.frame(f);
-        f.kind == FrameKind::Pseudo && f.name == WAKER_SEPARATOR
-    })
 }
 
 /// Whether `profile` joins waits with their wakers (an offwake view).
@@ -146,7 +80,8 @@ pub fn render(profile: &Profile) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::{Frame, Thread, Unit};
+    use crate::profile::raw::INTERRUPT_WAKER;
+    use crate::profile::{Frame, Stack, Thread, Unit};
 
     #[test]
     fn groups_by_blocked_site_and_waker() {
