@@ -106,18 +106,20 @@ impl Cluster {
 
 /// The server's account of its sessions while it runs: `pg_stat_activity`
 /// read 20 times a second over one connection, counting the pgbench
-/// sessions in each wait-event type.
+/// sessions in the waits a test asks about.
 struct Account {
     psql: Child,
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
-    /// Session-samples waiting on a lock (wait_event_type Lock), and all.
-    lock: u64,
+    /// The waits counted: a condition on `pg_stat_activity`'s columns.
+    waits: &'static str,
+    /// Session-samples in those waits, and all.
+    waiting: u64,
     all: u64,
 }
 
 impl Account {
-    fn open(c: &Cluster) -> Account {
+    fn open(c: &Cluster, waits: &'static str) -> Account {
         let mut psql = c
             .client("psql")
             .args(["-X", "-q", "-A", "-t", "-d", "postgres"])
@@ -127,19 +129,20 @@ impl Account {
             .unwrap();
         let stdin = psql.stdin.take().unwrap();
         let stdout = BufReader::new(psql.stdout.take().unwrap());
-        Account { psql, stdin, stdout, lock: 0, all: 0 }
+        Account { psql, stdin, stdout, waits, waiting: 0, all: 0 }
     }
 
     fn sample(&mut self) {
         writeln!(
             self.stdin,
-            "SELECT count(*) FILTER (WHERE wait_event_type = 'Lock'), count(*) FROM pg_stat_activity WHERE application_name = 'pgbench' AND backend_type = 'client backend';"
+            "SELECT count(*) FILTER (WHERE {}), count(*) FROM pg_stat_activity WHERE application_name = 'pgbench' AND backend_type = 'client backend';",
+            self.waits
         )
         .unwrap();
         let mut line = String::new();
         self.stdout.read_line(&mut line).unwrap();
-        let (lock, all) = line.trim().split_once('|').unwrap_or_else(|| panic!("psql said {line:?}"));
-        self.lock += lock.parse::<u64>().unwrap();
+        let (waiting, all) = line.trim().split_once('|').unwrap_or_else(|| panic!("psql said {line:?}"));
+        self.waiting += waiting.parse::<u64>().unwrap();
         self.all += all.parse::<u64>().unwrap();
     }
 }
@@ -149,6 +152,56 @@ impl Drop for Account {
         let _ = self.psql.kill();
         let _ = self.psql.wait();
     }
+}
+
+/// `fgbpf wall -F 99 -d 6` (with `extra`) of the whole host while
+/// [`CLIENTS`] pgbench sessions run `script` without pause, beside the
+/// database's own account of the sessions in `waits` over the same
+/// seconds: the capture's output, its directory, the account.
+fn under_load(cluster: &Cluster, script: &Path, waits: &'static str, name: &str, extra: &[&str]) -> (std::process::Output, PathBuf, Account) {
+    let _load = KillOnDrop(
+        cluster
+            .client("pgbench")
+            .args(["-n", "-c", &CLIENTS.to_string(), "-j", "2", "-T", "30", "-f"])
+            .arg(script)
+            .arg("postgres")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut account = Account::open(cluster, waits);
+    // Every session connected and under way.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let before = account.all;
+        account.sample();
+        if account.all - before == CLIENTS as u64 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{CLIENTS} pgbench sessions did not start");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    account.waiting = 0;
+    account.all = 0;
+    let out_dir = out_dir(name);
+    let done = AtomicBool::new(false);
+    let (out, account) = std::thread::scope(|s| {
+        let stop = &done;
+        let sampler = s.spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                account.sample();
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            account
+        });
+        let out = run(fgbpf().arg("wall").args(extra).args(["-F", "99", "-d", "6", "-o"]).arg(&out_dir));
+        done.store(true, Ordering::Relaxed);
+        (out, sampler.join().unwrap())
+    });
+    assert_ok(&out);
+    assert!(account.all >= 50 * CLIENTS as u64, "the database was asked too seldom: {} session-samples", account.all);
+    (out, out_dir, account)
 }
 
 /// Issue 58: sessions of a database all updating one row (each holding its
@@ -172,48 +225,8 @@ fn a_database_under_lock_contention_is_named_by_its_lock_path() {
     assert!(setup.status.success(), "{}", String::from_utf8_lossy(&setup.stderr));
     let script = dir.join("update.sql");
     std::fs::write(&script, "BEGIN;\nUPDATE t SET n = n + 1 WHERE id = 1;\nSELECT pg_sleep(0.005);\nEND;\n").unwrap();
-    let _load = KillOnDrop(
-        cluster
-            .client("pgbench")
-            .args(["-n", "-c", &CLIENTS.to_string(), "-j", "2", "-T", "30", "-f"])
-            .arg(&script)
-            .arg("postgres")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let mut account = Account::open(&cluster);
-    // Every session connected and under way.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let before = account.all;
-        account.sample();
-        if account.all - before == CLIENTS as u64 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "{CLIENTS} pgbench sessions did not start");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    account.lock = 0;
-    account.all = 0;
-    let out_dir = out_dir("servers-postgres");
-    let done = AtomicBool::new(false);
-    let (out, account) = std::thread::scope(|s| {
-        let stop = &done;
-        let sampler = s.spawn(move || {
-            while !stop.load(Ordering::Relaxed) {
-                account.sample();
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            account
-        });
-        let out = run(fgbpf().args(["wall", "--wakers", "--json", "-F", "99", "-d", "6", "-o"]).arg(&out_dir));
-        done.store(true, Ordering::Relaxed);
-        (out, sampler.join().unwrap())
-    });
-    assert_ok(&out);
-    let theirs = account.lock as f64 * 100.0 / account.all.max(1) as f64;
+    let (out, out_dir, account) = under_load(&cluster, &script, "wait_event_type = 'Lock'", "servers-postgres", &["--wakers", "--json"]);
+    let theirs = account.waiting as f64 * 100.0 / account.all.max(1) as f64;
     let report = run(fgbpf().args(["report", "--json"]).arg(&out_dir));
     assert_ok(&report);
     let v: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
@@ -239,11 +252,90 @@ fn a_database_under_lock_contention_is_named_by_its_lock_path() {
     let text = std::fs::read_to_string(out_dir.join("report.txt")).unwrap();
     let line = text.lines().find(|l| l.contains(site)).unwrap_or_default();
     assert!(line.contains(&format!("of it woken by {holder}")), "report.txt names the holder: {line}");
+    // fgbpf report of the directory, from offwake.folded beside wall.folded.
+    assert_eq!(first["woken"]["by"], said["woken"]["by"], "fgbpf report names the holder as the capture did: {first:#}");
+    let shares = (first["woken"]["share"].as_f64().unwrap(), said["woken"]["share"].as_f64().unwrap());
+    assert!((shares.0 - shares.1).abs() < 0.5, "the holder's share from the files {:.1}%, at capture {:.1}%", shares.0, shares.1);
     let window = window_us(&out_dir);
     let ours = first["weight"].as_f64().unwrap() * 100.0 / (CLIENTS as f64 * window);
     eprintln!("lock waits: {ours:.1}% of the sessions' time; pg_stat_activity: {theirs:.1}% ({} session-samples)", account.all);
-    assert!(account.all >= 50 * CLIENTS as u64, "the database was asked too seldom: {} session-samples", account.all);
     assert!((ours - theirs).abs() <= 10.0, "lock waits {ours:.1}% of the sessions' time, pg_stat_activity {theirs:.1}%");
+}
+
+/// Issue 58: sessions of a database each inserting one row a transaction,
+/// every commit waiting for its WAL to reach the disk (PostgreSQL's
+/// defaults: `fsync`, `synchronous_commit`; ext4 here), whole host under
+/// `fgbpf wall`. The database's own account (`pg_stat_activity`'s
+/// `WALSync`, `WALWrite` and `WALInsert` waits, of the disk and of the
+/// WAL's locks) says most of the sessions' time waits for the WAL. fgbpf's
+/// first finding must name that wait by its path (here the WAL's lock,
+/// `PGSemaphoreLock ← LWLockAcquireOrWait`, which every session waits for
+/// while one flushes), and the sessions' time in the commit's flush
+/// (`XLogFlush`) must hold its share within 10 points of the database's.
+#[test]
+fn a_database_committing_to_disk_is_named_by_its_flush_path() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("servers").join("postgres-commit");
+    let cluster = Cluster::start(&dir);
+    let setup = cluster.psql(&["-c", "CREATE TABLE log (id bigserial PRIMARY KEY, t text);"]);
+    assert!(setup.status.success(), "{}", String::from_utf8_lossy(&setup.stderr));
+    let script = dir.join("insert.sql");
+    std::fs::write(&script, "INSERT INTO log (t) VALUES ('an event');\n").unwrap();
+    let waits = "wait_event IN ('WALSync', 'WALWrite', 'WALInsert')";
+    let (_, out_dir, account) = under_load(&cluster, &script, waits, "servers-postgres-commit", &[]);
+    let theirs = account.waiting as f64 * 100.0 / account.all.max(1) as f64;
+    let report = run(fgbpf().args(["report", "--json"]).arg(&out_dir));
+    assert_ok(&report);
+    let v: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+    let findings = v["findings"].as_array().unwrap();
+    eprintln!("findings: {:#?}", findings.iter().map(|f| f["text"].as_str().unwrap()).collect::<Vec<_>>());
+    let first = &findings[0];
+    assert_eq!(first["thread"], "postgres", "{findings:#?}");
+    assert_ne!(first["state"], "on-CPU", "{findings:#?}");
+    let site = first["site"].as_str().unwrap();
+    assert!(
+        ["XLogFlush", "LWLockAcquireOrWait", "issue_xlog_fsync"].iter().any(|f| site.contains(f)),
+        "the first finding names the commit's flush: {findings:#?}"
+    );
+    // The sessions' time in the WAL's flush, from the folded file, in
+    // every state (the database's WALWrite and WALSync waits span the
+    // flush's write and fsync, on the CPU and off it, and a session woken
+    // from the WAL's lock waits for a CPU inside the same wait), and their
+    // waits off the CPU in its insertion (WALInsert).
+    let folded = std::fs::read_to_string(out_dir.join("wall.folded")).unwrap();
+    let stacks: Vec<(Vec<&str>, f64)> = folded
+        .lines()
+        .filter(|l| l.starts_with("postgres-"))
+        .filter_map(|l| l.rsplit_once(' '))
+        .map(|(stack, w)| (stack.split(';').skip(2).collect(), w.parse::<f64>().unwrap()))
+        .collect();
+    let off = |frames: &[&str]| matches!(frames.last(), Some(&"[sleeping]" | &"[uninterruptible]" | &"[runqueue]"));
+    let wal: f64 = stacks
+        .iter()
+        .filter(|(f, _)| f.contains(&"XLogFlush") || (off(f) && f.iter().any(|x| x.starts_with("XLogInsert"))))
+        .map(|(_, w)| w)
+        .sum();
+    // Waits walked no further than their leaf: the first second or so of
+    // a whole-host capture, before the host's unwind tables are placed, a
+    // wait in the C library (no frame pointers) is cut there, and the
+    // report says so (issue 63). Their share is what this capture cannot
+    // place, measured, not a tolerance.
+    let cut: f64 = stacks
+        .iter()
+        .filter(|(f, _)| off(f) && f.iter().filter(|x| !x.ends_with("_[k]") && !x.starts_with('[')).count() == 1)
+        .map(|(_, w)| w)
+        .sum();
+    let window = window_us(&out_dir);
+    let ours = wal * 100.0 / (CLIENTS as f64 * window);
+    let unplaced = cut * 100.0 / (CLIENTS as f64 * window);
+    eprintln!("WAL waits: {ours:.1}% of the sessions' time, {unplaced:.1}% cut at their leaf; pg_stat_activity: {theirs:.1}% ({} session-samples)", account.all);
+    assert!(
+        ours <= theirs + 10.0 && ours + unplaced >= theirs - 10.0,
+        "WAL waits {ours:.1}% of the sessions' time ({unplaced:.1}% cut at their leaf), pg_stat_activity {theirs:.1}%"
+    );
 }
 
 /// The worker processes of the nginx master `pid`.

@@ -13,7 +13,6 @@ use serde::Serialize;
 use super::threads::COLUMNS;
 use super::idle::Idle;
 use super::waits::{Site, Sites};
-use super::woken::Woken;
 use super::{category, pct};
 use crate::profile::names::sanitize;
 use crate::profile::{Kind, Profile};
@@ -40,6 +39,15 @@ pub struct Finding {
     /// column, the site.
     #[serde(skip)]
     pub key: Key,
+}
+
+/// The heaviest waker of a finding's waits ([`super::woken`]).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Woken {
+    /// The waker as "Top waits by waker" names it (`thread in A → B → C`).
+    pub by: String,
+    /// Percentage of the finding's waits (with a waker recorded) it woke.
+    pub share: f64,
 }
 
 /// A finding's group: the threads' process and name (`None` for profiles

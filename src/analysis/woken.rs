@@ -6,9 +6,8 @@
 //! with the report's "Top waits by waker".
 
 use rustc_hash::FxHashMap;
-use serde::Serialize;
 
-use super::findings::{Finding, Key};
+use super::findings::{share_text, Finding, Key, Woken};
 use super::waits::Sites;
 use super::{category, pct, STATES};
 use crate::profile::names::sanitize;
@@ -25,15 +24,6 @@ const WAKEUP_PLUMBING: &[&str] = &[
 /// Frames a site shows: enough to reach the user's code past libc's
 /// wrappers and their inlined helpers.
 const SITE_FRAMES: usize = 3;
-
-/// The heaviest waker of a finding's waits.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Woken {
-    /// The waker as "Top waits by waker" names it (`thread in A → B → C`).
-    pub by: String,
-    /// Percentage of the finding's waits (with a waker recorded) it woke.
-    pub share: f64,
-}
 
 /// The syscall entry: the waker's user frames start above it.
 fn is_syscall_entry(name: &str) -> bool {
@@ -117,7 +107,7 @@ pub fn name_wakers(found: &mut [Finding], wake: &Profile, sites: &Sites) {
             continue;
         };
         let share = pct(w, total);
-        f.text.push_str(&format!("; {} of it woken by {waker}", super::findings::share_text(share)));
+        f.text.push_str(&format!("; {} of it woken by {waker}", share_text(share)));
         f.woken = Some(Woken { by: waker, share });
     }
 }

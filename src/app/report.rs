@@ -10,6 +10,9 @@ use crate::format::{folded::Leading, input, report, sidecar, wakers};
 use crate::analysis::threads::has_off_cpu;
 use crate::profile::Kind;
 
+/// The offwake view's file in a capture directory.
+const OFFWAKE: &str = "offwake.folded";
+
 pub fn run(args: &ReportArgs) -> Result<(), CliError> {
     let (loaded, path) = match args.range.is_set() {
         true => load_range(&args.input, &args.range)?,
@@ -36,11 +39,18 @@ pub fn run(args: &ReportArgs) -> Result<(), CliError> {
         all_frames: args.all_frames,
         leading,
     };
+    // A capture's offwake view beside its main one (--wakers): the
+    // findings say who woke their waits, as the capture's report did.
+    let beside = path.with_file_name(OFFWAKE);
+    let wake = match !args.range.is_set() && path.file_name() != beside.file_name() && beside.is_file() {
+        true => Some(load(&beside)?.profile),
+        false => None,
+    };
     let text = if args.json {
-        report::render_json(profile, &opts)
+        report::render_json(profile, &opts, wake.as_ref())
     } else {
         let sites = Sites::learn(profile, opts.lens());
-        let mut text = report::render_with(profile, &opts, &sites, None);
+        let mut text = report::render_with(profile, &opts, &sites, wake.as_ref());
         if wakers::present(profile) {
             // An offwake file: its leaves are wakers, not where time went.
             text.push_str(&wakers::render(profile));

@@ -243,7 +243,9 @@ pub fn write(profile: &Profile, opts: &Options, out: &mut dyn Write) -> io::Resu
 /// The report as one JSON document for scripts: the [`Summary`] with the
 /// unit and where the profile came from. Weights are raw counts in `unit`;
 /// shares are left to the reader (`weight / total`).
-pub fn render_json(profile: &Profile, opts: &Options) -> String {
+/// `wake`: the same capture's offwake view, whose wakers the findings
+/// name.
+pub fn render_json(profile: &Profile, opts: &Options, wake: Option<&Profile>) -> String {
     #[derive(Serialize)]
     struct Document<'a> {
         kind: &'a str,
@@ -265,7 +267,13 @@ pub fn render_json(profile: &Profile, opts: &Options) -> String {
         unit: profile.unit.name(),
         unique_stacks: profile.stacks().len(),
         unresolved_leaf: unresolved::leaf_weight(profile),
-        findings: findings(profile, &sites, &idle, FINDINGS),
+        findings: {
+            let mut found = findings(profile, &sites, &idle, FINDINGS);
+            if let Some(wake) = wake {
+                name_wakers(&mut found, wake, &sites);
+            }
+            found
+        },
         idle: idle.groups,
         summary: summarize(profile, &opts.ranking()),
         thread_table: table(profile, opts.leading, &sites, opts.top, 3),
@@ -351,7 +359,7 @@ mod tests {
             !text.contains("duration") && !text.contains("lost"),
             "{text}"
         );
-        let v: serde_json::Value = serde_json::from_str(&render_json(&p, &opts)).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&render_json(&p, &opts, None)).unwrap();
         assert_eq!(v["source"], "x.folded");
         assert_eq!(v["total"], 4);
         let main_row = &v["by_total"][1];
