@@ -8,11 +8,18 @@
 //! Layout (all numbers are integers):
 //! ```text
 //! { "unit": "samples" | "us", "slice_us": N | null, "slices": N, "rows": N,
-//!   "total": W, "left_out": { "stacks": N, "weight": W, "per_slice": [W...] },
+//!   "total": W, "split": true | false,
+//!   "left_out": { "stacks": N, "weight": W, "per_slice": [W...], "per_slice_off": [W...] },
 //!   "frames": [name...], "colours": ["#rrggbb"...],
 //!   "threads": [[pid, tid, (group frame,) process frame, thread frame]...],
-//!   "stacks": [[thread or -1, weight, [frame...], [first, last, weight, ...]]...] }
+//!   "stacks": [[thread or -1, weight, [frame...], [first, last, weight, ...](, 1)]...] }
 //! ```
+//! `split` is true for a wall-clock profile, whose stacks are time on the
+//! CPU and time off it (those ending in an off-CPU state frame): each
+//! off-CPU stack then carries a fifth element, `1`, and `per_slice_off`
+//! is the off-CPU part of `per_slice`. The page colours the heat map by
+//! either side or by both: in a wall capture every thread's cells hold
+//! its whole 100 ms, so only the split shows anything change.
 //! Stacks are in the order of their paths from the root (the thread's
 //! pseudo-roots, then the frames, as page frame indices), so that
 //! stacks sharing a prefix are adjacent and the page builds a tree in one
@@ -29,7 +36,7 @@ use rustc_hash::FxHashMap as HashMap;
 use super::Options;
 use crate::format::palette;
 use crate::profile::names::{frame_text, leading_frames, Leading};
-use crate::profile::{Frame, FrameKind, Profile, Span};
+use crate::profile::{Frame, FrameKind, Kind, Profile, Span, Stack, State};
 
 /// More slices than this (a day of 100 ms slices is 864,000) and the page
 /// gets no heat map: one SVG cell each would not load.
@@ -112,6 +119,26 @@ fn num(out: &mut Vec<u8>, mut n: u64) {
     out.extend_from_slice(&digits[at..]);
 }
 
+/// Appends `ns` separated by commas.
+fn numbers(out: &mut Vec<u8>, ns: &[u64]) {
+    for (j, &n) in ns.iter().enumerate() {
+        if j > 0 {
+            out.push(b',');
+        }
+        num(out, n);
+    }
+}
+
+/// Whether a wall-clock stack is time off the CPU: it ends in an off-CPU
+/// state frame (`[sleeping]`, ...), as every off-CPU stack does.
+fn off_cpu(profile: &Profile, stack: &Stack) -> bool {
+    stack
+        .frames
+        .last()
+        .map(|&f| profile.frame(f))
+        .is_some_and(|f| f.kind == FrameKind::Pseudo && State::from_frame(&f.name).is_some())
+}
+
 /// How many heat-map rows a column has: the slices in a second, at least
 /// one (slices of a second or more make one-row columns of one slice).
 pub(super) fn rows(slice_us: u64) -> u64 {
@@ -131,6 +158,7 @@ pub(super) fn build(profile: &Profile, opts: &Options) -> Data {
     };
     let timed = timed && slices <= MAX_SLICES;
     let slices = if timed { slices } else { 0 };
+    let split = profile.meta.kind == Kind::Wall;
 
     // Heaviest first; equal weights keep the profile's order.
     let mut order: Vec<usize> = (0..stacks.len()).collect();
@@ -203,7 +231,11 @@ pub(super) fn build(profile: &Profile, opts: &Options) -> Data {
                 num(&mut one, p.weight);
             }
         }
-        one.extend_from_slice(b"]]");
+        one.push(b']');
+        if split && off_cpu(profile, s) {
+            one.extend_from_slice(b",1");
+        }
+        one.push(b']');
         used += one.len() + 1 + frames.names.len() + frames.colours.len() - named;
         kept.push((i, one));
     }
@@ -224,6 +256,13 @@ pub(super) fn build(profile: &Profile, opts: &Options) -> Data {
         true => spread(left.iter().flat_map(|&i| stacks[i].spans.iter()), slices),
         false => Vec::new(),
     };
+    let per_slice_off = match split && timed && !left.is_empty() {
+        true => {
+            let off = left.iter().filter(|&&i| off_cpu(profile, &stacks[i]));
+            spread(off.flat_map(|&i| stacks[i].spans.iter()), slices)
+        }
+        false => Vec::new(),
+    };
 
     let mut json = Vec::with_capacity(frames.names.len() + frames.colours.len() + threads.len() + 4096);
     json.extend_from_slice(b"{\"unit\":");
@@ -239,17 +278,15 @@ pub(super) fn build(profile: &Profile, opts: &Options) -> Data {
     num(&mut json, slice_us.map_or(1, rows));
     json.extend_from_slice(b",\"total\":");
     num(&mut json, profile.total());
+    json.extend_from_slice(if split { b",\"split\":true" } else { b",\"split\":false" });
     json.extend_from_slice(b",\"left_out\":{\"stacks\":");
     num(&mut json, left.len() as u64);
     json.extend_from_slice(b",\"weight\":");
     num(&mut json, left_out_weight);
     json.extend_from_slice(b",\"per_slice\":[");
-    for (j, w) in per_slice.iter().enumerate() {
-        if j > 0 {
-            json.push(b',');
-        }
-        num(&mut json, *w);
-    }
+    numbers(&mut json, &per_slice);
+    json.extend_from_slice(b"],\"per_slice_off\":[");
+    numbers(&mut json, &per_slice_off);
     json.extend_from_slice(b"]},\"frames\":[");
     json.extend_from_slice(&frames.names);
     json.extend_from_slice(b"],\"colours\":[");

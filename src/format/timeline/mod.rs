@@ -1,6 +1,7 @@
 //! `timeline.html`: one self-contained, FlameScope-style page (issue 16).
 //! A subsecond-offset heat map of the capture (columns of about a second,
-//! a row per time slice within it, colour the weight in the slice), a
+//! a row per time slice within it, colour the weight in the slice; in a
+//! wall-clock capture the on-CPU, the off-CPU or all of it), a
 //! thread and process selection that recolours it, and the flamegraph of
 //! any range dragged out on it (search, click to zoom), the whole capture's
 //! on load.
@@ -154,6 +155,7 @@ const BODY: &str = r#"<header>
 </header>
 <section id="controls">
 <label>Threads: <select id="threads"></select></label>
+<label id="measure-label" hidden>Colour the heat map by: <select id="measure"></select></label>
 <span id="hover" class="status"></span>
 </section>
 <section id="map-section">

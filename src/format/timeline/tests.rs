@@ -277,3 +277,73 @@ fn two_hundred_thousand_stacks() {
     }
     assert!(out.len() < 60 << 20);
 }
+
+/// A wall-clock profile: one thread on the CPU for 60 ms of each slice
+/// `on` lists and asleep the rest, so every slice holds 100 ms.
+fn wall(on: &[u32]) -> Profile {
+    let mut p = timed(Unit::Microseconds);
+    p.meta.kind = crate::profile::Kind::Wall;
+    let t = thread(&mut p, 1, "main");
+    let work = p.intern_frame(Frame::new("work", FrameKind::User));
+    let wait = p.intern_frame(Frame::new("wait", FrameKind::User));
+    let sleeping = p.intern_frame(Frame::new("[sleeping]", FrameKind::Pseudo));
+    for s in 0..10u32 {
+        let ran = if on.contains(&s) { 60_000 } else { 0 };
+        if ran > 0 {
+            p.push(Stack { labels: None, thread: Some(t), frames: vec![work].into(), weight: ran, spans: smallvec::smallvec![Span::at(s, ran)] });
+        }
+        p.push(Stack {
+            labels: None,
+            thread: Some(t),
+            frames: vec![wait, sleeping].into(),
+            weight: 100_000 - ran,
+            spans: smallvec::smallvec![Span::at(s, 100_000 - ran)],
+        });
+    }
+    p.coalesce();
+    p
+}
+
+#[test]
+fn a_wall_profile_marks_its_off_cpu_stacks() {
+    let p = wall(&[2, 3, 7]);
+    let (html, _) = page(&p, &Options::default());
+    let data = embedded(&html, "fgbpf-data");
+    assert_eq!(data["split"], true);
+    let frames = data["frames"].as_array().unwrap();
+    // Off-CPU stacks (ending in their state) carry a fifth element, 1;
+    // on-CPU stacks have four.
+    for s in data["stacks"].as_array().unwrap() {
+        let leaf = frames[s[2].as_array().unwrap().last().unwrap().as_u64().unwrap() as usize].as_str().unwrap();
+        match leaf {
+            "[sleeping]" => assert_eq!(s.get(4), Some(&serde_json::json!(1)), "{s}"),
+            "work" => assert_eq!(s.as_array().unwrap().len(), 4, "{s}"),
+            other => panic!("leaf {other}"),
+        }
+    }
+    // What the cap leaves out is split the same way. The thread's time
+    // asleep is one stack (820 ms) and outweighs its time running (180
+    // ms): kept alone, it leaves the running out, which is no off-CPU time.
+    let left = |p: &Profile| {
+        let (html, _) = page(p, &Options { max_stacks: 1, ..Options::default() });
+        let data = embedded(&html, "fgbpf-data");
+        let list = |k: &str| -> Vec<u64> {
+            data["left_out"][k].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect()
+        };
+        (list("per_slice"), list("per_slice_off"))
+    };
+    let (all, off) = left(&p);
+    let ran: Vec<u64> = (0..10).map(|s| if [2, 3, 7].contains(&s) { 60_000 } else { 0 }).collect();
+    assert_eq!((all, off), (ran, vec![0; 10]));
+    // Running 60 ms of every slice, the running is kept and the sleep,
+    // all of it off-CPU, left out.
+    let (all, off) = left(&wall(&(0..10).collect::<Vec<_>>()));
+    assert_eq!((all, off), (vec![40_000; 10], vec![40_000; 10]));
+    // Other kinds of profile are not split.
+    let mut other = wall(&[1]);
+    other.meta.kind = crate::profile::Kind::OffCpu;
+    let (html, _) = page(&other, &Options::default());
+    let data = embedded(&html, "fgbpf-data");
+    assert_eq!(data["split"], false);
+    assert!(data["stacks"].as_array().unwrap().iter().all(|s| s.as_array().unwrap().len() == 4));
+}
