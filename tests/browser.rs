@@ -71,7 +71,7 @@ fn whole_host() -> fgbpf::profile::Profile {
     let sleep = f(&mut p, "ProcSleep", FrameKind::User);
     let state = f(&mut p, "[sleeping]", FrameKind::Pseudo);
     let serve = f(&mut p, "ngx_process_events", FrameKind::User);
-    let mut thread = |p: &mut Profile, process: &str, pid: u32, tid: u32| {
+    let thread = |p: &mut Profile, process: &str, pid: u32, tid: u32| {
         p.intern_thread(Thread { start: 0, group: None, pid, tid, process: process.into(), name: process.into() })
     };
     for n in 0..30 {
@@ -234,4 +234,65 @@ return r;"##;
     assert_eq!(r["state"]["measure"], "on");
     let second: Vec<u64> = (0..40).map(|s| if (30..35).contains(&s) { 30_000 } else { 0 }).collect();
     assert_eq!(weights(&r["thread2"]), second);
+}
+
+#[test]
+fn a_whole_host_timeline_draws_its_flamegraph_by_program() {
+    use fgbpf::format::timeline;
+    use fgbpf::profile::names::Leading;
+    use fgbpf::profile::{Frame, FrameKind, Profile, Span, Stack, Thread, Unit};
+    let mut p = Profile::new(Unit::Samples);
+    p.meta.slice = Some(std::time::Duration::from_millis(100));
+    p.meta.duration = std::time::Duration::from_secs(1);
+    let main = p.intern_frame(Frame::new("main", FrameKind::User));
+    let work = p.intern_frame(Frame::new("work", FrameKind::User));
+    let serve = p.intern_frame(Frame::new("serve", FrameKind::User));
+    // Two postgres processes and a two-thread nginx, interned so that
+    // nginx's threads come between postgres's processes.
+    for (process, pid, tid, leaf, weight) in
+        [("postgres", 11, 11, work, 30), ("nginx", 20, 20, serve, 10), ("nginx", 20, 21, serve, 15), ("postgres", 12, 12, work, 20)]
+    {
+        let t = p.intern_thread(Thread { start: 0, group: None, pid, tid, process: process.into(), name: format!("{process}-t").into() });
+        p.push(Stack { thread: Some(t), frames: vec![main, leaf].into(), weight, spans: vec![Span::at(3, weight)].into(), ..Default::default() });
+        p.push(Stack { thread: Some(t), frames: vec![main].into(), weight: 5, spans: vec![Span::at(4, 5)].into(), ..Default::default() });
+    }
+    p.coalesce();
+    let dir = out_dir("browser-host-timeline");
+    std::fs::create_dir_all(&dir).unwrap();
+    let page = dir.join("timeline.html");
+    let opts = timeline::Options { roots: Leading::Program, ..Default::default() };
+    timeline::write(&p, &opts, &mut std::fs::File::create(&page).unwrap()).unwrap();
+    let probe = r##"
+function frames() {
+  return fgbpfTimeline.frames().map(function (f) { return f.name; }).sort();
+}
+var r = { select: document.getElementById("roots").value, program: frames() };
+var select = document.getElementById("roots");
+select.value = "process";
+select.dispatchEvent(new Event("change", { bubbles: true }));
+r.process = frames();
+fgbpfTimeline.roots("thread");
+r.thread = frames();
+fgbpfTimeline.roots("program");
+fgbpfTimeline.threads("p:12");
+r.one = frames();
+r.state = fgbpfTimeline.state();
+return r;"##;
+    let r = common::in_browser(&page, probe);
+    eprintln!("{r:#}");
+    let names = |k: &str| -> Vec<String> { r[k].as_array().unwrap().iter().map(|n| n.as_str().unwrap().to_string()).collect() };
+    let count = |k: &str, n: &str| names(k).iter().filter(|x| *x == n).count();
+    assert_eq!(r["select"], "program");
+    // By program: each program once, its processes' and threads' stacks
+    // merged into one tree (one `work`, one `main` per program).
+    assert_eq!(names("program"), ["all", "main", "main", "nginx", "postgres", "serve", "work"]);
+    // By process: the two postgres processes apart, nginx's threads merged.
+    assert_eq!((count("process", "postgres-11"), count("process", "postgres-12"), count("process", "nginx-20")), (1, 1, 1));
+    assert_eq!((count("process", "work"), count("process", "serve")), (2, 1));
+    // By thread: every thread its own tower.
+    assert_eq!((count("thread", "nginx-t-20"), count("thread", "nginx-t-21"), count("thread", "serve")), (1, 1, 2));
+    // The selection still works under a program's roots: one process.
+    assert_eq!(names("one"), ["all", "main", "postgres", "work"]);
+    assert_eq!(r["state"]["weight"], 25);
+    assert_eq!(r["state"]["roots"], "program");
 }

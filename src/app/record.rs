@@ -150,7 +150,7 @@ pub fn write(
         }
         (None, None) => unreachable!("every recording has a view"),
     };
-    written.push(timeline(dir, &main, target, started_at)?);
+    written.push(timeline(dir, &main, target, started_at, drawn)?);
     stages::mark("timeline written");
     if let (Some(target), Some(export)) = (otlp, export) {
         super::otlp::send(target, export);
@@ -168,8 +168,8 @@ pub fn write(
 }
 
 /// Writes `timeline.html` of `main` and says what its cap left out.
-fn timeline(dir: &Path, main: &Profile, target: &str, started_at: &str) -> Result<PathBuf, CliError> {
-    let opts = words::timeline_options(main, target, started_at);
+fn timeline(dir: &Path, main: &Profile, target: &str, started_at: &str, roots: Leading) -> Result<PathBuf, CliError> {
+    let opts = words::timeline_options(main, target, started_at, roots);
     let (path, page) = write_timeline(dir, main, &opts).map_err(CliError::failed)?;
     if let Some(p) = page.filter(|p| p.left_out_stacks > 0) {
         super::summary::say(format_args!(

@@ -166,9 +166,11 @@ fn heat_svg(title: String, subtitle: String, leading: Leading, heat: Heat) -> sv
     }
 }
 
-/// The timeline page of a capture's main view.
-pub fn timeline_options(main: &Profile, target: &str, started_at: &str) -> timeline::Options {
+/// The timeline page of a capture's main view, its flamegraph standing on
+/// `roots` as the capture's SVGs do.
+pub fn timeline_options(main: &Profile, target: &str, started_at: &str, roots: Leading) -> timeline::Options {
     timeline::Options {
+        roots,
         title: format!("Timeline: {target}"),
         subtitle: Some(format!("{:.1} s from {started_at}", main.meta.duration.as_secs_f64())),
         heat: match main.meta.kind {

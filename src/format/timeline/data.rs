@@ -12,6 +12,7 @@
 //!   "left_out": { "stacks": N, "weight": W, "per_slice": [W...], "per_slice_off": [W...] },
 //!   "frames": [name...], "colours": ["#rrggbb"...],
 //!   "threads": [[pid, tid, (group frame,) process frame, thread frame]...],
+//!   "programs": [program frame...], "roots": "program" | "process" | "thread",
 //!   "stacks": [[thread or -1, weight, [frame...], [first, last, weight, ...](, 1)]...] }
 //! ```
 //! `split` is true for a wall-clock profile, whose stacks are time on the
@@ -27,7 +28,10 @@
 //! `threads` lists every thread of the profile; the frames are its
 //! `process-PID` / `thread-TID` pseudo-roots, after its `--group-by`
 //! group's frame when it has one ([`leading_frames`] with
-//! [`Leading::ProcessAndThread`]).
+//! [`Leading::ProcessAndThread`]); `programs` gives each thread's
+//! program frame (its process name alone), and `roots` what the
+//! flamegraph stands on when the page opens. Stacks are in the order of
+//! their thread-rooted paths; the page sorts them again for the others.
 
 use std::io::{self, Write};
 
@@ -35,7 +39,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 use super::Options;
 use crate::format::palette;
-use crate::profile::names::{frame_text, leading_frames, Leading};
+use crate::profile::names::{frame_text, leading_frames, sanitize, Leading};
 use crate::profile::{Frame, FrameKind, Kind, Profile, Span, Stack, State};
 
 /// More slices than this (a day of 100 ms slices is 864,000) and the page
@@ -172,13 +176,16 @@ pub(super) fn build(profile: &Profile, opts: &Options) -> Data {
         pseudo: HashMap::default(),
     };
     let mut threads = Vec::new();
+    let mut programs = Vec::new();
     let mut roots_of = Vec::with_capacity(profile.threads().len());
     for (i, t) in profile.threads().iter().enumerate() {
         let lead = leading_frames(t, Leading::ProcessAndThread);
         let roots: Vec<u32> = lead.into_iter().map(|n| frames.root(n, opts.heat)).collect();
         if i > 0 {
             threads.push(b',');
+            programs.push(b',');
         }
+        num(&mut programs, u64::from(frames.root(sanitize(&t.process), opts.heat)));
         threads.push(b'[');
         num(&mut threads, u64::from(t.pid));
         threads.push(b',');
@@ -193,7 +200,7 @@ pub(super) fn build(profile: &Profile, opts: &Options) -> Data {
 
     // Each kept stack's JSON, with its index in the profile.
     let mut kept: Vec<(usize, Vec<u8>)> = Vec::new();
-    let mut used = frames.names.len() + frames.colours.len() + threads.len();
+    let mut used = frames.names.len() + frames.colours.len() + threads.len() + programs.len();
     let mut cut = order.len();
     for (n, &i) in order.iter().enumerate() {
         if kept.len() >= opts.max_stacks || used >= opts.max_data_bytes {
@@ -293,7 +300,14 @@ pub(super) fn build(profile: &Profile, opts: &Options) -> Data {
     json.extend_from_slice(&frames.colours);
     json.extend_from_slice(b"],\"threads\":[");
     json.extend_from_slice(&threads);
-    json.extend_from_slice(b"],\"stacks\":[");
+    json.extend_from_slice(b"],\"programs\":[");
+    json.extend_from_slice(&programs);
+    json.extend_from_slice(match opts.roots {
+        Leading::Program => b"],\"roots\":\"program\"",
+        Leading::Process => b"],\"roots\":\"process\"",
+        _ => b"],\"roots\":\"thread\"",
+    });
+    json.extend_from_slice(b",\"stacks\":[");
     let kept_stacks = kept.len();
     Data {
         head: json,

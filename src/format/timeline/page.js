@@ -267,6 +267,59 @@
     select(from, to);
   }
 
+  // ---- What the flamegraph stands on ----
+  // Programs (every process of one name merged: a whole host's default),
+  // processes, or processes and their threads. Stacks come in the order of
+  // their thread-rooted paths (data.rs); for the others they are sorted
+  // once by those paths, so that tree() still builds in one pass.
+  var ROOTS = [["program", "programs"], ["process", "processes"], ["thread", "threads"]];
+  var roots = D.roots || "thread";
+  var orders = {};
+  var NONE = [];
+  function rootPath(t, mode, path) {
+    var th = D.threads[t], n = th.length;
+    if (n > 4) path.push(th[2]);
+    if (mode === "program") path.push(D.programs[t]);
+    else {
+      path.push(th[n - 2]);
+      if (mode === "thread") path.push(th[n - 1]);
+    }
+    return path;
+  }
+  function order(mode) {
+    if (mode === "thread") return null;
+    if (orders[mode]) return orders[mode];
+    var heads = D.threads.map(function (th, t) { return rootPath(t, mode, []); });
+    var idx = new Array(S.length);
+    for (var i = 0; i < S.length; i++) idx[i] = i;
+    idx.sort(function (x, y) {
+      var sx = S[x], sy = S[y];
+      var hx = sx[0] >= 0 ? heads[sx[0]] : NONE, hy = sy[0] >= 0 ? heads[sy[0]] : NONE;
+      var fx = sx[2], fy = sy[2];
+      var lx = hx.length + fx.length, ly = hy.length + fy.length, n = Math.min(lx, ly);
+      for (var k = 0; k < n; k++) {
+        var ex = k < hx.length ? hx[k] : fx[k - hx.length];
+        var ey = k < hy.length ? hy[k] : fy[k - hy.length];
+        if (ex !== ey) return ex - ey;
+      }
+      return lx - ly || x - y;
+    });
+    orders[mode] = idx;
+    return idx;
+  }
+  function fillRoots() {
+    var select = $("roots");
+    ROOTS.forEach(function (r) { select.add(new Option(r[1], r[0])); });
+    select.value = roots;
+    select.addEventListener("change", function () { setRoots(select.value); });
+  }
+  function setRoots(value) {
+    if (!ROOTS.some(function (r) { return r[0] === value; })) return;
+    roots = value;
+    $("roots").value = value;
+    render();
+  }
+
   // ---- Flamegraph ----
   // Frames narrower than this share of the range are left out of the
   // drawing, as FlameGraph's --minwidth does (0.05 px at 2,500 px): a
@@ -300,12 +353,14 @@
       }
     }
     var path = [];
-    for (var k = 0; k < S.length; k++) {
+    var ordered = order(roots);
+    for (var q = 0; q < S.length; q++) {
+      var k = ordered ? ordered[q] : q;
       var wk = weights[k];
       if (wk <= 0) continue;
       var st = S[k];
       path.length = 0;
-      if (st[0] >= 0) for (var r = 2; r < D.threads[st[0]].length; r++) path.push(D.threads[st[0]][r]);
+      if (st[0] >= 0) rootPath(st[0], roots, path);
       for (var m = 0; m < st[2].length; m++) path.push(st[2][m]);
       var d = 0;
       while (d < openFrames.length && d < path.length && openFrames[d] === path[d]) openNodes[d++].v += wk;
@@ -397,6 +452,7 @@
   choose("all");
   fillThreads();
   fillMeasures();
+  fillRoots();
   drawMap();
   paintMap();
   $("whole").addEventListener("click", function () { select(0, D.slices); });
@@ -420,6 +476,11 @@
         .map(function (g) { return { name: g.getAttribute("name"), width: +g.getAttribute("width") }; })
         .filter(function (f) { return f.width > 0; });
     },
+    // What the flamegraph stands on: "program", "process" or "thread".
+    roots: function (value) {
+      if (value !== undefined) setRoots(value);
+      return roots;
+    },
     // What the heat map is coloured by: "on", "off", "wall" (wall-clock
     // captures) or "all" (others).
     measure: function (value) {
@@ -433,7 +494,7 @@
         .map(function (g) { return g.getAttribute("name"); });
     },
     state: function () {
-      return { from: range.from, to: range.to, threads: chosen, measure: measure, weight: current ? current.v : 0,
+      return { from: range.from, to: range.to, threads: chosen, measure: measure, roots: roots, weight: current ? current.v : 0,
         slices: D.slices, rows: rows, columns: cols, empty: !current || current.v <= 0 };
     },
   };

@@ -84,9 +84,13 @@ fn hostile_names_cannot_leave_the_data() {
     let head = embedded(&html, "fgbpf-head");
     assert_eq!(head["title"], HOSTILE);
     assert_eq!(head["subtitle"], "</SCRIPT >");
-    // The pseudo-roots are the shared leading frames, in order.
+    // The pseudo-roots are the shared leading frames, in order, then the
+    // thread's program frame: its process name alone, made safe as text.
     assert_eq!(data["threads"][0], serde_json::json!([7, 8, 0, 1]));
-    assert_eq!(data["stacks"][0][2], serde_json::json!([2]));
+    assert_eq!(data["programs"], serde_json::json!([2]));
+    assert_eq!(frames[2], "evil\u{2028}proc&<!--");
+    assert_eq!(data["roots"], "thread");
+    assert_eq!(data["stacks"][0][2], serde_json::json!([3]));
 }
 
 #[test]
@@ -131,7 +135,7 @@ fn the_cap_keeps_the_heaviest_and_reports_the_rest() {
     // Span::within rounds it (10/4 is 3, 30/4 is 8, ...): 72, not 70.
     assert_eq!(data["left_out"]["per_slice"], serde_json::json!([72, 72, 72, 72]));
     // Only the kept stacks' frames are embedded.
-    assert_eq!(data["frames"].as_array().unwrap().len(), 2 + 3, "two pseudo-roots and three frames");
+    assert_eq!(data["frames"].as_array().unwrap().len(), 3 + 3, "three pseudo-roots and three frames");
 
     // The byte cap stops early too, and says so.
     let opts = Options {
@@ -174,13 +178,16 @@ fn spans_are_embedded_as_the_profile_has_them() {
         .iter()
         .flat_map(|s| [u64::from(s.first), u64::from(s.last), s.weight])
         .collect();
-    assert_eq!(data["stacks"][0], serde_json::json!([t, 15, [3, 4], flat]));
-    assert_eq!(data["stacks"][1], serde_json::json!([-1, 2, [3], [59, 59, 2]]));
+    assert_eq!(data["stacks"][0], serde_json::json!([t, 15, [4, 5], flat]));
+    assert_eq!(data["stacks"][1], serde_json::json!([-1, 2, [4], [59, 59, 2]]));
     assert_eq!(data["threads"].as_array().unwrap().len(), 2, "the idle thread {idle} is listed");
     let frames = data["frames"].as_array().unwrap();
-    assert_eq!(frames[4], "read_[k]");
+    // Two threads of one program: three pseudo-roots and `app` once.
+    assert_eq!(data["programs"], serde_json::json!([2, 2]));
+    assert_eq!(frames[2], "app");
+    assert_eq!(frames[5], "read_[k]");
     let colours = data["colours"].as_array().unwrap();
-    assert_ne!(colours[3], colours[4], "kernel and user frames differ");
+    assert_ne!(colours[4], colours[5], "kernel and user frames differ");
     // The heat map's rule: Span::within of each slice.
     let per = data::spread(spans.iter(), 60);
     for (s, w) in per.iter().enumerate() {
