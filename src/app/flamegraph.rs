@@ -14,7 +14,7 @@ use crate::format::folded::read::{self as folded, kind_of, Layout, Scan};
 use crate::format::folded::Leading;
 use crate::format::palette::Lines;
 use crate::format::{sidecar, svg};
-use crate::profile::names::group_of_frame;
+use crate::profile::names::{group_of_frame, program_of_frame};
 use crate::profile::Kind;
 
 /// A regex for `--grep`/`--exclude`, with the parser's multi-line message
@@ -65,14 +65,20 @@ fn keep<'a>(
     Ok(Kept { lines, kept, scan })
 }
 
-/// `PROCESS-PID;THREAD-TID;REST COUNT` as `PROCESS-PID;REST COUNT`, and
-/// the same under a group's frame (`[GROUP];PROCESS-PID;...`).
-fn merge_threads(line: &str) -> String {
+/// `PROCESS-PID;THREAD-TID;REST COUNT` as `PROCESS-PID;REST COUNT` (or,
+/// `to` [`Leading::Program`], `PROCESS;REST COUNT`), and the same under a
+/// group's frame (`[GROUP];PROCESS-PID;...`).
+fn merge_threads(line: &str, to: Leading) -> String {
     let (stack, count) = line.rsplit_once(' ').expect("kept lines have a count");
     let group = stack.split(';').next().and_then(group_of_frame).is_some();
     let keep = 1 + usize::from(group);
     let mut frames = stack.splitn(keep + 2, ';');
-    let head: Vec<&str> = frames.by_ref().take(keep).collect();
+    let mut head: Vec<&str> = frames.by_ref().take(keep).collect();
+    if to == Leading::Program {
+        if let Some(process) = head.last_mut() {
+            *process = program_of_frame(process).unwrap_or(process);
+        }
+    }
     let head = head.join(";");
     frames.next();
     match frames.next() {
@@ -125,12 +131,13 @@ pub fn run(args: &FlamegraphArgs) -> Result<(), CliError> {
     let Kept { lines, kept, scan } =
         keep(&source, &text, grep.as_ref(), exclude.as_ref()).map_err(CliError::usage)?;
     let mut name = file_name(&input);
-    if (args.per_thread || args.per_process) && scan.layout == Layout::Foreign {
-        let flag = if args.per_process {
-            "--per-process"
-        } else {
-            "--per-thread"
-        };
+    let asked = match (args.per_program, args.per_process, args.per_thread) {
+        (true, _, _) => Some(("--per-program", Leading::Program)),
+        (_, true, _) => Some(("--per-process", Leading::Process)),
+        (_, _, true) => Some(("--per-thread", Leading::ProcessAndThread)),
+        _ => None,
+    };
+    if let (Some((flag, _)), Layout::Foreign) = (asked, scan.layout) {
         return Err(CliError::usage(format!(
             "{flag} needs fgbpf's layout (every line starting PROCESS-PID;THREAD-TID;), which {} does not have",
             input.display()
@@ -142,14 +149,15 @@ pub fn run(args: &FlamegraphArgs) -> Result<(), CliError> {
             input.display()
         )));
     }
-    // Drawn as its capture drew it unless told otherwise: `wall
-    // --per-process` and whole-system off-CPU captures merge threads.
-    let per_process = args.per_process
-        || (!args.per_thread && scan.layout == Layout::Fgbpf && sidecar::process_roots(&input));
-    let lines: Vec<Cow<str>> = if per_process {
-        lines.iter().map(|l| Cow::Owned(merge_threads(l))).collect()
-    } else {
-        lines
+    // Drawn as its capture drew it unless told otherwise: a whole host's
+    // by program, `--per-process` captures by process.
+    let roots = match scan.layout {
+        Layout::Foreign => Leading::ProcessAndThread,
+        Layout::Fgbpf => asked.map(|a| a.1).or_else(|| sidecar::drawn(&input)).unwrap_or(Leading::ProcessAndThread),
+    };
+    let lines: Vec<Cow<str>> = match roots {
+        Leading::Process | Leading::Program => lines.iter().map(|l| Cow::Owned(merge_threads(l, roots))).collect(),
+        _ => lines,
     };
     let crate::format::sidecar::Measured { kind, unit, .. } = kind_of(&input);
     let unit = unit.name();
@@ -171,8 +179,10 @@ pub fn run(args: &FlamegraphArgs) -> Result<(), CliError> {
     if let Some(p) = &args.exclude {
         subtitle.push_str(&format!("; without stacks matching /{p}/"));
     }
-    if per_process {
-        subtitle.push_str("; threads merged per process");
+    match roots {
+        Leading::Process => subtitle.push_str("; threads merged per process"),
+        Leading::Program => subtitle.push_str("; processes merged per program"),
+        _ => {}
     }
     let opts = svg::Options {
         title: args
@@ -186,8 +196,7 @@ pub fn run(args: &FlamegraphArgs) -> Result<(), CliError> {
         ..Default::default()
     };
     let shape = match scan.layout {
-        Layout::Fgbpf if per_process => Lines::ours(Leading::Process).grouped(scan.grouped),
-        Layout::Fgbpf => Lines::ours(Leading::ProcessAndThread).grouped(scan.grouped),
+        Layout::Fgbpf => Lines::ours(roots).grouped(scan.grouped),
         Layout::Foreign => Lines::foreign(),
     };
     note_rounding(&input, scan.rounded);
@@ -218,13 +227,25 @@ mod tests {
             ["srv-1;a-2;main;read_[k] 3", "srv-1;b-3;main;read_[k] 4"]
         );
         assert_eq!(kept, 7);
-        let merged: Vec<String> = lines.iter().map(|l| merge_threads(l)).collect();
+        let merged: Vec<String> = lines.iter().map(|l| merge_threads(l, Leading::Process)).collect();
         assert_eq!(merged, ["srv-1;main;read_[k] 3", "srv-1;main;read_[k] 4"]);
         let (lines, _) = keep_lines(text, None, Some("^srv-1;b-3;"));
         assert_eq!(lines, ["srv-1;a-2;main;read_[k] 3"]);
-        assert_eq!(merge_threads("p-1;t-2 9"), "p-1 9");
-        assert_eq!(merge_threads("[cgroup /a];p-1;t-2;f 9"), "[cgroup /a];p-1;f 9");
-        assert_eq!(merge_threads("[container 0123abcd];p-1;t-2 9"), "[container 0123abcd];p-1 9");
+        assert_eq!(merge_threads("p-1;t-2 9", Leading::Process), "p-1 9");
+        assert_eq!(merge_threads("[cgroup /a];p-1;t-2;f 9", Leading::Process), "[cgroup /a];p-1;f 9");
+        assert_eq!(merge_threads("[container 0123abcd];p-1;t-2 9", Leading::Process), "[container 0123abcd];p-1 9");
+    }
+
+    #[test]
+    fn processes_merge_per_program() {
+        let program = |l: &str| merge_threads(l, Leading::Program);
+        assert_eq!(program("postgres-41;postgres-41;main;PostgresMain 3"), "postgres;main;PostgresMain 3");
+        assert_eq!(program("postgres-42;postgres-42;main;PostgresMain 4"), "postgres;main;PostgresMain 4");
+        // Only the `-PID` its writer added comes off; a name's own dashes
+        // and digits stay.
+        assert_eq!(program("kworker-u4:2-7;kworker-u4:2-7;f 1"), "kworker-u4:2;f 1");
+        assert_eq!(program("my-app-2-900;t-901 5"), "my-app-2 5");
+        assert_eq!(program("[cgroup /a];redis-server-10;io-11;f 9"), "[cgroup /a];redis-server;f 9");
     }
 
     #[test]

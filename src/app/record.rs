@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use super::capture::{capture, Finished};
-use super::recording::{CaptureKind, Recording};
+use super::recording::{CaptureKind, Recording, Roots};
 use super::stages;
 use super::summary::{finish, Outcome};
 use super::views::Views;
@@ -83,22 +83,18 @@ pub fn write(
     let view = |stem: &str, p: &Profile, svg: &crate::format::svg::Options, text: Option<&str>| {
         write_view(dir, stem, p, formats, svg, text).map_err(CliError::failed)
     };
-    // A whole host has hundreds of threads: one root per process there.
-    let thread_roots = match whole_system {
-        true => Leading::Process,
-        false => Leading::ProcessAndThread,
-    };
-    let wall_roots = match rec.per_process {
-        true => Leading::Process,
-        false => Leading::ProcessAndThread,
-    };
+    // A whole host has hundreds of threads and processes: its pictures
+    // have one root per program, its on- and off-CPU tables one row per
+    // process.
+    let roots = Roots::of(rec.roots, whole_system);
+    let (drawn, thread_roots, wall_roots) = (roots.drawn, roots.side, roots.wall);
     let edges_note = edges_note(&views.edges.lines());
     let mut written = Vec::new();
     // What capture.json says of each folded file: the views' kinds.
     let mut side = Sidecar::default();
     for (stem, p) in [("oncpu", views.on.as_ref()), ("offcpu", views.off.as_ref()), ("offwake", views.wake.as_ref())] {
         if let Some(p) = p.filter(|_| rec.stems().contains(&stem)) {
-            side.add(&format!("{stem}.folded"), p, thread_roots == Leading::Process);
+            side.add(&format!("{stem}.folded"), p, thread_roots == Leading::Process, drawn);
         }
     }
     let mut waker_text = views.wake.as_ref().map(wakers::render).unwrap_or_default();
@@ -106,18 +102,18 @@ pub fn write(
     waker_text.push_str(&views.goroutines_text);
     if let Some(g) = views.goroutines.take() {
         written.extend(view("goroutines", &g, &words::goroutines_svg(&g, started_at), None)?);
-        side.add("goroutines.folded", &g, false);
+        side.add("goroutines.folded", &g, false, Leading::ProcessAndThread);
     }
     // Kept to the end: the findings say who woke their waits.
     let wake = views.wake.take();
     if let Some(wake) = &wake {
-        written.extend(view("offwake", wake, &words::offwake_svg(wake, started_at, thread_roots), None)?);
+        written.extend(view("offwake", wake, &words::offwake_svg(wake, started_at, drawn), None)?);
     }
     let main = match (views.on.take(), views.off.take()) {
         (Some(on), Some(mut off)) => {
-            written.extend(view("oncpu", &on, &words::oncpu_svg(&on, started_at, thread_roots), None)?);
+            written.extend(view("oncpu", &on, &words::oncpu_svg(&on, started_at, drawn), None)?);
             stages::mark("on-CPU view written");
-            written.extend(view("offcpu", &off, &words::offcpu_svg(&off, started_at, thread_roots), None)?);
+            written.extend(view("offcpu", &off, &words::offcpu_svg(&off, started_at, drawn), None)?);
             stages::mark("off-CPU view written");
             if let Some(e) = export.as_mut() {
                 e.add(&on, start_ns(&on));
@@ -130,7 +126,7 @@ pub fn write(
             stages::mark("wall view merged");
             wall.meta.losses = views.losses(true, true);
             let text = words::wall_report(&wall, wake.as_ref(), &edges_note, wall_roots, &waker_text);
-            let svg = words::wall_svg(target, duration, frequency, started_at, wall_roots);
+            let svg = words::wall_svg(target, duration, frequency, started_at, drawn);
             written.extend(view("wall", &wall, &svg, Some(&text))?);
             stages::mark("wall view written");
             if let Some(e) = export.as_mut() {
@@ -140,7 +136,7 @@ pub fn write(
         }
         (Some(on), None) => {
             let text = words::oncpu_report(&on, wake.as_ref(), thread_roots, &waker_text);
-            written.extend(view("oncpu", &on, &words::oncpu_svg(&on, started_at, thread_roots), Some(&text))?);
+            written.extend(view("oncpu", &on, &words::oncpu_svg(&on, started_at, drawn), Some(&text))?);
             if let Some(e) = export.as_mut() {
                 e.add(&on, start_ns(&on));
             }
@@ -148,7 +144,7 @@ pub fn write(
         }
         (None, Some(off)) => {
             let text = words::offcpu_report(&off, wake.as_ref(), &edges_note, thread_roots, &waker_text);
-            written.extend(view("offcpu", &off, &words::offcpu_svg(&off, started_at, thread_roots), Some(&text))?);
+            written.extend(view("offcpu", &off, &words::offcpu_svg(&off, started_at, drawn), Some(&text))?);
             if let Some(e) = export.as_mut() {
                 e.add(&off, start_ns(&off));
             }
@@ -156,7 +152,7 @@ pub fn write(
         }
         (None, None) => unreachable!("every recording has a view"),
     };
-    written.push(timeline(dir, &main, target, started_at)?);
+    written.push(timeline(dir, &main, target, started_at, drawn)?);
     stages::mark("timeline written");
     if let (Some(target), Some(export)) = (otlp, export) {
         super::otlp::send(target, export);
@@ -164,7 +160,7 @@ pub fn write(
     }
     if formats.contains(&Format::Folded) {
         if rec.kind == CaptureKind::Wall {
-            side.add("wall.folded", &main, wall_roots == Leading::Process);
+            side.add("wall.folded", &main, wall_roots == Leading::Process, drawn);
         }
         let path = dir.join(sidecar::FILE);
         write_file(&path, |w| side.write(w)).map_err(CliError::failed)?;
@@ -174,8 +170,8 @@ pub fn write(
 }
 
 /// Writes `timeline.html` of `main` and says what its cap left out.
-fn timeline(dir: &Path, main: &Profile, target: &str, started_at: &str) -> Result<PathBuf, CliError> {
-    let opts = words::timeline_options(main, target, started_at);
+fn timeline(dir: &Path, main: &Profile, target: &str, started_at: &str, roots: Leading) -> Result<PathBuf, CliError> {
+    let opts = words::timeline_options(main, target, started_at, roots);
     let (path, page) = write_timeline(dir, main, &opts).map_err(CliError::failed)?;
     if let Some(p) = page.filter(|p| p.left_out_stacks > 0) {
         super::summary::say(format_args!(

@@ -10,10 +10,11 @@ use std::time::Duration;
 use super::otlp::{self, Target};
 use super::views::Wanted;
 use super::CliError;
-use crate::cli::{BlockArgs, CaptureArgs, Format, GroupBy, MapArgs, OffcpuArgs, OncpuArgs, SamplingArgs, WallArgs};
+use crate::cli::{BlockArgs, CaptureArgs, Format, GroupBy, MapArgs, OffcpuArgs, OncpuArgs, RootArgs, SamplingArgs, WallArgs};
 use crate::format::outputs::output_names;
 use crate::format::sidecar;
 use crate::probe::{self, OffcpuOptions, OncpuOptions, Probe};
+use crate::profile::names::Leading;
 use crate::profile::State;
 use crate::runtimes::{BpfWalker, Settings, Walkers};
 
@@ -55,8 +56,52 @@ pub struct Recording<'a> {
     pub probe: probe::Options,
     /// `--otlp`, parsed.
     pub otlp: Option<Target>,
-    /// For `wall`: merge each process's threads under one root frame.
-    pub per_process: bool,
+    /// The root frames asked for (`--per-program`, `--per-process`,
+    /// `--per-thread`); `None` leaves them to the capture's scope
+    /// ([`Roots::of`]).
+    pub roots: Option<Leading>,
+}
+
+/// The root frames of a capture's pictures and of its report's table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Roots {
+    /// Every SVG's: by program on a whole host unless told otherwise (a
+    /// host's processes and threads are too many narrow towers), by
+    /// thread for a `-p`, `-t` or command capture.
+    pub drawn: Leading,
+    /// The on- and off-CPU reports' table: by process on a whole host.
+    pub side: Leading,
+    /// The wall-clock report's table: by thread unless `--per-process`.
+    pub wall: Leading,
+}
+
+impl Roots {
+    /// The roots for a capture of the whole host or not, `asked` the
+    /// option given.
+    pub fn of(asked: Option<Leading>, whole_system: bool) -> Roots {
+        let by_scope = if whole_system { Leading::Process } else { Leading::ProcessAndThread };
+        Roots {
+            drawn: asked.unwrap_or(if whole_system { Leading::Program } else { Leading::ProcessAndThread }),
+            side: match asked {
+                Some(l @ (Leading::Process | Leading::ProcessAndThread)) => l,
+                _ => by_scope,
+            },
+            wall: match asked {
+                Some(Leading::Process) => Leading::Process,
+                _ => Leading::ProcessAndThread,
+            },
+        }
+    }
+}
+
+/// The roots a capture command's options ask for, if any.
+fn asked(roots: &RootArgs) -> Option<Leading> {
+    match (roots.per_program, roots.per_process, roots.per_thread) {
+        (true, _, _) => Some(Leading::Program),
+        (_, true, _) => Some(Leading::Process),
+        (_, _, true) => Some(Leading::ProcessAndThread),
+        _ => None,
+    }
 }
 
 impl<'a> Recording<'a> {
@@ -68,7 +113,7 @@ impl<'a> Recording<'a> {
         maps: &MapArgs,
         sampling: Option<&SamplingArgs>,
         blocks: Option<&BlockArgs>,
-        per_process: bool,
+        roots: Option<Leading>,
     ) -> Result<Self, CliError> {
         let kind = match (sampling.is_some(), blocks.is_some()) {
             (true, true) => CaptureKind::Wall,
@@ -95,19 +140,19 @@ impl<'a> Recording<'a> {
             events_ring: probe::DEFAULT_EVENTS_RING,
             staged_start: true,
         };
-        Ok(Recording { capture, kind, probe, otlp, per_process })
+        Ok(Recording { capture, kind, probe, otlp, roots })
     }
 
     pub fn oncpu(args: &'a OncpuArgs) -> Result<Self, CliError> {
-        Self::check(&args.capture, &args.maps, Some(&args.sampling), None, false)
+        Self::check(&args.capture, &args.maps, Some(&args.sampling), None, asked(&args.roots))
     }
 
     pub fn offcpu(args: &'a OffcpuArgs) -> Result<Self, CliError> {
-        Self::check(&args.capture, &args.maps, None, Some(&args.blocks), false)
+        Self::check(&args.capture, &args.maps, None, Some(&args.blocks), asked(&args.roots))
     }
 
     pub fn wall(args: &'a WallArgs) -> Result<Self, CliError> {
-        Self::check(&args.capture, &args.maps, Some(&args.sampling), Some(&args.blocks), args.per_process)
+        Self::check(&args.capture, &args.maps, Some(&args.sampling), Some(&args.blocks), asked(&args.roots))
     }
 }
 
@@ -215,5 +260,31 @@ fn runtime_settings(capture: &CaptureArgs, blocks: bool) -> Settings {
         walkers: Walkers::all().without(off.into_iter().filter(|(no, _)| *no).map(|(_, w)| w).collect()),
         goroutines: !capture.no_go && blocks,
         no_lines: capture.no_py_lines,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_whole_host_is_drawn_by_program_unless_asked_otherwise() {
+        use Leading::{Process, ProcessAndThread as Thread, Program};
+        // (asked, whole host) → (drawn, on/off-CPU table, wall table)
+        let cases = [
+            (None, true, (Program, Process, Thread)),
+            (None, false, (Thread, Thread, Thread)),
+            (Some(Program), false, (Program, Thread, Thread)),
+            (Some(Process), true, (Process, Process, Process)),
+            (Some(Thread), true, (Thread, Thread, Thread)),
+        ];
+        for (asked, whole, (drawn, side, wall)) in cases {
+            assert_eq!(Roots::of(asked, whole), Roots { drawn, side, wall }, "{asked:?} {whole}");
+        }
+        let args = |program, process, thread| RootArgs { per_program: program, per_process: process, per_thread: thread };
+        assert_eq!(super::asked(&args(false, false, false)), None);
+        assert_eq!(super::asked(&args(true, false, false)), Some(Program));
+        assert_eq!(super::asked(&args(false, true, false)), Some(Process));
+        assert_eq!(super::asked(&args(false, false, true)), Some(Thread));
     }
 }

@@ -337,6 +337,8 @@ pub struct OncpuArgs {
     pub sampling: SamplingArgs,
     #[command(flatten)]
     pub maps: MapArgs,
+    #[command(flatten)]
+    pub roots: RootArgs,
 }
 
 #[derive(Debug, Args, Clone, Default)]
@@ -347,6 +349,8 @@ pub struct OffcpuArgs {
     pub blocks: BlockArgs,
     #[command(flatten)]
     pub maps: MapArgs,
+    #[command(flatten)]
+    pub roots: RootArgs,
 }
 
 #[derive(Debug, Args, Clone, Default)]
@@ -359,14 +363,30 @@ pub struct WallArgs {
     pub blocks: BlockArgs,
     #[command(flatten)]
     pub maps: MapArgs,
+    #[command(flatten)]
+    pub roots: RootArgs,
+}
 
-    /// Give each thread its own root frame (the default).
-    #[arg(long, conflicts_with = "per_process")]
-    pub per_thread: bool,
+/// The root frames a capture's flamegraphs are drawn with. Without one,
+/// a whole host's are one root per program, a `-p`/`-t`/command
+/// capture's one per thread.
+#[derive(Debug, Args, Clone, Default)]
+pub struct RootArgs {
+    /// One root frame per program (process name), every process of it
+    /// merged, as perf's stackcollapse groups by command (the default
+    /// without -p, -t or a command).
+    #[arg(long, conflicts_with_all = ["per_process", "per_thread"])]
+    pub per_program: bool,
 
-    /// Merge the threads of each process under one root frame.
-    #[arg(long)]
+    /// One root frame per process, its threads merged, in the
+    /// flamegraphs and the report's table.
+    #[arg(long, conflicts_with = "per_thread")]
     pub per_process: bool,
+
+    /// One root frame per thread, in the flamegraphs and the report's
+    /// table (the default with -p, -t or a command).
+    #[arg(long)]
+    pub per_thread: bool,
 }
 
 #[derive(Debug, Args, Clone, Default)]

@@ -64,15 +64,20 @@ pub struct FlamegraphArgs {
     #[arg(long)]
     pub inverted: bool,
 
-    /// One tower per thread, as captured (fgbpf's files only; the default
-    /// for them).
-    #[arg(long, conflicts_with = "per_process")]
+    /// One tower per thread (fgbpf's files only; the default for them,
+    /// unless their capture drew them otherwise).
+    #[arg(long, conflicts_with_all = ["per_process", "per_program"])]
     pub per_thread: bool,
 
     /// Merge the threads of each process (fgbpf's files only: lines that
     /// start PROCESS-PID;THREAD-TID;).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "per_program")]
     pub per_process: bool,
+
+    /// Merge every process of each program (process name) under one root,
+    /// as a whole-host capture draws it (fgbpf's files only).
+    #[arg(long)]
+    pub per_program: bool,
 
     /// Keep only stacks whose line (frames joined by `;`, as in the file,
     /// without the count) matches this regex.

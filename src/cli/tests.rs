@@ -46,6 +46,9 @@ fn bad_values_are_refused() {
         &["offcpu", "--state", "zombie"],
         &["offcpu", "--sample", "0"],
         &["wall", "--per-thread", "--per-process"],
+        &["wall", "--per-program", "--per-thread"],
+        &["oncpu", "--per-program", "--per-process"],
+        &["offcpu", "--per-process", "--per-thread"],
     ] {
         assert!(parse(bad).is_err(), "accepted {bad:?}");
     }

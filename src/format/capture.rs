@@ -105,7 +105,7 @@ fn unwinding_section(profile: &Profile) -> String {
 /// by samples at `frequency`.
 pub fn wall_svg(target: &str, duration: Duration, frequency: u64, started_at: &str, leading: Leading) -> svg::Options {
     svg::Options {
-        title: format!("Wall-clock flame graph: {}", target),
+        title: format!("Wall-clock flame graph: {}{}", target, roots_words(leading)),
         subtitle: Some(format!(
             "{:.1} s from {started_at}, in us: each thread's on-CPU time as the scheduler measured it, shared among its stacks by {} Hz samples; each box warm if mostly on CPU (red user, orange kernel), blue if mostly waiting",
             duration.as_secs_f64(),
@@ -153,10 +153,20 @@ pub fn offwake_svg(profile: &Profile, started_at: &str, leading: Leading) -> svg
     heat_svg(format!("Off-wake flame graph: {}", profile.meta.target), subtitle, leading, Heat::OffCpu)
 }
 
+/// What a title says of its picture's root frames: only that they are
+/// programs, which a reader who knows fgbpf's per-thread roots would not
+/// expect (a subtitle is too long already to be read whole).
+pub fn roots_words(leading: Leading) -> &'static str {
+    match leading {
+        Leading::Program => ", by program",
+        _ => "",
+    }
+}
+
 /// A picture coloured by one side's heat.
 fn heat_svg(title: String, subtitle: String, leading: Leading, heat: Heat) -> svg::Options {
     svg::Options {
-        title,
+        title: title + roots_words(leading),
         subtitle: Some(subtitle),
         leading,
         scheme: Scheme::Heat(heat),
@@ -164,9 +174,11 @@ fn heat_svg(title: String, subtitle: String, leading: Leading, heat: Heat) -> sv
     }
 }
 
-/// The timeline page of a capture's main view.
-pub fn timeline_options(main: &Profile, target: &str, started_at: &str) -> timeline::Options {
+/// The timeline page of a capture's main view, its flamegraph standing on
+/// `roots` as the capture's SVGs do.
+pub fn timeline_options(main: &Profile, target: &str, started_at: &str, roots: Leading) -> timeline::Options {
     timeline::Options {
+        roots,
         title: format!("Timeline: {target}"),
         subtitle: Some(format!("{:.1} s from {started_at}", main.meta.duration.as_secs_f64())),
         heat: match main.meta.kind {

@@ -130,7 +130,7 @@ impl Lines {
     pub fn ours(leading: Leading) -> Lines {
         let leading = match leading {
             Leading::ProcessAndThread => 2,
-            Leading::Process => 1,
+            Leading::Process | Leading::Program => 1,
             Leading::None => 0,
         };
         Lines {

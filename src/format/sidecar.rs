@@ -10,6 +10,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::profile::names::Leading;
 use crate::profile::{Kind, Profile, Unit};
 
 pub const FILE: &str = "capture.json";
@@ -23,11 +24,18 @@ pub struct View {
     pub unit: String,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub frequency: Option<u64>,
-    /// `process` when the capture drew one root per process (`wall
-    /// --per-process`, a whole-system off-CPU capture): the file keeps its
-    /// thread frames, and re-rendering draws it as the capture did.
+    /// `process` when the capture's report counted time by process
+    /// (`--per-process`, a whole-system on- or off-CPU capture): the file
+    /// keeps its thread frames, and `fgbpf report` counts as the capture
+    /// did. Also what an SVG was drawn by when [`View::drawn`] is absent
+    /// (files of earlier versions).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub roots: Option<String>,
+    /// The root frames the capture's SVG of the file was drawn with:
+    /// `program` (a whole host's default: one root per process name),
+    /// `process` or `thread`. Re-rendering draws it the same way.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub drawn: Option<String>,
     /// The window recorded, in microseconds: what a wait's share of it
     /// is measured against (threads idle for the whole window).
     #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -41,10 +49,10 @@ pub struct Sidecar {
 }
 
 impl Sidecar {
-    /// Records the folded file `name` holding `profile`, drawn with one
-    /// root per process (`process_roots`, [`super::folded::Leading::Process`])
-    /// or not.
-    pub fn add(&mut self, name: &str, profile: &Profile, process_roots: bool) {
+    /// Records the folded file `name` holding `profile`, its report's
+    /// table by process (`process_roots`) or not, its SVG drawn with
+    /// `drawn` root frames.
+    pub fn add(&mut self, name: &str, profile: &Profile, process_roots: bool, drawn: Leading) {
         let kind = match profile.meta.kind {
             Kind::OnCpu => "oncpu",
             Kind::OffCpu => "offcpu",
@@ -58,6 +66,7 @@ impl Sidecar {
                 unit: profile.unit.name().into(),
                 frequency: profile.meta.frequency,
                 roots: process_roots.then(|| "process".into()),
+                drawn: drawn_word(drawn).map(String::from),
                 duration_us: Some(profile.meta.duration.as_micros() as u64).filter(|&d| d > 0),
             },
         );
@@ -110,6 +119,31 @@ pub fn process_roots(path: &Path) -> bool {
     view(path).is_some_and(|v| v.roots.as_deref() == Some("process"))
 }
 
+/// How the capture drew the folded file at `path` (see [`View::drawn`]):
+/// `None` when no capture says.
+pub fn drawn(path: &Path) -> Option<Leading> {
+    let v = view(path)?;
+    match v.drawn.as_deref() {
+        Some(word) => [Leading::Program, Leading::Process, Leading::ProcessAndThread]
+            .into_iter()
+            .find(|&l| drawn_word(l) == Some(word)),
+        None => Some(match v.roots.as_deref() {
+            Some("process") => Leading::Process,
+            _ => Leading::ProcessAndThread,
+        }),
+    }
+}
+
+/// The word [`View::drawn`] says `leading` with.
+fn drawn_word(leading: Leading) -> Option<&'static str> {
+    match leading {
+        Leading::Program => Some("program"),
+        Leading::Process => Some("process"),
+        Leading::ProcessAndThread => Some("thread"),
+        Leading::None => None,
+    }
+}
+
 fn view(path: &Path) -> Option<View> {
     let dir = path.parent()?;
     let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
@@ -136,17 +170,24 @@ mod tests {
         p.meta.frequency = Some(499);
         p.meta.duration = std::time::Duration::from_millis(2500);
         let mut s = Sidecar::default();
-        s.add("renamed.folded", &p, true);
+        s.add("renamed.folded", &p, true, Leading::Program);
+        s.add("old.folded", &p, true, Leading::None);
         let mut bytes = Vec::new();
         s.write(&mut bytes).unwrap();
         std::fs::write(dir.join(FILE), bytes).unwrap();
         let got = lookup(&dir.join("renamed.folded"));
         let missing = lookup(&dir.join("other.folded"));
         let roots = process_roots(&dir.join("renamed.folded"));
+        let drawn_new = drawn(&dir.join("renamed.folded"));
+        // A capture.json without `drawn` (an earlier version's) draws as
+        // its `roots` say.
+        let drawn_old = drawn(&dir.join("old.folded"));
+        let drawn_none = drawn(&dir.join("other.folded"));
         std::fs::remove_dir_all(&dir).unwrap();
         let duration = Some(std::time::Duration::from_millis(2500));
         assert_eq!(got, Some(Measured { kind: Kind::Wall, unit: Unit::Microseconds, frequency: Some(499), duration }));
         assert!(roots);
+        assert_eq!((drawn_new, drawn_old, drawn_none), (Some(Leading::Program), Some(Leading::Process), None));
         assert_eq!(missing, None);
     }
 }

@@ -391,3 +391,105 @@ mod wall_palette_tests {
         assert!(d.palette.get("leaf1").is_some());
     }
 }
+
+#[cfg(test)]
+mod program_tests {
+    use super::*;
+    use crate::format::capture;
+    use crate::profile::{Frame, FrameKind, Stack, Thread, Unit};
+
+    /// A whole host's shape: a database of `sessions` one-thread
+    /// processes (each its own process, as PostgreSQL's sessions are), a
+    /// server of one process and four threads, and a shell.
+    fn host(sessions: u32) -> Profile {
+        let mut p = Profile::new(Unit::Microseconds);
+        let main = p.intern_frame(Frame::new("main", FrameKind::User));
+        let exec = p.intern_frame(Frame::new("exec_query", FrameKind::User));
+        let lock = p.intern_frame(Frame::new("LockAcquire", FrameKind::User));
+        let sleep = p.intern_frame(Frame::new("[sleeping]", FrameKind::Pseudo));
+        let serve = p.intern_frame(Frame::new("serve", FrameKind::User));
+        let thread = |p: &mut Profile, process: &str, pid: u32, tid: u32, name: &str| {
+            p.intern_thread(Thread { start: 0, group: None, pid, tid, process: process.into(), name: name.into() })
+        };
+        for n in 0..sessions {
+            let pid = 472_200 + n;
+            let t = thread(&mut p, "postgres", pid, pid, "postgres");
+            p.push(Stack { thread: Some(t), frames: vec![main, exec].into(), weight: 300 + u64::from(n), ..Default::default() });
+            p.push(Stack { thread: Some(t), frames: vec![main, exec, lock, sleep].into(), weight: 700, ..Default::default() });
+        }
+        for tid in 900..904 {
+            let t = thread(&mut p, "nginx", 900, tid, "worker");
+            p.push(Stack { thread: Some(t), frames: vec![main, serve].into(), weight: 2000, ..Default::default() });
+        }
+        let t = thread(&mut p, "bash", 77, 77, "bash");
+        p.push(Stack { thread: Some(t), frames: vec![main].into(), weight: 500, ..Default::default() });
+        p.coalesce();
+        p
+    }
+
+    fn draw(p: &Profile, leading: Leading) -> String {
+        let opts = capture::wall_svg("system", std::time::Duration::from_secs(3), 99, "now", leading);
+        let mut out = Vec::new();
+        write(p, &opts, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    /// The `<title>` texts of the frames drawn at the bottom level (the
+    /// greatest `y` of the frames' rectangles, inferno's flame layout).
+    fn bottom(svg: &str) -> Vec<String> {
+        let mut frames = Vec::new();
+        for g in svg.split("<g>").skip(1) {
+            let (Some(t), Some(y)) = (g.find("<title>"), g.find("<rect ").and_then(|r| g[r..].find(" y=\"").map(|y| r + y + 4))) else {
+                continue;
+            };
+            let title = &g[t + 7..t + g[t..].find("</title>").unwrap()];
+            let y: f64 = g[y..y + g[y..].find('"').unwrap()].parse().unwrap();
+            frames.push((y, title.to_string()));
+        }
+        let lowest = frames.iter().map(|f| f.0).fold(f64::MIN, f64::max);
+        // The bottom row is the "all" frame; the programs stand on it.
+        let above = frames.iter().map(|f| f.0).filter(|&y| y < lowest).fold(f64::MIN, f64::max);
+        let mut names: Vec<String> =
+            frames.into_iter().filter(|f| f.0 == above).map(|f| f.1[..f.1.find(" (").unwrap()].to_string()).collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn a_whole_host_is_drawn_by_program() {
+        let p = host(30);
+        let svg = draw(&p, Leading::Program);
+        assert_eq!(bottom(&svg), ["bash", "nginx", "postgres"]);
+        // Each program's label is its name, not a PID cut to fit.
+        assert!(svg.contains(">postgres<") && svg.contains(">nginx<"), "labels");
+        assert!(!svg.contains("postgres-4722"), "a process frame was drawn");
+        // The database's 30 sessions are one box of all their time.
+        let total: u64 = (0..30).map(|n| 1000 + n).sum();
+        assert!(svg.contains(&format!("<title>postgres ({} us, ", crate::profile::thousands(total))), "{}", &svg[..400]);
+        // The title says what the roots are.
+        assert!(svg.contains("Wall-clock flame graph: system, by program</text>"), "title");
+        // Per process, the sessions are 30 towers again.
+        let per_process = bottom(&draw(&p, Leading::Process));
+        assert_eq!(per_process.iter().filter(|n| n.starts_with("postgres-")).count(), 30, "{per_process:?}");
+        assert!(!draw(&p, Leading::Process).contains(", by program"));
+    }
+
+    #[test]
+    fn program_frames_keep_the_palette() {
+        let p = host(5);
+        let (a, b) = (draw(&p, Leading::Program), draw(&p, Leading::Program));
+        assert!(a == b, "the same profile drew two pictures");
+        let fill = |svg: &str, name: &str| {
+            let at = svg.find(&format!("<title>{name} (")).expect(name);
+            let rect = &svg[at..];
+            let f = &rect[rect.find("fill=\"rgb(").unwrap() + 10..];
+            f[..f.find(')').unwrap()].split(',').map(|n| n.trim().parse::<u8>().unwrap()).collect::<Vec<_>>()
+        };
+        // A program frame is a pseudo-frame: grey-violet, as process and
+        // thread frames are, and shaded by its name alone.
+        let c = fill(&a, "postgres");
+        assert!(c[0] > 150 && c[1] > 150 && c[2] > 180, "{c:?}");
+        let want = super::super::palette::color(&Frame::new("postgres", FrameKind::Pseudo), super::super::palette::Heat::OnCpu);
+        assert_eq!(c, [want.r, want.g, want.b]);
+    }
+}

@@ -1,7 +1,8 @@
 //! How frames and threads are named as text, in every output and in the
 //! analysis that ranks them: untrusted names made safe, and the leading
-//! pseudo-frames (`process-PID;thread-TID`, under a `[cgroup PATH]` or
-//! `[container ID]` frame with `--group-by`) that say where a stack ran.
+//! pseudo-frames (`process-PID;thread-TID`, or the program's name alone,
+//! under a `[cgroup PATH]` or `[container ID]` frame with `--group-by`)
+//! that say where a stack ran.
 
 use super::{Frame, Thread};
 
@@ -13,6 +14,10 @@ pub enum Leading {
     ProcessAndThread,
     /// `process-PID;...`: threads of a process merged.
     Process,
+    /// `process;...`: every process of one program (process name)
+    /// merged, as perf's `stackcollapse-perf.pl` groups by command name:
+    /// a whole host read at a glance.
+    Program,
     /// Stacks only.
     None,
 }
@@ -49,7 +54,7 @@ pub fn printable(name: &str) -> String {
 pub fn leading_frames(thread: &Thread, leading: Leading) -> Vec<String> {
     let process = || format!("{}-{}", sanitize(&thread.process), thread.pid);
     let mut out = match (&thread.group, leading) {
-        (Some(group), Leading::ProcessAndThread | Leading::Process) => vec![group_frame(group)],
+        (Some(group), Leading::ProcessAndThread | Leading::Process | Leading::Program) => vec![group_frame(group)],
         _ => Vec::new(),
     };
     match leading {
@@ -64,9 +69,18 @@ pub fn leading_frames(thread: &Thread, leading: Leading) -> Vec<String> {
             }
         }
         Leading::Process => out.push(process()),
+        Leading::Program => out.push(sanitize(&thread.process)),
         Leading::None => {}
     }
     out
+}
+
+/// A process frame (`process-PID`) as its program's frame (`process`):
+/// the `-PID` its writer appended taken off. `None` when `frame` does
+/// not end in one.
+pub fn program_of_frame(frame: &str) -> Option<&str> {
+    let (name, pid) = frame.rsplit_once('-')?;
+    (!name.is_empty() && !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit())).then_some(name)
 }
 
 /// What a group's frame starts with: `[cgroup PATH]`, `[container ID]`.

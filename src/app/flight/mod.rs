@@ -66,7 +66,7 @@ pub fn run(args: &FlightArgs) -> Result<Option<i32>, CliError> {
             "fgbpf flight does not keep wakers yet: drop --wakers (fgbpf offcpu --wakers records them)",
         ));
     }
-    let mut rec = Recording::check(&args.capture, &args.maps, Some(&args.sampling), Some(&args.blocks), false)?;
+    let mut rec = Recording::check(&args.capture, &args.maps, Some(&args.sampling), Some(&args.blocks), None)?;
     if let Some(off) = rec.probe.offcpu.as_mut() {
         off.announce_wait = args.wait_above;
     }

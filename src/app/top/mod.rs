@@ -33,7 +33,7 @@ use view::{losses_line, Action, View};
 /// end; returns the `-- COMMAND`'s exit status.
 pub fn run(args: &TopArgs) -> Result<Option<i32>, CliError> {
     // Checked before anything starts.
-    let rec = Recording::check(&args.capture, &args.maps, Some(&args.sampling), Some(&args.blocks), false)?;
+    let rec = Recording::check(&args.capture, &args.maps, Some(&args.sampling), Some(&args.blocks), None)?;
     let mut live = start(&rec)?;
     // A refresh cannot wait for a server's files (up to DEBUGINFOD_TIMEOUT
     // each); a capture asks them at its end.

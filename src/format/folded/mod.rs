@@ -1,5 +1,6 @@
 //! Brendan Gregg's folded format: `process-PID;thread-TID;root;...;leaf N`,
-//! one line per stack. Kernel frames end in `_[k]`, inlined ones in `_[i]`,
+//! one line per stack (files always keep these; pictures may draw other
+//! roots, [`Leading`]). Kernel frames end in `_[k]`, inlined ones in `_[i]`,
 //! JIT ones in `_[j]`.
 
 pub mod read;
@@ -163,6 +164,13 @@ mod tests {
             },
         );
         assert_eq!(l[1], "srv-10;main 3");
+        let l = lines(
+            &p,
+            &Options {
+                leading: Leading::Program,
+            },
+        );
+        assert_eq!(l[1], "srv;main 3");
         let l = lines(
             &p,
             &Options {

@@ -8,11 +8,19 @@
 //! Layout (all numbers are integers):
 //! ```text
 //! { "unit": "samples" | "us", "slice_us": N | null, "slices": N, "rows": N,
-//!   "total": W, "left_out": { "stacks": N, "weight": W, "per_slice": [W...] },
+//!   "total": W, "split": true | false,
+//!   "left_out": { "stacks": N, "weight": W, "per_slice": [W...], "per_slice_off": [W...] },
 //!   "frames": [name...], "colours": ["#rrggbb"...],
 //!   "threads": [[pid, tid, (group frame,) process frame, thread frame]...],
-//!   "stacks": [[thread or -1, weight, [frame...], [first, last, weight, ...]]...] }
+//!   "programs": [program frame...], "roots": "program" | "process" | "thread",
+//!   "stacks": [[thread or -1, weight, [frame...], [first, last, weight, ...](, 1)]...] }
 //! ```
+//! `split` is true for a wall-clock profile, whose stacks are time on the
+//! CPU and time off it (those ending in an off-CPU state frame): each
+//! off-CPU stack then carries a fifth element, `1`, and `per_slice_off`
+//! is the off-CPU part of `per_slice`. The page colours the heat map by
+//! either side or by both: in a wall capture every thread's cells hold
+//! its whole 100 ms, so only the split shows anything change.
 //! Stacks are in the order of their paths from the root (the thread's
 //! pseudo-roots, then the frames, as page frame indices), so that
 //! stacks sharing a prefix are adjacent and the page builds a tree in one
@@ -20,7 +28,10 @@
 //! `threads` lists every thread of the profile; the frames are its
 //! `process-PID` / `thread-TID` pseudo-roots, after its `--group-by`
 //! group's frame when it has one ([`leading_frames`] with
-//! [`Leading::ProcessAndThread`]).
+//! [`Leading::ProcessAndThread`]); `programs` gives each thread's
+//! program frame (its process name alone), and `roots` what the
+//! flamegraph stands on when the page opens. Stacks are in the order of
+//! their thread-rooted paths; the page sorts them again for the others.
 
 use std::io::{self, Write};
 
@@ -28,8 +39,8 @@ use rustc_hash::FxHashMap as HashMap;
 
 use super::Options;
 use crate::format::palette;
-use crate::profile::names::{frame_text, leading_frames, Leading};
-use crate::profile::{Frame, FrameKind, Profile, Span};
+use crate::profile::names::{frame_text, leading_frames, sanitize, Leading};
+use crate::profile::{Frame, FrameKind, Kind, Profile, Span, Stack, State};
 
 /// More slices than this (a day of 100 ms slices is 864,000) and the page
 /// gets no heat map: one SVG cell each would not load.
@@ -112,6 +123,26 @@ fn num(out: &mut Vec<u8>, mut n: u64) {
     out.extend_from_slice(&digits[at..]);
 }
 
+/// Appends `ns` separated by commas.
+fn numbers(out: &mut Vec<u8>, ns: &[u64]) {
+    for (j, &n) in ns.iter().enumerate() {
+        if j > 0 {
+            out.push(b',');
+        }
+        num(out, n);
+    }
+}
+
+/// Whether a wall-clock stack is time off the CPU: it ends in an off-CPU
+/// state frame (`[sleeping]`, ...), as every off-CPU stack does.
+fn off_cpu(profile: &Profile, stack: &Stack) -> bool {
+    stack
+        .frames
+        .last()
+        .map(|&f| profile.frame(f))
+        .is_some_and(|f| f.kind == FrameKind::Pseudo && State::from_frame(&f.name).is_some())
+}
+
 /// How many heat-map rows a column has: the slices in a second, at least
 /// one (slices of a second or more make one-row columns of one slice).
 pub(super) fn rows(slice_us: u64) -> u64 {
@@ -131,6 +162,7 @@ pub(super) fn build(profile: &Profile, opts: &Options) -> Data {
     };
     let timed = timed && slices <= MAX_SLICES;
     let slices = if timed { slices } else { 0 };
+    let split = profile.meta.kind == Kind::Wall;
 
     // Heaviest first; equal weights keep the profile's order.
     let mut order: Vec<usize> = (0..stacks.len()).collect();
@@ -144,13 +176,16 @@ pub(super) fn build(profile: &Profile, opts: &Options) -> Data {
         pseudo: HashMap::default(),
     };
     let mut threads = Vec::new();
+    let mut programs = Vec::new();
     let mut roots_of = Vec::with_capacity(profile.threads().len());
     for (i, t) in profile.threads().iter().enumerate() {
         let lead = leading_frames(t, Leading::ProcessAndThread);
         let roots: Vec<u32> = lead.into_iter().map(|n| frames.root(n, opts.heat)).collect();
         if i > 0 {
             threads.push(b',');
+            programs.push(b',');
         }
+        num(&mut programs, u64::from(frames.root(sanitize(&t.process), opts.heat)));
         threads.push(b'[');
         num(&mut threads, u64::from(t.pid));
         threads.push(b',');
@@ -165,7 +200,7 @@ pub(super) fn build(profile: &Profile, opts: &Options) -> Data {
 
     // Each kept stack's JSON, with its index in the profile.
     let mut kept: Vec<(usize, Vec<u8>)> = Vec::new();
-    let mut used = frames.names.len() + frames.colours.len() + threads.len();
+    let mut used = frames.names.len() + frames.colours.len() + threads.len() + programs.len();
     let mut cut = order.len();
     for (n, &i) in order.iter().enumerate() {
         if kept.len() >= opts.max_stacks || used >= opts.max_data_bytes {
@@ -203,7 +238,11 @@ pub(super) fn build(profile: &Profile, opts: &Options) -> Data {
                 num(&mut one, p.weight);
             }
         }
-        one.extend_from_slice(b"]]");
+        one.push(b']');
+        if split && off_cpu(profile, s) {
+            one.extend_from_slice(b",1");
+        }
+        one.push(b']');
         used += one.len() + 1 + frames.names.len() + frames.colours.len() - named;
         kept.push((i, one));
     }
@@ -224,6 +263,13 @@ pub(super) fn build(profile: &Profile, opts: &Options) -> Data {
         true => spread(left.iter().flat_map(|&i| stacks[i].spans.iter()), slices),
         false => Vec::new(),
     };
+    let per_slice_off = match split && timed && !left.is_empty() {
+        true => {
+            let off = left.iter().filter(|&&i| off_cpu(profile, &stacks[i]));
+            spread(off.flat_map(|&i| stacks[i].spans.iter()), slices)
+        }
+        false => Vec::new(),
+    };
 
     let mut json = Vec::with_capacity(frames.names.len() + frames.colours.len() + threads.len() + 4096);
     json.extend_from_slice(b"{\"unit\":");
@@ -239,24 +285,29 @@ pub(super) fn build(profile: &Profile, opts: &Options) -> Data {
     num(&mut json, slice_us.map_or(1, rows));
     json.extend_from_slice(b",\"total\":");
     num(&mut json, profile.total());
+    json.extend_from_slice(if split { b",\"split\":true" } else { b",\"split\":false" });
     json.extend_from_slice(b",\"left_out\":{\"stacks\":");
     num(&mut json, left.len() as u64);
     json.extend_from_slice(b",\"weight\":");
     num(&mut json, left_out_weight);
     json.extend_from_slice(b",\"per_slice\":[");
-    for (j, w) in per_slice.iter().enumerate() {
-        if j > 0 {
-            json.push(b',');
-        }
-        num(&mut json, *w);
-    }
+    numbers(&mut json, &per_slice);
+    json.extend_from_slice(b"],\"per_slice_off\":[");
+    numbers(&mut json, &per_slice_off);
     json.extend_from_slice(b"]},\"frames\":[");
     json.extend_from_slice(&frames.names);
     json.extend_from_slice(b"],\"colours\":[");
     json.extend_from_slice(&frames.colours);
     json.extend_from_slice(b"],\"threads\":[");
     json.extend_from_slice(&threads);
-    json.extend_from_slice(b"],\"stacks\":[");
+    json.extend_from_slice(b"],\"programs\":[");
+    json.extend_from_slice(&programs);
+    json.extend_from_slice(match opts.roots {
+        Leading::Program => b"],\"roots\":\"program\"",
+        Leading::Process => b"],\"roots\":\"process\"",
+        _ => b"],\"roots\":\"thread\"",
+    });
+    json.extend_from_slice(b",\"stacks\":[");
     let kept_stacks = kept.len();
     Data {
         head: json,

@@ -1,7 +1,8 @@
 // timeline.html's behaviour: reads the embedded data (see data.rs for its
 // layout), draws the subsecond-offset heat map of the selected threads,
 // turns a drag over it into a range of slices, and draws that range's
-// flamegraph with d3-flame-graph. Every name comes from the profiled
+// flamegraph with d3-flame-graph; a wall-clock capture's map is coloured by
+// its on-CPU, off-CPU or wall time, switched in the page. Every name comes from the profiled
 // program: it goes into the DOM only as text (textContent, Option text,
 // d3's .text() and .attr()), never as markup.
 (function () {
@@ -81,16 +82,58 @@
     select.addEventListener("change", function () { setThreads(select.value); });
   }
 
+  // ---- What the heat map measures ----
+  // A wall-clock capture's stacks are time on the CPU and time off it (an
+  // off-CPU stack has a fifth element, 1): every thread's cells hold its
+  // whole slice, so the map is coloured by one side (on-CPU by default),
+  // or by both ("wall"). Other captures have one side: "all".
+  var MEASURES = [["on", "on-CPU time"], ["off", "off-CPU time"], ["wall", "wall time (on and off CPU)"]];
+  var measure = D.split ? "on" : "all";
+  function counted(s) {
+    if (measure === "on") return s[4] !== 1;
+    if (measure === "off") return s[4] === 1;
+    return true;
+  }
+  // The weight of the left-out stacks in slice s that the measure counts.
+  function leftOut(s) {
+    var all = D.left_out.per_slice.length ? D.left_out.per_slice[s] : 0;
+    var off = D.left_out.per_slice_off && D.left_out.per_slice_off.length ? D.left_out.per_slice_off[s] : 0;
+    if (measure === "on") return all - off;
+    if (measure === "off") return off;
+    return all;
+  }
+  function measureWords() {
+    if (measure === "on") return "on-CPU time";
+    if (measure === "off") return "off-CPU time";
+    if (measure === "wall") return "wall time";
+    return D.unit === "samples" ? "samples" : "time";
+  }
+  function fillMeasures() {
+    if (!D.split) return;
+    var select = $("measure");
+    MEASURES.forEach(function (m) { select.add(new Option(m[1], m[0])); });
+    select.value = measure;
+    $("measure-label").hidden = false;
+    select.addEventListener("change", function () { setMeasure(select.value); });
+  }
+  function setMeasure(value) {
+    if (!D.split || !MEASURES.some(function (m) { return m[0] === value; })) return;
+    measure = value;
+    $("measure").value = value;
+    aboutMap();
+    paintMap();
+  }
+
   // ---- Heat map ----
   var cells = [];
   var cellWeight = new Float64Array(D.slices);
-  // Weight per slice of the selected stacks: each span adds its share of
-  // one slice (the same in all of its slices) from its first slice on
-  // and takes it back after its last.
+  // Weight per slice of the selected stacks the measure counts: each span
+  // adds its share of one slice (the same in all of its slices) from its
+  // first slice on and takes it back after its last.
   function heat() {
     var change = new Float64Array(D.slices + 1);
     for (var i = 0; i < S.length; i++) {
-      if (!selected(S[i])) continue;
+      if (!selected(S[i]) || !counted(S[i])) continue;
       var sp = S[i][3];
       for (var j = 0; j < sp.length; j += 3) {
         var f = sp[j], l = sp[j + 1], w = sp[j + 2];
@@ -111,12 +154,7 @@
       return;
     }
     var colSeconds = rows * D.slice_us / 1e6;
-    text("map-about",
-      "Each column is " + colSeconds + " s of the capture (" + cols + " columns); each cell is one " +
-      (D.slice_us >= 1000 ? D.slice_us / 1000 + " ms" : D.slice_us + " us") +
-      " slice, the first of its column at the top; its colour is the " +
-      (D.unit === "samples" ? "samples" : "time") +
-      " in it. Drag from one cell to another (time runs down each column, then on to the next) to draw that range's flamegraph.");
+    aboutMap();
     var avail = Math.max(400, ($("map").clientWidth || 1000) - left - 20);
     cellW = Math.max(3, Math.min(24, Math.floor(avail / cols)));
     cellH = rows > 40 ? 6 : rows > 20 ? 10 : 14;
@@ -161,11 +199,19 @@
     svg.addEventListener("mouseleave", function () { text("hover", ""); });
     window.addEventListener("mouseup", up);
   }
+  function aboutMap() {
+    if (!timed) return;
+    text("map-about",
+      "Each column is " + rows * D.slice_us / 1e6 + " s of the capture (" + cols + " columns); each cell is one " +
+      (D.slice_us >= 1000 ? D.slice_us / 1000 + " ms" : D.slice_us + " us") +
+      " slice, the first of its column at the top; its colour is the " + measureWords() +
+      " in it" + (D.split ? " (the flamegraph below is always of the wall time)" : "") +
+      ". Drag from one cell to another (time runs down each column, then on to the next) to draw that range's flamegraph.");
+  }
   function describe(s) {
-    var d = span(s, s + 1) + " (slice " + s + "): " + amount(cellWeight[s]);
-    if (chosen === "all" && D.left_out.per_slice.length && D.left_out.per_slice[s] > 0) {
-      d += ", and " + amount(D.left_out.per_slice[s]) + " in stacks left out";
-    }
+    var d = span(s, s + 1) + " (slice " + s + "): " + amount(cellWeight[s]) + (D.split ? " of " + measureWords() : "");
+    var left = chosen === "all" ? leftOut(s) : 0;
+    if (left > 0) d += ", and " + amount(left) + " in stacks left out";
     return d;
   }
   function paintMap() {
@@ -173,7 +219,8 @@
     heat();
     var max = 0;
     for (var s = 0; s < D.slices; s++) if (cellWeight[s] > max) max = cellWeight[s];
-    text("legend", "White: nothing; darkest: " + amount(max) + " in a cell. Hover over a cell for its amount.");
+    text("legend", "White: nothing; darkest: " + amount(max) + (D.split ? " of " + measureWords() : "") +
+      " in a cell. Hover over a cell for its amount.");
     for (var i = 0; i < cells.length; i++) {
       var w = cellWeight[i];
       cells[i].setAttribute("data-weight", w);
@@ -220,6 +267,59 @@
     select(from, to);
   }
 
+  // ---- What the flamegraph stands on ----
+  // Programs (every process of one name merged: a whole host's default),
+  // processes, or processes and their threads. Stacks come in the order of
+  // their thread-rooted paths (data.rs); for the others they are sorted
+  // once by those paths, so that tree() still builds in one pass.
+  var ROOTS = [["program", "programs"], ["process", "processes"], ["thread", "threads"]];
+  var roots = D.roots || "thread";
+  var orders = {};
+  var NONE = [];
+  function rootPath(t, mode, path) {
+    var th = D.threads[t], n = th.length;
+    if (n > 4) path.push(th[2]);
+    if (mode === "program") path.push(D.programs[t]);
+    else {
+      path.push(th[n - 2]);
+      if (mode === "thread") path.push(th[n - 1]);
+    }
+    return path;
+  }
+  function order(mode) {
+    if (mode === "thread") return null;
+    if (orders[mode]) return orders[mode];
+    var heads = D.threads.map(function (th, t) { return rootPath(t, mode, []); });
+    var idx = new Array(S.length);
+    for (var i = 0; i < S.length; i++) idx[i] = i;
+    idx.sort(function (x, y) {
+      var sx = S[x], sy = S[y];
+      var hx = sx[0] >= 0 ? heads[sx[0]] : NONE, hy = sy[0] >= 0 ? heads[sy[0]] : NONE;
+      var fx = sx[2], fy = sy[2];
+      var lx = hx.length + fx.length, ly = hy.length + fy.length, n = Math.min(lx, ly);
+      for (var k = 0; k < n; k++) {
+        var ex = k < hx.length ? hx[k] : fx[k - hx.length];
+        var ey = k < hy.length ? hy[k] : fy[k - hy.length];
+        if (ex !== ey) return ex - ey;
+      }
+      return lx - ly || x - y;
+    });
+    orders[mode] = idx;
+    return idx;
+  }
+  function fillRoots() {
+    var select = $("roots");
+    ROOTS.forEach(function (r) { select.add(new Option(r[1], r[0])); });
+    select.value = roots;
+    select.addEventListener("change", function () { setRoots(select.value); });
+  }
+  function setRoots(value) {
+    if (!ROOTS.some(function (r) { return r[0] === value; })) return;
+    roots = value;
+    $("roots").value = value;
+    render();
+  }
+
   // ---- Flamegraph ----
   // Frames narrower than this share of the range are left out of the
   // drawing, as FlameGraph's --minwidth does (0.05 px at 2,500 px): a
@@ -253,12 +353,14 @@
       }
     }
     var path = [];
-    for (var k = 0; k < S.length; k++) {
+    var ordered = order(roots);
+    for (var q = 0; q < S.length; q++) {
+      var k = ordered ? ordered[q] : q;
       var wk = weights[k];
       if (wk <= 0) continue;
       var st = S[k];
       path.length = 0;
-      if (st[0] >= 0) for (var r = 2; r < D.threads[st[0]].length; r++) path.push(D.threads[st[0]][r]);
+      if (st[0] >= 0) rootPath(st[0], roots, path);
       for (var m = 0; m < st[2].length; m++) path.push(st[2][m]);
       var d = 0;
       while (d < openFrames.length && d < path.length && openFrames[d] === path[d]) openNodes[d++].v += wk;
@@ -349,6 +451,8 @@
   }
   choose("all");
   fillThreads();
+  fillMeasures();
+  fillRoots();
   drawMap();
   paintMap();
   $("whole").addEventListener("click", function () { select(0, D.slices); });
@@ -372,6 +476,17 @@
         .map(function (g) { return { name: g.getAttribute("name"), width: +g.getAttribute("width") }; })
         .filter(function (f) { return f.width > 0; });
     },
+    // What the flamegraph stands on: "program", "process" or "thread".
+    roots: function (value) {
+      if (value !== undefined) setRoots(value);
+      return roots;
+    },
+    // What the heat map is coloured by: "on", "off", "wall" (wall-clock
+    // captures) or "all" (others).
+    measure: function (value) {
+      if (value !== undefined) setMeasure(value);
+      return measure;
+    },
     search: function (term) {
       search(term);
       return Array.from(document.querySelectorAll("#chart g.frame"))
@@ -379,7 +494,7 @@
         .map(function (g) { return g.getAttribute("name"); });
     },
     state: function () {
-      return { from: range.from, to: range.to, threads: chosen, weight: current ? current.v : 0,
+      return { from: range.from, to: range.to, threads: chosen, measure: measure, roots: roots, weight: current ? current.v : 0,
         slices: D.slices, rows: rows, columns: cols, empty: !current || current.v <= 0 };
     },
   };

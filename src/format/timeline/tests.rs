@@ -84,9 +84,13 @@ fn hostile_names_cannot_leave_the_data() {
     let head = embedded(&html, "fgbpf-head");
     assert_eq!(head["title"], HOSTILE);
     assert_eq!(head["subtitle"], "</SCRIPT >");
-    // The pseudo-roots are the shared leading frames, in order.
+    // The pseudo-roots are the shared leading frames, in order, then the
+    // thread's program frame: its process name alone, made safe as text.
     assert_eq!(data["threads"][0], serde_json::json!([7, 8, 0, 1]));
-    assert_eq!(data["stacks"][0][2], serde_json::json!([2]));
+    assert_eq!(data["programs"], serde_json::json!([2]));
+    assert_eq!(frames[2], "evil\u{2028}proc&<!--");
+    assert_eq!(data["roots"], "thread");
+    assert_eq!(data["stacks"][0][2], serde_json::json!([3]));
 }
 
 #[test]
@@ -131,7 +135,7 @@ fn the_cap_keeps_the_heaviest_and_reports_the_rest() {
     // Span::within rounds it (10/4 is 3, 30/4 is 8, ...): 72, not 70.
     assert_eq!(data["left_out"]["per_slice"], serde_json::json!([72, 72, 72, 72]));
     // Only the kept stacks' frames are embedded.
-    assert_eq!(data["frames"].as_array().unwrap().len(), 2 + 3, "two pseudo-roots and three frames");
+    assert_eq!(data["frames"].as_array().unwrap().len(), 3 + 3, "three pseudo-roots and three frames");
 
     // The byte cap stops early too, and says so.
     let opts = Options {
@@ -174,13 +178,16 @@ fn spans_are_embedded_as_the_profile_has_them() {
         .iter()
         .flat_map(|s| [u64::from(s.first), u64::from(s.last), s.weight])
         .collect();
-    assert_eq!(data["stacks"][0], serde_json::json!([t, 15, [3, 4], flat]));
-    assert_eq!(data["stacks"][1], serde_json::json!([-1, 2, [3], [59, 59, 2]]));
+    assert_eq!(data["stacks"][0], serde_json::json!([t, 15, [4, 5], flat]));
+    assert_eq!(data["stacks"][1], serde_json::json!([-1, 2, [4], [59, 59, 2]]));
     assert_eq!(data["threads"].as_array().unwrap().len(), 2, "the idle thread {idle} is listed");
     let frames = data["frames"].as_array().unwrap();
-    assert_eq!(frames[4], "read_[k]");
+    // Two threads of one program: three pseudo-roots and `app` once.
+    assert_eq!(data["programs"], serde_json::json!([2, 2]));
+    assert_eq!(frames[2], "app");
+    assert_eq!(frames[5], "read_[k]");
     let colours = data["colours"].as_array().unwrap();
-    assert_ne!(colours[3], colours[4], "kernel and user frames differ");
+    assert_ne!(colours[4], colours[5], "kernel and user frames differ");
     // The heat map's rule: Span::within of each slice.
     let per = data::spread(spans.iter(), 60);
     for (s, w) in per.iter().enumerate() {
@@ -276,4 +283,74 @@ fn two_hundred_thousand_stacks() {
         std::fs::write(path, &out).unwrap();
     }
     assert!(out.len() < 60 << 20);
+}
+
+/// A wall-clock profile: one thread on the CPU for 60 ms of each slice
+/// `on` lists and asleep the rest, so every slice holds 100 ms.
+fn wall(on: &[u32]) -> Profile {
+    let mut p = timed(Unit::Microseconds);
+    p.meta.kind = crate::profile::Kind::Wall;
+    let t = thread(&mut p, 1, "main");
+    let work = p.intern_frame(Frame::new("work", FrameKind::User));
+    let wait = p.intern_frame(Frame::new("wait", FrameKind::User));
+    let sleeping = p.intern_frame(Frame::new("[sleeping]", FrameKind::Pseudo));
+    for s in 0..10u32 {
+        let ran = if on.contains(&s) { 60_000 } else { 0 };
+        if ran > 0 {
+            p.push(Stack { labels: None, thread: Some(t), frames: vec![work].into(), weight: ran, spans: smallvec::smallvec![Span::at(s, ran)] });
+        }
+        p.push(Stack {
+            labels: None,
+            thread: Some(t),
+            frames: vec![wait, sleeping].into(),
+            weight: 100_000 - ran,
+            spans: smallvec::smallvec![Span::at(s, 100_000 - ran)],
+        });
+    }
+    p.coalesce();
+    p
+}
+
+#[test]
+fn a_wall_profile_marks_its_off_cpu_stacks() {
+    let p = wall(&[2, 3, 7]);
+    let (html, _) = page(&p, &Options::default());
+    let data = embedded(&html, "fgbpf-data");
+    assert_eq!(data["split"], true);
+    let frames = data["frames"].as_array().unwrap();
+    // Off-CPU stacks (ending in their state) carry a fifth element, 1;
+    // on-CPU stacks have four.
+    for s in data["stacks"].as_array().unwrap() {
+        let leaf = frames[s[2].as_array().unwrap().last().unwrap().as_u64().unwrap() as usize].as_str().unwrap();
+        match leaf {
+            "[sleeping]" => assert_eq!(s.get(4), Some(&serde_json::json!(1)), "{s}"),
+            "work" => assert_eq!(s.as_array().unwrap().len(), 4, "{s}"),
+            other => panic!("leaf {other}"),
+        }
+    }
+    // What the cap leaves out is split the same way. The thread's time
+    // asleep is one stack (820 ms) and outweighs its time running (180
+    // ms): kept alone, it leaves the running out, which is no off-CPU time.
+    let left = |p: &Profile| {
+        let (html, _) = page(p, &Options { max_stacks: 1, ..Options::default() });
+        let data = embedded(&html, "fgbpf-data");
+        let list = |k: &str| -> Vec<u64> {
+            data["left_out"][k].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect()
+        };
+        (list("per_slice"), list("per_slice_off"))
+    };
+    let (all, off) = left(&p);
+    let ran: Vec<u64> = (0..10).map(|s| if [2, 3, 7].contains(&s) { 60_000 } else { 0 }).collect();
+    assert_eq!((all, off), (ran, vec![0; 10]));
+    // Running 60 ms of every slice, the running is kept and the sleep,
+    // all of it off-CPU, left out.
+    let (all, off) = left(&wall(&(0..10).collect::<Vec<_>>()));
+    assert_eq!((all, off), (vec![40_000; 10], vec![40_000; 10]));
+    // Other kinds of profile are not split.
+    let mut other = wall(&[1]);
+    other.meta.kind = crate::profile::Kind::OffCpu;
+    let (html, _) = page(&other, &Options::default());
+    let data = embedded(&html, "fgbpf-data");
+    assert_eq!(data["split"], false);
+    assert!(data["stacks"].as_array().unwrap().iter().all(|s| s.as_array().unwrap().len() == 4));
 }
