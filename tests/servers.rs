@@ -224,7 +224,8 @@ fn under_load(cluster: &Cluster, script: &Path, waits: &'static str, name: &str,
 /// (through the same `WaitEventSetWait` and `WaitLatch`: the client's
 /// next query, `pg_sleep`), its share of the sessions' time within 10
 /// points of the database's; with `--wakers`, the session that released
-/// the lock beside it.
+/// the lock beside it; and its pictures read at a glance
+/// ([`seen_at_a_glance`]).
 #[test]
 fn a_database_under_lock_contention_is_named_by_its_lock_path() {
     if !require_root() {
@@ -267,10 +268,40 @@ fn a_database_under_lock_contention_is_named_by_its_lock_path() {
     assert_eq!(first["woken"]["by"], said["woken"]["by"], "fgbpf report names the holder as the capture did: {first:#}");
     let shares = (first["woken"]["share"].as_f64().unwrap(), said["woken"]["share"].as_f64().unwrap());
     assert!((shares.0 - shares.1).abs() < 0.5, "the holder's share from the files {:.1}%, at capture {:.1}%", shares.0, shares.1);
+    seen_at_a_glance(&out_dir);
     let window = window_us(&out_dir);
     let ours = first["weight"].as_f64().unwrap() * 100.0 / (CLIENTS as f64 * window);
     eprintln!("lock waits: {ours:.1}% of the sessions' time; pg_stat_activity: {theirs:.1}% ({} session-samples)", account.all);
     assert!((ours - theirs).abs() <= 10.0, "lock waits {ours:.1}% of the sessions' time, pg_stat_activity {theirs:.1}%");
+}
+
+/// Issue 58: what a person looks at, in headless Chromium. A whole host's
+/// `wall.svg` stands on its programs, `postgres` among them, each label
+/// its whole name (not eight sessions' towers cut to `..472280`); the
+/// timeline's heat map opens on on-CPU time, its cells differing where
+/// that time changed (a wall view's cells all hold threads × 100 ms).
+fn seen_at_a_glance(dir: &Path) {
+    let frames = common::browser::bottom_frames(&dir.join("wall.svg"));
+    eprintln!("wall.svg's bottom frames: {frames:?}");
+    assert!(frames.iter().any(|(name, _)| name == "postgres"), "{frames:?}");
+    assert!(frames.iter().all(|(name, _)| !name.starts_with("postgres-")), "a session drawn as its own tower: {frames:?}");
+    let (_, label) = frames.iter().find(|(name, _)| name == "postgres").unwrap();
+    assert_eq!(label.trim(), "postgres", "postgres's label");
+    let probe = r##"
+var cells = Array.from(document.querySelectorAll("#heatmap rect.cell"));
+return { measure: fgbpfTimeline.state().measure,
+  weights: cells.map(function (c) { return +c.getAttribute("data-weight"); }),
+  fills: cells.map(function (c) { return c.getAttribute("fill"); }) };"##;
+    let r = common::in_browser(&dir.join("timeline.html"), probe);
+    assert_eq!(r["measure"], "on", "{r:#}");
+    let weights: Vec<f64> = r["weights"].as_array().unwrap().iter().map(|w| w.as_f64().unwrap()).collect();
+    let mut fills: Vec<&str> = r["fills"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()).collect();
+    assert!(weights.len() >= 50, "{} cells for a 6 s capture", weights.len());
+    let (low, high) = weights.iter().fold((f64::MAX, f64::MIN), |(l, h), &w| (l.min(w), h.max(w)));
+    fills.sort();
+    fills.dedup();
+    eprintln!("timeline: {} cells, on-CPU {low}..{high} us a cell, {} colours", weights.len(), fills.len());
+    assert!(low < high && fills.len() >= 3, "the cells do not differ: on-CPU {low}..{high}, {} colours", fills.len());
 }
 
 /// Issue 58: sessions of a database each inserting one row a transaction,

@@ -2,6 +2,7 @@
 //! with known answers (built here with clang and frame pointers).
 #![allow(dead_code)]
 
+pub mod browser;
 pub mod nginx;
 pub mod pprof_raw;
 pub mod roots;
