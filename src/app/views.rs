@@ -345,17 +345,21 @@ impl Edges {
     }
 }
 
-/// Where a walk cut for want of an unwind row and a frame pointer stopped:
-/// its last frame, located in the process's map.
+/// Where a walk cut for want of an unwind row and a frame pointer stopped
+/// (or cut before its binary's rows were placed, [`Walk::Late`]): its last
+/// frame, located in the process's map.
 fn cut_at(symbolizer: &Symbolizer, r: &RawStack) -> String {
     use crate::procs::Target;
     let Some(addr) = build::adjusted(&r.user).last() else {
         return "with no frame".into();
     };
     match symbolizer.locator(r.pid, r.start)(addr) {
-        Target::Binary(b, _) => {
-            format!("in code of {} no unwind row covers", crate::profile::names::sanitize(symbolizer.binary_name(b)))
-        }
+        // A late walk's code has rows now: it was cut before they were
+        // placed.
+        Target::Binary(b, _) => match r.walk {
+            Some(crate::profile::Walk::Late) => format!("in code of {}", crate::profile::names::sanitize(symbolizer.binary_name(b))),
+            _ => format!("in code of {} no unwind row covers", crate::profile::names::sanitize(symbolizer.binary_name(b))),
+        },
         Target::Jit => "in JIT code, memory no file backs".into(),
         Target::Vdso(_) => "in the vDSO".into(),
         Target::Unmapped => "at an address outside the mappings read".into(),

@@ -9,6 +9,7 @@ mod counts;
 mod error;
 mod losses;
 mod fallback;
+mod late;
 mod files;
 mod flight;
 mod libbpf;

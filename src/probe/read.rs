@@ -6,7 +6,7 @@ use std::os::fd::AsFd;
 
 use super::counts::Key;
 use super::totals::Totals;
-use super::{drain, losses, offcpu, unwind, wakers, Probe, Recorded};
+use super::{drain, late, losses, offcpu, unwind, wakers, Probe, Recorded};
 
 impl Probe {
     /// The counts drained so far, named as [`Self::finish`] names them.
@@ -37,6 +37,9 @@ impl Probe {
             &mut reader,
             &mut stacks,
         );
+        if let Some(t) = self.tables.as_ref() {
+            late::mark(&mut stacks, &self.skel.maps.proc_unwind, t);
+        }
         let seeded = self.seeds.fill(&mut stacks);
         let stats = self.stats();
         let mut rec = Recorded {

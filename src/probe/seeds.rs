@@ -233,7 +233,7 @@ fn iterate(skel: &FgbpfSkel<'_>) -> Option<Vec<types::fg_seed_regs>> {
 }
 
 /// The process's entry in `proc_unwind`, if user space has read it.
-fn proc_entry<M: MapCore>(proc_unwind: &M, pid: u32) -> Option<types::fg_proc_unwind> {
+pub(super) fn proc_entry<M: MapCore>(proc_unwind: &M, pid: u32) -> Option<types::fg_proc_unwind> {
     let bytes = proc_unwind.lookup(&pid.to_ne_bytes(), MapFlags::ANY).ok()??;
     let mut value = types::fg_proc_unwind::default();
     plain::copy_from_bytes(&mut value, &bytes).ok()?;

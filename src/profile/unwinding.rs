@@ -20,6 +20,10 @@ pub enum Walk {
     Unsupported,
     /// Cut at code with neither rows nor a frame pointer.
     Lost,
+    /// Cut at code its process's tables held no row for at the walk, but
+    /// do by their end: the binary's table was placed after (never from
+    /// the BPF side: user space tells it from [`Walk::Lost`]).
+    Late,
 }
 
 impl Walk {
@@ -39,7 +43,7 @@ impl Walk {
 
     /// Whether the stack was cut short of its root.
     pub fn is_cut(self) -> bool {
-        matches!(self, Walk::Depth | Walk::Fault | Walk::Unsupported | Walk::Lost)
+        matches!(self, Walk::Depth | Walk::Fault | Walk::Unsupported | Walk::Lost | Walk::Late)
     }
 }
 
@@ -56,8 +60,9 @@ pub struct ProcessWalks {
     /// Weight cut short, by the heaviest reason first.
     pub cut: Vec<(Walk, u64)>,
     /// Where the walks cut for want of a row and a frame pointer stopped
-    /// (where [`by_process`]'s `place_of` put their last frame), by weight.
-    pub lost_at: Vec<(String, u64)>,
+    /// (where [`by_process`]'s `place_of` put their last frame), by weight,
+    /// for [`Walk::Lost`] and [`Walk::Late`] apart.
+    pub lost_at: Vec<((Walk, String), u64)>,
 }
 
 /// Counts of user stacks by how they were walked, and what the tables
@@ -165,6 +170,7 @@ fn why(walk: Walk) -> &'static str {
             "at an unwind rule the walker does not follow (a CFA computed by a DWARF expression or from a register other than rsp and rbp, as gcc's stack-realigning prologues write)"
         }
         Walk::Lost => "at code with neither an unwind row nor a frame pointer",
+        Walk::Late => "at code whose unwind table was placed after the walk (the tables were still being built)",
         _ => "",
     }
 }
@@ -188,7 +194,7 @@ pub fn by_process<'a>(
         total: u64,
         frame_pointers: u64,
         cut: BTreeMap<Walk, u64>,
-        lost_at: BTreeMap<String, u64>,
+        lost_at: BTreeMap<(Walk, String), u64>,
     }
     let mut per: BTreeMap<(u32, u32), Per> = BTreeMap::new();
     for (r, weight) in raw {
@@ -202,8 +208,8 @@ pub fn by_process<'a>(
             e.frame_pointers += weight;
         } else if walk.is_cut() {
             *e.cut.entry(walk).or_default() += weight;
-            if walk == Walk::Lost {
-                *e.lost_at.entry(place_of(r)).or_default() += weight;
+            if matches!(walk, Walk::Lost | Walk::Late) {
+                *e.lost_at.entry((walk, place_of(r))).or_default() += weight;
             }
         }
     }
@@ -297,8 +303,14 @@ impl Unwinding {
             }
             for (walk, w) in &p.cut {
                 let mut part = format!("{:.1}% cut short {}", share(*w), why(*walk));
-                if *walk == Walk::Lost {
-                    let at: Vec<String> = p.lost_at.iter().take(3).map(|(place, n)| format!("{place}: {:.1}%", share(*n))).collect();
+                if matches!(walk, Walk::Lost | Walk::Late) {
+                    let at: Vec<String> = p
+                        .lost_at
+                        .iter()
+                        .filter(|((w, _), _)| w == walk)
+                        .take(3)
+                        .map(|((_, place), n)| format!("{place}: {:.1}%", share(*n)))
+                        .collect();
                     part.push_str(&format!(" ({})", at.join(", ")));
                 }
                 parts.push(part);
@@ -363,6 +375,7 @@ mod tests {
         let stacks = [
             raw(1, Some(Walk::Tables), 90),
             raw(1, Some(Walk::Lost), 10),
+            raw(1, Some(Walk::Late), 4),
             raw(2, Some(Walk::FramePointers), 5),
             raw(2, Some(Walk::Mixed), 5),
             raw(3, Some(Walk::Tables), 100),
@@ -373,10 +386,14 @@ mod tests {
             raw(6, Some(Walk::FramePointers), 1),
             raw(6, Some(Walk::Tables), 1),
         ];
-        let p = by_process(stacks.iter().map(|r| (r, r.weight)), |pid, _, _| format!("proc{pid}"), |_| "in JIT code".into());
+        let place = |r: &RawStack| match r.walk {
+            Some(Walk::Late) => "in code of libc.so.6".to_string(),
+            _ => "in JIT code".to_string(),
+        };
+        let p = by_process(stacks.iter().map(|r| (r, r.weight)), |pid, _, _| format!("proc{pid}"), place);
         let pids: Vec<u32> = p.iter().map(|p| p.pid).collect();
         assert_eq!(pids, vec![1, 2, 5, 6], "{p:?}");
-        assert_eq!(p[0].cut, vec![(Walk::Lost, 10)]);
+        assert_eq!(p[0].cut, vec![(Walk::Lost, 10), (Walk::Late, 4)]);
         let u = Unwinding {
             tables: 191,
             frame_pointers: 2,
@@ -387,7 +404,11 @@ mod tests {
         };
         let lines = u.lines().join("\n");
         assert!(lines.contains("pid 2 (proc2): 50.0% by frame pointers only"), "{lines}");
-        assert!(lines.contains("pid 1 (proc1): 10.0% cut short at code with neither"), "{lines}");
+        assert!(lines.contains("pid 1 (proc1): 9.6% cut short at code with neither an unwind row nor a frame pointer (in JIT code: 9.6%)"), "{lines}");
+        assert!(
+            lines.contains("; 3.8% cut short at code whose unwind table was placed after the walk (the tables were still being built) (in code of libc.so.6: 3.8%)"),
+            "{lines}"
+        );
         assert!(!lines.contains("pid 3"), "{lines}");
     }
 }
