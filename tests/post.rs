@@ -777,6 +777,42 @@ fn json_outputs_follow_their_documented_schemas() {
     assert!(!schema_accepts("diff.schema.json", &bad, "bad-diff.json"), "the schema accepts another unit");
 }
 
+/// Issue 58: `fgbpf report` of a capture directory with `offwake.folded`
+/// beside its main view says who woke each sleeping finding's waits, as
+/// the capture did, and the schema documents it.
+#[test]
+fn a_captures_report_names_who_woke_its_findings_waits() {
+    let dir = scratch("report-wakers");
+    fs::write(
+        dir.join("wall.folded"),
+        "app-10;worker-11;main;lock_row;futex_wait_[k];[sleeping] 3000000\napp-10;worker-11;main;work 1000000\n",
+    )
+    .unwrap();
+    let blocked = "app-10;worker-11;main;lock_row;futex_wait_[k];[sleeping];--";
+    fs::write(
+        dir.join("offwake.folded"),
+        format!(
+            "{blocked};try_to_wake_up_[w];futex_wake_[w];do_syscall_64_[w];pthread_mutex_unlock_[w];unlock_row_[w];vacuum_step_[w];vacuum_[w] 2400000\n\
+             {blocked};try_to_wake_up_[w];futex_wake_[w];do_syscall_64_[w];pthread_mutex_unlock_[w];unlock_row_[w];commit_[w];client_[w] 600000\n"
+        ),
+    )
+    .unwrap();
+    let out = ok(&["report", s(&dir), "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let first = &v["findings"][0];
+    assert_eq!(first["woken"]["by"], "vacuum in vacuum_step → unlock_row → pthread_mutex_unlock", "{first:#}");
+    assert_eq!(first["woken"]["share"], 80.0, "{first:#}");
+    assert!(schema_accepts("report.schema.json", &out.stdout, "report-wakers.json"), "docs/report.schema.json rejects a finding's waker");
+    let text = ok(&["report", s(&dir)]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("; 80% of it woken by vacuum in vacuum_step → unlock_row → pthread_mutex_unlock"), "{text}");
+    // The offwake file alone is no capture directory's main view: its
+    // report has no wakers beside it.
+    let alone = ok(&["report", s(&dir.join("offwake.folded")), "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&alone.stdout).unwrap();
+    assert!(v["findings"].as_array().unwrap().iter().all(|f| f.get("woken").is_none()), "{v:#}");
+}
+
 /// Issue 18: the CI gate's exit codes: 1 with the regressions on stderr,
 /// 0 when nothing grew past the limit, 2 when the inputs cannot be
 /// compared; without -o it writes no files.
