@@ -737,7 +737,9 @@ fn thread_tables_and_findings_say_where_each_thread_waited() {
 fn schema_accepts(schema: &str, doc: &[u8], name: &str) -> bool {
     let ajv = consumers_dir().join("node_modules/.bin/ajv");
     let ajv = consumer("ajv-cli", ajv.is_file().then_some(ajv));
-    let file = scratch("schema").join(name);
+    // A directory per document: tests validate at once, and a scratch
+    // directory is emptied when it is made.
+    let file = scratch(&format!("schema-{name}")).join(name);
     fs::write(&file, doc).unwrap();
     let out = Command::new(&ajv)
         .args(["validate", "-s", &format!("{ROOT}/docs/{schema}"), "-d", s(&file)])
