@@ -10,7 +10,6 @@
 mod common;
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
 use std::process::{Command, Stdio};
 
 use common::*;

@@ -119,7 +119,11 @@ fn free_port() -> u16 {
 
 /// elfutils' `debuginfod` serving the debug files under `dir`, killed when
 /// dropped; started once it serves `build_id`.
-struct Server(KillOnDrop, String);
+struct Server {
+    /// Held to kill the server when the test ends.
+    _child: KillOnDrop,
+    url: String,
+}
 
 impl Server {
     fn start(dir: &Path, db: &Path, build_id: &str) -> Server {
@@ -133,8 +137,8 @@ impl Server {
             .stderr(Stdio::null())
             .spawn()
             .expect("debuginfod (elfutils) is installed: scripts/test.sh installs it");
-        let server = Server(KillOnDrop(child), format!("http://127.0.0.1:{port}"));
-        let url = format!("{}/buildid/{build_id}/debuginfo", server.1);
+        let server = Server { _child: KillOnDrop(child), url: format!("http://127.0.0.1:{port}") };
+        let url = format!("{}/buildid/{build_id}/debuginfo", server.url);
         let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
@@ -188,7 +192,7 @@ fn a_stripped_program_is_named_from_a_debuginfod_server_then_from_its_cache() {
     // refused and said, and taken out of the cache they share, so that
     // the next server is asked.
     let (lying, asked) = liar();
-    let urls = format!("{lying} {}", server.1);
+    let urls = format!("{lying} {}", server.url);
     let (stacks, report, stderr) = capture("debuginfo-served", &bin, &[("DEBUGINFOD_URLS", &urls), ("DEBUGINFOD_CACHE_PATH", cache_s)]);
     assert_statics_named(&stacks, "dbgsrv");
     assert!(asked.load(Ordering::SeqCst) >= 1, "the lying server was asked");
@@ -197,7 +201,7 @@ fn a_stripped_program_is_named_from_a_debuginfod_server_then_from_its_cache() {
         report.lines().any(|l| l.trim().starts_with(&refused) && l.contains("dbgsrv")),
         "the report says the refusal: {report}"
     );
-    let said = format!("debuginfod {}: debug information for 1 binary (dbgsrv)", server.1);
+    let said = format!("debuginfod {}: debug information for 1 binary (dbgsrv)", server.url);
     assert!(report.lines().any(|l| l.trim().starts_with(&said)), "the report names the server: {report}");
     assert!(stderr.lines().any(|l| l.starts_with(&format!("fgbpf: {said}"))), "the summary names the server: {stderr}");
     assert!(cache.join(&id).join("debuginfo").is_file(), "the file is kept in DEBUGINFOD_CACHE_PATH");

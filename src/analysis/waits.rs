@@ -342,6 +342,24 @@ mod tests {
     use super::*;
     use crate::profile::{Frame, Unit};
 
+    /// Waits pushed into `p`, one per (callers below `main`, weight), each
+    /// `main`, its callers, then `leaf` (the wait's own frames); returned
+    /// in that order.
+    fn waits_under(p: &mut Profile, callers: &[(&[&str], u64)], leaf: &[(&str, FrameKind)]) -> Vec<Stack> {
+        callers
+            .iter()
+            .map(|(tail, weight)| {
+                let mut v: Vec<(&str, FrameKind)> = vec![("main", FrameKind::User)];
+                v.extend(tail.iter().map(|n| (*n, FrameKind::User)));
+                v.extend_from_slice(leaf);
+                let mut s = stack(p, &v);
+                s.weight = *weight;
+                p.push(s.clone());
+                s
+            })
+            .collect()
+    }
+
     fn stack(p: &mut Profile, frames: &[(&str, FrameKind)]) -> Stack {
         let frames = frames
             .iter()
@@ -436,22 +454,11 @@ mod tests {
     fn a_wait_under_a_frame_many_waits_pass_through_is_named_by_the_callers_that_tell_it_apart() {
         use FrameKind::*;
         let mut p = Profile::new(Unit::Microseconds);
-        let waits = |tail: &[&'static str]| {
-            let mut v: Vec<(&str, FrameKind)> = vec![("main", User)];
-            v.extend(tail.iter().map(|n| (*n, User)));
-            v.extend([("epoll_wait", User), ("do_epoll_wait", Kernel), ("schedule", Kernel), ("[sleeping]", Pseudo)]);
-            v
-        };
-        let lock = ["PostgresMain", "LockAcquire", "WaitOnLock", "ProcSleep", "WaitLatch", "WaitEventSetWait"];
-        let client = ["PostgresMain", "pq_getbyte", "secure_read", "WaitEventSetWait"];
-        let idle = ["BackgroundWriterMain", "WaitLatch", "WaitEventSetWait"];
-        let mut stacks = Vec::new();
-        for (tail, weight) in [(&lock[..], 50), (&client[..], 40), (&idle[..], 100)] {
-            let mut s = stack(&mut p, &waits(tail));
-            s.weight = weight;
-            p.push(s.clone());
-            stacks.push(s);
-        }
+        let epoll = [("epoll_wait", User), ("do_epoll_wait", Kernel), ("schedule", Kernel), ("[sleeping]", Pseudo)];
+        let lock: &[&str] = &["PostgresMain", "LockAcquire", "WaitOnLock", "ProcSleep", "WaitLatch", "WaitEventSetWait"];
+        let client: &[&str] = &["PostgresMain", "pq_getbyte", "secure_read", "WaitEventSetWait"];
+        let idle: &[&str] = &["BackgroundWriterMain", "WaitLatch", "WaitEventSetWait"];
+        let stacks = waits_under(&mut p, &[(lock, 50), (client, 40), (idle, 100)], &epoll);
         let plain = Sites::plain(Lens::default());
         assert_eq!(plain.site(&p, &stacks[0]).to_string(), "waiting for events (epoll) in epoll_wait under WaitEventSetWait");
         let sites = Sites::learn(&p, Lens::default());
@@ -466,9 +473,7 @@ mod tests {
         );
         // ProcSleep reached from a second caller too: a path of four,
         // shown by its ends.
-        let mut s = stack(&mut p, &waits(&["Vacuum", "ProcSleep", "WaitLatch", "WaitEventSetWait"]));
-        s.weight = 50;
-        p.push(s);
+        waits_under(&mut p, &[(&["Vacuum", "ProcSleep", "WaitLatch", "WaitEventSetWait"], 50)], &epoll);
         let sites = Sites::learn(&p, Lens::default());
         assert_eq!(
             sites.site(&p, &stacks[0]).to_string(),
@@ -476,9 +481,7 @@ mod tests {
         );
         // A walk that missed a frame between (by frame pointers, before
         // the process's tables were placed): the same wait, one name.
-        let mut short = stack(&mut p, &waits(&["PostgresMain", "LockAcquire", "WaitOnLock", "ProcSleep", "WaitLatch"]));
-        short.weight = 10;
-        p.push(short.clone());
+        let short = waits_under(&mut p, &[(&["PostgresMain", "LockAcquire", "WaitOnLock", "ProcSleep", "WaitLatch"], 10)], &epoll).remove(0);
         let sites = Sites::learn(&p, Lens::default());
         assert_eq!(sites.site(&p, &short), sites.site(&p, &stacks[0]));
         // Running code keeps its plain site.
@@ -508,21 +511,16 @@ mod tests {
         // WaitEventSetWait 90.7% under WaitLatch, which lock, background
         // and sleep waits share.
         let mut p = Profile::new(Unit::Microseconds);
-        let mut stacks = Vec::new();
-        for (tail, weight) in [
-            (&["PostgresMain", "WaitOnLock", "ProcSleep", "WaitLatch"][..], 443),
-            (&["BackgroundWriterMain", "WaitLatch"][..], 120),
-            (&["pg_sleep", "WaitLatch"][..], 33),
-            (&["PostgresMain", "secure_read"][..], 64),
-        ] {
-            let mut v: Vec<(&str, FrameKind)> = vec![("main", User)];
-            v.extend(tail.iter().map(|n| (*n, User)));
-            v.extend([("WaitEventSetWait", User), ("epoll_wait", User), ("do_epoll_wait", Kernel), ("[sleeping]", Pseudo)]);
-            let mut s = stack(&mut p, &v);
-            s.weight = weight;
-            p.push(s.clone());
-            stacks.push(s);
-        }
+        let stacks = waits_under(
+            &mut p,
+            &[
+                (&["PostgresMain", "WaitOnLock", "ProcSleep", "WaitLatch"], 443),
+                (&["BackgroundWriterMain", "WaitLatch"], 120),
+                (&["pg_sleep", "WaitLatch"], 33),
+                (&["PostgresMain", "secure_read"], 64),
+            ],
+            &[("WaitEventSetWait", User), ("epoll_wait", User), ("do_epoll_wait", Kernel), ("[sleeping]", Pseudo)],
+        );
         let sites = Sites::learn(&p, Lens::default());
         let named: Vec<String> = stacks.iter().map(|s| sites.site(&p, s).to_string()).collect();
         assert_eq!(
@@ -543,21 +541,16 @@ mod tests {
         // semaphore waits under LWLockAcquireOrWait, the rest from three
         // other callers.
         let mut p = Profile::new(Unit::Microseconds);
-        let mut stacks = Vec::new();
-        for (tail, weight) in [
-            (&["CommitTransaction", "XLogFlush", "LWLockAcquireOrWait"][..], 9940),
-            (&["_bt_relandgetbuf", "LWLockAcquire"][..], 40),
-            (&["XLogFlush", "LWLockWaitForVar"][..], 10),
-            (&["CommitTransaction", "ProcArrayEndTransaction"][..], 10),
-        ] {
-            let mut v: Vec<(&str, FrameKind)> = vec![("main", User)];
-            v.extend(tail.iter().map(|n| (*n, User)));
-            v.extend([("PGSemaphoreLock", User), ("sem_wait", User), ("futex_wait", Kernel), ("[sleeping]", Pseudo)]);
-            let mut s = stack(&mut p, &v);
-            s.weight = weight;
-            p.push(s.clone());
-            stacks.push(s);
-        }
+        let stacks = waits_under(
+            &mut p,
+            &[
+                (&["CommitTransaction", "XLogFlush", "LWLockAcquireOrWait"], 9940),
+                (&["_bt_relandgetbuf", "LWLockAcquire"], 40),
+                (&["XLogFlush", "LWLockWaitForVar"], 10),
+                (&["CommitTransaction", "ProcArrayEndTransaction"], 10),
+            ],
+            &[("PGSemaphoreLock", User), ("sem_wait", User), ("futex_wait", Kernel), ("[sleeping]", Pseudo)],
+        );
         let sites = Sites::learn(&p, Lens::default());
         assert_eq!(
             sites.site(&p, &stacks[0]).to_string(),

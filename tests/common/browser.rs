@@ -2,8 +2,6 @@
 //! and those that capture a real server (tests/servers.rs): a probe run
 //! on the loaded picture, and the frames its bottom level shows.
 
-use std::process::Command;
-
 /// Loads `svg` in headless Chromium with `probe` (JavaScript run 200 ms
 /// after load, which sets `data-result` on the root) and returns that.
 pub fn in_browser(svg: &std::path::Path, probe: &str) -> String {
@@ -18,11 +16,7 @@ pub fn in_browser(svg: &std::path::Path, probe: &str) -> String {
         ),
     )
     .unwrap();
-    let out = Command::new("chromium")
-        .args(["--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=3000", "--dump-dom"])
-        .arg(format!("file://{}", page.display()))
-        .output()
-        .unwrap_or_else(|e| panic!("running chromium (scripts/test.sh installs it): {e}"));
+    let out = super::dump_dom(&page, &["--virtual-time-budget=3000"]);
     let dom = String::from_utf8_lossy(&out.stdout);
     let at = dom
         .find("data-result=\"")

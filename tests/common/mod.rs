@@ -401,6 +401,17 @@ pub fn hue((r, g, b): (u8, u8, u8)) -> f64 {
     fgbpf::format::palette::hue(inferno::flamegraph::color::Color { r, g, b })
 }
 
+/// Headless Chromium's DOM of the file `page` after its scripts ran, with
+/// `args` (window size, virtual-time budget) beside the fixed ones.
+pub fn dump_dom(page: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new("chromium")
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--dump-dom"])
+        .args(args)
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .unwrap_or_else(|e| panic!("running chromium (scripts/test.sh installs it): {e}"))
+}
+
 /// Loads `page` in headless Chromium with `probe` (JavaScript run 300 ms
 /// after load, which returns a JSON-able value) and returns that value.
 pub fn in_browser(page: &Path, probe: &str) -> serde_json::Value {
@@ -416,11 +427,7 @@ pub fn in_browser(page: &Path, probe: &str) -> serde_json::Value {
         ),
     )
     .unwrap();
-    let out = std::process::Command::new("chromium")
-        .args(["--headless", "--no-sandbox", "--disable-gpu", "--window-size=1280,1000", "--virtual-time-budget=5000", "--dump-dom"])
-        .arg(format!("file://{}", probed.display()))
-        .output()
-        .unwrap_or_else(|e| panic!("running chromium (scripts/test.sh installs it): {e}"));
+    let out = dump_dom(&probed, &["--window-size=1280,1000", "--virtual-time-budget=5000"]);
     let dom = String::from_utf8_lossy(&out.stdout);
     let open = "<pre id=\"probe-result\">";
     let at = dom
