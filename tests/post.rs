@@ -813,6 +813,35 @@ fn a_captures_report_names_who_woke_its_findings_waits() {
     let alone = ok(&["report", s(&dir.join("offwake.folded")), "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&alone.stdout).unwrap();
     assert!(v["findings"].as_array().unwrap().iter().all(|f| f.get("woken").is_none()), "{v:#}");
+    // With --from/--to, the waker of the waits in that range, from the
+    // offwake view's own slices: the vacuum woke the first second's
+    // waits, a client's commit the last tenth's.
+    fs::write(
+        dir.join("wall.slices"),
+        "# fgbpf slices 1 slice_us=100000\n\
+         0-9:2000000,10:1000000 app-10;worker-11;main;lock_row;futex_wait_[k];[sleeping] 3000000\n\
+         0-10:1000000 app-10;worker-11;main;work 1000000\n",
+    )
+    .unwrap();
+    fs::write(
+        dir.join("offwake.slices"),
+        format!(
+            "# fgbpf slices 1 slice_us=100000\n\
+             0-9:2400000 {blocked};try_to_wake_up_[w];futex_wake_[w];do_syscall_64_[w];pthread_mutex_unlock_[w];unlock_row_[w];vacuum_step_[w];vacuum_[w] 2400000\n\
+             10:600000 {blocked};try_to_wake_up_[w];futex_wake_[w];do_syscall_64_[w];pthread_mutex_unlock_[w];unlock_row_[w];commit_[w];client_[w] 600000\n"
+        ),
+    )
+    .unwrap();
+    for (from, to, by) in [
+        ("1.0", "1.1", "client in commit → unlock_row → pthread_mutex_unlock"),
+        ("0", "1.0", "vacuum in vacuum_step → unlock_row → pthread_mutex_unlock"),
+    ] {
+        let out = ok(&["report", s(&dir), "--json", "--from", from, "--to", to]);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let first = &v["findings"][0];
+        assert_eq!(first["woken"]["by"], by, "--from {from} --to {to}: {first:#}");
+        assert_eq!(first["woken"]["share"], 100.0, "--from {from} --to {to}: {first:#}");
+    }
 }
 
 /// Issue 18: the CI gate's exit codes: 1 with the regressions on stderr,

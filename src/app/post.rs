@@ -27,6 +27,20 @@ pub fn load(path: &Path) -> Result<Loaded, CliError> {
 /// file) for the seconds `range` names, from the `.slices` file beside the
 /// view's folded file; returns it and the folded file it stands for.
 pub fn load_range(path: &Path, range: &RangeArgs) -> Result<(Loaded, PathBuf), CliError> {
+    let (loaded, folded) = load_range_of(path, range)?;
+    if loaded.profile.stacks().is_empty() {
+        return Err(CliError::usage(format!(
+            "nothing was recorded from {} s to {} in {}",
+            range.from.unwrap_or(0.0),
+            range.to.map_or("the end".into(), |t| format!("{t} s")),
+            slices::beside(&folded).display()
+        )));
+    }
+    Ok((loaded, folded))
+}
+
+/// [`load_range`], empty when nothing fell in the range.
+pub fn load_range_of(path: &Path, range: &RangeArgs) -> Result<(Loaded, PathBuf), CliError> {
     let folded = match path.extension().is_some_and(|e| e == "slices") {
         true => path.with_extension("folded"),
         false => input::main_folded(path).map_err(CliError::usage)?,
@@ -56,13 +70,6 @@ pub fn load_range(path: &Path, range: &RangeArgs) -> Result<(Loaded, PathBuf), C
     }
     let (first, end) = p.slices_for(from, range.to);
     p.keep_slices(first, end);
-    if p.stacks().is_empty() {
-        return Err(CliError::usage(format!(
-            "nothing was recorded from {from} s to {} in {}",
-            range.to.map_or("the end".into(), |t| format!("{t} s")),
-            source.display()
-        )));
-    }
     Ok((loaded, folded))
 }
 

@@ -1,7 +1,7 @@
 //! `fgbpf report INPUT`: the text (or JSON) report of a folded file or of a
 //! capture directory's main view, printed to stdout.
 
-use super::post::{kind_name, load, load_range, note_rounding, print, range_words};
+use super::post::{kind_name, load, load_range, load_range_of, note_rounding, print, range_words};
 use super::CliError;
 use crate::cli::ReportArgs;
 use crate::analysis::waits::Sites;
@@ -40,11 +40,13 @@ pub fn run(args: &ReportArgs) -> Result<(), CliError> {
         leading,
     };
     // A capture's offwake view beside its main one (--wakers): the
-    // findings say who woke their waits, as the capture's report did.
+    // findings say who woke their waits, as the capture's report did; with
+    // --from/--to, who woke those of that range.
     let beside = path.with_file_name(OFFWAKE);
-    let wake = match !args.range.is_set() && path.file_name() != beside.file_name() && beside.is_file() {
-        true => Some(load(&beside)?.profile),
+    let wake = match path.file_name() != beside.file_name() && beside.is_file() {
         false => None,
+        true if args.range.is_set() => Some(load_range_of(&beside, &args.range)?.0.profile),
+        true => Some(load(&beside)?.profile),
     };
     let text = if args.json {
         report::render_json(profile, &opts, wake.as_ref())
