@@ -214,6 +214,40 @@ fn a_stripped_program_is_named_from_a_debuginfod_server_then_from_its_cache() {
     assert!(report.contains(&said), "the report names the cache: {report}");
 }
 
+/// A file in the cache under the binary's build ID that is not its debug
+/// information, put there by someone else (here, the test): fgbpf keeps
+/// it byte for byte, does not ask the servers (their client would answer
+/// from the cache), and says which file it is and what to do.
+#[test]
+fn someone_elses_wrong_file_in_the_debuginfod_cache_is_kept_and_said() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let dir = scratch("foreign");
+    let (bin, id) = build_split(&dir, "dbgforeign", &dir.join("dbgforeign.debug"));
+    let cache = dir.join("cache");
+    let planted = cache.join(&id).join("debuginfo");
+    std::fs::create_dir_all(planted.parent().unwrap()).unwrap();
+    let body = std::fs::read("/bin/true").unwrap();
+    std::fs::write(&planted, &body).unwrap();
+    let (lying, asked) = liar();
+    let (stacks, report, stderr) = capture("debuginfo-foreign", &bin, &[("DEBUGINFOD_URLS", &lying), ("DEBUGINFOD_CACHE_PATH", cache.to_str().unwrap())]);
+    assert_eq!(std::fs::read(&planted).unwrap(), body, "the file fgbpf did not write is kept as it was");
+    assert_eq!(asked.load(Ordering::SeqCst), 0, "the servers are not asked for what the cache answers");
+    let said = format!(
+        "debuginfod cache {}: {} is not the debug information of its build ID, and fgbpf did not write it: kept; remove it and the servers are asked again",
+        cache.display(),
+        planted.display()
+    );
+    assert!(report.contains(&said), "the report says the file and the remedy: {report}");
+    assert!(stderr.contains(&said), "the summary says the file and the remedy: {stderr}");
+    // Named by address, never from the wrong file.
+    let own = own_code(&stacks, "dbgforeign");
+    assert!(!own.is_empty(), "{stacks:?}");
+    assert!(own.iter().all(|(f, _)| f.iter().any(|x| x.starts_with("dbgforeign+0x"))), "{own:?}");
+}
+
 #[test]
 fn an_unreachable_debuginfod_server_is_one_line_and_addresses_are_kept() {
     if !require_root() {

@@ -48,6 +48,9 @@ pub struct Debuginfod {
     found: Mutex<HashMap<Vec<u8>, Option<PathBuf>>>,
     /// Binaries named from files already in the cache, by name.
     from_cache: Mutex<Vec<String>>,
+    /// Files in the cache under a binary's build ID that are not its
+    /// debug information, which fgbpf did not write: kept, and said.
+    foreign: Mutex<Vec<PathBuf>>,
 }
 
 struct Server {
@@ -204,6 +207,7 @@ impl Debuginfod {
             _private: private,
             found: Mutex::default(),
             from_cache: Mutex::default(),
+            foreign: Mutex::default(),
         })
     }
 
@@ -228,17 +232,22 @@ impl Debuginfod {
         }
         let hex = build_id_hex(id);
         let cached = self.cache.join(&hex).join("debuginfo");
-        let got = if std::fs::symlink_metadata(&cached).is_ok_and(|m| m.is_file()) && belongs(&cached, id) {
+        let there = std::fs::symlink_metadata(&cached);
+        let got = if there.as_ref().is_ok_and(|m| m.is_file()) && belongs(&cached, id) {
             self.from_cache.lock().unwrap_or_else(|e| e.into_inner()).push(name.to_string());
             Some(cached)
+        } else if there.is_ok() {
+            // Something there that is not this binary's is someone else's:
+            // kept, and said with its remedy. The servers are not asked:
+            // their client answers from the cache.
+            self.foreign.lock().unwrap_or_else(|e| e.into_inner()).push(cached);
+            None
         } else {
-            // A file there that is not this binary's is someone else's:
-            // kept. One the servers send and fgbpf refuses is fgbpf's own
+            // One the servers send and fgbpf refuses is fgbpf's own
             // writing, removed, so that the next server is asked (the
             // servers share the cache) and later runs do not refuse it
             // again.
-            let ours = std::fs::symlink_metadata(&cached).is_err();
-            self.ask(name, id, ours.then_some(cached.as_path()))
+            self.ask(name, id, Some(cached.as_path()))
         };
         self.found.lock().unwrap_or_else(|e| e.into_inner()).insert(id.to_vec(), got.clone());
         got
@@ -305,6 +314,20 @@ impl Debuginfod {
                 self.cache.display(),
                 binaries(cached.len() as u64),
                 list(&cached)
+            ));
+        }
+        let foreign = self.foreign.lock().unwrap_or_else(|e| e.into_inner());
+        if !foreign.is_empty() {
+            let paths: Vec<String> = foreign.iter().map(|p| p.display().to_string()).collect();
+            let one = foreign.len() == 1;
+            out.push(format!(
+                "debuginfod cache {}: {} {} not the debug information of {} build ID, and fgbpf did not write {}: kept; remove {} and the servers are asked again",
+                self.cache.display(),
+                list(&paths),
+                if one { "is" } else { "are" },
+                if one { "its" } else { "their" },
+                if one { "it" } else { "them" },
+                if one { "it" } else { "them" },
             ));
         }
         for s in &self.servers {
