@@ -25,6 +25,7 @@ import unwinding  # noqa: E402
 import python as python_cost  # noqa: E402
 import interp_cost  # noqa: E402
 import java_cost  # noqa: E402
+import switch_parts  # noqa: E402
 import node_cost  # noqa: E402
 import top_cost  # noqa: E402
 import go_cost  # noqa: E402
@@ -576,6 +577,8 @@ ONLY = {
              "what sending to an OTLP receiver costs, once and streamed each second"),
     "kernel-paths": ("## 20. Kernel paths", lambda t: kernel_paths.report(kernel_paths.measure(3, t)),
                      "BPF time per sample of each kernel's path, in emulated guests (ratios only)"),
+    "switch-parts": ("## 21. A switch's cost, by part", lambda t: switch_parts.report(switch_parts.measure(3, t)),
+                     "BPF time per switch with parts left out, and on the churning load, against offcputime"),
 }
 
 
