@@ -4,7 +4,7 @@
 # target/consumers/roots/SUITE at each:
 # - Debian 13 (trixie): Ruby 3.3; PHP 8.4 with excimer, its reference
 #   profiler; Python 3.13.
-# - Debian 11 (bullseye): Ruby 2.7, PHP 7.4, Python 3.9.
+# - Debian 11 (bullseye): Ruby 2.7; PHP 7.4 with excimer; Python 3.9.
 # tests/ruby.rs, tests/php.rs and tests/python.rs run processes in them as
 # a container runs them (chroot): read beside rbspy, excimer and py-spy,
 # and named with why when fgbpf refuses them. debootstrap is installed
@@ -35,4 +35,4 @@ build() {
 }
 
 build trixie ruby3.3,php8.4-cli,php8.4-excimer,python3
-build bullseye ruby,php7.4-cli,python3
+build bullseye ruby,php7.4-cli,php-excimer,python3

@@ -1,9 +1,11 @@
 /* The offsets src/runtimes/php/mod.rs's Layout holds, printed from one PHP
- * version's own headers (php8.X-dev) as `name value` lines, with the
+ * version's own headers (phpX.Y-dev) as `name value` lines, with the
  * constants the reader and the BPF walker assume: scripts/php-layouts.sh
  * compiles this against each version's headers and writes
  * src/runtimes/php/layouts.rs from what it prints. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <stddef.h>
 #include <stdio.h>
 #include "php.h"

@@ -4,8 +4,9 @@
 //! (src/runtimes/php/php.bpf.h) and named from the live process (src/runtimes/php/).
 //! Known answers: the scripts' own lines and splits; PHP's own sampler,
 //! the excimer extension (`php-excimer`), on the same script. PHP 8.4 is
-//! Debian 13's, run in the root scripts/fetch-roots.sh builds as a
-//! container runs it (`chroot ROOT php8.4`), with that release's excimer.
+//! Debian 13's and PHP 7.4 Debian 11's, each run in the root
+//! scripts/fetch-roots.sh builds as a container runs it (`chroot ROOT
+//! php8.4`), with that release's excimer.
 
 mod common;
 
@@ -221,15 +222,10 @@ fn a_script_of_half_a_second_keeps_its_names() {
     short_script_keeps_names("php_short", &command, "short.php", "[php: process gone", &["{main}@short.php:12", "work@short.php:"], php);
 }
 
-/// The Debian 13 root (scripts/fetch-roots.sh), with tests/workloads/php
-/// copied into it: the root, and where the scripts are inside it.
-fn trixie() -> (PathBuf, PathBuf) {
-    let root = consumers_dir().join("roots/trixie");
-    assert!(
-        root.join(".fgbpf-complete").exists(),
-        "{} is missing: scripts/fetch-roots.sh builds it (scripts/test.sh runs it)",
-        root.display()
-    );
+/// A Debian root of scripts/fetch-roots.sh (`common::roots::trixie` or
+/// `bullseye`), with tests/workloads/php copied into it: the root, and
+/// where the scripts are inside it.
+fn in_root(root: PathBuf) -> (PathBuf, PathBuf) {
     let inside = Path::new("/tmp/fgbpf-php");
     let there = root.join(inside.strip_prefix("/").unwrap());
     std::fs::create_dir_all(&there).unwrap();
@@ -245,13 +241,22 @@ fn trixie() -> (PathBuf, PathBuf) {
     (root, inside.to_path_buf())
 }
 
+/// The Debian 13 root, with the scripts: see [`in_root`].
+fn trixie() -> (PathBuf, PathBuf) {
+    in_root(common::roots::trixie())
+}
+
 /// Starts `chroot ROOT PROGRAM [ini] SCRIPT ARGS` (PROGRAM: a path inside
 /// the root) and returns once it says "ready".
-fn start_in_trixie(program: &str, ini: &[&str], env: &[(&str, &Path)], name: &str, args: &[&str]) -> KillOnDrop {
-    let (root, inside) = trixie();
+fn start_in(root: &(PathBuf, PathBuf), program: &str, ini: &[&str], env: &[(&str, &Path)], name: &str, args: &[&str]) -> KillOnDrop {
+    let (root, inside) = root;
     let mut cmd = Command::new("chroot");
-    cmd.arg(&root).arg(program).envs(env.iter().copied()).args(ini).arg(inside.join(name)).args(args);
+    cmd.arg(root).arg(program).envs(env.iter().copied()).args(ini).arg(inside.join(name)).args(args);
     start_ready(&mut cmd, &format!("{program} {name} in {}", root.display()), "chroot")
+}
+
+fn start_in_trixie(program: &str, ini: &[&str], env: &[(&str, &Path)], name: &str, args: &[&str]) -> KillOnDrop {
+    start_in(&trixie(), program, ini, env, name, args)
 }
 
 #[test]
@@ -333,20 +338,24 @@ fn jit(mode: &'static str) -> [&'static str; 8] {
 }
 
 fn split_84(ini: &[&str], test: &str, title: &str) {
-    let (root, inside) = trixie();
-    let excimer = inside.join("excimer.txt");
-    let seen = root.join(excimer.strip_prefix("/").unwrap());
+    split_in(&trixie(), "php8.4", ini, test, title);
+}
+
+/// split.php run by `program` in `root` beside that release's excimer.
+fn split_in(root: &(PathBuf, PathBuf), program: &str, ini: &[&str], test: &str, title: &str) {
+    let excimer = root.1.join("excimer.txt");
+    let seen = root.0.join(excimer.strip_prefix("/").unwrap());
     let _ = std::fs::remove_file(&seen);
-    let prepend = format!("auto_prepend_file={}", inside.join("excimer.php").display());
+    let prepend = format!("auto_prepend_file={}", root.1.join("excimer.php").display());
     let ini: Vec<&str> = ini.iter().copied().chain(["-d", &prepend]).collect();
-    let mut php84 = start_in_trixie("php8.4", &ini, &[("EXCIMER_OUT", &excimer)], "split.php", &["7"]);
+    let mut target = start_in(root, program, &ini, &[("EXCIMER_OUT", &excimer)], "split.php", &["7"]);
     // Complete once its log is written, at the script's end: Debian 13's
     // excimer (1.2.3) sometimes aborts after that, in PHP's shutdown
     // (`pthread_mutex_lock(): Invalid argument`, once in six runs here,
     // after fgbpf's capture had ended), which says nothing of its samples.
     let end = End::File { path: seen.clone(), limit: Duration::from_secs(60), settle: Duration::from_millis(500) };
     let reference = Reference::in_workload("excimer", end, reading(&seen, read_collapsed));
-    let got = capture_beside(&mut php84, &["oncpu", "-F", "499"], Window::Seconds("4"), test, reference);
+    let got = capture_beside(&mut target, &["oncpu", "-F", "499"], Window::Seconds("4"), test, reference);
     let stacks = read_folded(&got.dir.join("oncpu.folded"));
     let fg = Side { name: "fgbpf", stacks: &stacks, is: &|f, m| php(f, &format!("{m}@split.php:")) };
     let theirs = Side { name: "excimer", stacks: &got.theirs, is: &exactly };
@@ -365,14 +374,18 @@ fn php_8_4_waits_are_under_their_callers() {
         return;
     }
     let _serial = serial();
-    let php84 = start_in_trixie("php8.4", &[], &[], "waits.php", &["30"]);
-    let Captured { stacks, summary, .. } = capture_ended(php84, "offcpu", "3", "php84_waits");
+    waits_in(&trixie(), "php8.4", "php84_waits", "PHP 8.4");
+}
+
+fn waits_in(root: &(PathBuf, PathBuf), program: &str, test: &str, label: &str) {
+    let target = start_in(root, program, &[], &[], "waits.php", &["30"]);
+    let Captured { stacks, summary, .. } = capture_ended(target, "offcpu", "3", test);
     let all = total(&stacks);
     let main = "{main}@waits.php:25";
     let nap = weight_in_order_by(&stacks, &[main, "outer@waits.php:", "nap@waits.php:7", "usleep [c function]_[p]"], frame_is);
     let listen = weight_in_order_by(&stacks, &[main, "outer@waits.php:", "listen@waits.php:11", "fread [c function]_[p]"], frame_is);
     let (nap_pct, listen_pct) = (pct(nap, all), pct(listen, all));
-    eprintln!("PHP 8.4 off-CPU: nap;usleep {nap_pct:.1}%, listen;fread {listen_pct:.1}% of {all} us");
+    eprintln!("{label} off-CPU: nap;usleep {nap_pct:.1}%, listen;fread {listen_pct:.1}% of {all} us");
     assert!(all > 2_000_000, "{all} us off-CPU\n{summary}");
     assert!(nap_pct + listen_pct >= 95.0, "{:.1}% of the off-CPU time under its caller\n{summary}", nap_pct + listen_pct);
     assert!(nap_pct >= 30.0 && listen_pct >= 30.0, "nap {nap_pct:.1}%, listen {listen_pct:.1}%\n{summary}");
@@ -449,26 +462,45 @@ fn a_php_named_without_its_version_is_read_by_what_the_binary_says() {
     );
 }
 
-/// Debian 11's PHP 7.4, in a bullseye root as a container runs it: an
-/// interpreter fgbpf recognises and does not read is named in the summary
-/// with its version and the versions fgbpf reads, and its stacks keep the
-/// executor's native frames, none named as PHP's.
+/// Debian 11's PHP 7.4, in a bullseye root as a container runs it, read
+/// by the layout its own headers give (php7.4-dev): busy.php's functions
+/// in order under the executor's entry, none of execute_ex left.
 #[test]
-fn php_7_4_in_a_debian_11_container_is_named_as_not_read() {
+fn php_7_4_in_a_debian_11_container_names_busy_functions_in_order() {
     if !require_root() {
         return;
     }
     let _serial = serial();
-    let target = common::roots::start_in_root(&common::roots::bullseye(), "php", "php7.4", "busy.php", "30");
-    let Captured { pid, dir, stacks, summary } = capture_ended(target, "oncpu", "2", "php74_unread");
-    // Its full version (7.4.33 in Debian 11), then what fgbpf reads.
-    let said = format!("PHP: pid {pid} (php7.4): PHP frames not read, PHP 7.4.");
-    let reads = "(fgbpf reads 8.2 and 8.4); its stacks show the executor's native frames (execute_ex)";
-    let line = |text: &str| text.lines().any(|l| l.contains(&said) && l.contains(reads));
-    assert!(line(&summary), "the summary does not say `{said}… {reads}`\n{summary}");
-    let report = std::fs::read_to_string(dir.join("report.txt")).unwrap();
-    assert!(line(&report), "report.txt does not say `{said}… {reads}`\n{report}");
-    let native = weight_in_order_by(&stacks, &["zend_execute", "execute_ex"], |f, w| f == w);
-    assert!(total(&stacks) > 0 && pct(native, total(&stacks)) >= 95.0, "native frames: {native} of {}\n{summary}", total(&stacks));
-    assert_eq!(weight_in_order_by(&stacks, &["{main}@busy.php:"], php), 0, "PHP frames named though not read\n{summary}");
+    let php74 = start_in(&bullseye(), "php7.4", &[], &[], "busy.php", &["30"]);
+    let Captured { pid, stacks, summary, .. } = capture_ended(php74, "oncpu", "3", "php74_busy");
+    assert_outer_inner(&stacks, "{main}@busy.php:8", &summary, "PHP 7.4");
+    assert!(
+        summary.contains(&format!("PHP: pid {pid} (php7.4, PHP 7.4): 100.0% of its time with the PHP stack read whole")),
+        "{summary}"
+    );
+}
+
+/// As a_50_30_20_split_between_php_methods_agrees_with_excimer, on PHP 7.4
+/// with Debian 11's excimer (php-excimer), in the container's root.
+#[test]
+fn php_7_4_splits_agree_with_its_excimer() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    split_in(&bullseye(), "php7.4", &[], "php74_split", "split.php on PHP 7.4");
+}
+
+#[test]
+fn php_7_4_waits_are_under_their_callers() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    waits_in(&bullseye(), "php7.4", "php74_waits", "PHP 7.4");
+}
+
+/// The Debian 11 root, with the scripts: see [`in_root`].
+fn bullseye() -> (PathBuf, PathBuf) {
+    in_root(common::roots::bullseye())
 }

@@ -63,7 +63,7 @@ pub fn layout(version: (u32, u32)) -> Option<Layout> {
 }
 
 /// The versions fgbpf reads, for messages and docs/runtimes/php.md.
-pub const SUPPORTED: &str = "8.2 and 8.4";
+pub const SUPPORTED: &str = "7.4, 8.2 and 8.4";
 
 /// A PHP interpreter found in a process.
 #[derive(Clone, Debug, PartialEq, Eq)]
