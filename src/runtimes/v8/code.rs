@@ -73,6 +73,9 @@ pub type StreamMap = Option<u64>;
 impl Heap<'_> {
     /// The compiled code holding `pc`.
     pub fn code_at(&self, pc: u64, stream_map: &mut StreamMap) -> Option<JitCode> {
+        if !self.l.reads_code() {
+            return None;
+        }
         let mut end = pc & !7;
         let floor = pc.saturating_sub(MAX_SCAN);
         while end > floor {

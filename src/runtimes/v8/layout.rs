@@ -99,9 +99,15 @@ pub const NOT_KNOWN: u16 = u16::MAX;
 
 impl Layout {
     /// Whether optimised code's inlined functions can be read: V8 11
-    /// describes where; V8 12's metadata does not.
+    /// describes where; V8 10's and V8 12's metadata do not.
     pub fn reads_inlining(&self) -> bool {
         self.code_deopt != NOT_KNOWN && self.code_positions != NOT_KNOWN
+    }
+
+    /// Whether the compiled code holding a pc can be found: its
+    /// InstructionStream (V8 11 on).
+    pub fn reads_code(&self) -> bool {
+        self.code_stream != NOT_KNOWN
     }
 }
 
@@ -165,15 +171,20 @@ pub fn read(data: &[u8]) -> Result<Option<Layout>, String> {
     let code_deopt = off("class_Code__deoptimization_data__FixedArray").unwrap_or(NOT_KNOWN);
     let code_positions = off("class_Code__source_position_table__ByteArray").unwrap_or(NOT_KNOWN);
     // The Code's fields after its source position table (V8 11), or as
-    // V8 12's metadata gives them.
+    // V8 12's metadata gives them. V8 10 (Node.js 18) has no
+    // InstructionStream (its Code holds its instructions) and gives
+    // neither: its compiled code is not read, its frames named by their
+    // function alone.
     let (code_stream, code_start, code_size) = if code_positions != NOT_KNOWN {
         (code_positions + 8, code_positions + 16, code_positions + 32)
-    } else {
+    } else if consts.contains_key("class_Code__instruction_stream__Tagged_InstructionStream_") {
         (
             off("class_Code__instruction_stream__Tagged_InstructionStream_")?,
             off("class_Code__instruction_start__Address")?,
             off("class_Code__instruction_size__int")?,
         )
+    } else {
+        (NOT_KNOWN, NOT_KNOWN, NOT_KNOWN)
     };
     let l = Layout {
         fp_marker: fp("off_fp_context_or_frame_type")?,
