@@ -49,28 +49,44 @@ def own_use(stderr, required=True):
     return None
 
 
+def attached(cmd, during, settle=1.5):
+    """Starts the tracer `cmd`, lets it settle, runs `during()` with the
+    kernel's BPF statistics on, and stops it with SIGINT. Returns the
+    programs it loaded as the kernel counted them before and after
+    (`bpf_progs`), its own CPU over `during` and how long that took."""
+    before = set(bpf_progs())
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(settle)
+    if proc.poll() is not None:
+        raise RuntimeError(f"{cmd[0]} stopped before it was measured")
+    subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=True)
+    try:
+        p0, c0, t0 = bpf_progs(), proc_cpu(proc.pid), time.monotonic()
+        during()
+        p1, c1, t1 = bpf_progs(), proc_cpu(proc.pid), time.monotonic()
+    finally:
+        subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=0"])
+        proc.send_signal(2)
+        try:
+            proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    ours = {i: p for i, p in p1.items() if i not in before}
+    return {"ours": ours, "p0": p0, "cpu_s": c1 - c0, "secs": t1 - t0}
+
+
+def delta(run, key, ids):
+    """What the kernel counted (`run_time_ns`, `run_cnt`) for the programs
+    `ids` of an `attached` run."""
+    return sum(run["ours"][i].get(key, 0) - run["p0"].get(i, {}).get(key, 0) for i in ids)
+
+
 def sampler_run(cmd, seconds, prog_type="perf_event"):
     """Starts the sampler `cmd`, lets it settle, then measures it for
     `seconds` with the kernel's BPF statistics on; stops it with SIGINT.
     Returns the run time (ns) and runs of the programs of `prog_type` it
     loaded (its samplers by default), and its own CPU over the window."""
-    before = set(bpf_progs())
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(1.5)
-    ours = [i for i in bpf_progs() if i not in before]
-    subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=True)
-    try:
-        p0, c0 = bpf_progs(), proc_cpu(proc.pid)
-        time.sleep(seconds)
-        p1, c1 = bpf_progs(), proc_cpu(proc.pid)
-    finally:
-        subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=0"])
-    proc.send_signal(2)
-    try:
-        proc.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    samplers = [i for i in ours if p1.get(i, {}).get("type") == prog_type]
-    delta = lambda key: sum(p1.get(i, {}).get(key, 0) - p0.get(i, {}).get(key, 0) for i in samplers)
-    return {"bpf_ns": delta("run_time_ns"), "runs": delta("run_cnt"), "cpu_s": c1 - c0}
+    run = attached(cmd, lambda: time.sleep(seconds))
+    samplers = [i for i, p in run["ours"].items() if p.get("type") == prog_type]
+    return {"bpf_ns": delta(run, "run_time_ns", samplers), "runs": delta(run, "run_cnt", samplers), "cpu_s": run["cpu_s"]}

@@ -13,7 +13,6 @@ switches a second of forks, execs and short threads): offcputime, fgbpf
 offcpu and fgbpf flight each alone for SECONDS, their BPF run time and
 their own CPU as shares of the machine."""
 
-import json
 import os
 import statistics
 import subprocess
@@ -21,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from measures import bpf_progs, log, proc_cpu
+from measures import attached, delta, log
 from sections import ROOT
 
 FGBPF = ROOT / "target" / "release" / "fgbpf"
@@ -45,36 +44,16 @@ def command(args, out):
     return [str(FGBPF), *args, "-o", str(out), "-q"]
 
 
-def attached(cmd, during):
-    """Starts the tracer `cmd`, lets it attach, runs `during()` with the
-    kernel's BPF statistics on, and stops it: the run time and runs of the
-    sched_switch programs it loaded, its own CPU and the seconds measured."""
-    before = set(bpf_progs())
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(4)
-    if proc.poll() is not None:
-        raise RuntimeError(f"{cmd[0]} stopped before it was measured")
-    subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=True)
-    try:
-        p0, c0, t0 = bpf_progs(), proc_cpu(proc.pid), time.monotonic()
-        during()
-        p1, c1, t1 = bpf_progs(), proc_cpu(proc.pid), time.monotonic()
-    finally:
-        subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=0"])
-        proc.send_signal(2)
-        try:
-            proc.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    ours = [i for i in p1 if i not in before]
-    delta = lambda key, ids: sum(p1[i].get(key, 0) - p0.get(i, {}).get(key, 0) for i in ids)
-    # The switch program is named for the tracepoint (offcputime's
-    # sched_switch, fgbpf's switch_*); its tail-called walker, where there
-    # is one, counts in it.
-    switch = [i for i in ours if "switch" in p1[i].get("name", "")]
-    return {"switch_ns": delta("run_time_ns", switch), "switches": delta("run_cnt", switch),
-            "bpf_ns": delta("run_time_ns", ours), "cpu_s": c1 - c0, "secs": t1 - t0}
+def switch_run(cmd, during):
+    """`cmd` attached while `during()` runs: the run time and runs of the
+    sched_switch programs it loaded (offcputime's sched_switch, fgbpf's
+    switch_*; a tail-called walker's time counts in the program that
+    started it), all its programs' run time, its own CPU and the seconds
+    measured."""
+    run = attached(cmd, during, settle=4)
+    switch = [i for i, p in run["ours"].items() if "switch" in p.get("name", "")]
+    return {"switch_ns": delta(run, "run_time_ns", switch), "switches": delta(run, "run_cnt", switch),
+            "bpf_ns": delta(run, "run_time_ns", run["ours"]), "cpu_s": run["cpu_s"], "secs": run["secs"]}
 
 
 def measure(rounds, tmp):
@@ -88,14 +67,14 @@ def measure(rounds, tmp):
             log(f"switch parts: ping-pong, {name}, round {r + 1}")
             with tempfile.TemporaryDirectory(dir=tmp) as out:
                 run = lambda: subprocess.run([str(pp), "200000"], stdout=subprocess.DEVNULL, check=True)
-                ping[name].append(attached(command(args, Path(out) / "o"), run))
+                ping[name].append(switch_run(command(args, Path(out) / "o"), run))
         for name, args in CHURN:
             log(f"switch parts: churn, {name}, round {r + 1}")
             with tempfile.TemporaryDirectory(dir=tmp) as out:
                 busy = subprocess.Popen([str(load), str(SECONDS + 15), "1"], stdout=subprocess.DEVNULL)
                 try:
                     time.sleep(2)
-                    churn[name].append(attached(command(args, Path(out) / "o"), lambda: time.sleep(SECONDS)))
+                    churn[name].append(switch_run(command(args, Path(out) / "o"), lambda: time.sleep(SECONDS)))
                 finally:
                     busy.kill()
                     busy.wait()
