@@ -265,11 +265,17 @@ fn php_8_4_in_a_debian_13_container_names_busy_functions_in_order() {
         return;
     }
     let _serial = serial();
-    let php84 = start_in_trixie("php8.4", &[], &[], "busy.php", &["30"]);
-    let Captured { pid, stacks, summary, .. } = capture_ended(php84, "oncpu", "3", "php84_busy");
-    assert_outer_inner(&stacks, "{main}@busy.php:8", &summary, "PHP 8.4");
+    busy_in(&trixie(), "php8.4", "php84_busy", "PHP 8.4");
+}
+
+/// busy.php run by `program` in `root`: its functions in order, and the
+/// summary saying its whole PHP stack was read (`label`: `PHP X.Y`).
+fn busy_in(root: &(PathBuf, PathBuf), program: &str, test: &str, label: &str) {
+    let target = start_in(root, program, &[], &[], "busy.php", &["30"]);
+    let Captured { pid, stacks, summary, .. } = capture_ended(target, "oncpu", "3", test);
+    assert_outer_inner(&stacks, "{main}@busy.php:8", &summary, label);
     assert!(
-        summary.contains(&format!("PHP: pid {pid} (php8.4, PHP 8.4): 100.0% of its time with the PHP stack read whole")),
+        summary.contains(&format!("PHP: pid {pid} ({program}, {label}): 100.0% of its time with the PHP stack read whole")),
         "{summary}"
     );
 }
@@ -471,13 +477,7 @@ fn php_7_4_in_a_debian_11_container_names_busy_functions_in_order() {
         return;
     }
     let _serial = serial();
-    let php74 = start_in(&bullseye(), "php7.4", &[], &[], "busy.php", &["30"]);
-    let Captured { pid, stacks, summary, .. } = capture_ended(php74, "oncpu", "3", "php74_busy");
-    assert_outer_inner(&stacks, "{main}@busy.php:8", &summary, "PHP 7.4");
-    assert!(
-        summary.contains(&format!("PHP: pid {pid} (php7.4, PHP 7.4): 100.0% of its time with the PHP stack read whole")),
-        "{summary}"
-    );
+    busy_in(&bullseye(), "php7.4", "php74_busy", "PHP 7.4");
 }
 
 /// As a_50_30_20_split_between_php_methods_agrees_with_excimer, on PHP 7.4
