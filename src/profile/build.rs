@@ -461,17 +461,26 @@ struct Table {
     entries: Vec<(u32, u32, Option<UnresolvedReason>)>,
     /// Frames of the tracer itself (see [`is_tracer_frame`]).
     tracer: std::collections::HashSet<FrameId>,
+    /// Frames whose address is one where they are the innermost function.
+    innermost: std::collections::HashSet<FrameId>,
 }
 
 impl Table {
     fn add(&mut self, profile: &mut Profile, named: Named) -> u32 {
         let start = self.frames.len() as u32;
-        for (name, kind) in &named.frames {
+        let last = named.frames.len().saturating_sub(1);
+        for (i, (name, kind)) in named.frames.iter().enumerate() {
             let frame = Frame {
                 module: named.module.clone(),
+                address: named.address,
                 ..Frame::new(name.as_str(), *kind)
             };
             let id = profile.intern_frame(frame);
+            // A frame's address says its function where nothing is
+            // inlined into it there (addr2line names the innermost).
+            if i == last && named.address != 0 && self.innermost.insert(id) {
+                profile.place_frame(id, named.address);
+            }
             if *kind == FrameKind::Kernel && is_tracer_frame(name) {
                 self.tracer.insert(id);
             }
