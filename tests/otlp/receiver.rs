@@ -1,12 +1,14 @@
 //! The receiving end of tests/otlp.rs: tests/otlp/receiver.py (the
 //! official OpenTelemetry Python classes and grpcio, from PyPI) started
-//! and stopped, and what it kept read back: each sample decoded.
+//! and stopped, and what it kept read back: each sample decoded, or each
+//! export whole ([`super::export`]).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use super::common::*;
+use super::export;
 
 const NEEDS_RECEIVER: &str = "the OTLP receiver is not installed: run scripts/test.sh (scripts/fetch-otlp-receiver.sh)";
 
@@ -107,4 +109,11 @@ pub fn start(args: &[&str]) -> KillOnDrop {
 pub fn pid_of(c: &KillOnDrop) -> i64 {
     let child: &Child = &c.0;
     i64::from(child.id())
+}
+
+/// The exports the receiver kept in `dir`, whole.
+pub fn dump(dir: &Path) -> Vec<export::Export> {
+    let out = Command::new(receiver_python()).arg(receiver_script()).arg("dump").arg(dir).output().unwrap();
+    assert!(out.status.success(), "dumping: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).lines().map(|l| export::Export(serde_json::from_str(l).unwrap())).collect()
 }
