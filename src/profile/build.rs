@@ -470,15 +470,17 @@ impl Table {
         let start = self.frames.len() as u32;
         let last = named.frames.len().saturating_sub(1);
         for (i, (name, kind)) in named.frames.iter().enumerate() {
+            // A frame's address says its function only where nothing is
+            // inlined into it there (addr2line names the innermost): the
+            // functions code was inlined into get none from it.
+            let innermost = i == last && named.address != 0;
             let frame = Frame {
                 module: named.module.clone(),
-                address: named.address,
+                address: if innermost { named.address } else { 0 },
                 ..Frame::new(name.as_str(), *kind)
             };
             let id = profile.intern_frame(frame);
-            // A frame's address says its function where nothing is
-            // inlined into it there (addr2line names the innermost).
-            if i == last && named.address != 0 && self.innermost.insert(id) {
+            if innermost && self.innermost.insert(id) {
                 profile.place_frame(id, named.address);
             }
             if *kind == FrameKind::Kernel && is_tracer_frame(name) {

@@ -76,7 +76,12 @@ fn a_frame_keeps_an_address_where_it_is_the_innermost_function() {
     t.add(&mut p, named(&[("work", FrameKind::User), ("inc", FrameKind::Inlined)], 0x1100));
     t.add(&mut p, named(&[("work", FrameKind::User)], 0x1200));
     t.add(&mut p, named(&[("work", FrameKind::User)], 0x1300));
+    // `loop`, met only with `step` inlined into it.
+    t.add(&mut p, named(&[("loop", FrameKind::User), ("step", FrameKind::Inlined)], 0x1400));
     let address = |name: &str| p.frames().iter().find(|f| f.name == name).map(|f| f.address);
     assert_eq!((address("work"), address("inc")), (Some(0x1200), Some(0x1100)));
-    assert_eq!(p.frames().len(), 2, "one frame per function, whatever its address");
+    assert_eq!(p.frames().len(), 4, "one frame per function, whatever its address");
+    // A function met only with code inlined into it has no address of
+    // its own: addr2line would name the inlined one there.
+    assert_eq!((address("loop"), address("step")), (Some(0), Some(0x1400)));
 }
