@@ -2,119 +2,25 @@
 //! OpenTelemetry Python classes decode it. The receiver
 //! (tests/otlp/receiver.py) is opentelemetry-proto and grpcio from PyPI
 //! (scripts/fetch-otlp-receiver.sh, which scripts/test.sh runs); it keeps
-//! each export as it came and prints its samples as JSON.
+//! each export as it came and prints its samples, or each export whole,
+//! as JSON (tests/otlp/receiver.rs reads them, tests/otlp/export.rs reads
+//! an export's dictionary).
 
 mod common;
+#[path = "otlp/export.rs"]
+mod export;
+#[path = "otlp/receiver.rs"]
+mod receiver;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::pprof_raw::raw_samples;
 use common::*;
-
-const NEEDS_RECEIVER: &str = "the OTLP receiver is not installed: run scripts/test.sh (scripts/fetch-otlp-receiver.sh)";
-
-fn receiver_python() -> PathBuf {
-    let python = consumers_dir().join("otlp/bin/python");
-    assert!(python.is_file(), "{NEEDS_RECEIVER}");
-    python
-}
-
-fn receiver_script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/otlp/receiver.py")
-}
-
-/// The receiver, serving until dropped; its port.
-fn serve(dir: &Path) -> (KillOnDrop, u16) {
-    serve_with(dir, &[])
-}
-
-/// The receiver with receiver.py's options (`--port N`, `--http`,
-/// `--delay S`, `--fail CODE`).
-fn serve_with(dir: &Path, options: &[&str]) -> (KillOnDrop, u16) {
-    let _ = std::fs::remove_dir_all(dir);
-    let mut child = Command::new(receiver_python())
-        .arg(receiver_script())
-        .arg("serve")
-        .arg(dir)
-        .args(options)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect(NEEDS_RECEIVER);
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let port = line.trim().strip_prefix("listening ").and_then(|p| p.parse().ok()).unwrap_or_else(|| panic!("receiver said {line:?}"));
-    (KillOnDrop(child), port)
-}
-
-/// One sample as the receiver decoded it.
-#[derive(Debug)]
-struct Decoded {
-    profile: String,
-    pid: i64,
-    service: String,
-    value: i64,
-    /// Leaf first, with each location's mapping (file name, build ID)
-    /// and frame type.
-    frames: Vec<String>,
-    mappings: Vec<String>,
-    build_ids: Vec<String>,
-    types: Vec<String>,
-    tid: String,
-    /// Its profile's start (ns since the epoch).
-    time: u64,
-    /// Each frame's file and line, where known ("" and 0 else).
-    files: Vec<String>,
-    lines: Vec<i64>,
-}
-
-fn strings(v: &serde_json::Value) -> Vec<String> {
-    v.as_array().map(|a| a.iter().map(|f| f.as_str().unwrap_or_default().to_string()).collect()).unwrap_or_default()
-}
-
-/// A binary's GNU build ID, hex, as readelf prints it.
-fn build_id_of(path: &Path) -> String {
-    let out = Command::new("readelf").arg("-n").arg(path).output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.lines().find_map(|l| l.trim().strip_prefix("Build ID: ")).unwrap_or_default().trim().to_string()
-}
-
-fn decode(dir: &Path) -> Vec<Decoded> {
-    let out = Command::new(receiver_python()).arg(receiver_script()).arg("decode").arg(dir).output().unwrap();
-    assert!(out.status.success(), "decoding: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| {
-            let v: serde_json::Value = serde_json::from_str(l).unwrap();
-            Decoded {
-                profile: v["profile"].as_str().unwrap_or_default().to_string(),
-                pid: v["resource"]["process.pid"].as_i64().unwrap_or(0),
-                service: v["resource"]["service.name"].as_str().unwrap_or_default().to_string(),
-                value: v["value"].as_i64().unwrap_or(0),
-                frames: strings(&v["frames"]),
-                mappings: strings(&v["mappings"]),
-                build_ids: strings(&v["build_ids"]),
-                types: strings(&v["types"]),
-                tid: v["attributes"]["thread.id"].as_str().unwrap_or_default().to_string(),
-                time: v["time"].as_u64().unwrap_or(0),
-                files: strings(&v["files"]),
-                lines: v["lines"].as_array().map(|a| a.iter().map(|l| l.as_i64().unwrap_or(0)).collect()).unwrap_or_default(),
-            }
-        })
-        .collect()
-}
-
-fn start(args: &[&str]) -> KillOnDrop {
-    KillOnDrop(Command::new(plain_workload("plain")).args(args).spawn().unwrap())
-}
-
-fn pid_of(c: &KillOnDrop) -> i64 {
-    let child: &Child = &c.0;
-    i64::from(child.id())
-}
+use receiver::*;
 
 /// `fgbpf wall --otlp` on the 50/30/20 workload and on a thread sleeping
 /// in `nap_50ms`: the receiver decodes one export with the official
@@ -490,4 +396,218 @@ fn raw_samples_read_go_tool_pprof_s_text() {
     assert!(s[0].labels.contains(&("route".into(), "/api".into())));
     assert!(s[0].labels.contains(&("goroutine".into(), "18".into())));
     assert_eq!((s[1].count, s[1].funcs.as_slice(), s[1].labels.len()), (2, &["retake_[k]".to_string()][..], 0));
+}
+
+/// `fgbpf wall --otlp` on the 50/30/20 workload and the sleepers: one
+/// export whose dictionary holds each string, function, mapping,
+/// location, stack and attribute once, however many views and processes
+/// use it (the on-CPU, off-CPU and wall views of one frame are one
+/// location); each view's samples add up, stack by stack and thread by
+/// thread, to the capture's own folded file of it; each profile has its
+/// own 16-byte ID, its time range, and (on-CPU) its period.
+#[test]
+fn a_wall_export_is_one_dictionary_without_duplicates() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let received = out_dir("otlp_dictionary_received");
+    let (_receiver, port) = serve(&received);
+    let split = start(&["split", "30"]);
+    let waits = start(&["waits", "30"]);
+    let dir = out_dir("otlp_dictionary");
+    let before = std::time::SystemTime::now();
+    let out = run(fgbpf()
+        .args(["wall", "-F", "499", "-d", "3", "-p", &pid_of(&split).to_string(), "-p", &pid_of(&waits).to_string()])
+        .args(["--otlp", &format!("127.0.0.1:{port}"), "--otlp-insecure", "-o"])
+        .arg(&dir));
+    drop((split, waits));
+    assert_ok(&out);
+    let exports = dump(&received);
+    assert_eq!(exports.len(), 1, "one export of the capture");
+    let e = &exports[0];
+    for table in export::TABLES {
+        let entries = e.table(table);
+        let dupes = e.duplicates(table);
+        eprintln!("{table}: {} entries, {} duplicates", entries.len(), dupes.len());
+        assert!(entries.len() > 1, "{table} is empty");
+        assert!(entries[0] == "" || entries[0] == serde_json::json!({}), "{table}[0] is not the zero value: {}", entries[0]);
+        let shown: Vec<String> = dupes.iter().take(5).map(|&(i, was)| format!("[{i}] = [{was}]: {}", entries[i])).collect();
+        assert!(dupes.is_empty(), "{table}: {} of {} entries held twice, e.g.\n{}", dupes.len(), entries.len(), shown.join("\n"));
+    }
+    // The same stacks and weights as the files, view by view (the views
+    // in microseconds are sent in nanoseconds).
+    let samples = e.samples();
+    for (file, scale, kinds) in [("oncpu.folded", 1, &["samples"][..]), ("offcpu.folded", 1000, &["off_cpu_sleeping", "off_cpu_uninterruptible", "off_cpu_runqueue", "off_cpu"]), ("wall.folded", 1000, &["wall"])] {
+        let files = export::folded_stacks(&dir.join(file), scale);
+        let mut sent: BTreeMap<(u64, u64, Vec<String>), u64> = BTreeMap::new();
+        for s in samples.iter().filter(|s| kinds.contains(&s.kind.as_str())) {
+            *sent.entry((s.pid, s.tid, s.frames.clone())).or_default() += s.value;
+        }
+        assert!(!files.is_empty(), "{file} is empty");
+        assert_eq!(sent.len(), files.len(), "{file}: {} stacks sent against {} in the file", sent.len(), files.len());
+        for (k, v) in &files {
+            assert_eq!(sent.get(k), Some(v), "{file}: {k:?}");
+        }
+    }
+    // Each profile: its own ID, the capture's time, the period of its
+    // samples where they have one.
+    let mut ids = std::collections::BTreeSet::new();
+    let started = before.duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+    for (_, p) in e.profiles() {
+        let kind = e.string(&p["sample_type"]["type_strindex"]).to_string();
+        let id = p["profile_id"].as_str().unwrap_or_default().to_string();
+        assert!(!id.is_empty() && id.trim_end_matches('=').chars().any(|c| c != 'A'), "{kind}: profile_id {id:?}");
+        assert!(ids.insert(id.clone()), "{kind}: profile_id {id} given twice");
+        let (time, duration) = (export::num(&p["time_unix_nano"]), export::num(&p["duration_nano"]));
+        assert!(time + 1_000_000_000 >= started && time <= started + 5_000_000_000, "{kind}: starts at {time}, the capture at {started}");
+        assert!((2_500_000_000..=4_000_000_000).contains(&duration), "{kind}: {duration} ns long, the capture 3 s");
+        if kind == "samples" {
+            let period_type = (e.string(&p["period_type"]["type_strindex"]), e.string(&p["period_type"]["unit_strindex"]));
+            assert_eq!((period_type, export::num(&p["period"])), (("cpu", "nanoseconds"), 1_000_000_000 / 499), "on-CPU period");
+        }
+    }
+    assert!(ids.len() >= 3, "{} profiles", ids.len());
+}
+
+/// The attribute keys fgbpf sends that the OpenTelemetry semantic
+/// conventions define, with the type they give them.
+const CONVENTIONS: [(&str, &str); 10] = [
+    ("host.name", "string"),
+    ("service.name", "string"),
+    ("process.pid", "int"),
+    ("process.executable.name", "string"),
+    ("process.executable.build_id.gnu", "string"),
+    ("container.id", "string"),
+    ("k8s.pod.uid", "string"),
+    ("thread.id", "int"),
+    ("thread.name", "string"),
+    ("profile.frame.type", "string"),
+];
+
+/// fgbpf's own keys, beyond the conventions (each named in docs/otlp.md),
+/// with their types; a Go program's pprof labels go under the program's
+/// own keys, as strings.
+const OWN_KEYS: [(&str, &str); 1] = [("goroutine", "int")];
+
+/// Every attribute of an export, resource and dictionary ones: `thread.id`
+/// and `process.pid` are ints, and each key is one of the conventions',
+/// with its type, or one of fgbpf's own that docs/otlp.md names.
+#[test]
+fn attributes_have_the_types_the_semantic_conventions_give() {
+    let docs = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/otlp.md")).unwrap();
+    for (key, _) in CONVENTIONS.iter().chain(&OWN_KEYS) {
+        assert!(docs.contains(&format!("`{key}`")), "docs/otlp.md does not name `{key}`");
+    }
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let received = out_dir("otlp_attributes_received");
+    let (_receiver, port) = serve(&received);
+    let waits = start(&["waits", "30"]);
+    let dir = out_dir("otlp_attributes");
+    let out = run(fgbpf()
+        .args(["wall", "-F", "99", "-d", "2", "-p", &pid_of(&waits).to_string(), "--service", "checkout"])
+        .args(["--otlp", &format!("127.0.0.1:{port}"), "--otlp-insecure", "-o"])
+        .arg(&dir));
+    drop(waits);
+    assert_ok(&out);
+    let exports = dump(&received);
+    assert!(!exports.is_empty(), "nothing received");
+    let mut sent: BTreeMap<String, std::collections::BTreeSet<String>> = BTreeMap::new();
+    for e in &exports {
+        for (resource, _) in e.profiles() {
+            for kv in resource {
+                let (kind, _) = export::typed(&kv["value"]);
+                sent.entry(kv["key"].as_str().unwrap_or_default().to_string()).or_default().insert(kind);
+            }
+        }
+        for i in 1..e.table("attribute_table").len() {
+            let (key, (kind, _)) = e.attribute(&serde_json::json!(i));
+            sent.entry(key).or_default().insert(kind);
+        }
+    }
+    eprintln!("sent: {sent:?}");
+    for key in ["thread.id", "process.pid"] {
+        assert_eq!(sent.get(key).map(|t| t.iter().cloned().collect::<Vec<_>>()), Some(vec!["int".to_string()]), "{key}");
+    }
+    for (key, kinds) in &sent {
+        let want = CONVENTIONS.iter().chain(&OWN_KEYS).find(|(k, _)| k == key).map(|(_, t)| *t);
+        let want = want.unwrap_or_else(|| panic!("`{key}` is neither the conventions' nor one of fgbpf's own"));
+        assert!(kinds.iter().all(|k| k == want), "`{key}` sent as {kinds:?}, defined as {want}");
+    }
+}
+
+/// A stripped `gcc -O2` program, run twice: once with its debug file in
+/// `--debug-dir`, so that fgbpf names its functions, and once (another
+/// build ID) with none, so that fgbpf names them by where they start
+/// (`otlp-bare+0x1230`). Each native location in the program has an
+/// address inside its mapping, and `addr2line -f` on the unstripped copy,
+/// at the virtual address of the file offset (address − mapping start +
+/// mapping file offset), names the function fgbpf named, or the one that
+/// starts where fgbpf's name says: main, work_fifty and spin among them.
+#[test]
+fn stripped_native_frames_carry_addresses_addr2line_names_alike() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let dir = out_dir("otlp_addresses_build");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (named_full, named) = export::stripped_plain(&dir, "otlp-named", 1);
+    let (bare_full, bare) = export::stripped_plain(&dir, "otlp-bare", 2);
+    let debug_dir = dir.join("debug");
+    let id = build_id_of(&named);
+    let debug = debug_dir.join(".build-id").join(&id[..2]).join(format!("{}.debug", &id[2..]));
+    std::fs::create_dir_all(debug.parent().unwrap()).unwrap();
+    assert!(Command::new("objcopy").arg("--only-keep-debug").arg(&named_full).arg(&debug).status().unwrap().success());
+    let received = out_dir("otlp_addresses_received");
+    let (_receiver, port) = serve(&received);
+    let a = KillOnDrop(Command::new(&named).args(["split", "30"]).spawn().unwrap());
+    let b = KillOnDrop(Command::new(&bare).args(["split", "30"]).spawn().unwrap());
+    let out = run(fgbpf()
+        .env_remove("DEBUGINFOD_URLS")
+        .args(["oncpu", "-F", "499", "-d", "3", "-p", &pid_of(&a).to_string(), "-p", &pid_of(&b).to_string()])
+        .arg("--debug-dir")
+        .arg(&debug_dir)
+        .args(["--otlp", &format!("127.0.0.1:{port}"), "--otlp-insecure", "-o"])
+        .arg(out_dir("otlp_addresses")));
+    drop((a, b));
+    assert_ok(&out);
+    let exports = dump(&received);
+    assert_eq!(exports.len(), 1);
+    let e = &exports[0];
+    for (name, full) in [("otlp-named", &named_full), ("otlp-bare", &bare_full)] {
+        // The virtual address of each native location's file offset.
+        let segments = export::load_segments(full);
+        let (mut addrs, mut fgbpf_names) = (Vec::new(), Vec::new());
+        for l in e.native_locations_in(name) {
+            assert!(l.address != 0 && l.start <= l.address && l.address < l.limit, "{name}: {l:?}");
+            let offset = l.address - l.start + l.offset;
+            addrs.push(export::file_to_virt(&segments, offset).unwrap_or_else(|| panic!("{name}: {l:?}: file offset {offset:#x} in no segment")));
+            fgbpf_names.push(l.name);
+        }
+        let said = export::addr2line(full, &addrs);
+        let symbols = export::symbols(full);
+        let mut agreed = Vec::new();
+        for ((ours, theirs), addr) in fgbpf_names.iter().zip(&said).zip(&addrs) {
+            if ours.ends_with("@plt") {
+                continue;
+            }
+            match ours.strip_prefix(&format!("{name}+0x")) {
+                // Unnamed: fgbpf's name is the offset its function starts at.
+                Some(start) => {
+                    let at = symbols.get(theirs.as_str()).and_then(|&v| export::virt_to_file(&segments, v));
+                    assert_eq!(at, u64::from_str_radix(start, 16).ok(), "{ours} at {addr:#x}: addr2line says {theirs}");
+                }
+                None => assert_eq!(ours, theirs, "{name} at {addr:#x}"),
+            }
+            agreed.push(theirs.to_string());
+        }
+        eprintln!("{name}: {} native locations, addr2line agrees on {agreed:?}", addrs.len());
+        for f in ["main", "work_fifty", "spin"] {
+            assert!(agreed.iter().any(|a| a == f), "{name}: no location of {f} checked: {agreed:?}");
+        }
+    }
 }

@@ -368,7 +368,7 @@ mod tests {
     fn binaries_are_mappings_with_build_ids_the_heaviest_stack_s_first() {
         let mut p = oncpu();
         let module = |name: &str, id: u8| {
-            Some(std::sync::Arc::new(crate::symbolize::Module { name: name.into(), build_id: Some(vec![id, 0xab]) }))
+            Some(std::sync::Arc::new(crate::symbolize::Module::named(name, Some(vec![id, 0xab]))))
         };
         let libc = p.intern_frame(Frame { module: module("libc.so.6", 1), ..Frame::new("__libc_start_main", FrameKind::User) });
         let work = p.intern_frame(Frame { module: module("srv", 2), ..Frame::new("work", FrameKind::User) });

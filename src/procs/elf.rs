@@ -20,6 +20,8 @@ pub fn build_id_hex(id: &[u8]) -> String {
 pub struct ElfInfo {
     /// Loadable segments: (file offset, file size, virtual address).
     loads: Vec<(u64, u64, u64)>,
+    /// The executable ones.
+    pub code: Vec<ExecSegment>,
     pub build_id: Option<Vec<u8>>,
     /// `.gnu_debuglink`: the debug file's name and CRC32.
     pub debuglink: Option<(String, u32)>,
@@ -62,6 +64,7 @@ impl ElfInfo {
                     (off, size, s.address())
                 })
                 .collect(),
+            code: exec_segments(&data),
             build_id: obj.build_id().ok().flatten().map(<[u8]>::to_vec),
             debuglink,
             has_symtab: stored(".symtab"),
@@ -145,11 +148,20 @@ pub fn crc32(file: &File) -> Option<u32> {
 
 /// An executable loadable segment of an ELF file: where it lies in the
 /// file, and its virtual address.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ExecSegment {
     pub offset: u64,
     pub size: u64,
     pub vaddr: u64,
+}
+
+/// The virtual address the byte at file offset `offset` is loaded at, by
+/// the segment of `segments` holding it.
+pub fn virt_in(segments: &[ExecSegment], offset: u64) -> Option<u64> {
+    segments
+        .iter()
+        .find(|s| offset >= s.offset && offset - s.offset < s.size)
+        .map(|s| offset - s.offset + s.vaddr)
 }
 
 /// The executable loadable segments of an ELF file (none when it is not

@@ -461,17 +461,28 @@ struct Table {
     entries: Vec<(u32, u32, Option<UnresolvedReason>)>,
     /// Frames of the tracer itself (see [`is_tracer_frame`]).
     tracer: std::collections::HashSet<FrameId>,
+    /// Frames whose address is one where they are the innermost function.
+    innermost: std::collections::HashSet<FrameId>,
 }
 
 impl Table {
     fn add(&mut self, profile: &mut Profile, named: Named) -> u32 {
         let start = self.frames.len() as u32;
-        for (name, kind) in &named.frames {
+        let last = named.frames.len().saturating_sub(1);
+        for (i, (name, kind)) in named.frames.iter().enumerate() {
+            // A frame's address says its function only where nothing is
+            // inlined into it there (addr2line names the innermost): the
+            // functions code was inlined into get none from it.
+            let innermost = i == last && named.address != 0;
             let frame = Frame {
                 module: named.module.clone(),
+                address: if innermost { named.address } else { 0 },
                 ..Frame::new(name.as_str(), *kind)
             };
             let id = profile.intern_frame(frame);
+            if innermost && self.innermost.insert(id) {
+                profile.place_frame(id, named.address);
+            }
             if *kind == FrameKind::Kernel && is_tracer_frame(name) {
                 self.tracer.insert(id);
             }

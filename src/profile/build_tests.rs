@@ -61,3 +61,27 @@ fn unknown_process_is_reported_gone() {
     );
     assert_eq!(p.unresolved[0].process, "ghost");
 }
+
+#[test]
+fn a_frame_keeps_an_address_where_it_is_the_innermost_function() {
+    let module = Some(Arc::new(crate::symbolize::Module::named("srv", None)));
+    let named = |frames: &[(&str, FrameKind)], address| Named {
+        module: module.clone(),
+        address,
+        ..Named::known(frames.iter().map(|&(n, k)| (n.to_string(), k)).collect())
+    };
+    let (mut p, mut t) = (Profile::new(Unit::Samples), Table::default());
+    // `work` first met with `inc` inlined into it at that address, then
+    // at an address of its own, then at another.
+    t.add(&mut p, named(&[("work", FrameKind::User), ("inc", FrameKind::Inlined)], 0x1100));
+    t.add(&mut p, named(&[("work", FrameKind::User)], 0x1200));
+    t.add(&mut p, named(&[("work", FrameKind::User)], 0x1300));
+    // `loop`, met only with `step` inlined into it.
+    t.add(&mut p, named(&[("loop", FrameKind::User), ("step", FrameKind::Inlined)], 0x1400));
+    let address = |name: &str| p.frames().iter().find(|f| f.name == name).map(|f| f.address);
+    assert_eq!((address("work"), address("inc")), (Some(0x1200), Some(0x1100)));
+    assert_eq!(p.frames().len(), 4, "one frame per function, whatever its address");
+    // A function met only with code inlined into it has no address of
+    // its own: addr2line would name the inlined one there.
+    assert_eq!((address("loop"), address("step")), (Some(0), Some(0x1400)));
+}

@@ -83,7 +83,7 @@ mod amount_tests {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug)]
 pub struct Frame {
     pub name: String,
     pub kind: FrameKind,
@@ -91,6 +91,31 @@ pub struct Frame {
     /// knew it: pprof's and OTLP's mappings. Frames of the same name in two
     /// binaries are two frames.
     pub module: Option<std::sync::Arc<crate::symbolize::Module>>,
+    /// One address of its code in `module`, as the binary is linked (ELF
+    /// virtual address; 0 when not known): one of the addresses it was
+    /// named from, where it is the innermost function when there is one
+    /// (not code inlined into it), for a backend that names code by build
+    /// ID and address (OTLP's locations). Not part of the frame's
+    /// identity: stacks merge by function, and a frame keeps the first
+    /// address [`Profile::intern_frame`] met it with, or the one
+    /// [`Profile::place_frame`] gives it.
+    pub address: u64,
+}
+
+/// Frames are the same function when their name, kind and binary are: the
+/// address they carry is one of many.
+impl PartialEq for Frame {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name && self.kind == other.kind && self.module == other.module
+    }
+}
+
+impl Eq for Frame {}
+
+impl std::hash::Hash for Frame {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (&self.name, self.kind, &self.module).hash(state);
+    }
 }
 
 impl Frame {
@@ -99,6 +124,7 @@ impl Frame {
             name: name.into(),
             kind,
             module: None,
+            address: 0,
         }
     }
 
@@ -382,6 +408,14 @@ impl Profile {
 
     pub fn frame(&self, id: FrameId) -> &Frame {
         &self.frames[id as usize]
+    }
+
+    /// Gives an interned frame the representative address `address` (see
+    /// [`Frame::address`]).
+    pub fn place_frame(&mut self, id: FrameId, address: u64) {
+        if let Some(f) = self.frames.get_mut(id as usize) {
+            f.address = address;
+        }
     }
 
     pub fn frames(&self) -> &[Frame] {

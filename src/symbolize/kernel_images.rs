@@ -27,7 +27,7 @@ impl Images {
     pub fn read() -> Images {
         let text = kernel_text().map(|r| {
             let build_id = read_bounded("/sys/kernel/notes", 64 << 10).and_then(|b| build_id(&b));
-            (r, Arc::new(Module { name: "[kernel.kallsyms]".into(), build_id }))
+            (r, Arc::new(Module::named("[kernel.kallsyms]", build_id)))
         });
         let modules = read_bounded("/proc/modules", 1 << 20)
             .map(|b| parse_modules(&String::from_utf8_lossy(&b)))
@@ -36,7 +36,7 @@ impl Images {
             .map(|(name, r)| {
                 let notes = format!("/sys/module/{name}/notes/.note.gnu.build-id");
                 let build_id = read_bounded(&notes, 4096).and_then(|b| build_id(&b));
-                (r, Arc::new(Module { name: format!("[{name}]"), build_id }))
+                (r, Arc::new(Module::named(format!("[{name}]"), build_id)))
             })
             .collect();
         Images { text, modules }

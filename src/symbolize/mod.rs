@@ -22,6 +22,7 @@ mod kernel_images;
 mod named;
 mod plt;
 mod thread_role;
+mod vdso;
 
 pub use named::{Module, Named, UnresolvedReason};
 
@@ -457,15 +458,18 @@ impl Symbolizer {
         let module = std::sync::Arc::new(Module {
             name: bin.name.clone(),
             build_id: bin.elf.as_ref().and_then(|e| e.build_id.clone()),
+            code: bin.elf.as_ref().map(|e| e.code.clone()).unwrap_or_default(),
         });
-        let in_module = |mut n: Named| {
+        // Each address as the binary is linked, named or not.
+        let in_module = |mut n: Named, off: u64| {
             n.module = Some(module.clone());
+            n.address = bin.elf.as_ref().and_then(|e| e.virt(off)).unwrap_or(0);
             n
         };
         out.into_iter()
             .zip(offsets)
             .map(|(frames, &off)| match frames {
-                Some(frames) => in_module(Named::known(frames)),
+                Some(frames) => in_module(Named::known(frames), off),
                 None => {
                     let module = bin.name.clone();
                     let name = format!("{module}+{:#x}", function_offset(off));
@@ -473,7 +477,7 @@ impl Symbolizer {
                         Some(_) => UnresolvedReason::NoSymbols { module },
                         None => UnresolvedReason::Unreadable { module },
                     };
-                    in_module(Named::unknown(name, FrameKind::User, why))
+                    in_module(Named::unknown(name, FrameKind::User, why), off)
                 }
             })
             .collect()
@@ -521,9 +525,11 @@ impl Symbolizer {
             return offsets.iter().map(|&o| unknown(o)).collect();
         };
         // The vDSO is the kernel's, the same image in every process: its
-        // build ID read once from fgbpf's own.
-        let module = std::sync::Arc::new(Module { name: "[vdso]".into(), build_id: vdso_build_id(own) });
-        let in_vdso = |mut n: Named| {
+        // build ID and segments read once from fgbpf's own.
+        let (build_id, code) = vdso::image(own);
+        let module = std::sync::Arc::new(Module { name: "[vdso]".into(), build_id, code });
+        let in_vdso = |mut n: Named, off: u64| {
+            n.address = crate::procs::elf::virt_in(&module.code, off).unwrap_or(0);
             n.module = Some(module.clone());
             n
         };
@@ -538,8 +544,8 @@ impl Symbolizer {
             .enumerate()
             .map(
                 |(i, &off)| match syms.get(i).and_then(|s| named_sym(s, FrameKind::User)) {
-                    Some(frames) => in_vdso(Named::known(frames)),
-                    None => in_vdso(unknown(off)),
+                    Some(frames) => in_vdso(Named::known(frames), off),
+                    None => in_vdso(unknown(off), off),
                 },
             )
             .collect()
@@ -570,25 +576,4 @@ fn unique(addrs: impl IntoIterator<Item = u64>) -> Vec<u64> {
     v.sort_unstable();
     v.dedup();
     v
-}
-
-/// The GNU build ID of fgbpf's own vDSO (`range`, in its memory), read
-/// through /proc/self/mem (at most 64 KB).
-fn vdso_build_id(range: &Range<u64>) -> Option<Vec<u8>> {
-    use object::Object;
-    use std::os::unix::fs::FileExt;
-    let len = usize::try_from(range.end.checked_sub(range.start)?).ok()?.min(64 << 10);
-    let mut image = vec![0; len];
-    std::fs::File::open("/proc/self/mem").ok()?.read_exact_at(&mut image, range.start).ok()?;
-    object::File::parse(&image[..]).ok()?.build_id().ok().flatten().map(<[u8]>::to_vec)
-}
-
-#[cfg(test)]
-mod vdso_tests {
-    #[test]
-    fn the_vdso_s_build_id_is_read() {
-        let own = crate::procs::maps::own_vdso().expect("this process has a vDSO");
-        let id = super::vdso_build_id(&own).expect("the vDSO has a GNU build ID");
-        assert!(id.len() >= 8, "{id:?}");
-    }
 }

@@ -36,13 +36,33 @@ pub struct Named {
     pub unresolved: Option<UnresolvedReason>,
     /// The binary the address lies in, when it lies in one.
     pub module: Option<std::sync::Arc<Module>>,
+    /// The address in that binary as it is linked (its ELF virtual
+    /// address, what symbol tables, DWARF and `addr2line` take); 0 when
+    /// not known (kernel, JIT and runtime frames, code outside a binary).
+    pub address: u64,
 }
 
-/// A binary code was named in: its file name and GNU build ID.
+/// A binary code was named in: its file name and GNU build ID, and where
+/// its code lies in it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Module {
     pub name: String,
     pub build_id: Option<Vec<u8>>,
+    /// Its executable loadable segments (none when not known: the
+    /// kernel's images, a file that is not an ELF file fgbpf reads).
+    pub code: Vec<crate::procs::elf::ExecSegment>,
+}
+
+impl Module {
+    /// A binary known by its name and build ID alone.
+    pub fn named(name: impl Into<String>, build_id: Option<Vec<u8>>) -> Self {
+        Module { name: name.into(), build_id, code: Vec::new() }
+    }
+
+    /// The executable segment holding the linked address `address`.
+    pub fn segment_of(&self, address: u64) -> Option<&crate::procs::elf::ExecSegment> {
+        self.code.iter().find(|s| address >= s.vaddr && address - s.vaddr < s.size)
+    }
 }
 
 impl Named {
@@ -51,6 +71,7 @@ impl Named {
             frames,
             unresolved: None,
             module: None,
+            address: 0,
         }
     }
 
@@ -59,6 +80,7 @@ impl Named {
             frames: vec![(name, kind)],
             unresolved: Some(why),
             module: None,
+            address: 0,
         }
     }
 }

@@ -23,6 +23,10 @@ Python classes (opentelemetry-proto) and gRPC (grpcio), from PyPI
                              "files": [their functions' files],
                              "lines": [their lines, 0 unknown],
                              "attributes": {sample attributes}}
+    receiver.py dump DIR    prints each export whole, one JSON line each, as
+                            the official classes' JSON mapping gives it
+                            (field names as in the proto; 64-bit integers
+                            as strings, default values left out)
 """
 
 import json
@@ -150,8 +154,18 @@ def decode(out):
                         }))
 
 
+def dump(out):
+    from google.protobuf import json_format
+    for f in sorted(out.glob("*.bin")):
+        req = service.ExportProfilesServiceRequest()
+        req.ParseFromString(f.read_bytes())
+        print(json.dumps(json_format.MessageToDict(req, preserving_proto_field_name=True)))
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "serve":
         serve(Path(sys.argv[2]), sys.argv[3:])
+    elif sys.argv[1] == "dump":
+        dump(Path(sys.argv[2]))
     else:
         decode(Path(sys.argv[2]))

@@ -2,30 +2,32 @@
 //! of OpenTelemetry's `profiles.v1development` schema, built with the
 //! messages generated from the published protos (`opentelemetry-proto`).
 //! Each process is a resource (`process.pid`, `process.executable.name`,
-//! `host.name`, `service.name`), holding one profile per view: on-CPU
-//! samples (`samples`/`count`, period in CPU nanoseconds), off-CPU time
-//! one profile per state (`off_cpu_sleeping`, `off_cpu_uninterruptible`,
-//! `off_cpu_runqueue`, in nanoseconds; the state is still its stacks' last
-//! frame, as in every other output) and wall time (`wall`/`nanoseconds`). Frames are
+//! `host.name`, `service.name`), holding one profile per view, each with
+//! its random ID, start and length: on-CPU samples (`samples`/`count`,
+//! period in CPU nanoseconds), off-CPU time one profile per state
+//! (`off_cpu_sleeping`, `off_cpu_uninterruptible`, `off_cpu_runqueue`, in
+//! nanoseconds; the state is still its stacks' last frame, as in every
+//! other output) and wall time (`wall`/`nanoseconds`). Frames are
 //! locations of one line each, with the OpenTelemetry frame type where it
-//! is certain (`kernel`, `native`) and the mapping of the binary they are
-//! in (its name and GNU build ID); threads and Go labels are sample
-//! attributes. Sending is [`crate::app::otlp`]'s.
+//! is certain (`kernel`, `native`), the mapping of the binary they are in
+//! (its name, GNU build ID and code segment) and their address in it; one
+//! dictionary serves every view ([`dictionary`]). Threads and Go labels
+//! are sample attributes, typed as the semantic conventions type them.
+//! Sending is [`crate::app::otlp`]'s.
 
 use std::collections::{BTreeMap, HashMap};
 
 use opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceRequest;
-use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, InstrumentationScope, KeyValue};
-use opentelemetry_proto::tonic::profiles::v1development::{
-    Function, KeyValueAndUnit, Line, Location, Mapping, Profile as OtlpProfile, ProfilesDictionary, ResourceProfiles,
-    Sample, ScopeProfiles, Stack as OtlpStack, ValueType,
-};
+use opentelemetry_proto::tonic::common::v1::{InstrumentationScope, KeyValue};
+use opentelemetry_proto::tonic::profiles::v1development::{Profile as OtlpProfile, ResourceProfiles, Sample, ScopeProfiles};
 use opentelemetry_proto::tonic::resource::v1::Resource;
 
 use super::folded::sanitize;
-use crate::procs::elf::build_id_hex;
 use crate::profile::{FrameId, FrameKind, Kind, Profile, State, Unit};
-use crate::symbolize::Module;
+
+mod dictionary;
+
+use dictionary::{Attr, Dictionary};
 
 /// What names the sender: the host, and the service when one was given.
 #[derive(Clone, Debug, Default)]
@@ -60,98 +62,6 @@ fn sample_type(p: &Profile) -> Option<SampleType> {
     Some(SampleType { sample, period, scale })
 }
 
-/// The tables every profile of the request indexes, each with its zero
-/// value first, as the schema asks.
-struct Dictionary {
-    d: ProfilesDictionary,
-    strings: HashMap<String, i32>,
-    stacks: HashMap<Vec<i32>, i32>,
-    attributes: HashMap<(i32, String), i32>,
-    mappings: HashMap<std::sync::Arc<Module>, i32>,
-}
-
-impl Dictionary {
-    fn new() -> Self {
-        let d = ProfilesDictionary {
-            mapping_table: vec![Mapping::default()],
-            location_table: vec![Location::default()],
-            function_table: vec![Function::default()],
-            link_table: vec![Default::default()],
-            string_table: vec![String::new()],
-            attribute_table: vec![KeyValueAndUnit::default()],
-            stack_table: vec![OtlpStack::default()],
-        };
-        Dictionary {
-            d,
-            strings: HashMap::from([(String::new(), 0)]),
-            stacks: HashMap::new(),
-            attributes: HashMap::new(),
-            mappings: HashMap::new(),
-        }
-    }
-
-    fn string(&mut self, s: &str) -> i32 {
-        if let Some(&i) = self.strings.get(s) {
-            return i;
-        }
-        let i = self.d.string_table.len() as i32;
-        self.d.string_table.push(s.to_string());
-        self.strings.insert(s.to_string(), i);
-        i
-    }
-
-    fn value_type(&mut self, (t, unit): (&str, &str)) -> ValueType {
-        ValueType { type_strindex: self.string(t), unit_strindex: self.string(unit) }
-    }
-
-    fn attribute(&mut self, key: &str, value: &str) -> i32 {
-        let k = self.string(key);
-        if let Some(&i) = self.attributes.get(&(k, value.to_string())) {
-            return i;
-        }
-        let i = self.d.attribute_table.len() as i32;
-        self.d.attribute_table.push(KeyValueAndUnit {
-            key_strindex: k,
-            value: Some(AnyValue { value: Some(any_value::Value::StringValue(value.to_string())) }),
-            unit_strindex: 0,
-        });
-        self.attributes.insert((k, value.to_string()), i);
-        i
-    }
-
-    /// The binary's mapping: its file name, and its GNU build ID
-    /// (`process.executable.build_id.gnu`, hex) when it has one. Frames are
-    /// functions, not addresses: a mapping names the binary, its range and
-    /// offsets are left 0.
-    fn mapping(&mut self, module: &std::sync::Arc<Module>) -> i32 {
-        if let Some(&i) = self.mappings.get(module) {
-            return i;
-        }
-        let filename_strindex = self.string(&sanitize(&module.name));
-        let attribute_indices = match &module.build_id {
-            Some(id) => {
-                let hex = build_id_hex(id);
-                vec![self.attribute("process.executable.build_id.gnu", &hex)]
-            }
-            None => Vec::new(),
-        };
-        let i = self.d.mapping_table.len() as i32;
-        self.d.mapping_table.push(Mapping { filename_strindex, attribute_indices, ..Default::default() });
-        self.mappings.insert(module.clone(), i);
-        i
-    }
-
-    fn stack(&mut self, locations: Vec<i32>) -> i32 {
-        if let Some(&i) = self.stacks.get(&locations) {
-            return i;
-        }
-        let i = self.d.stack_table.len() as i32;
-        self.d.stack_table.push(OtlpStack { location_indices: locations.clone() });
-        self.stacks.insert(locations, i);
-        i
-    }
-}
-
 /// OpenTelemetry's frame type (`profile.frame.type`) of the frames whose
 /// kind says it for certain: the kernel's; native code (in a binary);
 /// Java methods HotSpot's interpreter or C1 ran. A runtime's frames of the
@@ -180,16 +90,14 @@ fn runtimes(p: &Profile) -> HashMap<u32, &'static str> {
     found.into_iter().filter_map(|(pid, t)| Some((pid, t?))).collect()
 }
 
-/// An interpreter's frame name `name (file:line)` as its three parts; the
-/// name may hold parentheses (Ruby's `block (2 levels) in run`), a file
-/// that does is left unparted (which " (" begins it is not certain).
-fn file_line(name: &str) -> Option<(&str, &str, i64)> {
-    let (function, at) = name.strip_suffix(')')?.rsplit_once(" (")?;
-    let (file, line) = at.rsplit_once(':')?;
-    if file.is_empty() || file.contains(['(', ')']) {
-        return None;
+/// A profile's ID: 16 random bytes, never all zero (the schema's invalid
+/// ID).
+fn profile_id() -> Vec<u8> {
+    let mut id = [0u8; 16];
+    while id == [0; 16] {
+        getrandom::fill(&mut id).expect("the kernel's random numbers");
     }
-    Some((function, file, line.parse().ok().filter(|&l| l > 0)?))
+    id.to_vec()
 }
 
 /// A request being built, a view at a time (a view may be dropped once
@@ -239,42 +147,19 @@ impl Request {
             for &f in s.frames.iter().rev() {
                 let frame = p.frame(f);
                 let kind = frame_type(frame, runtime);
-                let id = *locations.entry((f, kind)).or_insert_with(|| {
-                    // An interpreter's frame has its file and line apart.
-                    let text = sanitize(&frame.name);
-                    let (function, file, line) = match frame.kind {
-                        FrameKind::Evaluated => file_line(&text).unwrap_or((text.as_str(), "", 0)),
-                        _ => (text.as_str(), "", 0),
-                    };
-                    let name = dict.string(function);
-                    let filename_strindex = dict.string(file);
-                    let function_index = dict.d.function_table.len() as i32;
-                    dict.d.function_table.push(Function {
-                        name_strindex: name,
-                        system_name_strindex: name,
-                        filename_strindex,
-                        ..Default::default()
-                    });
-                    let attribute_indices = kind.map(|t| vec![dict.attribute("profile.frame.type", t)]).unwrap_or_default();
-                    let mapping_index = frame.module.as_ref().map_or(0, |m| dict.mapping(m));
-                    let i = dict.d.location_table.len() as i32;
-                    dict.d.location_table.push(Location {
-                        mapping_index,
-                        lines: vec![Line { function_index, line, ..Default::default() }],
-                        attribute_indices,
-                        ..Default::default()
-                    });
-                    i
-                });
+                let id = *locations.entry((f, kind)).or_insert_with(|| dict.location(frame, kind));
                 ids.push(id);
             }
             let mut attribute_indices = Vec::new();
             if let Some(t) = thread {
-                attribute_indices.push(dict.attribute("thread.id", &t.tid.to_string()));
-                attribute_indices.push(dict.attribute("thread.name", &sanitize(&t.name)));
+                attribute_indices.push(dict.attribute("thread.id", Attr::Int(t.tid.into())));
+                attribute_indices.push(dict.attribute("thread.name", Attr::Text(sanitize(&t.name))));
             }
+            // A task's id (a goroutine's) as the integer it is; the
+            // program's own labels as text.
             for (k, v) in s.labels.iter().flat_map(|l| l.iter()) {
-                attribute_indices.push(dict.attribute(&sanitize(k), &sanitize(v)));
+                let id = p.meta.id_labels.contains(&k.as_str()).then(|| v.parse().ok()).flatten();
+                attribute_indices.push(dict.attribute(&sanitize(k), id.map_or_else(|| Attr::Text(sanitize(v)), Attr::Int)));
             }
             per.entry((key, type_of(s))).or_default().push(Sample {
                 stack_index: dict.stack(ids),
@@ -285,6 +170,7 @@ impl Request {
         }
         for ((key, kind), samples) in per {
             let profile = OtlpProfile {
+                profile_id: profile_id(),
                 sample_type: Some(dict.value_type((kind, sample_type.1))),
                 samples,
                 time_unix_nano: start_unix_nano,
@@ -305,21 +191,13 @@ impl Request {
     /// The request, with each process's resource attributes.
     pub fn finish(self, origin: &Origin) -> ExportProfilesServiceRequest {
         let (dict, by_process) = (self.dict, self.by_process);
-        let text = |k: &str, v: String| KeyValue {
-            key: k.into(),
-            value: Some(AnyValue { value: Some(any_value::Value::StringValue(v)) }),
-            ..Default::default()
-        };
+        let text = |k: &str, v: String| KeyValue { key: k.into(), value: Some(Attr::Text(v).value()), ..Default::default() };
         let resource_profiles = by_process
             .into_iter()
             .map(|((pid, _, process), profiles)| {
                 let mut attributes = vec![text("host.name", origin.host.clone())];
                 if pid != 0 {
-                    attributes.push(KeyValue {
-                        key: "process.pid".into(),
-                        value: Some(AnyValue { value: Some(any_value::Value::IntValue(pid.into())) }),
-                        ..Default::default()
-                    });
+                    attributes.push(KeyValue { key: "process.pid".into(), value: Some(Attr::Int(pid.into()).value()), ..Default::default() });
                     attributes.push(text("process.executable.name", process.clone()));
                 }
                 let more = origin.of_process.get(&pid).filter(|_| pid != 0).map_or(&[][..], |v| &v[..]);
@@ -353,17 +231,6 @@ impl Request {
 mod tests {
     use super::*;
     use crate::profile::{Frame, Stack, Thread};
-
-    #[test]
-    fn interpreter_frames_part_name_file_and_line() {
-        assert_eq!(file_line("fifty (split.py:18)"), Some(("fifty", "split.py", 18)));
-        assert_eq!(file_line("block (2 levels) in run (x.rb:3)"), Some(("block (2 levels) in run", "x.rb", 3)));
-        assert_eq!(file_line("f (a (b).py:3)"), None, "not certain where the file begins");
-        assert_eq!(file_line("<module> (/x:y.py:7)"), Some(("<module>", "/x:y.py", 7)));
-        for not in ["main", "f (x.py)", "f (x.py:)", "f (x.py:0)", "f (x.py:-1)", "f (:3)"] {
-            assert_eq!(file_line(not), None, "{not}");
-        }
-    }
 
     #[test]
     fn a_view_becomes_one_profile_per_process_with_zero_values_first() {
@@ -424,5 +291,30 @@ mod tests {
         let said = attributes(&origin, r);
         assert!(said.contains("service.name=StringValue(\"checkout\")") && !said.contains("nginx"), "{said}");
         assert_eq!(profile.time_unix_nano, 5);
+    }
+
+    #[test]
+    fn ids_are_sent_as_integers_and_each_profile_has_its_own_id() {
+        let mut p = Profile::new(Unit::Samples);
+        p.meta.kind = Kind::OnCpu;
+        p.meta.id_labels = vec!["goroutine"];
+        let burn = p.intern_frame(Frame::new("main.burn", FrameKind::User));
+        let t = p.intern_thread(Thread { start: 0, pid: 7, tid: 8, process: "app".into(), name: "worker".into(), group: None });
+        let labels: crate::profile::Labels = vec![("goroutine".into(), "18".into()), ("route".into(), "/api".into())].into();
+        p.push(Stack { thread: Some(t), frames: vec![burn].into(), weight: 1, labels: Some(labels), ..Default::default() });
+        let mut r = Request::new();
+        r.add(&p, 5);
+        r.add(&p, 5);
+        let req = r.finish(&Origin::default());
+        let d = req.dictionary.unwrap();
+        let said: Vec<String> = d.attribute_table[1..]
+            .iter()
+            .map(|a| format!("{}={:?}", d.string_table[a.key_strindex as usize], a.value.clone().unwrap().value.unwrap()))
+            .collect();
+        assert_eq!(said, ["thread.id=IntValue(8)", "thread.name=StringValue(\"worker\")", "goroutine=IntValue(18)", "route=StringValue(\"/api\")"]);
+        let ids: Vec<&Vec<u8>> = req.resource_profiles[0].scope_profiles[0].profiles.iter().map(|p| &p.profile_id).collect();
+        assert_eq!(ids.len(), 2);
+        assert!(ids.iter().all(|id| id.len() == 16 && id.iter().any(|&b| b != 0)) && ids[0] != ids[1], "{ids:?}");
+        assert_eq!(d.location_table.len(), 2, "the view added twice: one location");
     }
 }
