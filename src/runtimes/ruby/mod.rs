@@ -31,6 +31,8 @@ fn function_starts(file: &File) -> Vec<u64> {
 /// version's headers by scripts/ruby-offsets.py (layouts.rs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
+    /// How a thread's execution context is found.
+    pub context: Context,
     /// rb_execution_context_t: vm_stack, vm_stack_size, cfp, thread_ptr.
     pub ec_vm_stack: u16,
     pub ec_stack_size: u16,
@@ -72,6 +74,24 @@ pub struct Layout {
     pub array_embed_len_bits: u8,
     /// Where a class keeps its path.
     pub classes: ClassPath,
+    /// tLAST_OP_ID: ids above it carry their serial above 4 scope bits
+    /// (168 in 2.7, 169 from 3.0).
+    pub last_op_id: u64,
+}
+
+/// Where a thread's execution context is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Context {
+    /// 3.0+: libruby's thread-local `ruby_current_ec`.
+    Tls,
+    /// 2.7: the global `ruby_current_execution_context_ptr` is the context
+    /// of the thread holding the GVL, not of every thread: each thread's
+    /// rb_thread_t is in the list of the VM (`ruby_current_vm_ptr`) at
+    /// `vm_threads` (linked by its node at `th_node`), told by its
+    /// `thread_id` (its pthread_t, the thread's fsbase with glibc), with
+    /// its context at `th_ec`. The VM's main thread at `vm_main_thread`
+    /// is what the check at attach reads.
+    VmThreads { vm_threads: u16, vm_main_thread: u16, th_node: u16, th_thread_id: u16, th_ec: u16 },
 }
 
 /// Where a class's path (and a singleton class's object) is kept.
@@ -87,7 +107,7 @@ pub enum ClassPath {
 }
 
 mod layouts;
-pub use layouts::{LAYOUT_31, LAYOUT_33};
+pub use layouts::{LAYOUT_27, LAYOUT_31, LAYOUT_33};
 
 /// The known layout of Ruby `version` (major, minor).
 pub fn layout(version: (u32, u32)) -> Option<Layout> {
@@ -241,7 +261,7 @@ mod tests {
     /// frame of at most 64): each must be inside.
     #[test]
     fn the_walkers_offsets_are_inside_what_it_reads() {
-        for l in [LAYOUT_31, LAYOUT_33] {
+        for l in [LAYOUT_27, LAYOUT_31, LAYOUT_33] {
             for off in [l.ec_vm_stack, l.ec_stack_size, l.ec_cfp] {
                 assert!(off + 8 <= 32, "execution context offset {off} past the 32 bytes read");
             }
@@ -266,6 +286,26 @@ mod tests {
         assert_eq!(generated, hand);
         assert_eq!(l.classes, ClassPath::IvTable { ext_ptr: 24, iv_tbl: 8 });
         assert!(!l.first_lineno_int && l.str_len == 0 && l.array_embed_len_bits == 2);
+    }
+
+    /// scripts/ruby-offsets.py's output for 2.7 is what gcc's offsetof
+    /// says over Ruby 2.7.4's own structures (Debian 11's ruby2.7-dev,
+    /// rb_mjit_min_header-2.7.4.h), which the bindings only translate.
+    #[test]
+    fn the_generated_2_7_layout_is_the_headers() {
+        let l = LAYOUT_27;
+        let from_header = [0, 8, 16, 56, 56, 0, 16, 32, 16, 4, 8, 64, 120, 16, 32, 8, 32, 176, 8, 16, 24];
+        let generated = [
+            l.ec_vm_stack, l.ec_stack_size, l.ec_cfp, l.ec_thread_ptr, l.cfp_size, l.cfp_pc, l.cfp_iseq, l.cfp_ep, l.iseq_body,
+            l.body_size, l.body_encoded, l.body_location, l.body_insns_info, l.me_def, l.me_owner, l.def_body,
+            l.def_original_id, l.body_local_iseq, l.insn_info_size, l.str_embed, l.str_ptr,
+        ];
+        assert_eq!(generated, from_header);
+        let threads = Context::VmThreads { vm_threads: 312, vm_main_thread: 192, th_node: 0, th_thread_id: 72, th_ec: 32 };
+        assert_eq!(l.context, threads);
+        assert_eq!(l.classes, ClassPath::IvTable { ext_ptr: 24, iv_tbl: 8 });
+        assert!(!l.first_lineno_int && l.str_len == 0 && l.array_embed_len_bits == 2 && l.last_op_id == 168);
+        assert_eq!((LAYOUT_31.context, LAYOUT_31.last_op_id), (Context::Tls, 169));
     }
 
     #[test]
