@@ -1,5 +1,5 @@
 //! Reading Ruby's stacks in fgbpf's output, shared by the tests of each
-//! Ruby version (tests/ruby.rs: 3.1 and 3.3): a
+//! Ruby version (tests/ruby.rs: 3.1 and 3.3; tests/ruby_27.rs: 2.7): a
 //! thread's stacks, Ruby frames matched by label and file, the checks
 //! each version passes (a busy chain, a sleeper, classes, a split beside
 //! rbspy) and rbspy, the reference.

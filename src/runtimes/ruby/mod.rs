@@ -1,11 +1,13 @@
 //! Ruby VMs in profiled processes: which processes run one, how the BPF
 //! walker (src/runtimes/ruby/ruby.bpf.h) finds a thread's execution context, and the
 //! structure offsets of its version; naming the iseqs and method entries
-//! it records is [`iseq`]. The context is libruby's thread-local
+//! it records is [`iseq`]. From 3.0 the context is libruby's thread-local
 //! `ruby_current_ec`: the walker reads it through the thread's DTV, with
 //! the module id ld.so wrote in libruby's DTPMOD64 slot for it (found in
 //! the library's dynamic relocations, kept in stripped builds) and the
-//! variable's offset in the module's block. The offsets are those of
+//! variable's offset in the module's block. Ruby 2.7 keeps no context in
+//! TLS: the walker finds the thread's rb_thread_t among the VM's living
+//! threads by its pthread_t ([`Context::VmThreads`]). The offsets are those of
 //! Ruby's own headers, as rbspy's bindings (`rbspy-ruby-structs`) have
 //! them; fgbpf knows the versions it was tested on. A process running any
 //! other version keeps its native frames, and the summary says why.
@@ -112,6 +114,7 @@ pub use layouts::{LAYOUT_27, LAYOUT_31, LAYOUT_33};
 /// The known layout of Ruby `version` (major, minor).
 pub fn layout(version: (u32, u32)) -> Option<Layout> {
     match version {
+        (2, 7) => Some(LAYOUT_27),
         (3, 1) => Some(LAYOUT_31),
         (3, 3) => Some(LAYOUT_33),
         _ => None,
@@ -119,17 +122,22 @@ pub fn layout(version: (u32, u32)) -> Option<Layout> {
 }
 
 /// The versions fgbpf reads, for messages and docs/runtimes/ruby.md.
-pub const SUPPORTED: &str = "3.1 and 3.3";
+pub const SUPPORTED: &str = "2.7, 3.1 and 3.3";
 
 /// A Ruby VM found in a process.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Interpreter {
     /// Major and minor version, e.g. (3, 1).
     pub version: (u32, u32),
-    /// Where ld.so writes libruby's TLS module id for `ruby_current_ec`.
+    /// Where ld.so writes libruby's TLS module id for `ruby_current_ec`
+    /// (0 for 2.7: no context in TLS).
     pub modid_at: u64,
     /// `ruby_current_ec`'s offset in the module's TLS block.
     pub tls_off: u64,
+    /// 2.7: where `ruby_current_execution_context_ptr` (the GVL holder's
+    /// context) and `ruby_current_vm_ptr` are in the process; else 0.
+    pub ec_at: u64,
+    pub vm_at: u64,
     pub layout: Layout,
     /// libruby's .data in the process (address, bytes), where Ruby's
     /// symbol table (ruby_global_symbols, not exported) is looked for.
@@ -194,7 +202,14 @@ pub fn find(file: &File, path: &str, start: u64, offset: u64) -> Result<Option<I
     // rb_thread_current's code reads (3.3, where it is local). An
     // executable with the VM linked in reads it by a fixed offset instead
     // (initial-exec TLS), which fgbpf does not follow yet.
+    let mut globals = (0, 0);
     let (slot, tls_off) = match ec {
+        // 2.7: the VM's globals, exported.
+        _ if matches!(layout.context, Context::VmThreads { .. }) => {
+            let at = |name: &str| defined(name).map(|s| s.address()).ok_or_else(|| format!("Ruby {}.{}: no {name}", version.0, version.1));
+            globals = (at("ruby_current_execution_context_ptr")?, at("ruby_current_vm_ptr")?);
+            (0, 0)
+        }
         Some(ec) => {
             let slot = obj.dynamic_relocations().and_then(|mut relocs| {
                 relocs.find_map(|(at, r)| {
@@ -219,10 +234,13 @@ pub fn find(file: &File, path: &str, start: u64, offset: u64) -> Result<Option<I
     let data = obj
         .section_by_name(".data")
         .map_or((0, 0), |s| (s.address().wrapping_add(bias), s.size()));
+    let in_process = |a: u64| if a == 0 { 0 } else { a.wrapping_add(bias) };
     Ok(Some(Interpreter {
         version,
-        modid_at: slot.wrapping_add(bias),
+        modid_at: in_process(slot),
         tls_off,
+        ec_at: in_process(globals.0),
+        vm_at: in_process(globals.1),
         version_at: version_addr.map_or(0, |a| a.wrapping_add(bias)),
         object_at: defined("rb_cObject").map_or(0, |s| s.address().wrapping_add(bias)),
         vm_exec,
@@ -312,6 +330,8 @@ mod tests {
     fn versions_read_from_ruby_version() {
         assert_eq!(parse_version(b"3.1.2\0junk"), Some((3, 1)));
         assert_eq!(parse_version(b"x.1\0"), None);
+        assert!(layout((2, 7)).is_some());
+        assert!(layout((2, 6)).is_none(), "2.6 is not tested: not read");
         assert!(layout((3, 1)).is_some());
         assert!(layout((3, 3)).is_some());
         assert!(layout((3, 2)).is_none(), "3.2 is not tested: not read");
