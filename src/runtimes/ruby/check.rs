@@ -65,9 +65,17 @@ fn threads(mem: &Mem, vm: &Interpreter) -> Result<(), String> {
     let l = &vm.layout;
     let at = |base: u64, off: u16| mem.u64(base.wrapping_add(u64::from(off)));
     let the_vm = mem.u64(vm.vm_at).filter(|&v| v != 0).ok_or("ruby_current_vm_ptr could not be read")?;
-    let main = at(the_vm, vm_main_thread).filter(|&t| t != 0).ok_or("the VM's main_thread could not be read")?;
+    let main = at(the_vm, vm_main_thread).ok_or("the VM's main_thread could not be read")?;
     let head = the_vm.wrapping_add(u64::from(vm_threads));
     let mut node = mem.u64(head).ok_or("the VM's living_threads could not be read")?;
+    // Init_VM, late in the VM's boot (after rb_cObject), sets main_thread
+    // and then adds it to the list, empty until then (its head points to
+    // itself): a VM caught booting is not checked yet, as one without
+    // rb_cObject is not. Its walker takes no context whose thread is not
+    // the sampled one.
+    if main == 0 || node == head {
+        return Ok(());
+    }
     let mut found = false;
     for _ in 0..MAX_THREADS {
         if node == 0 || node == head {
