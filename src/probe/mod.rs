@@ -516,15 +516,7 @@ impl Probe {
         // bring while it drains.
         let high = u64::from(libbpf_rs::MapCore::max_entries(&self.skel.maps.counts0) / 2);
         self.counts.tick(&mut self.skel, high);
-        let reread = match self.tables.as_mut() {
-            Some(t) => t.refresh(&self.skel.maps.proc_unwind),
-            None => Vec::new(),
-        };
-        // A program maps libpython or libjvm after the exec that announced
-        // it.
-        for (pid, text) in &reread {
-            self.runtimes.track(&mut self.skel, *pid, text);
-        }
+        let reread = track::reread(&mut self.skel, self.tables.as_mut(), &mut self.runtimes);
         let pids: Vec<u32> = reread.iter().map(|(pid, _)| *pid).collect();
         self.walk_seeds(Some(&pids));
         self.runtimes.refresh(&self.skel);

@@ -278,13 +278,15 @@ impl Tables {
         // SAFETY: fg_proc_unwind is a plain struct of integers.
         let bytes = unsafe { plain::as_bytes(&value) };
         // New code (a first read, an exec, whose libraries the loader maps
-        // after it): re-read on the young schedule, unless on it already.
+        // after it): re-read on the young schedule, from its start again
+        // (a command's launcher, `chroot` or `env`, was read at its entry
+        // and execs the program a moment later, whose libraries a re-read
+        // on the launcher's schedule found hundreds of milliseconds late).
         if procs.update(&pid.to_ne_bytes(), bytes, MapFlags::ANY).is_ok() {
             self.tracked.insert(pid, (digest, value.gen));
             self.inherited.remove(&pid);
-            if !self.young.iter().any(|&(p, _, _)| p == pid) {
-                self.young.push((pid, Instant::now(), 0));
-            }
+            self.young.retain(|&(p, _, _)| p != pid);
+            self.young.push((pid, Instant::now(), 0));
         }
         true
     }
@@ -386,13 +388,13 @@ impl Tables {
         }
     }
 
-    /// Re-reads tracked processes now and then, for code mapped since
-    /// (dlopen), and forgets those that exited. Returns the processes read
-    /// on a young process's schedule and those whose code mappings changed,
-    /// with the maps read, so that the symbolizer reads them again too: its
-    /// first read of a starting process may have come before the loader
-    /// mapped libc.
-    pub fn refresh<M: MapCore>(&mut self, procs: &M) -> Vec<(u32, String)> {
+    /// The maps of the young processes due a re-read on their schedule
+    /// (which steps on), read but not tracked yet: the caller gives them
+    /// to the runtimes first (finding an interpreter takes milliseconds),
+    /// then to [`Tables::track`] (building a new library's rows, up to a
+    /// second: an interpreter found after it missed a short script's
+    /// first half).
+    pub fn due(&mut self) -> Vec<(u32, String)> {
         let due: Vec<u32> = self
             .young
             .iter_mut()
@@ -403,13 +405,15 @@ impl Tables {
             })
             .collect();
         self.young.retain(|(_, _, step)| *step < YOUNG_STEPS.len());
+        due.into_iter().filter_map(|pid| Some((pid, maps::read(pid)?))).collect()
+    }
+
+    /// Re-reads tracked processes now and then, for code mapped since
+    /// (dlopen), and forgets those that exited. Returns those whose code
+    /// mappings changed, with the maps read, so that the symbolizer reads
+    /// them again too.
+    pub fn refresh<M: MapCore>(&mut self, procs: &M) -> Vec<(u32, String)> {
         let mut changed = Vec::new();
-        for pid in due {
-            if let Some(text) = maps::read(pid) {
-                self.track(pid, &text, procs);
-                changed.push((pid, text));
-            }
-        }
         if self.last_refresh.elapsed() < REFRESH_EVERY {
             return changed;
         }
