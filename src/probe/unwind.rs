@@ -277,16 +277,16 @@ impl Tables {
         value.gen = self.generations;
         // SAFETY: fg_proc_unwind is a plain struct of integers.
         let bytes = unsafe { plain::as_bytes(&value) };
-        // New code (a first read, an exec, whose libraries the loader maps
-        // after it): re-read on the young schedule, from its start again
-        // (a command's launcher, `chroot` or `env`, was read at its entry
-        // and execs the program a moment later, whose libraries a re-read
-        // on the launcher's schedule found hundreds of milliseconds late).
+        // New code (a first read, whose libraries the loader maps after
+        // it): re-read on the young schedule, unless on it already (an
+        // exec starts it again: [`Tables::young_again`]; code a process
+        // maps and unmaps all the time must not keep it young).
         if procs.update(&pid.to_ne_bytes(), bytes, MapFlags::ANY).is_ok() {
             self.tracked.insert(pid, (digest, value.gen));
             self.inherited.remove(&pid);
-            self.young.retain(|&(p, _, _)| p != pid);
-            self.young.push((pid, Instant::now(), 0));
+            if !self.young.iter().any(|&(p, _, _)| p == pid) {
+                self.young.push((pid, Instant::now(), 0));
+            }
         }
         true
     }
@@ -386,6 +386,16 @@ impl Tables {
         if !self.by_binary.contains_key(&key) && self.asked.insert(key) {
             self.build_at(path, Some(key));
         }
+    }
+
+    /// `pid` exec'd: its new image's libraries are mapped after the exec,
+    /// so its re-reads start from now (a command's launcher, `chroot` or
+    /// `env`, read at its entry, execs the program a moment later, whose
+    /// libraries a re-read on the launcher's schedule found hundreds of
+    /// milliseconds late).
+    pub fn young_again(&mut self, pid: u32) {
+        self.young.retain(|&(p, _, _)| p != pid);
+        self.young.push((pid, Instant::now(), 0));
     }
 
     /// The maps of the young processes due a re-read on their schedule

@@ -4,9 +4,10 @@
  * When the current process is a known Ruby (`rb_procs`, filled by user
  * space with its version's offsets, src/runtimes/ruby/), find the thread's
  * execution context (libruby's thread-local ruby_current_ec, through the
- * thread's DTV; in 2.7 its rb_thread_t's, among the VM's threads), walk its control frames from the current one to the
- * bottom of the VM stack and append one word per Ruby frame after
- * FG_RB_MARKER (fgbpf.h says the word's layout). User space names the
+ * thread's DTV; in 2.7 its rb_thread_t's, among the VM's threads), walk
+ * its control frames from the current one to the bottom of the VM stack
+ * and append one word per Ruby frame after FG_RB_MARKER (fgbpf.h says the
+ * word's layout). User space names the
  * iseqs and method entries and puts the frames in place of the rb_vm_exec
  * frames they ran in. */
 #ifndef FGBPF_RUBY_BPF_H
@@ -186,14 +187,14 @@ __noinline __u32 add_ruby(struct stack_buf *buf, __u32 n, __u32 pid, struct fg_s
 	if (!w->r)
 		return n;
 	fsbase = BPF_CORE_READ(task, thread.fsbase);
+	/* 3.0 on: glibc's TCB, the DTV at fsbase + 8, 16-byte entries
+	 * indexed by module id, each starting with the module's block. */
 	if (!rb->modid_at) {
 		if (rb_ec_27(rb, fsbase, &ec)) {
 			st->rb_fault++;
 			*walk = FG_INTERP_FAULT;
 			return n;
 		}
-	/* glibc's TCB: the DTV at fsbase + 8, 16-byte entries indexed by
-	 * module id, each starting with the module's block. */
 	} else if (bpf_probe_read_user(&dtv, sizeof(dtv), (void *)(fsbase + 8)) ||
 	    bpf_probe_read_user(&modid, sizeof(modid), (void *)rb->modid_at) ||
 	    !modid || modid > 1024 ||
