@@ -5,7 +5,7 @@ bindings (the `rbspy-ruby-structs` crate on crates.io,
 src/ruby_X_Y_Z.rs). Writes src/runtimes/ruby/layouts.rs, one `Layout`
 per version, which is checked in; run it again to add a version:
 
-    scripts/ruby-offsets.py CRATE_SRC_DIR 3.1.2 3.3.8 > src/runtimes/ruby/layouts.rs
+    scripts/ruby-offsets.py CRATE_SRC_DIR 2.7.4 3.1.2 3.3.8 > src/runtimes/ruby/layouts.rs
 
 CRATE_SRC_DIR is the crate's src/ (e.g. after `cargo fetch` of a scratch
 project depending on rbspy-ruby-structs = "=0.55.0", under
@@ -14,16 +14,24 @@ project depending on rbspy-ruby-structs = "=0.55.0", under
 The offsets are computed with C's layout rules (repr(C): each field at
 its alignment, a struct padded to its largest alignment, a union as
 large as its largest member) over the bindings' structs, unions and type
-aliases. Three facts are not in the bindings, and are stated here with
+aliases. Some facts are not in the bindings, and are stated here with
 the header they come from:
 - Ruby 3.1's RClass and rb_classext_t (internal/class.h, not bound by
   rbspy for 3.1): `struct RClass { struct RBasic basic; VALUE super;
   struct rb_classext_struct *ptr; ... }` and `struct rb_classext_struct
   { struct st_table *iv_index_tbl; struct st_table *iv_tbl; ... }`.
+  Ruby 2.7's (internal.h; rbspy binds its rb_classext_t, not its
+  RClass) are the same: `struct RClass { struct RBasic basic; VALUE
+  super; rb_classext_t *ptr; rb_serial_t class_serial; }`, as Debian
+  11's ruby2.7-dev has it in rb_mjit_min_header-2.7.4.h.
 - How many bits of an embedded RArray's flags hold its length
-  (include/ruby/internal/core/rarray.h, RARRAY_EMBED_LEN_MASK):
-  RUBY_FL_USER3..4 before variable-width allocation (3.1 as Debian
-  builds it), RUBY_FL_USER3..9 from 3.2.
+  (include/ruby/internal/core/rarray.h, RARRAY_EMBED_LEN_MASK; ruby.h
+  in 2.7): RUBY_FL_USER3..4 before variable-width allocation (2.7, and
+  3.1 as Debian builds it), RUBY_FL_USER3..9 from 3.2.
+- How a 2.7 thread finds its execution context: not in TLS (3.0 on) but
+  through the VM (`ruby_current_vm_ptr`), whose `living_threads` list
+  links each rb_thread_t by its `vmlt_node`, with its `thread_id` (its
+  pthread_t) and `ec`; all four are in the bindings.
 The script also checks the offsets fgbpf's reader takes as fixed (an
 iseq location's fields, the insns_info table's, RBasic's) and fails if a
 version moved one of them.
@@ -49,9 +57,10 @@ PRIM = {
 }
 
 # Embedded RArray length bits (rarray.h), by (major, minor).
-ARRAY_EMBED_LEN_BITS = {(3, 1): 2, (3, 2): 7, (3, 3): 7, (3, 4): 7}
+ARRAY_EMBED_LEN_BITS = {(2, 7): 2, (3, 1): 2, (3, 2): 7, (3, 3): 7, (3, 4): 7}
 
-# Ruby 3.1's classes (internal/class.h), not in rbspy's 3.1 bindings.
+# Ruby 2.7's and 3.1's classes (internal.h, internal/class.h), not in
+# rbspy's bindings of those versions (2.7's has rb_classext_t, kept).
 CLASSES_31 = """
 #[repr(C)]
 pub struct RClass {
@@ -108,7 +117,7 @@ class Bindings:
                     if am:
                         align = int(am.group(1))
                 self.items[m.group(2)] = (m.group(1), fields, packed, align)
-            m = re.match(r"pub type (\w+)(<[^>]*>)? = (.*)$", line)
+            m = re.match(r"pub type (\w+)(<[^>]*>)? =\s*(.*)$", line)
             if m:
                 body = m.group(3)
                 while not body.rstrip().endswith(";"):
@@ -208,10 +217,11 @@ def derive(src, version):
     major, minor = (int(x) for x in version.split(".")[:2])
     b = Bindings(text)
     if "RClass" not in b.items:
-        if (major, minor) != (3, 1):
+        if (major, minor) not in ((2, 7), (3, 1)):
             raise SystemExit(f"{version}: no RClass in the bindings")
         extra = Bindings(CLASSES_31)
-        b.items.update(extra.items)
+        b.items.setdefault("RClass", extra.items["RClass"])
+        b.items.setdefault("rb_classext_struct", extra.items["rb_classext_struct"])
     o = lambda s, p: b.offset(s, p)[0]
     ec = first_of(b, "rb_execution_context_struct")
     cfp = first_of(b, "rb_control_frame_struct")
@@ -261,7 +271,25 @@ def derive(src, version):
         )
     else:
         classes = f"ClassPath::IvTable {{ ext_ptr: {o('RClass', 'ptr')}, iv_tbl: {o('rb_classext_struct', 'iv_tbl')} }}"
+    # Where a thread's execution context is: 2.7's VM links its threads
+    # (living_threads), 3.0+ keeps it in TLS (ruby_current_ec).
+    vm_fields = b.layout("rb_vm_struct")[1]
+    if "living_threads" in vm_fields:
+        th = "rb_thread_struct"
+        context = (
+            f"Context::VmThreads {{ vm_threads: {o('rb_vm_struct', 'living_threads')}, "
+            f"vm_main_thread: {o('rb_vm_struct', 'main_thread')}, th_node: {o(th, 'vmlt_node')}, "
+            f"th_thread_id: {o(th, 'thread_id')}, th_ec: {o(th, 'ec')} }}"
+        )
+        if o("list_head", "n") != 0 or o("list_node", "next") != 0:
+            raise SystemExit(f"{version}: a list's first node is not its first word")
+    else:
+        context = "Context::Tls"
+    m = re.search(r"pub const ruby_method_ids_tLAST_OP_ID: ruby_method_ids = (\d+);", text)
+    if not m:
+        raise SystemExit(f"{version}: no tLAST_OP_ID")
     fields = [
+        ("context", context),
         ("ec_vm_stack", o(ec, "vm_stack")),
         ("ec_stack_size", o(ec, "vm_stack_size")),
         ("ec_cfp", o(ec, "cfp")),
@@ -287,6 +315,7 @@ def derive(src, version):
         ("str_ptr", str_ptr),
         ("array_embed_len_bits", ARRAY_EMBED_LEN_BITS[(major, minor)]),
         ("classes", classes),
+        ("last_op_id", int(m.group(1))),
     ]
     return (major, minor), fields
 
@@ -300,7 +329,7 @@ def main():
         "//! scripts/ruby-offsets.py from rbspy-ruby-structs 0.55.0 (bindgen of",
         "//! each version's own headers); do not edit, run the script again.",
         "",
-        "use super::{ClassPath, Layout};",
+        "use super::{ClassPath, Context, Layout};",
         "",
     ]
     for version in sys.argv[2:]:

@@ -478,10 +478,14 @@ impl Probe {
     /// Processes whose execve was announced without waking user space
     /// (targets.bpf.h: on_exec) and whose maps were read at the turn after:
     /// known again with their new image, so that their next stack does not
-    /// announce them (and have them read) once more.
+    /// announce them (and have them read) once more, and re-read on the
+    /// young schedule from now, for the libraries the new image maps.
     pub fn read_after_exec(&mut self, pids: &[u32]) {
         let known = &self.skel.maps.known_procs;
         for pid in pids {
+            if let Some(t) = self.tables.as_mut() {
+                t.young_again(*pid);
+            }
             // Only an entry still there: one the process's exit removed
             // stays removed.
             let _ = libbpf_rs::MapCore::update(known, &pid.to_ne_bytes(), &[FG_KNOWN], libbpf_rs::MapFlags::EXIST);
@@ -516,15 +520,7 @@ impl Probe {
         // bring while it drains.
         let high = u64::from(libbpf_rs::MapCore::max_entries(&self.skel.maps.counts0) / 2);
         self.counts.tick(&mut self.skel, high);
-        let reread = match self.tables.as_mut() {
-            Some(t) => t.refresh(&self.skel.maps.proc_unwind),
-            None => Vec::new(),
-        };
-        // A program maps libpython or libjvm after the exec that announced
-        // it.
-        for (pid, text) in &reread {
-            self.runtimes.track(&mut self.skel, *pid, text);
-        }
+        let reread = track::reread(&mut self.skel, self.tables.as_mut(), &mut self.runtimes);
         let pids: Vec<u32> = reread.iter().map(|(pid, _)| *pid).collect();
         self.walk_seeds(Some(&pids));
         self.runtimes.refresh(&self.skel);

@@ -41,3 +41,27 @@ pub(super) fn track_read(
         t.track(pid, text, &skel.maps.proc_unwind);
     }
 }
+
+/// Re-reads the processes on the unwind tables' schedule and returns them
+/// with their maps, for the symbolizer to take too: the young ones (a
+/// program maps libpython or libjvm after the exec that announced it),
+/// whose maps go to the runtimes before the unwind tables, as a new
+/// process's do ([`track_read`]), and those whose code mappings changed.
+pub(super) fn reread(
+    skel: &mut FgbpfSkel<'_>,
+    tables: Option<&mut unwind::Tables>,
+    runtimes: &mut Runtimes,
+) -> Vec<(u32, String)> {
+    let Some(tables) = tables else { return Vec::new() };
+    let mut reread = tables.due();
+    for (pid, text) in &reread {
+        runtimes.track(skel, *pid, text);
+        tables.track(*pid, text, &skel.maps.proc_unwind);
+    }
+    let changed = tables.refresh(&skel.maps.proc_unwind);
+    for (pid, text) in &changed {
+        runtimes.track(skel, *pid, text);
+    }
+    reread.extend(changed);
+    reread
+}

@@ -277,8 +277,10 @@ impl Tables {
         value.gen = self.generations;
         // SAFETY: fg_proc_unwind is a plain struct of integers.
         let bytes = unsafe { plain::as_bytes(&value) };
-        // New code (a first read, an exec, whose libraries the loader maps
-        // after it): re-read on the young schedule, unless on it already.
+        // New code (a first read, whose libraries the loader maps after
+        // it): re-read on the young schedule, unless on it already (an
+        // exec starts it again: [`Tables::young_again`]; code a process
+        // maps and unmaps all the time must not keep it young).
         if procs.update(&pid.to_ne_bytes(), bytes, MapFlags::ANY).is_ok() {
             self.tracked.insert(pid, (digest, value.gen));
             self.inherited.remove(&pid);
@@ -386,13 +388,23 @@ impl Tables {
         }
     }
 
-    /// Re-reads tracked processes now and then, for code mapped since
-    /// (dlopen), and forgets those that exited. Returns the processes read
-    /// on a young process's schedule and those whose code mappings changed,
-    /// with the maps read, so that the symbolizer reads them again too: its
-    /// first read of a starting process may have come before the loader
-    /// mapped libc.
-    pub fn refresh<M: MapCore>(&mut self, procs: &M) -> Vec<(u32, String)> {
+    /// `pid` exec'd: its new image's libraries are mapped after the exec,
+    /// so its re-reads start from now (a command's launcher, `chroot` or
+    /// `env`, read at its entry, execs the program a moment later, whose
+    /// libraries a re-read on the launcher's schedule found hundreds of
+    /// milliseconds late).
+    pub fn young_again(&mut self, pid: u32) {
+        self.young.retain(|&(p, _, _)| p != pid);
+        self.young.push((pid, Instant::now(), 0));
+    }
+
+    /// The maps of the young processes due a re-read on their schedule
+    /// (which steps on), read but not tracked yet: the caller gives them
+    /// to the runtimes first (finding an interpreter takes milliseconds),
+    /// then to [`Tables::track`] (building a new library's rows, up to a
+    /// second: an interpreter found after it missed a short script's
+    /// first half).
+    pub fn due(&mut self) -> Vec<(u32, String)> {
         let due: Vec<u32> = self
             .young
             .iter_mut()
@@ -403,13 +415,15 @@ impl Tables {
             })
             .collect();
         self.young.retain(|(_, _, step)| *step < YOUNG_STEPS.len());
+        due.into_iter().filter_map(|pid| Some((pid, maps::read(pid)?))).collect()
+    }
+
+    /// Re-reads tracked processes now and then, for code mapped since
+    /// (dlopen), and forgets those that exited. Returns those whose code
+    /// mappings changed, with the maps read, so that the symbolizer reads
+    /// them again too.
+    pub fn refresh<M: MapCore>(&mut self, procs: &M) -> Vec<(u32, String)> {
         let mut changed = Vec::new();
-        for pid in due {
-            if let Some(text) = maps::read(pid) {
-                self.track(pid, &text, procs);
-                changed.push((pid, text));
-            }
-        }
         if self.last_refresh.elapsed() < REFRESH_EVERY {
             return changed;
         }

@@ -6,6 +6,7 @@ pub mod browser;
 pub mod nginx;
 pub mod pprof_raw;
 pub mod roots;
+pub mod ruby;
 pub mod runtime;
 
 use std::collections::HashMap;

@@ -144,11 +144,10 @@ impl Reason for Unnamed {
 }
 
 /// symbol.c: ids are kept in chunks of 512, two VALUEs each (the name's
-/// String, its Symbol); ids above the operators' (tLAST_OP_ID) carry
-/// their serial above 4 scope bits.
+/// String, its Symbol); ids above the operators' (tLAST_OP_ID, the
+/// layout's `last_op_id`) carry their serial above 4 scope bits.
 const ID_ENTRY_UNIT: u64 = 512;
 const ID_ENTRY_SIZE: u64 = 2;
-const LAST_OP_ID: u64 = 0xa9;
 const ID_SCOPE_SHIFT: u64 = 4;
 
 /// The iseqs and C methods of one Ruby process, read as they are met.
@@ -327,7 +326,7 @@ impl Reader {
     /// The name of a method id: its String in the symbol table.
     fn id_name(&self, ids: u64, last: u64, id: u64) -> Option<String> {
         let mem = self.mem.as_ref()?;
-        let serial = if id > LAST_OP_ID { id >> ID_SCOPE_SHIFT } else { id };
+        let serial = if id > self.layout.last_op_id { id >> ID_SCOPE_SHIFT } else { id };
         if serial == 0 || serial > last {
             return None;
         }

@@ -2,10 +2,42 @@
 //! scripts/ruby-offsets.py from rbspy-ruby-structs 0.55.0 (bindgen of
 //! each version's own headers); do not edit, run the script again.
 
-use super::{ClassPath, Layout};
+use super::{ClassPath, Context, Layout};
+
+/// Ruby 2.7, from ruby_2_7_4.rs.
+pub const LAYOUT_27: Layout = Layout {
+    context: Context::VmThreads { vm_threads: 312, vm_main_thread: 192, th_node: 0, th_thread_id: 72, th_ec: 32 },
+    ec_vm_stack: 0,
+    ec_stack_size: 8,
+    ec_cfp: 16,
+    ec_thread_ptr: 56,
+    cfp_size: 56,
+    cfp_pc: 0,
+    cfp_iseq: 16,
+    cfp_ep: 32,
+    iseq_body: 16,
+    body_size: 4,
+    body_encoded: 8,
+    body_location: 64,
+    body_insns_info: 120,
+    me_def: 16,
+    me_owner: 32,
+    def_body: 8,
+    def_original_id: 32,
+    body_local_iseq: 176,
+    insn_info_size: 8,
+    first_lineno_int: false,
+    str_len: 0,
+    str_embed: 16,
+    str_ptr: 24,
+    array_embed_len_bits: 2,
+    classes: ClassPath::IvTable { ext_ptr: 24, iv_tbl: 8 },
+    last_op_id: 168,
+};
 
 /// Ruby 3.1, from ruby_3_1_2.rs.
 pub const LAYOUT_31: Layout = Layout {
+    context: Context::Tls,
     ec_vm_stack: 0,
     ec_stack_size: 8,
     ec_cfp: 16,
@@ -31,10 +63,12 @@ pub const LAYOUT_31: Layout = Layout {
     str_ptr: 24,
     array_embed_len_bits: 2,
     classes: ClassPath::IvTable { ext_ptr: 24, iv_tbl: 8 },
+    last_op_id: 169,
 };
 
 /// Ruby 3.3, from ruby_3_3_8.rs.
 pub const LAYOUT_33: Layout = Layout {
+    context: Context::Tls,
     ec_vm_stack: 0,
     ec_stack_size: 8,
     ec_cfp: 16,
@@ -60,4 +94,5 @@ pub const LAYOUT_33: Layout = Layout {
     str_ptr: 24,
     array_embed_len_bits: 7,
     classes: ClassPath::Field { ext: 32, classpath: 120, attached: 96 },
+    last_op_id: 169,
 };

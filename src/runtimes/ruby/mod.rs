@@ -1,11 +1,13 @@
 //! Ruby VMs in profiled processes: which processes run one, how the BPF
 //! walker (src/runtimes/ruby/ruby.bpf.h) finds a thread's execution context, and the
 //! structure offsets of its version; naming the iseqs and method entries
-//! it records is [`iseq`]. The context is libruby's thread-local
+//! it records is [`iseq`]. From 3.0 the context is libruby's thread-local
 //! `ruby_current_ec`: the walker reads it through the thread's DTV, with
 //! the module id ld.so wrote in libruby's DTPMOD64 slot for it (found in
 //! the library's dynamic relocations, kept in stripped builds) and the
-//! variable's offset in the module's block. The offsets are those of
+//! variable's offset in the module's block. Ruby 2.7 keeps no context in
+//! TLS: the walker finds the thread's rb_thread_t among the VM's living
+//! threads by its pthread_t ([`Context::VmThreads`]). The offsets are those of
 //! Ruby's own headers, as rbspy's bindings (`rbspy-ruby-structs`) have
 //! them; fgbpf knows the versions it was tested on. A process running any
 //! other version keeps its native frames, and the summary says why.
@@ -31,6 +33,8 @@ fn function_starts(file: &File) -> Vec<u64> {
 /// version's headers by scripts/ruby-offsets.py (layouts.rs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
+    /// How a thread's execution context is found.
+    pub context: Context,
     /// rb_execution_context_t: vm_stack, vm_stack_size, cfp, thread_ptr.
     pub ec_vm_stack: u16,
     pub ec_stack_size: u16,
@@ -72,6 +76,24 @@ pub struct Layout {
     pub array_embed_len_bits: u8,
     /// Where a class keeps its path.
     pub classes: ClassPath,
+    /// tLAST_OP_ID: ids above it carry their serial above 4 scope bits
+    /// (168 in 2.7, 169 from 3.0).
+    pub last_op_id: u64,
+}
+
+/// Where a thread's execution context is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Context {
+    /// 3.0+: libruby's thread-local `ruby_current_ec`.
+    Tls,
+    /// 2.7: the global `ruby_current_execution_context_ptr` is the context
+    /// of the thread holding the GVL, not of every thread: each thread's
+    /// rb_thread_t is in the list of the VM (`ruby_current_vm_ptr`) at
+    /// `vm_threads` (linked by its node at `th_node`), told by its
+    /// `thread_id` (its pthread_t, the thread's fsbase with glibc), with
+    /// its context at `th_ec`. The VM's main thread at `vm_main_thread`
+    /// is what the check at attach reads.
+    VmThreads { vm_threads: u16, vm_main_thread: u16, th_node: u16, th_thread_id: u16, th_ec: u16 },
 }
 
 /// Where a class's path (and a singleton class's object) is kept.
@@ -87,11 +109,12 @@ pub enum ClassPath {
 }
 
 mod layouts;
-pub use layouts::{LAYOUT_31, LAYOUT_33};
+pub use layouts::{LAYOUT_27, LAYOUT_31, LAYOUT_33};
 
 /// The known layout of Ruby `version` (major, minor).
 pub fn layout(version: (u32, u32)) -> Option<Layout> {
     match version {
+        (2, 7) => Some(LAYOUT_27),
         (3, 1) => Some(LAYOUT_31),
         (3, 3) => Some(LAYOUT_33),
         _ => None,
@@ -99,17 +122,22 @@ pub fn layout(version: (u32, u32)) -> Option<Layout> {
 }
 
 /// The versions fgbpf reads, for messages and docs/runtimes/ruby.md.
-pub const SUPPORTED: &str = "3.1 and 3.3";
+pub const SUPPORTED: &str = "2.7, 3.1 and 3.3";
 
 /// A Ruby VM found in a process.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Interpreter {
     /// Major and minor version, e.g. (3, 1).
     pub version: (u32, u32),
-    /// Where ld.so writes libruby's TLS module id for `ruby_current_ec`.
+    /// Where ld.so writes libruby's TLS module id for `ruby_current_ec`
+    /// (0 for 2.7: no context in TLS).
     pub modid_at: u64,
     /// `ruby_current_ec`'s offset in the module's TLS block.
     pub tls_off: u64,
+    /// 2.7: where `ruby_current_execution_context_ptr` (the GVL holder's
+    /// context) and `ruby_current_vm_ptr` are in the process; else 0.
+    pub ec_at: u64,
+    pub vm_at: u64,
     pub layout: Layout,
     /// libruby's .data in the process (address, bytes), where Ruby's
     /// symbol table (ruby_global_symbols, not exported) is looked for.
@@ -174,7 +202,14 @@ pub fn find(file: &File, path: &str, start: u64, offset: u64) -> Result<Option<I
     // rb_thread_current's code reads (3.3, where it is local). An
     // executable with the VM linked in reads it by a fixed offset instead
     // (initial-exec TLS), which fgbpf does not follow yet.
+    let mut globals = (0, 0);
     let (slot, tls_off) = match ec {
+        // 2.7: the VM's globals, exported.
+        _ if matches!(layout.context, Context::VmThreads { .. }) => {
+            let at = |name: &str| defined(name).map(|s| s.address()).ok_or_else(|| format!("Ruby {}.{}: no {name}", version.0, version.1));
+            globals = (at("ruby_current_execution_context_ptr")?, at("ruby_current_vm_ptr")?);
+            (0, 0)
+        }
         Some(ec) => {
             let slot = obj.dynamic_relocations().and_then(|mut relocs| {
                 relocs.find_map(|(at, r)| {
@@ -199,10 +234,13 @@ pub fn find(file: &File, path: &str, start: u64, offset: u64) -> Result<Option<I
     let data = obj
         .section_by_name(".data")
         .map_or((0, 0), |s| (s.address().wrapping_add(bias), s.size()));
+    let in_process = |a: u64| if a == 0 { 0 } else { a.wrapping_add(bias) };
     Ok(Some(Interpreter {
         version,
-        modid_at: slot.wrapping_add(bias),
+        modid_at: in_process(slot),
         tls_off,
+        ec_at: in_process(globals.0),
+        vm_at: in_process(globals.1),
         version_at: version_addr.map_or(0, |a| a.wrapping_add(bias)),
         object_at: defined("rb_cObject").map_or(0, |s| s.address().wrapping_add(bias)),
         vm_exec,
@@ -241,7 +279,7 @@ mod tests {
     /// frame of at most 64): each must be inside.
     #[test]
     fn the_walkers_offsets_are_inside_what_it_reads() {
-        for l in [LAYOUT_31, LAYOUT_33] {
+        for l in [LAYOUT_27, LAYOUT_31, LAYOUT_33] {
             for off in [l.ec_vm_stack, l.ec_stack_size, l.ec_cfp] {
                 assert!(off + 8 <= 32, "execution context offset {off} past the 32 bytes read");
             }
@@ -268,10 +306,32 @@ mod tests {
         assert!(!l.first_lineno_int && l.str_len == 0 && l.array_embed_len_bits == 2);
     }
 
+    /// scripts/ruby-offsets.py's output for 2.7 is what gcc's offsetof
+    /// says over Ruby 2.7.4's own structures (Debian 11's ruby2.7-dev,
+    /// rb_mjit_min_header-2.7.4.h), which the bindings only translate.
+    #[test]
+    fn the_generated_2_7_layout_is_the_headers() {
+        let l = LAYOUT_27;
+        let from_header = [0, 8, 16, 56, 56, 0, 16, 32, 16, 4, 8, 64, 120, 16, 32, 8, 32, 176, 8, 16, 24];
+        let generated = [
+            l.ec_vm_stack, l.ec_stack_size, l.ec_cfp, l.ec_thread_ptr, l.cfp_size, l.cfp_pc, l.cfp_iseq, l.cfp_ep, l.iseq_body,
+            l.body_size, l.body_encoded, l.body_location, l.body_insns_info, l.me_def, l.me_owner, l.def_body,
+            l.def_original_id, l.body_local_iseq, l.insn_info_size, l.str_embed, l.str_ptr,
+        ];
+        assert_eq!(generated, from_header);
+        let threads = Context::VmThreads { vm_threads: 312, vm_main_thread: 192, th_node: 0, th_thread_id: 72, th_ec: 32 };
+        assert_eq!(l.context, threads);
+        assert_eq!(l.classes, ClassPath::IvTable { ext_ptr: 24, iv_tbl: 8 });
+        assert!(!l.first_lineno_int && l.str_len == 0 && l.array_embed_len_bits == 2 && l.last_op_id == 168);
+        assert_eq!((LAYOUT_31.context, LAYOUT_31.last_op_id), (Context::Tls, 169));
+    }
+
     #[test]
     fn versions_read_from_ruby_version() {
         assert_eq!(parse_version(b"3.1.2\0junk"), Some((3, 1)));
         assert_eq!(parse_version(b"x.1\0"), None);
+        assert!(layout((2, 7)).is_some());
+        assert!(layout((2, 6)).is_none(), "2.6 is not tested: not read");
         assert!(layout((3, 1)).is_some());
         assert!(layout((3, 3)).is_some());
         assert!(layout((3, 2)).is_none(), "3.2 is not tested: not read");

@@ -4,9 +4,10 @@
  * When the current process is a known Ruby (`rb_procs`, filled by user
  * space with its version's offsets, src/runtimes/ruby/), find the thread's
  * execution context (libruby's thread-local ruby_current_ec, through the
- * thread's DTV), walk its control frames from the current one to the
- * bottom of the VM stack and append one word per Ruby frame after
- * FG_RB_MARKER (fgbpf.h says the word's layout). User space names the
+ * thread's DTV; in 2.7 its rb_thread_t's, among the VM's threads), walk
+ * its control frames from the current one to the bottom of the VM stack
+ * and append one word per Ruby frame after FG_RB_MARKER (fgbpf.h says the
+ * word's layout). User space names the
  * iseqs and method entries and puts the frames in place of the rb_vm_exec
  * frames they ran in. */
 #ifndef FGBPF_RUBY_BPF_H
@@ -126,6 +127,45 @@ static long rb_step(__u32 i, void *ctx)
 	return 0;
 }
 
+/* Most of a 2.7 VM's threads looked through for the current one's. */
+#define RB_MAX_THREADS 128
+
+/* Ruby 2.7: the execution context of the thread whose pthread_t is
+ * `self`, into *ec (0: the thread is not one of the VM's, a native
+ * thread). The global ruby_current_execution_context_ptr is the GVL
+ * holder's, which a thread on the CPU most often is: taken when its
+ * thread is this one; else the VM's living_threads are looked through.
+ * Returns nonzero when memory could not be read. */
+static __always_inline int rb_ec_27(struct fg_rb_proc *rb, __u64 self, __u64 *ec)
+{
+	__u64 th = 0, id = 0, vm = 0, head, node = 0;
+	__u32 i;
+
+	*ec = 0;
+	if (!bpf_probe_read_user(ec, sizeof(*ec), (void *)rb->ec_at) && *ec &&
+	    !bpf_probe_read_user(&th, sizeof(th), (void *)(*ec + rb->ec_thread_ptr)) && th &&
+	    !bpf_probe_read_user(&id, sizeof(id), (void *)(th + rb->th_thread_id)) && id == self)
+		return 0;
+	*ec = 0;
+	if (bpf_probe_read_user(&vm, sizeof(vm), (void *)rb->vm_at) || !vm)
+		return 1;
+	head = vm + rb->vm_threads;
+	if (bpf_probe_read_user(&node, sizeof(node), (void *)head))
+		return 1;
+	for (i = 0; i < RB_MAX_THREADS; i++) {
+		if (!node || node == head)
+			return 0;
+		th = node - rb->th_node;
+		if (bpf_probe_read_user(&id, sizeof(id), (void *)(th + rb->th_thread_id)))
+			return 1;
+		if (id == self)
+			return bpf_probe_read_user(ec, sizeof(*ec), (void *)(th + rb->th_ec)) ? 1 : 0;
+		if (bpf_probe_read_user(&node, sizeof(node), (void *)node))
+			return 1;
+	}
+	return 0;
+}
+
 /* Appends the current thread's Ruby frames to the `n` native frames in
  * `buf` when its process is a known Ruby. Returns the new length and says
  * in *walk how the Ruby stack was read (enum fg_interp_walk, shared with
@@ -147,9 +187,15 @@ __noinline __u32 add_ruby(struct stack_buf *buf, __u32 n, __u32 pid, struct fg_s
 	if (!w->r)
 		return n;
 	fsbase = BPF_CORE_READ(task, thread.fsbase);
-	/* glibc's TCB: the DTV at fsbase + 8, 16-byte entries indexed by
-	 * module id, each starting with the module's block. */
-	if (bpf_probe_read_user(&dtv, sizeof(dtv), (void *)(fsbase + 8)) ||
+	/* 3.0 on: glibc's TCB, the DTV at fsbase + 8, 16-byte entries
+	 * indexed by module id, each starting with the module's block. */
+	if (!rb->modid_at) {
+		if (rb_ec_27(rb, fsbase, &ec)) {
+			st->rb_fault++;
+			*walk = FG_INTERP_FAULT;
+			return n;
+		}
+	} else if (bpf_probe_read_user(&dtv, sizeof(dtv), (void *)(fsbase + 8)) ||
 	    bpf_probe_read_user(&modid, sizeof(modid), (void *)rb->modid_at) ||
 	    !modid || modid > 1024 ||
 	    bpf_probe_read_user(&block, sizeof(block), (void *)(dtv + modid * 16)) ||

@@ -110,9 +110,20 @@ impl Walker for RubyWalker {
 
     fn map_value(vm: &Interpreter) -> Vec<u8> {
         let l = &vm.layout;
+        let (vm_threads, th_node, th_thread_id, th_ec) = match l.context {
+            rb::Context::VmThreads { vm_threads, th_node, th_thread_id, th_ec, .. } => (vm_threads, th_node, th_thread_id, th_ec),
+            rb::Context::Tls => (0, 0, 0, 0),
+        };
         let v = types::fg_rb_proc {
             modid_at: vm.modid_at,
             tls_off: vm.tls_off,
+            ec_at: vm.ec_at,
+            vm_at: vm.vm_at,
+            ec_thread_ptr: l.ec_thread_ptr,
+            vm_threads,
+            th_node,
+            th_thread_id,
+            th_ec,
             ec_vm_stack: l.ec_vm_stack,
             ec_stack_size: l.ec_stack_size,
             ec_cfp: l.ec_cfp,
