@@ -226,19 +226,8 @@ fn a_script_of_half_a_second_keeps_its_names() {
 /// `bullseye`), with tests/workloads/php copied into it: the root, and
 /// where the scripts are inside it.
 fn in_root(root: PathBuf) -> (PathBuf, PathBuf) {
-    let inside = Path::new("/tmp/fgbpf-php");
-    let there = root.join(inside.strip_prefix("/").unwrap());
-    std::fs::create_dir_all(&there).unwrap();
-    for entry in std::fs::read_dir(script("")).unwrap() {
-        // Only when changed: opcache leaves a file changed in the last 2 s
-        // (opcache.file_update_protection) uncached, and uncompiled.
-        let path = entry.unwrap().path();
-        let to = there.join(path.file_name().unwrap());
-        if std::fs::read(&to).ok() != Some(std::fs::read(&path).unwrap()) {
-            std::fs::copy(&path, &to).unwrap();
-        }
-    }
-    (root, inside.to_path_buf())
+    let inside = common::roots::copy_workloads(&root, "php");
+    (root, inside)
 }
 
 /// The Debian 13 root, with the scripts: see [`in_root`].

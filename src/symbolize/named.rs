@@ -59,9 +59,10 @@ impl Module {
         Module { name: name.into(), build_id, code: Vec::new() }
     }
 
-    /// The executable segment holding the linked address `address`.
-    pub fn segment_of(&self, address: u64) -> Option<&crate::procs::elf::ExecSegment> {
-        self.code.iter().find(|s| address >= s.vaddr && address - s.vaddr < s.size)
+    /// The executable segment (an index into `code`) holding the linked
+    /// address `address`.
+    pub fn segment_of(&self, address: u64) -> Option<usize> {
+        self.code.iter().position(|s| address >= s.vaddr && address - s.vaddr < s.size)
     }
 }
 

@@ -170,8 +170,7 @@ impl Dictionary {
         let attribute_indices = kind.map(|t| vec![self.attribute("profile.frame.type", Attr::Text(t.into()))]).unwrap_or_default();
         let (mapping_index, address) = match &frame.module {
             Some(m) => {
-                let segment = m.code.iter().position(|s| frame.address >= s.vaddr && frame.address - s.vaddr < s.size);
-                let segment = segment.filter(|_| frame.address != 0);
+                let segment = m.segment_of(frame.address).filter(|_| frame.address != 0);
                 (self.mapping(m, segment), segment.map_or(0, |_| frame.address))
             }
             None => (0, 0),
