@@ -288,6 +288,29 @@ fn node_18_names_busy_functions_and_splits_as_v8s_own_sampler() {
     assert!(summary.contains("without the functions V8 inlines into optimised code, which fgbpf reads on V8 11 only (not read yet"), "{summary}");
 }
 
+/// nodejs.org's Node.js 18 under another name (a single-executable
+/// application is a copy of `node` with the script inside): found by its
+/// V8 metadata, not its name, and named the same.
+#[test]
+fn a_renamed_node_binary_is_read() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let dir = out_dir("node_renamed");
+    std::fs::create_dir_all(&dir).unwrap();
+    let renamed = dir.join("service");
+    std::fs::copy(official_node(18), &renamed).unwrap();
+    let node = start_with(&renamed, &[], "busy.js", &["30"]);
+    let Captured { pid, stacks, summary, .. } = capture_ended(node, "oncpu", "3", "node_renamed_busy");
+    // Its main thread is called as its executable.
+    let stacks: Folded = stacks
+        .into_iter()
+        .map(|(f, w)| (f.into_iter().map(|x| if x == format!("service-{pid}") { format!("node-{pid}") } else { x }).collect(), w))
+        .collect();
+    assert_outer_inner(&stacks, pid, &summary, "renamed Node.js 18");
+}
+
 /// The same split on Node.js 22 (V8 12): its functions named, in the
 /// same shares as V8's own sampler; its summary says that what V8 12
 /// inlined is not read, and counts the frames named without it.

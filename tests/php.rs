@@ -63,6 +63,30 @@ fn busy_php_functions_are_named_in_order() {
     );
 }
 
+/// A PHP whose binary is not called php (a container's `/app/server`, a
+/// copy of Debian's php8.2): found by what its executable holds, read
+/// the same, and said under its own name.
+#[test]
+fn a_renamed_php_binary_is_read() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let dir = out_dir("php_renamed");
+    std::fs::create_dir_all(&dir).unwrap();
+    let renamed = dir.join("app-server");
+    std::fs::copy(on_path("php8.2").expect("php8.2 (scripts/test.sh installs php-cli)"), &renamed).unwrap();
+    let mut cmd = Command::new(&renamed);
+    cmd.arg(script("busy.php")).arg("30");
+    let child = start_ready(&mut cmd, "busy.php under app-server", "copying php8.2");
+    let Captured { pid, stacks, summary, .. } = capture_ended(child, "oncpu", "3", "php_renamed_capture");
+    assert_outer_inner(&stacks, "{main}@busy.php:8", &summary, "renamed");
+    assert!(
+        summary.contains(&format!("PHP: pid {pid} (app-server, PHP 8.2): 100.0% of its time with the PHP stack read whole")),
+        "{summary}"
+    );
+}
+
 /// php-fpm's master and workers: killing the master alone would leave its
 /// workers running, so the whole process group goes.
 struct FpmGroup(KillOnDrop);

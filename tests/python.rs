@@ -109,6 +109,25 @@ fn every_installed_cpython_names_its_functions_in_order() {
     assert!(found.len() >= 2, "at least Debian's and one other CPython: {found:?}");
 }
 
+/// A CPython whose binary is not called python (a container's
+/// `/app/worker`, a copy of Debian's python3.11): found by what its
+/// executable holds and read the same.
+#[test]
+fn a_renamed_cpython_is_read() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    if let Some(why) = interpreter_walkers_missing() {
+        return python_unread_is_said(&why);
+    }
+    let dir = out_dir("py_renamed");
+    std::fs::create_dir_all(&dir).unwrap();
+    let renamed = dir.join("worker");
+    std::fs::copy(DEBIAN, &renamed).unwrap();
+    eprintln!("{}", named_in_order("renamed", start(&renamed, "busy.py", 60)));
+}
+
 /// Captures busy.py run by `child` for 2 s at 499 Hz: inner under outer
 /// under <module> in 90% of the samples, the native part whole to
 /// Py_BytesMain in 95%, and the summary's line on the Python stacks; the

@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use libbpf_rs::{MapCore, MapFlags};
 
+use super::shared::Renamed;
 use super::{interp_added, Announcement, Found, Runtime};
 use crate::bpf::{FgbpfMaps, FgbpfSkel};
 use crate::procs::maps;
@@ -123,6 +124,9 @@ pub(crate) struct Interp<W: Walker> {
     /// The processes with stacks through an evaluator their binary does
     /// not name ([`Walker::evaluator_at`]).
     hidden_evaluator: HashSet<u32>,
+    /// Executables looked into despite their names, and not the
+    /// interpreter.
+    renamed: Renamed,
 }
 
 impl<W: Walker> Interp<W> {
@@ -134,15 +138,18 @@ impl<W: Walker> Interp<W> {
             texts: HashMap::new(),
             no_lines,
             hidden_evaluator: HashSet::new(),
+            renamed: Renamed::default(),
         }
     }
 
     /// Looks for the interpreter in `pid`'s executable mappings (`text`,
-    /// its /proc/PID/maps) and gives the walker its entry in `procs`.
-    /// True when it added one.
+    /// its /proc/PID/maps), those named as its and the process's own
+    /// executable whatever its name ([`Renamed`]), and gives the walker
+    /// its entry in `procs`. True when it added one.
     pub fn track<M: MapCore>(&mut self, pid: u32, text: &str, procs: &M) -> bool {
+        let exe = Renamed::executable(text);
         for m in text.lines().filter_map(maps::parse_line) {
-            if !m.exec || m.inode == 0 || !W::may_be(m.path) {
+            if !m.exec || m.inode == 0 || !self.renamed.worth(&m, exe, W::may_be) {
                 continue;
             }
             if self.found_at.get(&pid) == Some(&(m.start, m.inode)) {
@@ -169,7 +176,7 @@ impl<W: Walker> Interp<W> {
                     }
                     return added;
                 }
-                Ok(None) => {}
+                Ok(None) => self.renamed.not_it(&m, W::may_be),
                 Err(why) => {
                     self.found_at.insert(pid, (m.start, m.inode));
                     self.unsupported.insert(pid, (m.path.to_string(), why));

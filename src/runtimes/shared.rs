@@ -1,8 +1,8 @@
 //! What the runtimes' user-space halves share: finding a
-//! runtime's binary in a process, naming the frame words of one runtime,
+//! runtime's binary in a process (also when renamed: [`Renamed`]), naming the frame words of one runtime,
 //! and weighing what could not be named.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
 
 use crate::procs::maps::{self, MapsLine};
@@ -10,18 +10,26 @@ use crate::profile::RawStack;
 use crate::symbolize::{is_runtime_word, Named, RuntimeNames, UnresolvedReason};
 
 /// The first executable file mapping of `pid` (`text`, its
-/// /proc/PID/maps) whose path `wanted` accepts, opened through
-/// /proc/PID/map_files (so a process in another mount namespace is read
-/// too), unless `found_at` already holds it at that place: a runtime's
-/// binary, looked at once per process.
+/// /proc/PID/maps) whose path `wanted` accepts, or which is the process's
+/// own executable not yet found to be something else (`renamed`, for
+/// the runtimes whose binary is the executable),
+/// opened through /proc/PID/map_files (so a process in another mount
+/// namespace is read too), unless `found_at` already holds it at that
+/// place: a runtime's binary, looked at once per process.
 pub(crate) fn runtime_binary<'a>(
     pid: u32,
     text: &'a str,
     wanted: fn(&str) -> bool,
+    renamed: Option<&Renamed>,
     found_at: &mut HashMap<u32, (u64, u64)>,
 ) -> Option<(MapsLine<'a>, File)> {
+    let exe = renamed.and_then(|_| Renamed::executable(text));
     for m in text.lines().filter_map(maps::parse_line) {
-        if !m.exec || m.inode == 0 || !wanted(m.path) {
+        let worth = match renamed {
+            Some(r) => r.worth(&m, exe, wanted),
+            None => wanted(m.path),
+        };
+        if !m.exec || m.inode == 0 || !worth {
             continue;
         }
         if found_at.get(&pid) == Some(&(m.start, m.inode)) {
@@ -33,6 +41,47 @@ pub(crate) fn runtime_binary<'a>(
         return Some((m, file));
     }
     None
+}
+
+/// A runtime's binary whatever it is called: a process's own executable
+/// is looked into once per file (device, inode) even when its name is
+/// not the runtime's (`cp php8.2 app`, a Node single-executable
+/// application), and remembered when it is not the runtime's, so that a
+/// storm of one program costs one look.
+#[derive(Default)]
+pub(crate) struct Renamed {
+    not: HashSet<(u64, u64)>,
+}
+
+/// How many executables [`Renamed`] remembers before starting again.
+const RENAMED_KEPT: usize = 4096;
+
+impl Renamed {
+    /// Where the executable of a process is mapped: its first executable
+    /// file mapping (`text`, its /proc/PID/maps, in address order; the
+    /// executable is mapped below its libraries).
+    pub fn executable(text: &str) -> Option<u64> {
+        text.lines().filter_map(maps::parse_line).find(|m| m.exec && m.inode != 0).map(|m| m.start)
+    }
+
+    /// Whether mapping `m` may be the runtime's binary: by name
+    /// (`wanted`), or as the executable (at `exe`) not yet found to be
+    /// something else.
+    pub fn worth(&self, m: &MapsLine, exe: Option<u64>, wanted: fn(&str) -> bool) -> bool {
+        wanted(m.path) || (exe == Some(m.start) && !self.not.contains(&(m.dev, m.inode)))
+    }
+
+    /// `m`, looked into, is not the runtime's binary: remembered when it
+    /// was looked into for being the executable only.
+    pub fn not_it(&mut self, m: &MapsLine, wanted: fn(&str) -> bool) {
+        if wanted(m.path) {
+            return;
+        }
+        if self.not.len() >= RENAMED_KEPT {
+            self.not.clear();
+        }
+        self.not.insert((m.dev, m.inode));
+    }
 }
 
 /// Per process, the weight of stacks holding a runtime's frames that could

@@ -70,7 +70,7 @@ impl Java {
     /// set up its code cache ([`Java::refresh`] retries). True when it
     /// found a JVM.
     pub fn track<M: MapCore>(&mut self, pid: u32, text: &str, procs: &M) -> bool {
-        let Some((m, file)) = runtime_binary(pid, text, java::may_be_jvm, &mut self.found_at) else {
+        let Some((m, file)) = runtime_binary(pid, text, java::may_be_jvm, None, &mut self.found_at) else {
             return false;
         };
         match java::find(pid, &file, m.path, m.start, m.offset) {

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use libbpf_rs::{MapCore, MapFlags};
 
-use crate::runtimes::shared::{by_pid, runtime_binary, Partly, Unnamed};
+use crate::runtimes::shared::{by_pid, runtime_binary, Partly, Renamed, Unnamed};
 use crate::bpf::{types, FgbpfSkel};
 use crate::runtimes::{Announcement, Found, Runtime, Settings, BpfWalker};
 use crate::procs::frame_kind::FrameKind;
@@ -30,6 +30,8 @@ pub(crate) struct V8 {
     pub unsupported: HashMap<u32, String>,
     /// Whether any process was given to the walker (v8.bpf.h: v8_tracked).
     pub tracked: bool,
+    /// Executables looked into despite their names, and not V8.
+    renamed: Renamed,
 }
 
 impl V8 {
@@ -49,7 +51,7 @@ impl V8 {
     /// /proc/PID/maps) and gives the walker its layout. True when the
     /// walker has a new process.
     pub fn track<M: MapCore>(&mut self, pid: u32, text: &str, procs: &M) -> bool {
-        let Some((m, file)) = runtime_binary(pid, text, v8::may_be_v8, &mut self.found_at) else {
+        let Some((m, file)) = runtime_binary(pid, text, v8::may_be_v8, Some(&self.renamed), &mut self.found_at) else {
             return false;
         };
         // SAFETY: read-only private mapping of a file a process maps
@@ -57,7 +59,15 @@ impl V8 {
         let Ok(data) = (unsafe { memmap2::Mmap::map(&file) }) else { return false };
         let layout = match v8::layout::read(&data) {
             Ok(Some(l)) => l,
-            Ok(None) => return false,
+            Ok(None) => {
+                // An executable looked into for itself: not V8, and no
+                // process of V8's.
+                if !v8::may_be_v8(m.path) {
+                    self.found_at.remove(&pid);
+                    self.renamed.not_it(&m, v8::may_be_v8);
+                }
+                return false;
+            }
             Err(why) => {
                 self.unsupported.insert(pid, format!("{}: {why}", m.path));
                 return false;
