@@ -29,6 +29,11 @@ if [ ! -x "$tools/bin/rbspy" ]; then
     cargo install --locked --root "$tools" rbspy >/dev/null
 fi
 scripts/fetch-py-spy.sh
+# The runtime versions of section 22: Debian 11's and 13's in roots, Node.js
+# and JDKs from npm and PyPI.
+scripts/fetch-roots.sh
+scripts/fetch-node.sh
+scripts/fetch-jdks.sh
 # perf and bpftrace read tracepoint formats from tracefs.
 if ! mountpoint -q /sys/kernel/tracing; then
     mount -t tracefs nodev /sys/kernel/tracing

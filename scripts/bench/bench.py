@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import unwinding  # noqa: E402
 import python as python_cost  # noqa: E402
 import interp_cost  # noqa: E402
+import versions_cost  # noqa: E402
 import java_cost  # noqa: E402
 import switch_parts  # noqa: E402
 import node_cost  # noqa: E402
@@ -579,6 +580,8 @@ ONLY = {
                      "BPF time per sample of each kernel's path, in emulated guests (ratios only)"),
     "switch-parts": ("## 21. A switch's cost, by part", lambda t: switch_parts.report(switch_parts.measure(3, t)),
                      "BPF time per switch with parts left out, and on the churning load, against offcputime"),
+    "versions": ("## 22. Runtime versions", lambda t: versions_cost.report(versions_cost.measure(3, t)),
+                 "each runtime's oldest and newest version read: BPF time per sample against its native walk"),
 }
 
 
