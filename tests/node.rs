@@ -285,7 +285,8 @@ fn node_18_names_busy_functions_and_splits_as_v8s_own_sampler() {
     let Captured { pid, stacks, summary, .. } = capture_ended(node, "oncpu", "3", "node18_busy");
     assert_outer_inner(&stacks, pid, &summary, "Node.js 18");
     let summary = split_against_cpu_prof(&official_node(18), "node18_split");
-    assert!(summary.contains("without the functions V8 inlines into optimised code, which fgbpf reads on V8 11 only (not read yet"), "{summary}");
+    assert!(summary.contains("without the functions V8 inlines into optimised code, which fgbpf reads on V8 11 to 13 only (not on V8 10"), "{summary}");
+    assert!(summary.contains("fgbpf reads where V8 11 to 13 (Node.js 20 to 24) record inlining, not V8 10 (Node.js 18)"), "{summary}");
 }
 
 /// nodejs.org's Node.js 18 under another name (a single-executable
@@ -311,32 +312,40 @@ fn a_renamed_node_binary_is_read() {
     assert_outer_inner(&stacks, pid, &summary, "renamed Node.js 18");
 }
 
-/// The same split on Node.js 22 (V8 12): its functions named, in the
-/// same shares as V8's own sampler; its summary says that what V8 12
-/// inlined is not read, and counts the frames named without it.
+/// Node.js 22 (V8 12, whose deoptimization data and position tables are
+/// in trusted space): the busy chain in order, and the split in the same
+/// shares as V8's own sampler, with what V8 inlined read.
 #[test]
-fn node_22_splits_as_v8s_own_sampler_and_says_inlining_is_not_read() {
+fn node_22_names_busy_functions_and_splits_as_v8s_own_sampler() {
     if !require_root() {
         return;
     }
     let _serial = serial();
+    let node = start_with(&node_22(), &[], "busy.js", &["30"]);
+    let Captured { pid, stacks, summary, .. } = capture_ended(node, "oncpu", "3", "node22_busy");
+    assert_outer_inner(&stacks, pid, &summary, "Node.js 22");
     let summary = split_against_cpu_prof(&node_22(), "node22_split");
-    assert!(summary.contains("without the functions V8 inlines into optimised code, which fgbpf reads on V8 11 only (not read yet"), "{summary}");
-    assert!(summary.contains("fgbpf reads where V8 11 (Node.js 20) records inlining, not V8 10 (Node.js 18) nor V8 12 and later (Node.js 22 on)"), "{summary}");
+    assert!(summary.contains("with the functions V8 inlined into compiled code"), "{summary}");
 }
 
-/// The same split on Node.js 24 (V8 13, whose ScopeInfo puts the
-/// function's position before its locals and keeps its flags untagged):
-/// its functions named, in the same shares as V8's own sampler, and what
-/// V8 inlined said not read, as on Node.js 22.
+/// Node.js 24 (V8 13, whose ScopeInfo puts the function's position
+/// before its locals and keeps its flags untagged, and whose optimised
+/// code keeps its function in a wrapper): TurboFan inlines busy.js's
+/// `inner` into `outer`, and the chain is read in order through it; the
+/// split in the same shares as V8's own sampler.
 #[test]
-fn node_24_splits_as_v8s_own_sampler() {
+fn node_24_names_busy_functions_through_inlining_and_splits_as_v8s_own_sampler() {
     if !require_root() {
         return;
     }
     let _serial = serial();
+    let node = start_with(&official_node(24), &[], "busy.js", &["30"]);
+    let Captured { pid, stacks, summary, .. } = capture_ended(node, "oncpu", "3", "node24_busy");
+    let main = assert_outer_inner(&stacks, pid, &summary, "Node.js 24");
+    let inlined = pct(weight_with_by(&main, |f| f.starts_with("inner (busy.js:4)_[i]")), total(&main));
+    eprintln!("Node.js 24: inner named as inlined in {inlined:.1}% of the main thread");
     let summary = split_against_cpu_prof(&official_node(24), "node24_split");
-    assert!(summary.contains("without the functions V8 inlines into optimised code, which fgbpf reads on V8 11 only (not read yet"), "{summary}");
+    assert!(summary.contains("with the functions V8 inlined into compiled code"), "{summary}");
 }
 
 /// split.js under `node` and `node --cpu-prof` at once: fgbpf's shares of
@@ -406,7 +415,7 @@ fn node_22_under_a_minute_of_hard_allocation_names_no_function_wrongly() {
         return;
     }
     let _serial = serial();
-    churn_names_no_function_wrongly(&node_22(), "node22_churn", Round::InlinedUnread);
+    churn_names_no_function_wrongly(&node_22(), "node22_churn", Round::Named);
 }
 
 /// The same on Node.js 18 (V8 10.2), whose inlining is not read.
@@ -419,26 +428,27 @@ fn node_18_under_a_minute_of_hard_allocation_names_no_function_wrongly() {
     churn_names_no_function_wrongly(&official_node(18), "node18_churn", Round::InlinedUnread);
 }
 
-/// The same on Node.js 24 (V8 13), whose ScopeInfo is laid out anew.
+/// The same on Node.js 24 (V8 13), whose ScopeInfo is laid out anew, and
+/// whose TurboFan inlines round into the top level's compiled loop: round
+/// is named from the loop's inlining.
 #[test]
 fn node_24_under_a_minute_of_hard_allocation_names_no_function_wrongly() {
     if !require_root() {
         return;
     }
     let _serial = serial();
-    churn_names_no_function_wrongly(&official_node(24), "node24_churn", Round::InlinedUnread);
+    churn_names_no_function_wrongly(&official_node(24), "node24_churn", Round::Named);
 }
 
 /// Where churn.js's `round` is found.
 #[derive(PartialEq)]
 enum Round {
-    /// As its own frame: its compiled caller's inlining is read (V8 11).
+    /// As its own frame: its compiled caller's inlining is read (V8 11 to
+    /// 13).
     Named,
-    /// V8 12 on record inlining as fgbpf does not read yet: where TurboFan
-    /// inlined round into the top level's compiled loop (Node.js 24 in
-    /// every run here, Node.js 22 in some: the compiler's choices follow
-    /// its timing), round's time is the top level's, counted as named in
-    /// part.
+    /// V8 10 (Node.js 18), whose compiled code fgbpf does not read: where
+    /// TurboFan inlined round into the top level's compiled loop, round's
+    /// time is the top level's, counted as named in part.
     InlinedUnread,
 }
 

@@ -4,11 +4,13 @@
 //! code, which functions were inlined where: the Code's source position
 //! table maps code offsets to source positions, each with an inlining id,
 //! and its deoptimization data lists the inlined functions and where each
-//! was inlined (V8 11's layout). Everything read is untrusted: sizes are
+//! was inlined (V8 11 to 13: the arrays moved to trusted space in 12,
+//! the function into a wrapper in 13, the layout says which). Everything read is untrusted: sizes are
 //! capped, every object's type is checked, and code that does not check
 //! out is named without inlining.
 
 use super::heap::{smi, Heap};
+use super::layout::NOT_KNOWN;
 
 /// Bytes scanned back from a pc for the start of its InstructionStream.
 const MAX_SCAN: u64 = 1 << 20;
@@ -20,11 +22,6 @@ const MAX_INLINED: u64 = 4096;
 /// InstructionStream: the Code it belongs to (its instructions start at
 /// the layout's `stream_header`).
 const IS_CODE: u64 = 8;
-/// Deoptimization data (a FixedArray): the literals (inlined functions),
-/// the code's own function, where each inlined function was inlined.
-const DD_LITERALS: u64 = 2;
-const DD_FUNCTION: u64 = 6;
-const DD_INLINING: u64 = 7;
 
 /// Compiled code read from a process.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -137,28 +134,31 @@ impl Heap<'_> {
         if !l.reads_inlining() {
             return;
         }
-        let Some(dd) = self.u64(code, l.code_deopt).filter(|&d| self.type_of(d) == Some(l.type_fixed_array)) else {
+        let is = |obj: u64, types: &[u16]| self.type_of(obj).is_some_and(|t| t != NOT_KNOWN && types.contains(&t));
+        let Some(dd) = self.u64(code, l.code_deopt).filter(|&d| is(d, &l.dd_types)) else {
             return;
         };
-        let elem = |arr: u64, i: u64| self.u64(arr, (16 + 8 * i) as u16);
+        let elem = |arr: u64, i: u16| self.u64(arr, 16u16.checked_add(i.checked_mul(8)?)?);
         let len = |arr: u64| self.u64(arr, 8).and_then(smi).and_then(|n| u64::try_from(n).ok());
         let Some(n) = len(dd) else { return };
-        if n <= DD_INLINING {
+        if n <= u64::from(l.dd_literals.max(l.dd_function).max(l.dd_inlining)) {
             return;
         }
-        let Some(function) = elem(dd, DD_FUNCTION).filter(|&f| self.type_of(f) == Some(l.type_sfi)) else {
+        // The code's own function, or (V8 13) its wrapper's.
+        let function = elem(dd, l.dd_function).and_then(|f| match self.type_of(f)? {
+            t if t == l.type_sfi => Some(f),
+            t if t == l.type_sfi_wrapper && t != NOT_KNOWN => self.u64(f, l.sfi_wrapper_shared),
+            _ => None,
+        });
+        let Some(function) = function.filter(|&f| self.type_of(f) == Some(l.type_sfi)) else {
             return;
         };
         let (Some(literals), Some(inlining), Some(table)) =
-            (elem(dd, DD_LITERALS), elem(dd, DD_INLINING), self.u64(code, l.code_positions))
+            (elem(dd, l.dd_literals), elem(dd, l.dd_inlining), self.u64(code, l.code_positions))
         else {
             return;
         };
-        let literal_type = self.type_of(literals);
-        if literal_type != Some(l.type_fixed_array) && literal_type != Some(l.type_weak_fixed_array) {
-            return;
-        }
-        if self.type_of(inlining) != Some(l.type_byte_array) || self.type_of(table) != Some(l.type_byte_array) {
+        if !is(literals, &l.literal_types) || !is(inlining, &l.bytes_types) || !is(table, &l.bytes_types) {
             return;
         }
         let (Some(n_literals), Some(n_bytes)) = (len(literals), len(inlining)) else { return };
@@ -168,7 +168,9 @@ impl Heap<'_> {
             let (Some(position), Some(id)) = (self.mem.u64(at), self.mem.i32(at + 8)) else { return };
             let Some(id) = u64::try_from(id).ok().filter(|&id| id < n_literals) else { return };
             // A weak reference has its second bit set.
-            let Some(f) = elem(literals, id).map(|f| if f & 3 == 3 { f & !2 } else { f }) else { return };
+            let Some(f) = u16::try_from(id).ok().and_then(|id| elem(literals, id)).map(|f| if f & 3 == 3 { f & !2 } else { f }) else {
+                return;
+            };
             if self.type_of(f) != Some(l.type_sfi) {
                 return;
             }

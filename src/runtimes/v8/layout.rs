@@ -38,12 +38,29 @@ pub struct Layout {
     pub script_source: u16,
     /// Code (V8 11 on: the metadata of compiled code, whose instructions
     /// are an InstructionStream in the code space): its deoptimization
-    /// data and source position table ([`NOT_KNOWN`] when the metadata
-    /// does not give them: V8 12, whose optimised code is then read
-    /// without inlining); its InstructionStream, the start of its
-    /// instructions and their size (an i32).
+    /// data and source position table (V8 11's metadata gives them; V8
+    /// 12 and 13 keep them as the two trusted fields between the map and
+    /// the wrapper the metadata places; [`NOT_KNOWN`] else, and
+    /// optimised code is read without inlining); its InstructionStream,
+    /// the start of its instructions and their size (an i32).
     pub code_deopt: u16,
     pub code_positions: u16,
+    /// Where in the deoptimization data (an array) its literals (the
+    /// inlined functions), the code's own function and the inlining
+    /// positions are: the metadata's indices (V8 12 on), else V8 11's.
+    pub dd_literals: u16,
+    pub dd_function: u16,
+    pub dd_inlining: u16,
+    /// The array types the deoptimization data, its literals and its
+    /// byte arrays may be (V8 12 moved them to trusted space, V8 13 to
+    /// protected arrays): [`NOT_KNOWN`] where a version has no such type.
+    pub dd_types: [u16; 3],
+    pub literal_types: [u16; 3],
+    pub bytes_types: [u16; 2],
+    /// V8 13 keeps the code's own function in a wrapper: its type and
+    /// where the function is in it ([`NOT_KNOWN`] before).
+    pub type_sfi_wrapper: u16,
+    pub sfi_wrapper_shared: u16,
     pub code_stream: u16,
     pub code_start: u16,
     pub code_size: u16,
@@ -98,8 +115,8 @@ impl ScopeLayout {
 pub const NOT_KNOWN: u16 = u16::MAX;
 
 impl Layout {
-    /// Whether optimised code's inlined functions can be read: V8 11
-    /// describes where; V8 10's and V8 12's metadata do not.
+    /// Whether optimised code's inlined functions can be read: V8 11 to
+    /// 13; V8 10 (no InstructionStream) not.
     pub fn reads_inlining(&self) -> bool {
         self.code_deopt != NOT_KNOWN && self.code_positions != NOT_KNOWN
     }
@@ -168,8 +185,10 @@ pub fn read(data: &[u8]) -> Result<Option<Layout>, String> {
         let v = get(k)?;
         i16::try_from(v).map_err(|_| format!("its V8 metadata has {k} = {v}"))
     };
-    let code_deopt = off("class_Code__deoptimization_data__FixedArray").unwrap_or(NOT_KNOWN);
-    let code_positions = off("class_Code__source_position_table__ByteArray").unwrap_or(NOT_KNOWN);
+    let (mut code_deopt, mut code_positions) = (
+        off("class_Code__deoptimization_data__FixedArray").unwrap_or(NOT_KNOWN),
+        off("class_Code__source_position_table__ByteArray").unwrap_or(NOT_KNOWN),
+    );
     // The Code's fields after its source position table (V8 11), or as
     // V8 12's metadata gives them. V8 10 (Node.js 18) has no
     // InstructionStream (its Code holds its instructions) and gives
@@ -186,6 +205,14 @@ pub fn read(data: &[u8]) -> Result<Option<Layout>, String> {
     } else {
         (NOT_KNOWN, NOT_KNOWN, NOT_KNOWN)
     };
+    // V8 12 and 13: the deoptimization data (or interpreter data) and the
+    // position table are the Code's first two fields after its map, before
+    // the wrapper at 24 (code.h; each read checked by its type).
+    if code_deopt == NOT_KNOWN && code_stream != NOT_KNOWN && off("class_Code__wrapper__Tagged_CodeWrapper_") == Ok(24) {
+        (code_deopt, code_positions) = (8, 16);
+    }
+    let ty = |k: &str| off(k).unwrap_or(NOT_KNOWN);
+    let index = |k: &str, v11: u16| off(k).unwrap_or(v11);
     let l = Layout {
         fp_marker: fp("off_fp_context_or_frame_type")?,
         fp_function: fp("off_fp_function")?,
@@ -213,6 +240,25 @@ pub fn read(data: &[u8]) -> Result<Option<Layout>, String> {
         script_source: off("class_Script__source__Object")?,
         code_deopt,
         code_positions,
+        dd_literals: index("DeoptimizationDataLiteralArrayIndex", 2),
+        dd_function: index(
+            any(&["DeoptimizationDataSharedFunctionInfoIndex", "DeoptimizationDataWrappedSharedFunctionInfoIndex"]),
+            6,
+        ),
+        dd_inlining: index("DeoptimizationDataInliningPositionsIndex", 7),
+        dd_types: [
+            ty("type_FixedArray__FIXED_ARRAY_TYPE"),
+            ty("type_TrustedFixedArray__TRUSTED_FIXED_ARRAY_TYPE"),
+            ty("type_ProtectedFixedArray__PROTECTED_FIXED_ARRAY_TYPE"),
+        ],
+        literal_types: [
+            ty("type_FixedArray__FIXED_ARRAY_TYPE"),
+            ty("type_WeakFixedArray__WEAK_FIXED_ARRAY_TYPE"),
+            ty("type_TrustedWeakFixedArray__TRUSTED_WEAK_FIXED_ARRAY_TYPE"),
+        ],
+        bytes_types: [ty("type_ByteArray__BYTE_ARRAY_TYPE"), ty("type_TrustedByteArray__TRUSTED_BYTE_ARRAY_TYPE")],
+        type_sfi_wrapper: ty("type_SharedFunctionInfoWrapper__SHARED_FUNCTION_INFO_WRAPPER_TYPE"),
+        sfi_wrapper_shared: ty("class_SharedFunctionInfoWrapper__shared_info__Tagged_SharedFunctionInfo_"),
         code_stream,
         code_start,
         code_size,

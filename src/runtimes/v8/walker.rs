@@ -149,9 +149,9 @@ impl V8 {
 /// Said of compiled frames named without the functions V8 inlined there.
 const PARTLY: &str = "named without the functions V8 inlined into it: its code could not be read";
 /// Said of compiled frames of a V8 whose metadata does not say where its
-/// optimised code inlined (V8 10: Node.js 18; V8 12: Node.js 22 on).
+/// optimised code inlined (V8 10: Node.js 18).
 const PARTLY_LAYOUT: &str =
-    "named without the functions V8 inlined into it: fgbpf reads where V8 11 (Node.js 20) records inlining, not V8 10 (Node.js 18) nor V8 12 and later (Node.js 22 on)";
+    "named without the functions V8 inlined into it: fgbpf reads where V8 11 to 13 (Node.js 20 to 24) record inlining, not V8 10 (Node.js 18)";
 const REMEDY_PARTLY: &str = "none: their time is their caller's";
 
 /// A script's file name: the last part of a path or URL; Node.js's own

@@ -58,7 +58,7 @@ impl NodeWalks {
                 if *inlining {
                     "with the functions V8 inlined into compiled code"
                 } else {
-                    "without the functions V8 inlines into optimised code, which fgbpf reads on V8 11 only (not read yet: their time is their caller's)"
+                    "without the functions V8 inlines into optimised code, which fgbpf reads on V8 11 to 13 only (not on V8 10: their time is their caller's)"
                 },
                 if *perf_map {
                     "; its perf map names V8's other generated code (stubs, regular expressions), not these"
