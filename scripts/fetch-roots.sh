@@ -5,6 +5,7 @@
 # - Debian 13 (trixie): Ruby 3.3; PHP 8.4 with excimer, its reference
 #   profiler; Python 3.13.
 # - Debian 11 (bullseye): Ruby 2.7; PHP 7.4 with excimer; Python 3.9.
+# - their OpenJDKs (11 and 21), in roots of their own.
 # tests/ruby.rs, tests/php.rs and tests/python.rs run processes in them as
 # a container runs them (chroot): read beside rbspy, excimer and py-spy,
 # and named with why when fgbpf refuses them. debootstrap is installed
@@ -13,10 +14,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/fgbpf/roots"
 
-# build SUITE PACKAGES (comma-separated)
+# build SUITE PACKAGES (comma-separated) [NAME: the root's, else SUITE]
 build() {
-    local suite=$1 packages=$2
-    local root="$cache/$suite"
+    local suite=$1 packages=$2 name=${3:-$1}
+    local root="$cache/$name"
     if [ ! -f "$root/.fgbpf-complete" ] || [ "$(cat "$root/.fgbpf-complete")" != "$packages" ]; then
         echo "building a Debian $suite root with $packages (once per machine, ~3 min)" >&2
         command -v debootstrap >/dev/null || {
@@ -31,8 +32,13 @@ build() {
         mv "$root.part" "$root"
     fi
     mkdir -p target/consumers/roots
-    ln -sfn "$root" "target/consumers/roots/$suite"
+    ln -sfn "$root" "target/consumers/roots/$name"
 }
 
 build trixie ruby3.3,php8.4-cli,php8.4-excimer,python3
 build bullseye ruby,php7.4-cli,php-excimer,python3
+# The releases' OpenJDKs (with jcmd and jfr, JFR being the reference),
+# each in a root of its own so that the interpreters' roots stay as they
+# are: Debian 11's OpenJDK 11 and Debian 13's OpenJDK 21.
+build bullseye openjdk-11-jdk-headless bullseye-java
+build trixie openjdk-21-jdk-headless trixie-java

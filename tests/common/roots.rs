@@ -18,6 +18,12 @@ pub fn bullseye() -> PathBuf {
     root("bullseye")
 }
 
+/// The root scripts/fetch-roots.sh builds under `name`, or a panic
+/// saying how to get it.
+pub fn named(name: &str) -> PathBuf {
+    root(name)
+}
+
 fn root(suite: &str) -> PathBuf {
     let root = consumers_dir().join("roots").join(suite);
     assert!(
