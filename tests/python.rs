@@ -174,11 +174,31 @@ fn debian_11_and_13_cpythons_in_containers_name_their_functions_in_order() {
             let cmp = beside_py_spy_of(child, &format!("split.py under {label}'s {python}"), &format!("py_split_{label}"), &SPLIT);
             cmp.assert_near_known(3.0, "");
             cmp.assert_near_reference(Within::Points(5.0), "");
+            // And a thread's sleeps under their caller, off-CPU.
+            lines.push(sleeps_under_nap(&format!("{label}-{python}"), roots::start_in_root(&root, "python", python, "nap.py", "60")));
             continue;
         };
         unread_is_said(why, child);
     }
     eprintln!("{}", lines.join("\n"));
+}
+
+/// nap.py's sleeping thread (the one that is not the process's first),
+/// captured off-CPU for 3 s: its time under `nap` (by Python frames
+/// alone: a container's libc may have no symbols, and 3.9 names
+/// `Thread.run` as `run`), ≥ 95%; the figures, as a line.
+fn sleeps_under_nap(label: &str, child: KillOnDrop) -> String {
+    let pid = child.id();
+    let (dir, out) = capture_for(&["offcpu"], pid, "3", &format!("py_nap_{label}"));
+    drop(child);
+    let stacks = read_folded(&dir.join("offcpu.folded"));
+    let napper: Vec<_> = stacks.iter().filter(|(f, _)| f.get(1).is_some_and(|t| !t.ends_with(&format!("-{pid}")))).cloned().collect();
+    let all = total(&napper);
+    let under = pct(weight_in_order_prefixed(&napper, &["nap (nap.py:"]), all);
+    let summary = String::from_utf8_lossy(&out.stderr);
+    assert!(all > 2_000_000, "{label}: the sleeping thread's off-CPU time: {all} us\n{summary}");
+    assert!(under >= 95.0, "{label}: {under:.1}% of {all} us of the sleeping thread under nap\n{summary}");
+    format!("{label}: the sleeping thread {under:.1}% of {all} us under nap")
 }
 
 /// split.py's functions and their known shares.
