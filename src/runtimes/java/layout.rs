@@ -75,14 +75,44 @@ pub struct Statics {
     call_stub_ra: u64,
 }
 
-/// Offsets of the nmethod's debug data, for naming (JDK 9 to 22, where
-/// CompiledMethod::_scopes_data_begin is a pointer); `None` for other
-/// layouts, whose nmethods are named by their own method only.
+/// Offsets of the nmethod's debug data, for naming; `None` for layouts
+/// fgbpf does not know, whose nmethods are named by their own method only.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NmethodOffsets {
     pub method: u64,
     pub comp_level: Option<u64>,
-    pub debug: Option<DebugOffsets>,
+    pub debug: Option<Debug>,
+}
+
+/// Where an nmethod keeps its PcDescs, scopes and metadata.
+#[derive(Clone, Copy, Debug)]
+pub enum Debug {
+    /// JDK 9 to 22: all in the blob, after its code
+    /// (CompiledMethod::_scopes_data_begin a pointer, the rest offsets).
+    InBlob(DebugOffsets),
+    /// JDK 25 (VMStructs' names decide): PcDescs and scopes in the
+    /// nmethod's immutable data, its metadata in its mutable data after
+    /// the relocations.
+    Split(SplitOffsets),
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SplitOffsets {
+    /// CodeBlob: where its code begins (an int from the blob), its mutable
+    /// data (a pointer), its relocations' size and the mutable data's.
+    pub code_offset: u64,
+    pub mutable_data: u64,
+    pub relocation_size: u64,
+    pub mutable_data_size: u64,
+    /// nmethod: its immutable data (a pointer), that data's size, and where
+    /// in it the PcDescs and the scopes begin (ints).
+    pub immutable_data: u64,
+    pub immutable_data_size: u64,
+    pub scopes_pcs: u64,
+    pub scopes_data: u64,
+    pub pc_size: u64,
+    pub pc_pc: u64,
+    pub pc_scope: u64,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -214,6 +244,21 @@ pub fn offsets(vm: &VmStructs, major: u32) -> Result<Offsets, String> {
     l.cm_size = u16::try_from(cm_size).map_err(|_| "sizeof(ConstMethod) is out of range")?;
     l.cm_code_size = u16::try_from(cm_code_size).map_err(|_| "ConstMethod::_code_size is out of range")?;
 
+    let split = || {
+        Some(Debug::Split(SplitOffsets {
+            code_offset: f(&cb, &["_code_offset"])?,
+            mutable_data: f(&cb, &["_mutable_data"])?,
+            relocation_size: f(&cb, &["_relocation_size"])?,
+            mutable_data_size: f(&cb, &["_mutable_data_size"])?,
+            immutable_data: f(&nm, &["_immutable_data"])?,
+            immutable_data_size: f(&nm, &["_immutable_data_size"])?,
+            scopes_pcs: f(&nm, &["_scopes_pcs_offset"])?,
+            scopes_data: f(&nm, &["_scopes_data_offset"])?,
+            pc_size: vm.size("PcDesc")?,
+            pc_pc: f(&["PcDesc"], &["_pc_offset"])?,
+            pc_scope: f(&["PcDesc"], &["_scope_decode_offset"])?,
+        }))
+    };
     let debug = (|| {
         Some(DebugOffsets {
             code_begin: f(&cb, &["_code_begin"])?,
@@ -225,7 +270,9 @@ pub fn offsets(vm: &VmStructs, major: u32) -> Result<Offsets, String> {
             pc_pc: f(&["PcDesc"], &["_pc_offset"])?,
             pc_scope: f(&["PcDesc"], &["_scope_decode_offset"])?,
         })
-    })();
+    })()
+    .map(Debug::InBlob)
+    .or_else(split);
     let nm_offsets = NmethodOffsets {
         method: nf(&nm, "_method")?,
         comp_level: f(&nm, &["_comp_level"]),

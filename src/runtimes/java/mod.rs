@@ -10,8 +10,9 @@
 //!
 //! JDK 9 and later have the code heaps this reads (JDK 17 is what the
 //! tests run); JDK 8 is refused. Inlined frames are expanded where
-//! nmethods keep `CompiledMethod::_scopes_data_begin` (JDK 9 to 22); on
-//! later JDKs an nmethod names its own method only.
+//! nmethods keep `CompiledMethod::_scopes_data_begin` (JDK 9 to 22), or
+//! their debug data in immutable and mutable data as VMStructs places it
+//! (JDK 25); on other JDKs an nmethod names its own method only.
 
 pub mod walker;
 pub mod walks;
@@ -241,7 +242,7 @@ impl Jvm {
         self.mem.pid()
     }
 
-    /// Whether methods inlined into compiled ones are read (JDK 9 to 22):
+    /// Whether methods inlined into compiled ones are read (JDK 9 to 22, 25):
     /// else a compiled frame is named by its own method, which holds the
     /// time of those inlined into it.
     pub fn reads_inlining(&self) -> bool {
@@ -345,30 +346,63 @@ impl Jvm {
             pcs: Vec::new(),
             chains: HashMap::new(),
         };
-        if let Some(d) = o.nm.debug {
-            if let Some(debug) = self.read_debug(blob, &d) {
-                let (code_off, pcs, metadata, scopes) = debug;
-                nm.code_off = code_off;
-                for pc in &pcs {
-                    if nm.chains.contains_key(&pc.scope) {
-                        continue;
-                    }
-                    let chain = scope_chain(&scopes, pc.scope, self.coding)
-                        .into_iter()
-                        .map(|s| {
-                            let m = match s.method_index {
-                                0 => None,
-                                i => metadata.get(i as usize - 1).copied(),
-                            };
-                            (m.and_then(|m| method_at(self, m)), s.bci)
-                        })
-                        .collect();
-                    nm.chains.insert(pc.scope, chain);
+        let debug = o.nm.debug.and_then(|d| match d {
+            layout::Debug::InBlob(d) => self.read_debug(blob, &d),
+            layout::Debug::Split(d) => self.read_split_debug(blob, &d),
+        });
+        // Every pc's outermost scope is the nmethod's own method: debug data
+        // read from the wrong place, or a metadata array read off by one,
+        // does not check out, and the nmethod is named by its own method.
+        let debug = debug.filter(|(_, pcs, metadata, scopes)| {
+            pcs.iter().all(|pc| {
+                let chain = scope_chain(scopes, pc.scope, self.coding);
+                chain.last().is_none_or(|s| s.method_index > 0 && metadata.get(s.method_index as usize - 1) == Some(&method_ptr))
+            })
+        });
+        if let Some(debug) = debug {
+            let (code_off, pcs, metadata, scopes) = debug;
+            nm.code_off = code_off;
+            for pc in &pcs {
+                if nm.chains.contains_key(&pc.scope) {
+                    continue;
                 }
-                nm.pcs = pcs;
+                let chain = scope_chain(&scopes, pc.scope, self.coding)
+                    .into_iter()
+                    .map(|s| {
+                        let m = match s.method_index {
+                            0 => None,
+                            i => metadata.get(i as usize - 1).copied(),
+                        };
+                        (m.and_then(|m| method_at(self, m)), s.bci)
+                    })
+                    .collect();
+                nm.chains.insert(pc.scope, chain);
             }
+            nm.pcs = pcs;
         }
         self.nmethods.insert(key, nm);
+    }
+
+    /// [`Self::read_debug`] of JDK 25's nmethods: PcDescs and scopes in
+    /// the immutable data, metadata after the relocations in the mutable
+    /// data.
+    #[allow(clippy::type_complexity)]
+    fn read_split_debug(&self, blob: u64, d: &layout::SplitOffsets) -> Option<(u64, Vec<PcDesc>, Vec<u64>, Vec<u8>)> {
+        let mem = &self.mem;
+        let int = |o: u64| mem.i32(blob + o).and_then(|v| u64::try_from(v).ok());
+        let code_off = int(d.code_offset)?;
+        let (mutable, mutable_size, relocations) = (mem.u64(blob + d.mutable_data)?, int(d.mutable_data_size)?, int(d.relocation_size)?);
+        let (immutable, immutable_size) = (mem.u64(blob + d.immutable_data)?, int(d.immutable_data_size)?);
+        let (pcs, scopes) = (int(d.scopes_pcs)?, int(d.scopes_data)?);
+        if relocations > mutable_size || pcs > scopes || scopes > immutable_size || immutable_size > MAX_DEBUG || mutable_size > MAX_DEBUG {
+            return None;
+        }
+        let pc_bytes = mem.bytes(immutable + pcs, (scopes - pcs) as usize)?;
+        let descs = pc_descs(&pc_bytes, d.pc_size as usize, d.pc_pc as usize, d.pc_scope as usize);
+        let meta = mem.bytes(mutable + relocations, ((mutable_size - relocations) / 8 * 8) as usize)?;
+        let meta = meta.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))).collect();
+        let scopes = mem.bytes(immutable + scopes, (immutable_size - scopes) as usize)?;
+        Some((code_off, descs, meta, scopes))
     }
 
     /// An nmethod's code offset, PcDescs, metadata and scopes data.

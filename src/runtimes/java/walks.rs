@@ -64,7 +64,7 @@ impl JavaWalks {
                 if *inlining {
                     ""
                 } else {
-                    "; methods the JIT inlined are not read on this JDK (9 to 22 only): their time is their caller's"
+                    "; methods the JIT inlined are not read on this JDK (9 to 22 and 25 only): their time is their caller's"
                 }
             ));
         }
