@@ -49,10 +49,19 @@ fn the_hosts_libperl_is_found() {
         eprintln!("skipped: no {path}");
         return;
     };
-    let i = find(&file, path, 0x7f00_0000_0000, 0).expect("readable").expect("an interpreter");
+    // Its executable segment, as a process maps it: file offset 0x50000
+    // at base + 0x50000 (the segment's own address).
+    let base = 0x7f00_0000_0000;
+    let i = find(&file, path, base + 0x50000, 0x50000).expect("readable").expect("an interpreter");
     assert_eq!(i.version, (5, 36));
     assert!(i.release.starts_with("5.36."), "{}", i.release);
-    assert!(i.curinterp > 0x7f00_0000_0000);
+    let nm = std::process::Command::new("nm").args(["-D", path]).output();
+    if let Some(at) = nm.ok().and_then(|o| {
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        text.lines().find(|l| l.ends_with(" PL_curinterp")).and_then(|l| u64::from_str_radix(l.split(' ').next()?, 16).ok())
+    }) {
+        assert_eq!(i.curinterp, base + at, "PL_curinterp at the load bias");
+    }
 }
 
 /// `check` on memory laid out as 5.36's, in this process (read through

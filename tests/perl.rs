@@ -1,0 +1,165 @@
+//! Perl subs in fgbpf's stacks, on the machine's Perl (Debian 12's
+//! `/usr/bin/perl` 5.36, threaded, linking libperl.so.5.36), started with
+//! no flag: the interpreter's context stack is walked in the kernel
+//! (src/runtimes/perl/perl.bpf.h) and named from the live process
+//! (src/runtimes/perl/). Known answers: the scripts' own lines and
+//! splits; Devel::NYTProf's inclusive times (`libdevel-nytprof-perl`,
+//! which scripts/test.sh installs) on the same process.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use common::runtime::*;
+use common::*;
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+fn script(name: &str) -> PathBuf {
+    Path::new(ROOT).join("tests/workloads/perl").join(name)
+}
+
+/// Starts `/usr/bin/perl [flags] SCRIPT ARGS` and returns once it says
+/// "ready".
+fn start(flags: &[&str], env: &[(&str, &Path)], name: &str, args: &[&str]) -> KillOnDrop {
+    let mut cmd = Command::new("/usr/bin/perl");
+    cmd.envs(env.iter().copied()).args(flags).arg(script(name)).args(args);
+    start_ready(&mut cmd, name, "perl is not installed: run scripts/test.sh, which installs perl")
+}
+
+/// A Perl frame is `Package::sub (file:line)_[p]`: matched by name and
+/// file (and line when given).
+fn perl(frame: &str, wanted: &str) -> bool {
+    walked_at(frame, wanted)
+}
+
+/// The stacks of the process's main thread (`perl-PID`), which runs the
+/// main interpreter.
+fn main_thread(stacks: &Folded, pid: u32) -> Folded {
+    let label = format!("perl-{pid}");
+    of_threads(stacks, |t| t == label)
+}
+
+const BUSY: [&str; 3] = ["<main>@busy.pl:27", "Busy::outer@busy.pl:19", "Busy::inner@busy.pl:1"];
+
+/// main → Busy::outer → Busy::inner spinning: the chain named in order,
+/// with packages and the lines of the calls, and no runops frame left.
+#[test]
+fn busy_perl_subs_are_named_in_order() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let target = start(&[], &[], "busy.pl", &["30"]);
+    let Captured { pid, stacks, summary, .. } = capture_ended(target, "oncpu", "3", "perl_busy");
+    let main = main_thread(&stacks, pid);
+    let all = total(&main);
+    let ordered = share_in_order(&main, &BUSY, perl);
+    eprintln!("Perl 5.36: <main>;Busy::outer;Busy::inner {ordered:.1}% of {all} samples");
+    assert!(all > 300, "{all} samples\n{summary}");
+    assert!(ordered >= 95.0, "{ordered:.1}% of {all} in <main>;Busy::outer;Busy::inner\n{summary}");
+    let runops = weight_in_order_by(&main, &["Perl_runops_standard"], |f, w| f == w);
+    assert!(pct(runops, all) < 1.0, "Perl_runops_standard left in {runops} of {all} samples\n{summary}");
+    assert!(summary.contains(&format!("Perl: pid {pid} (perl, Perl 5.36): ")), "{summary}");
+}
+
+/// A 50/30/20 split between three subs, with Devel::NYTProf profiling the
+/// same process (`perl -d:NYTProf`, its profile written at exit): each
+/// sub's share of the three within 5 points of the known split and of
+/// NYTProf's inclusive times. NYTProf times every statement, which slows
+/// each sub alike: the split holds under it.
+#[test]
+fn a_50_30_20_split_between_perl_subs_agrees_with_nytprof() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let dir = out_dir("perl_split_nytprof");
+    std::fs::create_dir_all(&dir).unwrap();
+    let profile = dir.join("nytprof.out");
+    let _ = std::fs::remove_file(&profile);
+    let setting = PathBuf::from(format!("file={}", profile.display()));
+    let mut target = start(&["-d:NYTProf"], &[("NYTPROF", &setting)], "split.pl", &["7"]);
+    let end = End::Exit { limit: Duration::from_secs(60), success: true };
+    let inclusive = dir.join("inclusive.txt");
+    let read = {
+        let (profile, inclusive) = (profile.clone(), inclusive.clone());
+        move || {
+            let out = Command::new("/usr/bin/perl").arg(script("nytprof-inclusive.pl")).arg(&profile).output().expect("perl");
+            assert!(out.status.success(), "nytprof-inclusive.pl: {}", String::from_utf8_lossy(&out.stderr));
+            std::fs::write(&inclusive, &out.stdout).unwrap();
+            read_collapsed(&inclusive)
+        }
+    };
+    let reference = Reference::in_workload("NYTProf", end, read);
+    let got = capture_beside(&mut target, &["oncpu", "-F", "499"], Window::Seconds("4"), "perl_split", reference);
+    let stacks = read_folded(&got.dir.join("oncpu.folded"));
+    let fg = Side { name: "fgbpf", stacks: &stacks, is: &|f, s| perl(f, &format!("{s}@split.pl:")) };
+    let theirs = Side { name: "NYTProf", stacks: &got.theirs, is: &exactly };
+    let split = [("main::fifty", Some(50.0)), ("main::thirty", Some(30.0)), ("main::twenty", Some(20.0))];
+    let cmp = compare("split.pl", fg, theirs, &split, Base::Compared);
+    assert!(cmp.bases.0 > 1000, "{} samples in the subs\n{}", cmp.bases.0, got.summary);
+    cmp.assert_near_known(5.0, &got.summary);
+    cmp.assert_near_reference(Within::Points(5.0), &got.summary);
+}
+
+/// Off-CPU: a sleep (Time::HiRes::sleep in Waits::nap) and a blocking
+/// socket read (sysread in Waits::slow_read) each under its Perl caller
+/// for at least 95% of its time. The wait the capture began in is drawn
+/// from the registers the kernel saved (`[blocked before capture]`, native
+/// frames only, as it says) and is left out.
+#[test]
+fn perl_waits_land_under_their_callers() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let target = start(&[], &[], "waits.pl", &["30"]);
+    let Captured { pid, stacks, summary, .. } = capture_ended(target, "offcpu", "4", "perl_waits");
+    let main: Folded = main_thread(&stacks, pid).into_iter().filter(|(f, _)| !f.iter().any(|x| x == "[blocked before capture]")).collect();
+    let all = total(&main);
+    for (wait, leaf, path) in [
+        ("sleep", "__GI___clock_nanosleep", ["<main>@waits.pl:35", "Waits::nap@waits.pl:12"]),
+        ("socket read", "__GI___libc_read", ["<main>@waits.pl:36", "Waits::slow_read@waits.pl:17"]),
+    ] {
+        let waits: Folded = main.iter().filter(|(f, _)| f.iter().any(|x| x == leaf)).cloned().collect();
+        let (time, under) = (total(&waits), weight_in_order_by(&waits, &path, perl));
+        eprintln!("Perl 5.36 off-CPU: {wait}: {:.1}% of {time} µs under {}; {:.1}% of the thread's {all}", pct(under, time), path.join(";"), pct(time, all));
+        assert!(pct(time, all) >= 25.0, "{wait}: {time} of {all} µs\n{summary}");
+        assert!(pct(under, time) >= 95.0, "{wait}: {:.1}% of {time} µs under {}\n{summary}", pct(under, time), path.join(";"));
+    }
+}
+
+/// A Perl whose layout does not check out at attach is not read, and the
+/// summary and report.txt name it with its version and why; its native
+/// frames are kept. The test hook FGBPF_TEST_PERL_MAIN_SI makes the check
+/// expect a type of bottom stack info no interpreter has.
+#[test]
+fn a_perl_refused_by_its_layout_check_is_named_as_not_read() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let target = start(&[], &[], "busy.pl", &["30"]);
+    let pid = target.id();
+    let dir = out_dir("perl_refused");
+    let out = run(fgbpf()
+        .env("FGBPF_TEST_PERL_MAIN_SI", "5")
+        .args(["oncpu", "-F", "499", "-d", "2", "-p", &pid.to_string(), "-o"])
+        .arg(&dir));
+    drop(target);
+    assert_ok(&out);
+    let summary = String::from_utf8_lossy(&out.stderr);
+    let stacks = read_folded(&dir.join("oncpu.folded"));
+    let said = format!(
+        "Perl: pid {pid} (perl): Perl frames not read, Perl 5.36.0: the layout's check failed (its bottom stack info's type is 1, not 5 (PERLSI_MAIN))"
+    );
+    assert!(summary.contains(&said), "the summary does not say `{said}`\n{summary}");
+    let report = std::fs::read_to_string(dir.join("report.txt")).unwrap();
+    assert!(report.contains("Perl 5.36.0: the layout's check failed"), "report.txt does not say why\n{report}");
+    let native = weight_in_order_by(&stacks, &["perl_run", "Perl_runops_standard"], |f, w| f == w);
+    assert!(total(&stacks) > 300 && pct(native, total(&stacks)) >= 95.0, "native frames: {native} of {}\n{summary}", total(&stacks));
+    assert_eq!(weight_in_order_by(&stacks, &["Busy::inner@busy.pl:"], perl), 0, "Perl frames named from a refused layout\n{summary}");
+}
