@@ -163,3 +163,61 @@ fn a_perl_refused_by_its_layout_check_is_named_as_not_read() {
     assert!(total(&stacks) > 300 && pct(native, total(&stacks)) >= 95.0, "native frames: {native} of {}\n{summary}", total(&stacks));
     assert_eq!(weight_in_order_by(&stacks, &["Busy::inner@busy.pl:"], perl), 0, "Perl frames named from a refused layout\n{summary}");
 }
+
+/// A Perl of a version fgbpf has no layout for is named, with its version,
+/// and keeps its native frames: Debian's perl copied with the version
+/// libperl says of itself (`PL_version`, a byte of its read-only data)
+/// patched from 36 to 40, which runs as before (the interpreter's own
+/// code uses its compiled-in version).
+#[test]
+fn a_perl_of_an_unknown_version_is_named_as_not_read() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let dir = out_dir("perl_unknown_version_bin");
+    std::fs::create_dir_all(&dir).unwrap();
+    let nm = Command::new("nm").args(["-D", "/usr/bin/perl"]).output().expect("nm (binutils)");
+    let symbols = String::from_utf8_lossy(&nm.stdout);
+    let at = symbols.lines().find(|l| l.ends_with(" PL_version")).and_then(|l| u64::from_str_radix(l.split(' ').next()?, 16).ok()).expect("PL_version in /usr/bin/perl");
+    let mut binary = std::fs::read("/usr/bin/perl").unwrap();
+    // Its read-only segment is mapped at its file offset (readelf -l).
+    assert_eq!(binary[at as usize], 36, "PL_version is not 36 at its file offset");
+    binary[at as usize] = 40;
+    let program = dir.join("perl");
+    std::fs::write(&program, &binary).unwrap();
+    std::fs::set_permissions(&program, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let target = start_ready(Command::new(&program).arg(script("busy.pl")).arg("30"), "busy.pl", "perl");
+    let Captured { pid, dir, stacks, summary } = capture_ended(target, "oncpu", "2", "perl_unknown_version");
+    let said = format!("Perl: pid {pid} (perl): Perl frames not read, Perl 5.40.0 (fgbpf reads 5.36 (threaded))");
+    assert!(summary.contains(&said), "the summary does not say `{said}`\n{summary}");
+    let report = std::fs::read_to_string(dir.join("report.txt")).unwrap();
+    assert!(report.contains("Perl 5.40.0 (fgbpf reads 5.36"), "report.txt does not say why\n{report}");
+    let native = weight_in_order_by(&stacks, &["perl_run", "Perl_runops_standard"], |f, w| f == w);
+    assert!(total(&stacks) > 300 && pct(native, total(&stacks)) >= 95.0, "native frames: {native} of {}\n{summary}", total(&stacks));
+    assert_eq!(weight_in_order_by(&stacks, &["Busy::inner@busy.pl:"], perl), 0, "Perl frames named for an unknown version\n{summary}");
+}
+
+/// ithreads: each Perl thread runs an interpreter of its own. The main
+/// thread's (PL_curinterp) is read; another thread's is not, and is never
+/// given the main thread's stack: its samples keep their native frames
+/// and the summary counts them as outside the interpreter read.
+#[test]
+fn a_thread_of_another_perl_interpreter_is_counted_not_misnamed() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let target = start(&[], &[], "threads.pl", &["30"]);
+    let Captured { pid, stacks, summary, .. } = capture_ended(target, "oncpu", "3", "perl_threads");
+    let main = main_thread(&stacks, pid);
+    let main_label = format!("perl-{pid}");
+    let worker = of_threads(&stacks, |t| t != main_label);
+    let named = share_in_order(&main, &["<main>@threads.pl:", "Busy::outer@threads.pl:", "Busy::inner@threads.pl:"], perl);
+    let (w_all, w_perl) = (total(&worker), weight_in_order_by(&worker, &["@"], |f, _| f.ends_with("_[p]")));
+    eprintln!("Perl 5.36 ithreads: main thread {named:.1}% of {} named in order; the other thread {w_perl} of {w_all} samples with Perl frames", total(&main));
+    assert!(total(&main) > 150 && w_all > 150, "main {} and other {w_all} samples\n{summary}", total(&main));
+    assert!(named >= 95.0, "{named:.1}% of the main thread's samples in <main>;Busy::outer;Busy::inner\n{summary}");
+    assert_eq!(w_perl, 0, "the other thread given Perl frames\n{summary}");
+    assert!(summary.contains("a thread of another interpreter"), "{summary}");
+}
