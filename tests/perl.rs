@@ -7,6 +7,12 @@
 //! which scripts/test.sh installs) on the same process.
 
 mod common;
+#[allow(dead_code)]
+#[path = "otlp/export.rs"]
+mod export;
+#[allow(dead_code)]
+#[path = "otlp/receiver.rs"]
+mod receiver;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -53,7 +59,7 @@ fn busy_perl_subs_are_named_in_order() {
     }
     let _serial = serial();
     let target = start(&[], &[], "busy.pl", &["30"]);
-    let Captured { pid, stacks, summary, .. } = capture_ended(target, "oncpu", "3", "perl_busy");
+    let Captured { pid, dir, stacks, summary } = capture_ended(target, "oncpu", "3", "perl_busy");
     let main = main_thread(&stacks, pid);
     let all = total(&main);
     let ordered = share_in_order(&main, &BUSY, perl);
@@ -63,6 +69,51 @@ fn busy_perl_subs_are_named_in_order() {
     let runops = weight_in_order_by(&main, &["Perl_runops_standard"], |f, w| f == w);
     assert!(pct(runops, all) < 1.0, "Perl_runops_standard left in {runops} of {all} samples\n{summary}");
     assert!(summary.contains(&format!("Perl: pid {pid} (perl, Perl 5.36): ")), "{summary}");
+    let svg = std::fs::read_to_string(dir.join("oncpu.svg")).unwrap();
+    assert!(svg.contains("Busy::inner (busy.pl:1"), "the flamegraph does not name Busy::inner");
+}
+
+/// Over OTLP, Perl's frames go as `perl` frames with their file and line
+/// apart (`main::fifty` in split.pl), the interpreter's own as `native`;
+/// 50/30/20 as known.
+#[test]
+fn perl_frames_go_over_otlp_as_perl_frames_with_file_and_line() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let received = out_dir("perl_otlp_received");
+    let (_receiver, port) = receiver::serve(&received);
+    let target = start(&[], &[], "split.pl", &["30"]);
+    let pid = target.id();
+    let dir = out_dir("perl_otlp");
+    let out = run(fgbpf()
+        .args(["oncpu", "-F", "499", "-d", "4", "-p", &pid.to_string()])
+        .args(["--otlp", &format!("127.0.0.1:{port}"), "--otlp-insecure", "-o"])
+        .arg(&dir));
+    drop(target);
+    assert_ok(&out);
+    let samples = receiver::decode(&received);
+    let mut shares = Vec::new();
+    let mut base = 0;
+    for f in ["main::fifty", "main::thirty", "main::twenty"] {
+        let with: Vec<&receiver::Decoded> = samples.iter().filter(|s| s.frames.iter().any(|x| x == f)).collect();
+        for s in &with {
+            let i = s.frames.iter().position(|x| x == f).unwrap();
+            assert_eq!((s.types[i].as_str(), s.files[i].as_str()), ("perl", "split.pl"), "{f}");
+            assert!(s.lines[i] > 0, "{f} without its line");
+            assert!(s.types.iter().any(|t| t == "native"), "the interpreter's frames");
+        }
+        let w: i64 = with.iter().map(|s| s.value).sum();
+        base += w;
+        shares.push(w);
+    }
+    let shares: Vec<f64> = shares.iter().map(|&w| pct(w as u64, base as u64)).collect();
+    eprintln!("Perl over OTLP: {base} samples in the subs, 50/30/20 read {shares:.1?}");
+    assert!(base > 1000, "{base} samples in the subs");
+    for (got, want) in shares.iter().zip([50.0, 30.0, 20.0]) {
+        assert!((got - want).abs() <= 5.0, "{shares:?} against 50/30/20");
+    }
 }
 
 /// A 50/30/20 split between three subs, with Devel::NYTProf profiling the
