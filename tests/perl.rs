@@ -75,7 +75,7 @@ fn busy_perl_subs_are_named_in_order() {
 
 /// Over OTLP, Perl's frames go as `perl` frames with their file and line
 /// apart (`main::fifty` in split.pl), the interpreter's own as `native`;
-/// 50/30/20 as known.
+/// 50/30/20 as known; pprof output names them too.
 #[test]
 fn perl_frames_go_over_otlp_as_perl_frames_with_file_and_line() {
     if !require_root() {
@@ -88,11 +88,17 @@ fn perl_frames_go_over_otlp_as_perl_frames_with_file_and_line() {
     let pid = target.id();
     let dir = out_dir("perl_otlp");
     let out = run(fgbpf()
-        .args(["oncpu", "-F", "499", "-d", "4", "-p", &pid.to_string()])
+        .args(["oncpu", "-F", "499", "-d", "4", "--format", "svg,folded,pprof", "-p", &pid.to_string()])
         .args(["--otlp", &format!("127.0.0.1:{port}"), "--otlp-insecure", "-o"])
         .arg(&dir));
     drop(target);
     assert_ok(&out);
+    // pprof's string table holds the frames' names as they are.
+    let mut pprof = Vec::new();
+    let gz = std::fs::read(dir.join("oncpu.pb.gz")).expect("oncpu.pb.gz");
+    std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&gz[..]), &mut pprof).unwrap();
+    let has = |text: &[u8]| pprof.windows(text.len()).any(|w| w == text);
+    assert!(has(b"main::fifty") && has(b"split.pl"), "pprof output without main::fifty");
     let samples = receiver::decode(&received);
     let mut shares = Vec::new();
     let mut base = 0;
