@@ -88,7 +88,7 @@ fn perl_frames_go_over_otlp_as_perl_frames_with_file_and_line() {
     let pid = target.id();
     let dir = out_dir("perl_otlp");
     let out = run(fgbpf()
-        .args(["oncpu", "-F", "499", "-d", "4", "--format", "svg,folded,pprof", "-p", &pid.to_string()])
+        .args(["oncpu", "-F", "499", "-d", "6", "--format", "svg,folded,pprof", "-p", &pid.to_string()])
         .args(["--otlp", &format!("127.0.0.1:{port}"), "--otlp-insecure", "-o"])
         .arg(&dir));
     drop(target);
@@ -116,7 +116,7 @@ fn perl_frames_go_over_otlp_as_perl_frames_with_file_and_line() {
     }
     let shares: Vec<f64> = shares.iter().map(|&w| pct(w as u64, base as u64)).collect();
     eprintln!("Perl over OTLP: {base} samples in the subs, 50/30/20 read {shares:.1?}");
-    assert!(base > 1000, "{base} samples in the subs");
+    assert!(base > 600, "{base} samples in the subs");
     for (got, want) in shares.iter().zip([50.0, 30.0, 20.0]) {
         assert!((got - want).abs() <= 5.0, "{shares:?} against 50/30/20");
     }
@@ -126,7 +126,9 @@ fn perl_frames_go_over_otlp_as_perl_frames_with_file_and_line() {
 /// same process (`perl -d:NYTProf`, its profile written at exit): each
 /// sub's share of the three within 5 points of the known split and of
 /// NYTProf's inclusive times. NYTProf times every statement, which slows
-/// each sub alike: the split holds under it.
+/// each sub alike: the split holds under it. 6 s at 499 Hz on this
+/// shared machine gave 1,900 to 2,900 samples in the subs, and at least
+/// 600 are asked: there a 50% share spreads by 2 points (σ).
 #[test]
 fn a_50_30_20_split_between_perl_subs_agrees_with_nytprof() {
     if !require_root() {
@@ -138,7 +140,7 @@ fn a_50_30_20_split_between_perl_subs_agrees_with_nytprof() {
     let profile = dir.join("nytprof.out");
     let _ = std::fs::remove_file(&profile);
     let setting = PathBuf::from(format!("file={}", profile.display()));
-    let mut target = start(&["-d:NYTProf"], &[("NYTPROF", &setting)], "split.pl", &["7"]);
+    let mut target = start(&["-d:NYTProf"], &[("NYTPROF", &setting)], "split.pl", &["9"]);
     let end = End::Exit { limit: Duration::from_secs(60), success: true };
     let inclusive = dir.join("inclusive.txt");
     let read = {
@@ -151,13 +153,13 @@ fn a_50_30_20_split_between_perl_subs_agrees_with_nytprof() {
         }
     };
     let reference = Reference::in_workload("NYTProf", end, read);
-    let got = capture_beside(&mut target, &["oncpu", "-F", "499"], Window::Seconds("4"), "perl_split", reference);
+    let got = capture_beside(&mut target, &["oncpu", "-F", "499"], Window::Seconds("6"), "perl_split", reference);
     let stacks = read_folded(&got.dir.join("oncpu.folded"));
     let fg = Side { name: "fgbpf", stacks: &stacks, is: &|f, s| perl(f, &format!("{s}@split.pl:")) };
     let theirs = Side { name: "NYTProf", stacks: &got.theirs, is: &exactly };
     let split = [("main::fifty", Some(50.0)), ("main::thirty", Some(30.0)), ("main::twenty", Some(20.0))];
     let cmp = compare("split.pl", fg, theirs, &split, Base::Compared);
-    assert!(cmp.bases.0 > 1000, "{} samples in the subs\n{}", cmp.bases.0, got.summary);
+    assert!(cmp.bases.0 > 600, "{} samples in the subs\n{}", cmp.bases.0, got.summary);
     cmp.assert_near_known(5.0, &got.summary);
     cmp.assert_near_reference(Within::Points(5.0), &got.summary);
 }
@@ -255,12 +257,13 @@ fn a_perl_of_an_unknown_version_is_named_as_not_read() {
     assert_eq!(weight_in_order_by(&stacks, &["Busy::inner@busy.pl:"], perl), 0, "Perl frames named for an unknown version\n{summary}");
 }
 
-/// ithreads: each Perl thread runs an interpreter of its own. The main
-/// thread's (PL_curinterp) is read; another thread's is not, and is never
-/// given the main thread's stack: its samples keep their native frames
-/// and the summary counts them as outside the interpreter read.
+/// ithreads: each Perl thread runs an interpreter of its own, found as
+/// the thread's value of PL_thr_key in glibc's thread-specific data
+/// (src/runtimes/perl/tsd.rs). The main thread's stack is read from the
+/// main interpreter, the other's from its own, which starts at the sub
+/// the thread was created with: neither is given the other's frames.
 #[test]
-fn a_thread_of_another_perl_interpreter_is_counted_not_misnamed() {
+fn each_perl_thread_is_read_from_its_own_interpreter() {
     if !require_root() {
         return;
     }
@@ -270,11 +273,13 @@ fn a_thread_of_another_perl_interpreter_is_counted_not_misnamed() {
     let main = main_thread(&stacks, pid);
     let main_label = format!("perl-{pid}");
     let worker = of_threads(&stacks, |t| t != main_label);
-    let named = share_in_order(&main, &["<main>@threads.pl:", "Busy::outer@threads.pl:", "Busy::inner@threads.pl:"], perl);
-    let (w_all, w_perl) = (total(&worker), weight_in_order_by(&worker, &["@"], |f, _| f.ends_with("_[p]")));
-    eprintln!("Perl 5.36 ithreads: main thread {named:.1}% of {} named in order; the other thread {w_perl} of {w_all} samples with Perl frames", total(&main));
-    assert!(total(&main) > 150 && w_all > 150, "main {} and other {w_all} samples\n{summary}", total(&main));
+    let named = share_in_order(&main, &["<main>@threads.pl:34", "Busy::outer@threads.pl:26", "Busy::inner@threads.pl:2"], perl);
+    let work = share_in_order(&worker, &["Worker::work@threads.pl:1"], perl);
+    let crossed = weight_in_order_by(&worker, &["Busy::inner@threads.pl:"], perl) + weight_in_order_by(&worker, &["<main>@threads.pl:"], perl);
+    let (m_all, w_all) = (total(&main), total(&worker));
+    eprintln!("Perl 5.36 ithreads: main thread {named:.1}% of {m_all} in <main>;Busy::outer;Busy::inner, the other {work:.1}% of {w_all} in Worker::work, {crossed} with the main thread's frames");
+    assert!(m_all > 150 && w_all > 150, "main {m_all} and other {w_all} samples\n{summary}");
     assert!(named >= 95.0, "{named:.1}% of the main thread's samples in <main>;Busy::outer;Busy::inner\n{summary}");
-    assert_eq!(w_perl, 0, "the other thread given Perl frames\n{summary}");
-    assert!(summary.contains("a thread of another interpreter"), "{summary}");
+    assert!(work >= 95.0, "{work:.1}% of the other thread's samples in Worker::work\n{summary}");
+    assert_eq!(crossed, 0, "the other thread given the main thread's frames\n{summary}");
 }

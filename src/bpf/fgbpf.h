@@ -517,6 +517,11 @@ struct fg_php_proc {
  * (src/runtimes/perl/): where PL_curinterp is and its version's offsets. */
 struct fg_perl_proc {
 	__u64 curinterp;     /* &PL_curinterp */
+	/* &PL_thr_key, whose value in a thread's thread-specific data
+	 * (pthread_getspecific) is its own interpreter (ithreads), at
+	 * fsbase + tsd_data + 16 * key for the first 32 keys (glibc's struct
+	 * pthread). 0: only the main thread is read, with PL_curinterp's. */
+	__u64 thr_key_at;
 	__u16 i_curstackinfo; /* struct interpreter: Icurstackinfo */
 	__u16 i_curcop;      /* ... Icurcop */
 	__u16 i_main_cv;     /* ... Imain_cv */
@@ -532,7 +537,8 @@ struct fg_perl_proc {
 	__u8 cxt_format;
 	__u8 cxt_eval;
 	__u8 perlsi_main;
-	__u16 pad[3];
+	__u16 tsd_data;      /* struct pthread: specific_1stblock[0].data */
+	__u16 pad[2];
 };
 
 /* A Go thread's stack ends, after this marker (not a user address), with

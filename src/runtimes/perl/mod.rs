@@ -6,12 +6,15 @@
 //! builds), the offsets of its version (layouts.rs, generated from the
 //! version's own headers by scripts/perl-layouts.sh, which a test here
 //! runs to compare), the check before a layout is trusted (the live
-//! interpreter's bottom stack info is the main one, its main CV a CV), and
-//! naming the subs and statements (COPs) it records. Every byte read from
+//! interpreter's bottom stack info is the main one, its main CV a CV),
+//! where each ithread's own interpreter is ([`tsd`]), and naming the subs
+//! and statements (COPs) it records. Every byte read from
 //! the target is untrusted: the SVs' types are checked, lengths capped,
 //! text decoded lossily.
 
+pub mod tsd;
 pub mod walker;
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::fs::File;
 
@@ -95,6 +98,11 @@ pub struct Interpreter {
     pub release: String,
     /// Address of PL_curinterp in the process.
     pub curinterp: u64,
+    /// Address of PL_thr_key, and where the process's libc keeps a
+    /// thread's value of it ([`tsd`]), once [`check`] has seen the process:
+    /// `None` when its other threads' interpreters are not read.
+    pub thr_key_at: u64,
+    pub tsd: Cell<Option<u16>>,
     pub layout: Layout,
     /// The file it was found in, untrusted.
     pub binary: String,
@@ -140,9 +148,10 @@ pub fn find(file: &File, path: &str, start: u64, offset: u64) -> Result<Option<I
     let version = (u32::from(rev), u32::from(ver));
     let release = format!("{rev}.{ver}.{sub}");
     // An unthreaded build keeps the interpreter's variables as globals.
-    if symbol("PL_curstackinfo").is_some() || symbol("PL_thr_key").is_none() {
+    let thr_key = symbol("PL_thr_key").filter(|_| symbol("PL_curstackinfo").is_none());
+    let Some(thr_key) = thr_key else {
         return Err(format!("Perl {release}, an unthreaded build (fgbpf reads {SUPPORTED})"));
-    }
+    };
     let Some(layout) = layout(version) else {
         return Err(format!("Perl {release} (fgbpf reads {SUPPORTED})"));
     };
@@ -153,6 +162,8 @@ pub fn find(file: &File, path: &str, start: u64, offset: u64) -> Result<Option<I
         version,
         release,
         curinterp: curinterp.address().wrapping_add(bias),
+        thr_key_at: thr_key.address().wrapping_add(bias),
+        tsd: Cell::new(None),
         layout,
         binary: path.to_string(),
     }))
@@ -170,8 +181,15 @@ const MAX_STACK_INFOS: usize = 64;
 /// trusts it: PL_curinterp is none (not constructed yet: not checked
 /// yet), or an interpreter whose stack infos end at the main one
 /// (PERLSI_MAIN) and whose main CV, once there, is a CV. `Err`: why the
-/// layout does not fit the process.
+/// layout does not fit the process. Once it does, learns whether the
+/// process's other threads' interpreters can be read ([`tsd`]).
 pub fn check(mem: &Mem, i: &Interpreter) -> Result<(), String> {
+    check_layout(mem, i)?;
+    i.tsd.set(tsd::for_process(mem));
+    Ok(())
+}
+
+fn check_layout(mem: &Mem, i: &Interpreter) -> Result<(), String> {
     let l = &i.layout;
     let fail = |why: String| Err(format!("Perl {}: the layout's check failed ({why})", i.release));
     let Some(interp) = mem.u64(i.curinterp) else {

@@ -14,9 +14,14 @@
  * ran in.
  *
  * ithreads: each Perl thread runs its own interpreter, which PL_curinterp
- * is not; only the main thread (tid == pid), which runs PL_curinterp's,
- * is walked, and the others are counted as having no interpreter
- * (FG_INTERP_NO_THREAD) rather than given the main thread's stack. */
+ * is not: a thread's is its value of PL_thr_key, found in glibc's
+ * thread-specific data from its fsbase, where user space has measured
+ * that libc's layout (src/runtimes/perl/tsd.rs). Where it has not, only
+ * the main thread (tid == pid), which runs PL_curinterp's, is walked, and
+ * the others are counted as having no interpreter (FG_INTERP_NO_THREAD)
+ * rather than given the main thread's stack. The main program's frame is
+ * the main interpreter's only: another's stack begins at the sub its
+ * thread was started with. */
 #ifndef FGBPF_PERL_BPF_H
 #define FGBPF_PERL_BPF_H
 
@@ -186,8 +191,8 @@ __noinline __u32 add_perl(struct stack_buf *buf, __u32 n, __u32 pid, struct fg_s
 {
 	struct fg_perl_proc *perl;
 	struct perl_walk walk_ = {}, *w = &walk_;
-	__u64 interp = 0, si = 0, cop = 0, main_cv = 0;
-	__u32 zero = 0;
+	__u64 interp = 0, main_interp = 0, si = 0, cop = 0, main_cv = 0, fsbase;
+	__u32 zero = 0, key = 0, tid = (__u32)bpf_get_current_pid_tgid();
 
 	if (!perl_frames || !buf || !st || !walk)
 		return n;
@@ -197,24 +202,29 @@ __noinline __u32 add_perl(struct stack_buf *buf, __u32 n, __u32 pid, struct fg_s
 	w->r = bpf_map_lookup_elem(&perl_reads, &zero);
 	if (!w->r)
 		return n;
-	/* Another thread's interpreter (ithreads): not PL_curinterp's. */
-	if ((__u32)bpf_get_current_pid_tgid() != pid) {
-		st->perl_no_thread++;
-		*walk = FG_INTERP_NO_THREAD;
-		return n;
-	}
-	if (bpf_probe_read_user(&interp, sizeof(interp), (void *)perl->curinterp)) {
+	if (bpf_probe_read_user(&main_interp, sizeof(main_interp), (void *)perl->curinterp)) {
 		st->perl_fault++;
 		*walk = FG_INTERP_FAULT;
 		return n;
 	}
+	if (perl->thr_key_at && perl->tsd_data) {
+		/* The thread's own: pthread_getspecific(PL_thr_key). */
+		fsbase = BPF_CORE_READ(bpf_get_current_task_btf(), thread.fsbase);
+		if (!fsbase || bpf_probe_read_user(&key, sizeof(key), (void *)perl->thr_key_at) || key >= 32 ||
+		    bpf_probe_read_user(&interp, sizeof(interp), (void *)(fsbase + perl->tsd_data + 16 * (__u64)key)))
+			interp = 0;
+	} else if (tid == pid) {
+		interp = main_interp;
+	}
+	/* No interpreter, or another thread's that is not read. */
 	if (!interp || bpf_probe_read_user(&si, sizeof(si), (void *)(interp + perl->i_curstackinfo)) || !si) {
 		st->perl_no_thread++;
 		*walk = FG_INTERP_NO_THREAD;
 		return n;
 	}
 	if (bpf_probe_read_user(&cop, sizeof(cop), (void *)(interp + perl->i_curcop)) ||
-	    bpf_probe_read_user(&main_cv, sizeof(main_cv), (void *)(interp + perl->i_main_cv))) {
+	    (interp == main_interp &&
+	     bpf_probe_read_user(&main_cv, sizeof(main_cv), (void *)(interp + perl->i_main_cv)))) {
 		st->perl_fault++;
 		*walk = FG_INTERP_FAULT;
 		return n;

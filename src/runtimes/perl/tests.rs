@@ -75,7 +75,7 @@ fn the_check_reads_the_bottom_stack_info() {
     let mut interp = vec![0u64; (l.interp_size / 8) as usize];
     let mut curinterp = [0u64; 1];
     let mem = Mem::open(std::process::id()).unwrap();
-    let i = Interpreter { version: l.version, release: "5.36.0".into(), curinterp: curinterp.as_ptr() as u64, layout: l, binary: "libperl".into() };
+    let i = Interpreter { version: l.version, release: "5.36.0".into(), curinterp: curinterp.as_ptr() as u64, thr_key_at: 0, tsd: std::cell::Cell::new(None), layout: l, binary: "libperl".into() };
     assert_eq!(check(&mem, &i), Ok(()), "no interpreter yet");
     let set_i32 = |w: &mut [u64], off: u16, v: i32| {
         let (word, shift) = (usize::from(off) / 8, (off % 8) * 8);

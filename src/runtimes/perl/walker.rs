@@ -35,7 +35,7 @@ pub const LANG: super::super::walks::Lang = super::super::walks::Lang {
     early: "taken before fgbpf was reading the interpreter (native frames only)",
     runtime: "Perl",
     native: "the runops loop's native frames (Perl_runops_standard)",
-    outside: "outside Perl code (start-up, or a thread of another interpreter, ithreads, whose subs are not read)",
+    outside: "outside Perl code (start-up, a thread with no interpreter, or, where its libc is not fgbpf's, a thread of another interpreter, ithreads, whose subs are not read)",
 };
 
 /// What the Perl folder registers (crate::runtimes' one list).
@@ -97,6 +97,8 @@ impl Walker for PerlWalker {
         let l = &i.layout;
         let v = types::fg_perl_proc {
             curinterp: i.curinterp,
+            thr_key_at: if i.tsd.get().is_some() { i.thr_key_at } else { 0 },
+            tsd_data: i.tsd.get().unwrap_or(0),
             i_curstackinfo: l.i_curstackinfo,
             i_curcop: l.i_curcop,
             i_main_cv: l.i_main_cv,
