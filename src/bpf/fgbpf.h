@@ -538,7 +538,8 @@ struct fg_perl_proc {
 	__u8 cxt_eval;
 	__u8 perlsi_main;
 	__u16 tsd_data;      /* struct pthread: specific_1stblock[0].data */
-	__u16 pad[2];
+	__u16 cx_read;       /* bytes of a PERL_CONTEXT read, to its last field read */
+	__u16 pad;
 };
 
 /* A Go thread's stack ends, after this marker (not a user address), with

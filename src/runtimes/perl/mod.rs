@@ -82,6 +82,12 @@ pub struct Layout {
 mod layouts;
 pub use layouts::{LAYOUTS, LAYOUT_536};
 
+/// The bytes of a PERL_CONTEXT the walker reads: to the end of the last
+/// field it reads.
+pub fn cx_read(l: &Layout) -> u16 {
+    l.cx_type.max(l.cx_oldcop).max(l.cx_sub_cv) + 8
+}
+
 /// The known layout of Perl `version` (revision, version).
 pub fn layout(version: (u32, u32)) -> Option<Layout> {
     LAYOUTS.iter().find(|l| l.version == version).copied()

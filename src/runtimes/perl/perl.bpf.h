@@ -40,8 +40,8 @@ struct {
 /* Off with --no-perl. */
 const volatile bool perl_frames = true;
 
-/* The part of a PERL_CONTEXT read (to blk_sub.cv), and of a stack info
- * (to si_type). */
+/* The most of a PERL_CONTEXT read (user space says how much: to its last
+ * field read, blk_sub.cv), and of a stack info (to si_type). */
 #define PERL_CX_MAX 128
 #define PERL_SI_MAX 64
 /* Contexts read at most per stack: subs, and the blocks, loops and evals
@@ -115,6 +115,23 @@ static __always_inline bool perl_frame(struct perl_walk *w, __u64 cv, __u64 tag)
 	return true;
 }
 
+/* Reads the stack info at w->si: its contexts, how many, its type and the
+ * one below. */
+static __always_inline bool perl_load_si(struct perl_walk *w)
+{
+	struct fg_perl_proc *perl = w->perl;
+	struct perl_read *r = w->r;
+
+	if (bpf_probe_read_user(r->si, sizeof(r->si), (void *)w->si))
+		return false;
+	w->cxstack = perl_word(r->si, perl->si_cxstack, PERL_SI_MAX / 8);
+	w->si_prev = perl_word(r->si, perl->si_prev, PERL_SI_MAX / 8);
+	w->cxix = (__s32)(perl_word(r->si, perl->si_cxix & ~7, PERL_SI_MAX / 8) >> ((perl->si_cxix & 7) * 8));
+	w->si_type = (__u32)(perl_word(r->si, perl->si_type & ~7, PERL_SI_MAX / 8) >> ((perl->si_type & 7) * 8));
+	w->si_first = w->n;
+	return true;
+}
+
 /* A stack info read whole: the main program's frame at the bottom of the
  * main one, the entry bit on its last frame, and on to the one below. */
 static __always_inline long perl_si_done(struct perl_walk *w)
@@ -127,44 +144,40 @@ static __always_inline long perl_si_done(struct perl_walk *w)
 	}
 	interp_mark_entry(w->buf, w->n, w->si_first);
 	w->si = w->si_prev;
-	w->cxix = -1;
 	if (!w->si) {
 		w->end_how = FG_INTERP_WHOLE;
+		return 1;
+	}
+	if (!perl_load_si(w)) {
+		w->end_how = FG_INTERP_FAULT;
 		return 1;
 	}
 	return 0;
 }
 
+/* One context, or the end of a stack info. The walk's state comes in read
+ * from the process (add_perl reads the first stack info before the loop):
+ * verifiers before Linux 6.7 check a bpf_loop callback once, from the
+ * state the loop starts with, and would drop as dead a branch that state
+ * rules out (a constant there: Debian 12's 6.1 dropped the reading of
+ * contexts so). */
 static long perl_step(__u32 i, void *ctx)
 {
 	struct perl_walk *w = ctx;
 	struct fg_perl_proc *perl = w->perl;
 	struct perl_read *r = w->r;
-	__u32 size = perl->cx_size, type;
+	__u32 size = perl->cx_size, len = perl->cx_read, type;
 	__u64 at;
 
-	if (w->cxix < 0) {
-		/* The next stack info. */
-		if (bpf_probe_read_user(r->si, sizeof(r->si), (void *)w->si)) {
-			w->end_how = FG_INTERP_FAULT;
-			return 1;
-		}
-		w->cxstack = perl_word(r->si, perl->si_cxstack, PERL_SI_MAX / 8);
-		w->si_prev = perl_word(r->si, perl->si_prev, PERL_SI_MAX / 8);
-		w->cxix = (__s32)(perl_word(r->si, perl->si_cxix & ~7, PERL_SI_MAX / 8) >> ((perl->si_cxix & 7) * 8));
-		w->si_type = (__u32)(perl_word(r->si, perl->si_type & ~7, PERL_SI_MAX / 8) >> ((perl->si_type & 7) * 8));
-		w->si_first = w->n;
-		if (w->cxix < 0)
-			return perl_si_done(w);
-		return 0;
-	}
-	if (!w->cxstack || size < 8 || size > 1024) {
+	if (w->cxix < 0)
+		return perl_si_done(w);
+	if (!w->cxstack || size < 8 || size > 1024 || len < 8 || len > PERL_CX_MAX) {
 		w->end_how = FG_INTERP_FAULT;
 		return 1;
 	}
 	at = w->cxstack + (__u64)(__u32)w->cxix * size;
 	w->cxix--;
-	if (bpf_probe_read_user(r->cx, sizeof(r->cx), (void *)at)) {
+	if (bpf_probe_read_user(r->cx, len & (PERL_CX_MAX * 2 - 1), (void *)at)) {
 		w->end_how = FG_INTERP_FAULT;
 		return 1;
 	}
@@ -178,8 +191,6 @@ static long perl_step(__u32 i, void *ctx)
 		 * its own, not the sub's it ran in. */
 		w->cop = perl_word(r->cx, perl->cx_oldcop, PERL_CX_MAX / 8);
 	}
-	if (w->cxix < 0)
-		return perl_si_done(w);
 	return 0;
 }
 
@@ -242,8 +253,12 @@ __noinline __u32 add_perl(struct stack_buf *buf, __u32 n, __u32 pid, struct fg_s
 	w->si = si;
 	w->cop = cop;
 	w->main_cv = main_cv;
-	w->cxix = -1;
 	w->n = n + 1;
+	if (!perl_load_si(w)) {
+		st->perl_fault++;
+		*walk = FG_INTERP_FAULT;
+		return w->n;
+	}
 	bpf_loop(PERL_MAX_CONTEXTS, perl_step, w, 0);
 	switch (w->end_how) {
 	case FG_INTERP_WHOLE:

@@ -18,14 +18,16 @@ fn the_layouts_are_the_headers() {
     assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
 }
 
-/// src/runtimes/perl/perl.bpf.h reads 128 bytes of a context and 64 of a
-/// stack info and masks the offsets into them instead of checking them:
+/// src/runtimes/perl/perl.bpf.h reads a context to its last field read
+/// (at most 128 bytes) and 64 bytes of a stack info and masks the offsets into them instead of checking them:
 /// each must be inside.
 #[test]
 fn the_walkers_offsets_are_inside_what_it_reads() {
     for l in LAYOUTS {
+        let read = cx_read(&l);
+        assert!((8..=128).contains(&read) && read <= l.cx_size, "perl.bpf.h reads at most 128 bytes of a context, and no more than one, not {read}");
         for off in [l.cx_type, l.cx_oldcop, l.cx_sub_cv] {
-            assert!(off + 8 <= 128, "context offset {off} past the 128 bytes perl.bpf.h reads");
+            assert!(off + 8 <= read, "context offset {off} past the {read} bytes perl.bpf.h reads");
         }
         for off in [l.si_cxstack, l.si_prev, l.si_cxix, l.si_type] {
             assert!(off + 8 <= 64, "stack info offset {off} past the 64 bytes perl.bpf.h reads");

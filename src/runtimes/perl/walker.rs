@@ -114,6 +114,7 @@ impl Walker for PerlWalker {
             cxt_format: l.cxt_format,
             cxt_eval: l.cxt_eval,
             perlsi_main: l.perlsi_main,
+            cx_read: perl::cx_read(l),
             ..Default::default()
         };
         // SAFETY: fg_perl_proc is a plain struct of integers.
