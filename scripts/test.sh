@@ -29,6 +29,11 @@ command -v php8.2 >/dev/null || missing+=(php-cli)
 command -v php-fpm8.2 >/dev/null || missing+=(php-fpm)
 [ -f /etc/php/8.2/mods-available/excimer.ini ] || missing+=(php-excimer)
 command -v cgi-fcgi >/dev/null || missing+=(libfcgi-bin)
+# Perl whose subs tests/perl.rs names (Debian's perl, with its headers,
+# which src/runtimes/perl's test checks the layouts against), and
+# Devel::NYTProf, the profiler it is checked against.
+command -v perl >/dev/null || missing+=(perl)
+perl -MDevel::NYTProf::Data -e1 2>/dev/null || missing+=(libdevel-nytprof-perl)
 # (PHP's headers, which tests/php.rs checks the layouts against, are
 # fetched per version by scripts/php-layouts.sh, which the test runs.)
 # Real software to unwind, and the anchor it is checked against

@@ -252,6 +252,7 @@ fn runtime_settings(capture: &CaptureArgs, blocks: bool) -> Settings {
         (capture.no_python, BpfWalker::Python),
         (capture.no_ruby, BpfWalker::Ruby),
         (capture.no_php, BpfWalker::Php),
+        (capture.no_perl, BpfWalker::Perl),
         (capture.no_go, BpfWalker::Go),
         (capture.no_java, BpfWalker::Java),
         (capture.no_node, BpfWalker::V8),

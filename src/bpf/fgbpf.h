@@ -229,6 +229,11 @@ struct fg_stats {
 	__u64 php_no_thread;    /* no PHP code running (no execute data) */
 	__u64 php_cut;          /* cut: no room left in the stack */
 	__u64 php_fault;        /* cut by a failed read */
+	/* Perl stacks (perl.bpf.h), of threads of known Perl processes */
+	__u64 perl_whole;       /* read to the outermost frame */
+	__u64 perl_no_thread;   /* no interpreter yet, or a thread of another (ithreads) */
+	__u64 perl_cut;         /* cut: no room left in the stack */
+	__u64 perl_fault;       /* cut by a failed read */
 	/* Goroutines (go.bpf.h), of threads of known Go processes */
 	__u64 go_read;          /* the running goroutine's id and labels */
 	__u64 go_none;          /* no goroutine running (the scheduler, a
@@ -498,6 +503,45 @@ struct fg_php_proc {
 	__u16 pad[3];
 };
 
+/* Perl frames follow a user stack's native frames after this marker, one
+ * word each, leaf first, the same contract again (bit 63 FG_INTERP_ENTRY
+ * on the outermost frame of one stack info, one call of the runops
+ * loop): bits 0-43 the address >> 3 of the frame's current COP (the
+ * statement it runs, which user space reads for file and line, announced
+ * with the sub's CV), or with FG_PERL_CV of the sub's CV when it has no
+ * COP. */
+#define FG_PERL_MARKER 0xffffffffffffff54ULL
+#define FG_PERL_CV (1ULL << 62)
+
+/* A process running Perl (threaded, libperl), as user space found it
+ * (src/runtimes/perl/): where PL_curinterp is and its version's offsets. */
+struct fg_perl_proc {
+	__u64 curinterp;     /* &PL_curinterp */
+	/* &PL_thr_key, whose value in a thread's thread-specific data
+	 * (pthread_getspecific) is its own interpreter (ithreads), at
+	 * fsbase + tsd_data + 16 * key for the first 32 keys (glibc's struct
+	 * pthread). 0: only the main thread is read, with PL_curinterp's. */
+	__u64 thr_key_at;
+	__u16 i_curstackinfo; /* struct interpreter: Icurstackinfo */
+	__u16 i_curcop;      /* ... Icurcop */
+	__u16 i_main_cv;     /* ... Imain_cv */
+	__u16 si_cxstack;    /* struct stackinfo: si_cxstack */
+	__u16 si_prev;
+	__u16 si_cxix;       /* I32 */
+	__u16 si_type;       /* I32 */
+	__u16 cx_size;       /* sizeof(PERL_CONTEXT) */
+	__u16 cx_type;       /* U8, CXTYPEMASK 0xf */
+	__u16 cx_oldcop;     /* blk_oldcop */
+	__u16 cx_sub_cv;     /* blk_sub.cv */
+	__u8 cxt_sub;
+	__u8 cxt_format;
+	__u8 cxt_eval;
+	__u8 perlsi_main;
+	__u16 tsd_data;      /* struct pthread: specific_1stblock[0].data */
+	__u16 cx_read;       /* bytes of a PERL_CONTEXT read, to its last field read */
+	__u16 pad;
+};
+
 /* A Go thread's stack ends, after this marker (not a user address), with
  * two words naming the goroutine it runs, not frames: its id
  * (runtime.g.goid) and its pprof labels (g.labels, a pointer to the
@@ -676,6 +720,10 @@ enum fg_proc_event_kind {
 	/* A Go goroutine's pprof labels (addr: g.labels) seen for the first
 	 * time in a process. */
 	FG_PROC_GO_LABELS = 13,
+	/* A Perl COP (addr) a frame word names, with its sub's CV (addr2; bit
+	 * 0 set: the main program's), or a CV alone (addr, addr2 2), seen for
+	 * the first time in a process. */
+	FG_PROC_PERL_OBJECT = 14,
 };
 
 /* Sent through a ring buffer once per process (not per sample). */

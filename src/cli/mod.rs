@@ -20,7 +20,7 @@ pub const MAX_FREQUENCY: u64 = 10_000;
 #[command(
     name = "fgbpf",
     version,
-    about = "eBPF on-CPU and off-CPU profiler for live Linux servers: oncpu, offcpu, wall, a live top, a flight recorder; native and runtime stacks (Python, Ruby, PHP, Java, Node.js, Go)",
+    about = "eBPF on-CPU and off-CPU profiler for live Linux servers: oncpu, offcpu, wall, a live top, a flight recorder; native and runtime stacks (Python, Ruby, PHP, Perl, Java, Node.js, Go)",
     after_help = "Examples:\n  sudo fgbpf oncpu -p 1234 -d 30     profile a running process for 30 s\n  sudo fgbpf oncpu -- ./server       profile a command from its first instruction\n  sudo fgbpf demo                    profile the built-in demo into ./fgbpf-demo/"
 )]
 pub struct Cli {
@@ -159,6 +159,11 @@ pub struct CaptureArgs {
     /// executor (execute_ex), as native profilers do.
     #[arg(long)]
     pub no_php: bool,
+
+    /// Leave Perl's interpreter frames out: Perl processes then show the
+    /// runops loop (Perl_runops_standard), as native profilers do.
+    #[arg(long)]
+    pub no_perl: bool,
 
     /// Do not read Go programs' goroutines (`offcpu` and `wall` write
     /// their goroutine view, `goroutines.folded`, and the report their
@@ -439,6 +444,7 @@ impl Default for CaptureArgs {
             no_node: false,
             no_ruby: false,
             no_php: false,
+            no_perl: false,
             no_go: false,
             label_frames: false,
             no_py_lines: false,

@@ -93,7 +93,7 @@ impl ProcWatcher {
                 let mut e = decode(&raw);
                 match raw.kind {
                     // The runtimes' announcements (enum fg_proc_event_kind).
-                    3 | 5..=11 | 13 => {
+                    3 | 5..=11 | 13 | 14 => {
                         e.kind = ProcEventKind::Announced(crate::runtimes::Announcement {
                             kind: raw.kind,
                             addr: raw.addr,

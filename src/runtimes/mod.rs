@@ -1,17 +1,19 @@
 //! The managed runtimes the walkers read besides native code, one folder
-//! each: CPython ([`python`]), Ruby ([`ruby`]), PHP ([`php`]), HotSpot
+//! each: CPython ([`python`]), Ruby ([`ruby`]), PHP ([`php`]), Perl
+//! ([`perl`]), HotSpot
 //! ([`java`]), V8 ([`v8`]) and Go ([`go`]). A folder holds the runtime's
 //! BPF half (`<name>.bpf.h`, included by the one BPF object), its layouts
 //! per version, its reader of the objects the walker announces, and the
 //! namer of its frame words. [`Runtimes`] finds them in each process the
 //! probe reads, hands them the objects the BPF side announces, and names
 //! their frames when the capture ends. The contract they share: tagged
-//! frame words in the stored stack (src/bpf/fgbpf.h); CPython's, Ruby's and
-//! PHP's walkers also share [`interp`]'s.
+//! frame words in the stored stack (src/bpf/fgbpf.h); CPython's, Ruby's,
+//! PHP's and Perl's walkers also share [`interp`]'s.
 
 pub mod go;
 pub mod interp;
 pub mod java;
+pub mod perl;
 pub mod php;
 pub mod python;
 pub mod report;
@@ -53,6 +55,7 @@ const ALL: &[&Registered] = &[
     &python::walker::REGISTERED,
     &ruby::walker::REGISTERED,
     &php::walker::REGISTERED,
+    &perl::walker::REGISTERED,
     &java::walker::REGISTERED,
     &v8::walker::REGISTERED,
     &go::walker::REGISTERED,
@@ -225,6 +228,10 @@ pub struct Found {
     /// cannot read, with why.
     pub phps: Vec<(u32, (u32, u32), String)>,
     pub php_unsupported: Vec<(u32, String)>,
+    /// Perl interpreters found: (pid, version, binary), and those fgbpf
+    /// cannot read, with why.
+    pub perls: Vec<(u32, (u32, u32), String)>,
+    pub perl_unsupported: Vec<(u32, String)>,
     /// HotSpot JVMs whose frames were walked: (pid, JDK feature version,
     /// whether inlined methods are read), and those fgbpf cannot read,
     /// with why.

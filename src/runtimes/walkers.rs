@@ -15,6 +15,7 @@ pub enum BpfWalker {
     Python,
     Ruby,
     Php,
+    Perl,
     /// Go's: the goroutine a thread runs and its pprof labels.
     Go,
     Java,
@@ -23,7 +24,7 @@ pub enum BpfWalker {
 }
 
 impl BpfWalker {
-    pub const ALL: [BpfWalker; 6] = [BpfWalker::Python, BpfWalker::Ruby, BpfWalker::Php, BpfWalker::Go, BpfWalker::Java, BpfWalker::V8];
+    pub const ALL: [BpfWalker; 7] = [BpfWalker::Python, BpfWalker::Ruby, BpfWalker::Php, BpfWalker::Perl, BpfWalker::Go, BpfWalker::Java, BpfWalker::V8];
 
     /// On the interpreters' contract (interp.bpf.h): one place in the walk,
     /// refused together by some verifiers.
@@ -37,6 +38,7 @@ impl BpfWalker {
             BpfWalker::Python => "Python",
             BpfWalker::Ruby => "Ruby",
             BpfWalker::Php => "PHP",
+            BpfWalker::Perl => "Perl",
             BpfWalker::Go => "Go labels",
             BpfWalker::Java => "Java",
             BpfWalker::V8 => "JavaScript",
@@ -53,6 +55,7 @@ impl BpfWalker {
             BpfWalker::Python => ro.python_frames = on,
             BpfWalker::Ruby => ro.ruby_frames = on,
             BpfWalker::Php => ro.php_frames = on,
+            BpfWalker::Perl => ro.perl_frames = on,
             BpfWalker::Go => ro.go_labels = on,
             BpfWalker::Java => ro.java_frames = on,
             BpfWalker::V8 => ro.v8_frames = on,
@@ -139,7 +142,7 @@ impl Refused {
     pub fn interpreters_line(&self) -> Option<String> {
         self.interpreters().map(|why| {
             format!(
-                "the Python, Ruby and PHP frame walkers did not load ({why}): their threads show the interpreter's C frames, not Python functions, Ruby methods or PHP functions"
+                "the Python, Ruby, PHP and Perl frame walkers did not load ({why}): their threads show the interpreter's C frames, not Python functions, Ruby methods, PHP functions or Perl subs"
             )
         })
     }
@@ -155,7 +158,7 @@ mod tests {
         assert!(w.any() && w.interpreters() == [BpfWalker::Ruby].into_iter().collect());
         let jvm: Walkers = [BpfWalker::Java].into_iter().collect();
         assert!(jvm.any() && !jvm.interpreters().any());
-        assert!(!Walkers::NONE.any() && Walkers::all().iter().count() == 6);
+        assert!(!Walkers::NONE.any() && Walkers::all().iter().count() == 7);
         assert_eq!(Walkers::all().without(Walkers::all().interpreters()).iter().collect::<Vec<_>>(), [BpfWalker::Java, BpfWalker::V8]);
     }
 
