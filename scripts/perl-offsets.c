@@ -41,8 +41,19 @@ int main(void)
 	F("xcv_flags", offsetof(XPVCV, xcv_flags));
 	F("xgv_namehek", offsetof(XPVGV, xiv_u.xivu_namehek));
 	F("xgv_stash", offsetof(XPVGV, xnv_u.xgv_stash));
+#if PERL_VERSION >= 36
+	/* The aux struct in the hash's body. */
 	F("xhv_aux_name", offsetof(struct xpvhv_with_aux, xhv_aux.xhv_name_u));
 	F("xhv_aux_name_count", offsetof(struct xpvhv_with_aux, xhv_aux.xhv_name_count));
+	F("xhv_max", offsetof(XPVHV, xhv_max));
+	printf("    aux_after_array: false,\n");
+#else
+	/* Before 5.36 the aux struct follows the bucket array (HvAUX). */
+	F("xhv_aux_name", offsetof(struct xpvhv_aux, xhv_name_u));
+	F("xhv_aux_name_count", offsetof(struct xpvhv_aux, xhv_name_count));
+	F("xhv_max", offsetof(XPVHV, xhv_max));
+	printf("    aux_after_array: true,\n");
+#endif
 	F("hek_len", offsetof(HEK, hek_len));
 	F("hek_key", offsetof(HEK, hek_key));
 	F("svt_pvcv", SVt_PVCV);

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use common::roots;
 use common::runtime::*;
 use common::*;
 
@@ -248,10 +249,10 @@ fn a_perl_of_an_unknown_version_is_named_as_not_read() {
     std::fs::set_permissions(&program, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let target = start_ready(Command::new(&program).arg(script("busy.pl")).arg("30"), "busy.pl", "perl");
     let Captured { pid, dir, stacks, summary } = capture_ended(target, "oncpu", "2", "perl_unknown_version");
-    let said = format!("Perl: pid {pid} (perl): Perl frames not read, Perl 5.40.0 (fgbpf reads 5.36 (threaded))");
+    let said = format!("Perl: pid {pid} (perl): Perl frames not read, Perl 5.40.0 (fgbpf reads 5.32 and 5.36 (threaded))");
     assert!(summary.contains(&said), "the summary does not say `{said}`\n{summary}");
     let report = std::fs::read_to_string(dir.join("report.txt")).unwrap();
-    assert!(report.contains("Perl 5.40.0 (fgbpf reads 5.36"), "report.txt does not say why\n{report}");
+    assert!(report.contains("Perl 5.40.0 (fgbpf reads 5.32 and 5.36"), "report.txt does not say why\n{report}");
     let native = weight_in_order_by(&stacks, &["perl_run", "Perl_runops_standard"], |f, w| f == w);
     assert!(total(&stacks) > 300 && pct(native, total(&stacks)) >= 95.0, "native frames: {native} of {}\n{summary}", total(&stacks));
     assert_eq!(weight_in_order_by(&stacks, &["Busy::inner@busy.pl:"], perl), 0, "Perl frames named for an unknown version\n{summary}");
@@ -282,4 +283,56 @@ fn each_perl_thread_is_read_from_its_own_interpreter() {
     assert!(named >= 95.0, "{named:.1}% of the main thread's samples in <main>;Busy::outer;Busy::inner\n{summary}");
     assert!(work >= 95.0, "{work:.1}% of the other thread's samples in Worker::work\n{summary}");
     assert_eq!(crossed, 0, "the other thread given the main thread's frames\n{summary}");
+}
+
+/// Debian 11's Perl 5.32 (threaded, `libperl.so.5.32`), run by `chroot` in
+/// its release's root as a container runs it: the busy chain in order,
+/// the known split, and waits under their callers (by the Perl frames:
+/// the root's libc is not the host's). Debian 13's 5.40 (its
+/// `/usr/bin/perl` from `perl-base`, libperl linked in), whose headers the
+/// root does not carry, is named as not read with its version, native
+/// frames kept.
+#[test]
+fn debian_11_and_13_perls_in_containers() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let root = roots::bullseye();
+    let target = roots::start_in_root(&root, "perl", "perl", "busy.pl", "30");
+    let Captured { pid, stacks, summary, .. } = capture_ended(target, "oncpu", "3", "perl532_busy");
+    let main = main_thread(&stacks, pid);
+    let (all, ordered) = (total(&main), share_in_order(&main, &BUSY, perl));
+    eprintln!("Perl 5.32: <main>;Busy::outer;Busy::inner {ordered:.1}% of {all} samples");
+    assert!(all > 300 && ordered >= 95.0, "{ordered:.1}% of {all} in <main>;Busy::outer;Busy::inner\n{summary}");
+    assert!(summary.contains(&format!("Perl: pid {pid} (perl, Perl 5.32): ")), "{summary}");
+
+    let target = roots::start_in_root(&root, "perl", "perl", "split.pl", "30");
+    let Captured { stacks, summary, .. } = capture_ended(target, "oncpu", "6", "perl532_split");
+    // The known answer (NYTProf is not in the root).
+    let split = [("main::fifty", 50.0), ("main::thirty", 30.0), ("main::twenty", 20.0)];
+    let weights: Vec<u64> = split.iter().map(|(s, _)| weight_in_order_by(&stacks, &[&format!("{s}@split.pl:")], perl)).collect();
+    let base: u64 = weights.iter().sum();
+    assert!(base > 600, "{base} samples in the subs\n{summary}");
+    for ((sub, known), w) in split.iter().zip(&weights) {
+        eprintln!("Perl 5.32 split: {sub} {:.1}% (known {known}%)", pct(*w, base));
+        assert!((pct(*w, base) - known).abs() <= 5.0, "{sub}: {:.1}% of {base}, known {known}%\n{summary}", pct(*w, base));
+    }
+
+    let target = roots::start_in_root(&root, "perl", "perl", "waits.pl", "30");
+    let Captured { pid, stacks, summary, .. } = capture_ended(target, "offcpu", "4", "perl532_waits");
+    let main: Folded = main_thread(&stacks, pid).into_iter().filter(|(f, _)| !f.iter().any(|x| x == "[blocked before capture]")).collect();
+    let all = total(&main);
+    let nap = weight_in_order_by(&main, &["<main>@waits.pl:35", "Waits::nap@waits.pl:12"], perl);
+    let read = weight_in_order_by(&main, &["<main>@waits.pl:36", "Waits::slow_read@waits.pl:17"], perl);
+    eprintln!("Perl 5.32 off-CPU: {:.1}% under Waits::nap, {:.1}% under Waits::slow_read of {all} µs", pct(nap, all), pct(read, all));
+    assert!(pct(nap, all) >= 25.0 && pct(read, all) >= 25.0, "nap {nap}, read {read} of {all} µs\n{summary}");
+    assert!(pct(nap + read, all) >= 95.0, "{:.1}% of {all} µs under the two callers\n{summary}", pct(nap + read, all));
+
+    let target = roots::start_in_root(&roots::trixie(), "perl", "perl", "busy.pl", "30");
+    let Captured { pid, stacks, summary, .. } = capture_ended(target, "oncpu", "2", "perl540_busy");
+    assert!(summary.contains(&format!("Perl: pid {pid} (perl): Perl frames not read, Perl 5.40")), "{summary}");
+    assert!(summary.contains("fgbpf reads 5.32 and 5.36 (threaded)"), "{summary}");
+    assert!(!stacks.iter().any(|(f, _)| f.iter().any(|x| x.ends_with("_[p]"))), "no Perl frame guessed on 5.40");
+    assert!(total(&stacks) > 100, "5.40's native samples kept: {}", total(&stacks));
 }

@@ -33,6 +33,51 @@ pub const LAYOUT_536: Layout = Layout {
     xgv_stash: 40,
     xhv_aux_name: 32,
     xhv_aux_name_count: 60,
+    xhv_max: 24,
+    aux_after_array: false,
+    hek_len: 4,
+    hek_key: 8,
+    svt_pvcv: 13,
+    svt_pvgv: 9,
+    svt_pvhv: 12,
+    cvf_named: 32768,
+    svf_ook: 33554432,
+    cxt_sub: 9,
+    cxt_format: 10,
+    cxt_eval: 11,
+    perlsi_main: 1,
+};
+
+/// Perl 5.32.1 (Debian 11's perl, libperl.so.5.32).
+pub const LAYOUT_532: Layout = Layout {
+    version: (5, 32),
+    interp_size: 3792,
+    i_curstackinfo: 240,
+    i_curcop: 224,
+    i_main_cv: 1816,
+    si_cxstack: 8,
+    si_prev: 16,
+    si_cxix: 32,
+    si_type: 44,
+    cx_size: 104,
+    cx_type: 0,
+    cx_oldcop: 16,
+    cx_sub_cv: 72,
+    cop_line: 36,
+    cop_file: 48,
+    sv_any: 0,
+    sv_flags: 12,
+    sv_u: 16,
+    xcv_stash: 32,
+    xcv_gv_u: 56,
+    xcv_file: 64,
+    xcv_flags: 92,
+    xgv_namehek: 32,
+    xgv_stash: 40,
+    xhv_aux_name: 0,
+    xhv_aux_name_count: 28,
+    xhv_max: 24,
+    aux_after_array: true,
     hek_len: 4,
     hek_key: 8,
     svt_pvcv: 13,
@@ -47,4 +92,4 @@ pub const LAYOUT_536: Layout = Layout {
 };
 
 /// Every version's layout.
-pub const LAYOUTS: [Layout; 1] = [LAYOUT_536];
+pub const LAYOUTS: [Layout; 2] = [LAYOUT_536, LAYOUT_532];

@@ -62,9 +62,14 @@ pub struct Layout {
     /// XPVGV: its name HEK, its stash.
     pub xgv_namehek: u16,
     pub xgv_stash: u16,
-    /// xpvhv_with_aux: the stash's name (a HEK, or HEKs when counted).
+    /// The stash's aux struct: its name (a HEK, or HEKs when counted);
+    /// the hash's xhv_max; whether the aux struct follows the bucket
+    /// array (before 5.36: `HvARRAY + xhv_max + 1` pointers) rather than
+    /// being in the hash's body (xpvhv_with_aux).
     pub xhv_aux_name: u16,
     pub xhv_aux_name_count: u16,
+    pub xhv_max: u16,
+    pub aux_after_array: bool,
     /// HEK: hek_len, hek_key.
     pub hek_len: u16,
     pub hek_key: u16,
@@ -94,7 +99,7 @@ pub fn layout(version: (u32, u32)) -> Option<Layout> {
 }
 
 /// The versions fgbpf reads, for messages and docs/runtimes/perl.md.
-pub const SUPPORTED: &str = "5.36 (threaded)";
+pub const SUPPORTED: &str = "5.32 and 5.36 (threaded)";
 
 /// A Perl interpreter found in a process.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -361,14 +366,27 @@ fn hek(mem: &Mem, l: &Layout, hek: u64) -> Option<String> {
     Some(String::from_utf8_lossy(&bytes).into_owned())
 }
 
+/// The most buckets a stash is believed to have.
+const MAX_BUCKETS: u64 = 1 << 28;
+
 /// A stash's name (HvNAME).
 fn stash_name(mem: &Mem, l: &Layout, hv: u64) -> Option<String> {
     if hv == 0 || sv_type(mem, l, hv)? != l.svt_pvhv || mem.u32(hv + u64::from(l.sv_flags))? & l.svf_ook == 0 {
         return None;
     }
     let any = mem.u64(hv + u64::from(l.sv_any))?;
-    let count = mem.i32(any + u64::from(l.xhv_aux_name_count))?;
-    let name = mem.u64(any + u64::from(l.xhv_aux_name))?;
+    let aux = if l.aux_after_array {
+        let array = mem.u64(hv + u64::from(l.sv_u))?;
+        let max = mem.u64(any + u64::from(l.xhv_max))?;
+        if array == 0 || max >= MAX_BUCKETS {
+            return None;
+        }
+        array.checked_add((max + 1) * 8)?
+    } else {
+        any
+    };
+    let count = mem.i32(aux + u64::from(l.xhv_aux_name_count))?;
+    let name = mem.u64(aux + u64::from(l.xhv_aux_name))?;
     let name = if count != 0 { mem.u64(name)? } else { name };
     hek(mem, l, name)
 }
