@@ -68,6 +68,13 @@ impl Probe {
             ..Default::default()
         };
         rec.runtimes = self.runtimes.finish(&mut rec.stacks);
+        rec.events = super::points::tallies(&self.skel, &self.opts.events);
+        for t in &rec.events {
+            let e = &t.event;
+            rec.oncpu_losses.add(&format!("{e}: hits (counts map full: not in any stack)"), t.lost_counts, "raise --max-entries");
+            rec.oncpu_losses.add(&format!("{e}: hits counted without their user stack (stack map full)"), t.lost_user_stack, "raise --max-stacks");
+            rec.oncpu_losses.add(&format!("{e}: hits counted without their kernel stack (stack map full)"), t.lost_kern_stack, "raise --max-stacks");
+        }
         let (announcements, follow_lost, inherit_lost) = self
             .skel
             .maps
