@@ -7,8 +7,11 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+mod events;
 mod flight;
 mod post;
+pub use events::EventsArgs;
+use events::EVENTS_ABOUT;
 pub use flight::{DumpArgs, FlightArgs};
 pub use post::{ConvertArgs, DiffArgs, FlamegraphArgs, RangeArgs, ReportArgs, Target};
 
@@ -338,26 +341,6 @@ pub struct OncpuArgs {
     pub capture: CaptureArgs,
     #[command(flatten)]
     pub sampling: SamplingArgs,
-    #[command(flatten)]
-    pub maps: MapArgs,
-    #[command(flatten)]
-    pub roots: RootArgs,
-}
-
-/// `fgbpf events --help`'s text.
-const EVENTS_ABOUT: &str = "Count stacks at tracepoints, uprobes, uretprobes or USDT probes: every hit is counted with its thread's user stack (walked as the capture commands walk it: .eh_frame tables, frame pointers, the runtimes' frames) and, at a tracepoint, its kernel stack. Each event's stacks sit under a root frame naming it. Outputs, targets and options are the capture commands'; the files are events.folded, events.svg, events.pb.gz (with -f pprof) and report.txt, counts in hits.\n\nCost: each hit runs the walk in BPF, about 1-4 us with a table walk of a 10-30 frame stack (measured here: scripts/bench/events.sh). A uprobe or USDT probe adds a breakpoint trap on every call of the probed function, in every process that runs it (only in the target with a single -p), about 1-2 us more on this kind of VM: a function called a million times a second costs about a CPU. A tracepoint adds no trap. Hits that could not be stored in full (a map full) are counted and told in the summary with the option that raises the limit.";
-
-/// `fgbpf events`: what to count stacks at.
-#[derive(Debug, Args, Clone, Default)]
-pub struct EventsArgs {
-    /// An event to count: CATEGORY:NAME (a tracepoint, e.g. sched:sched_process_exec),
-    /// u:PATH:SYMBOL (a uprobe), uret:PATH:SYMBOL (a uretprobe) or
-    /// usdt:PATH:PROVIDER:NAME (a USDT probe; its semaphore is set while attached).
-    /// Give several -e to count several at once.
-    #[arg(short = 'e', long = "event", value_name = "EVENT", required = true)]
-    pub events: Vec<String>,
-    #[command(flatten)]
-    pub capture: CaptureArgs,
     #[command(flatten)]
     pub maps: MapArgs,
     #[command(flatten)]

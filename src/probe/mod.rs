@@ -195,11 +195,7 @@ impl Probe {
             files: paths.find_vma && !paths.compat.taken() && opts.user_stacks && opts.max_unwind_rows > 0,
             events: points::Uses::of(&opts.events),
         };
-        if programs.events.any() && paths.compat.taken() {
-            return Err(CaptureError::new(
-                "fgbpf events needs Linux 5.15 or later (bpf_loop and BPF cookies): this kernel has neither",
-            ));
-        }
+        programs.events.check(paths.compat.taken())?;
         // The table walker and the runtimes' walkers load second when they
         // can (staged.rs).
         let walkers = opts.runtimes_on().walkers;

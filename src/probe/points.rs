@@ -125,6 +125,16 @@ impl Uses {
         self.tracepoints || self.uprobes || self.usdt
     }
 
+    /// Refuses a kernel whose programs would be the compat ones.
+    pub fn check(&self, compat: bool) -> Result<(), CaptureError> {
+        match self.any() && compat {
+            true => Err(CaptureError::new(
+                "fgbpf events needs Linux 5.15 or later (bpf_loop and BPF cookies): this kernel has neither",
+            )),
+            false => Ok(()),
+        }
+    }
+
     /// Turns autoload on for the event programs used, off for the rest.
     pub fn autoload(&self, p: &mut OpenFgbpfProgs<'_>) {
         p.event_tp.set_autoload(self.tracepoints);
