@@ -139,6 +139,16 @@ pub fn write(
             }
             wall
         }
+        (Some(mut on), None) if rec.kind == CaptureKind::Events => {
+            // Hits are no time: pprof says counts only, the report no rate.
+            on.meta.frequency = None;
+            let text = words::events_report(&on, thread_roots);
+            written.extend(view(on_stem, &on, &words::events_svg(&on, started_at, drawn), Some(&text))?);
+            if let Some(e) = export.as_mut() {
+                e.add(&on, start_ns(&on));
+            }
+            on
+        }
         (Some(on), None) => {
             let text = words::oncpu_report(&on, wake.as_ref(), thread_roots, &waker_text);
             written.extend(view(on_stem, &on, &words::oncpu_svg(&on, started_at, drawn), Some(&text))?);

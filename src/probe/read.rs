@@ -69,6 +69,11 @@ impl Probe {
         };
         rec.runtimes = self.runtimes.finish(&mut rec.stacks);
         rec.events = super::points::tallies(&self.skel, &self.opts.events);
+        rec.oncpu_losses.add(
+            "hits the kernel did not run fgbpf's program for (another BPF program was running on that CPU: the recursion misses of the events' programs)",
+            super::points::misses(&self.skel, &self.opts.events).unwrap_or(0),
+            "stop other BPF tools tracing the same events",
+        );
         for t in &rec.events {
             let e = &t.event;
             rec.oncpu_losses.add(&format!("{e}: hits (counts map full: not in any stack)"), t.lost_counts, "raise --max-entries");
