@@ -208,21 +208,6 @@ pub(super) fn attach(skel: &FgbpfSkel<'_>, events: &[Event], pid: i32) -> Result
     Ok(links)
 }
 
-/// Hits the kernel did not run the events' programs for (their recursion
-/// misses: another BPF program was running on the CPU at a tracepoint or
-/// probe), over every program loaded; `None` when the kernel does not
-/// say (before Linux 5.12).
-pub(super) fn misses(skel: &FgbpfSkel<'_>, events: &[Event]) -> Option<u64> {
-    let uses = Uses::of(events);
-    let p = &skel.progs;
-    let loaded = [(uses.tracepoints, &p.event_tp), (uses.uprobes, &p.event_uprobe), (uses.usdt, &p.event_usdt)];
-    loaded
-        .into_iter()
-        .filter(|(used, _)| *used)
-        .map(|(_, prog)| super::programs::recursion_misses(std::os::fd::AsFd::as_fd(prog)))
-        .sum()
-}
-
 /// One event's tally over the capture.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Tally {

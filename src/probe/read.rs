@@ -71,7 +71,7 @@ impl Probe {
         rec.events = super::points::tallies(&self.skel, &self.opts.events);
         rec.oncpu_losses.add(
             "hits the kernel did not run fgbpf's program for (another BPF program was running on that CPU: the recursion misses of the events' programs)",
-            super::points::misses(&self.skel, &self.opts.events).unwrap_or(0),
+            event_misses(&self.skel, &self.opts.events).unwrap_or(0),
             "stop other BPF tools tracing the same events",
         );
         for t in &rec.events {
@@ -104,4 +104,19 @@ impl Probe {
         rec
     }
 
+}
+
+/// Hits the kernel did not run the events' programs for (their recursion
+/// misses: another BPF program was running on the CPU at a tracepoint or
+/// probe), over every program loaded; `None` when the kernel does not
+/// say (before Linux 5.12).
+fn event_misses(skel: &crate::bpf::FgbpfSkel<'_>, events: &[super::points::Event]) -> Option<u64> {
+    let uses = super::points::Uses::of(events);
+    let p = &skel.progs;
+    let loaded = [(uses.tracepoints, &p.event_tp), (uses.uprobes, &p.event_uprobe), (uses.usdt, &p.event_usdt)];
+    loaded
+        .into_iter()
+        .filter(|(used, _)| *used)
+        .map(|(_, prog)| super::programs::recursion_misses(std::os::fd::AsFd::as_fd(prog)))
+        .sum()
 }
