@@ -114,6 +114,41 @@ fn uprobe_counts_each_call_split_by_caller() {
 }
 
 #[test]
+fn weight_by_an_argument_sums_it_per_caller() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let bin = plain_workload("calls");
+    // caller_a passes 0..a, caller_b three times 0..b.
+    let (a, b) = (20_000u64, 10_000u64);
+    let (mut child, mut out) = spawn_piped(Command::new(&bin).args([a.to_string(), b.to_string()]));
+    wait_for(&mut out, "ready");
+    let dir = out_dir("events-weight");
+    let event = format!("u:{}:target", bin.display());
+    let capture = spawn_attached(fgbpf()
+        .args(["events", "-e", &event, "--weight", "arg1", "-p", &child.id().to_string(), "-d", "30", "-o"])
+        .arg(&dir));
+    let since = Instant::now();
+    child.stdin.as_mut().unwrap().write_all(b"go").unwrap();
+    wait_for(&mut out, "done");
+    capture.signal(libc::SIGINT);
+    let res = capture.finish_by(since, Duration::from_secs(60));
+    drop(child.stdin.take());
+    child.wait().ok();
+    assert_ok(&res);
+    let stacks = read_folded(&dir.join("events.folded"));
+    let got_a = weight_through(&stacks, &["main", "caller_a", "target"]);
+    let got_b = weight_through(&stacks, &["main", "caller_b", "target"]);
+    assert_eq!((got_a, got_b), (a * (a - 1) / 2, 3 * b * (b - 1) / 2), "weights under caller_a and caller_b");
+    // The summary still counts hits.
+    assert_eq!(hits_said(&String::from_utf8_lossy(&res.stderr), &event), a + b);
+    // A tracepoint's fields are not read: refused, saying so.
+    let refused = run(fgbpf().args(["events", "-e", "sched:sched_process_exec", "--weight", "arg1", "-d", "1"]));
+    assert!(!refused.status.success() && String::from_utf8_lossy(&refused.stderr).contains("tracepoint"));
+}
+
+#[test]
 fn usdt_function_entry_matches_bpftrace_on_the_same_process() {
     if !require_root() {
         return;

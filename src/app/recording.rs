@@ -144,6 +144,7 @@ impl<'a> Recording<'a> {
             events_ring: probe::DEFAULT_EVENTS_RING,
             staged_start: true,
             events: Vec::new(),
+            event_weight: 0,
         };
         Ok(Recording { capture, kind, probe, otlp, roots })
     }
@@ -165,6 +166,7 @@ impl<'a> Recording<'a> {
         let events = probe::points::parse_all(&args.events).map_err(CliError::usage)?;
         let mut rec = Self::check(&args.capture, &args.maps, None, None, asked(&args.roots))?;
         rec.kind = CaptureKind::Events;
+        rec.probe.event_weight = probe::points::parse_weight(args.weight.as_deref(), &events).map_err(CliError::usage)?;
         rec.probe.events = events;
         rec.probe.staged_start = false;
         Ok(rec)

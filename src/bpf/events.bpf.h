@@ -28,9 +28,14 @@ struct {
 	__type(value, struct fg_event_stats);
 } event_stats SEC(".maps");
 
+/* --weight argN: each hit of a uprobe or USDT probe weighs its argument
+ * N (1-based; a uretprobe's is its return value whatever N), read as a
+ * 64-bit integer (negative ones weigh 0); 0: each hit weighs 1. */
+const volatile __u32 weight_arg = 0;
+
 /* kernel: take the kernel stack too (a tracepoint's; a uprobe's would be
  * the breakpoint trap's own frames). */
-static __always_inline int count_event(void *ctx, __u64 cookie, const bool kernel)
+static __always_inline int count_event(void *ctx, __u64 cookie, const bool kernel, __u64 weight)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 pid = pid_tgid >> 32, tid = (__u32)pid_tgid, idx = (__u32)cookie;
@@ -70,7 +75,7 @@ static __always_inline int count_event(void *ctx, __u64 cookie, const bool kerne
 		if (klost)
 			es->lost_kern_stack++;
 	}
-	if (add_count(&key, 1, &fresh)) {
+	if (add_count(&key, weight, &fresh)) {
 		es->lost_counts++;
 		return 0;
 	}
@@ -80,22 +85,49 @@ static __always_inline int count_event(void *ctx, __u64 cookie, const bool kerne
 	return 0;
 }
 
+/* A weight as the hit's count: a negative argument weighs nothing. */
+static __always_inline __u64 weight_of(long v)
+{
+	return v < 0 ? 0 : (__u64)v;
+}
+
 SEC("tracepoint")
 int event_tp(void *ctx)
 {
-	return count_event(ctx, bpf_get_attach_cookie(ctx), true);
+	return count_event(ctx, bpf_get_attach_cookie(ctx), true, 1);
 }
 
 SEC("uprobe")
 int event_uprobe(struct pt_regs *ctx)
 {
-	return count_event(ctx, bpf_get_attach_cookie(ctx), false);
+	__u64 weight = 1;
+
+	switch (weight_arg) {
+	case 0: break;
+	case 1: weight = weight_of(PT_REGS_PARM1(ctx)); break;
+	case 2: weight = weight_of(PT_REGS_PARM2(ctx)); break;
+	case 3: weight = weight_of(PT_REGS_PARM3(ctx)); break;
+	case 4: weight = weight_of(PT_REGS_PARM4(ctx)); break;
+	case 5: weight = weight_of(PT_REGS_PARM5(ctx)); break;
+	default: weight = weight_of(PT_REGS_PARM6(ctx)); break;
+	}
+	return count_event(ctx, bpf_get_attach_cookie(ctx), false, weight);
+}
+
+SEC("uretprobe")
+int event_uretprobe(struct pt_regs *ctx)
+{
+	return count_event(ctx, bpf_get_attach_cookie(ctx), false, weight_arg ? weight_of(PT_REGS_RC(ctx)) : 1);
 }
 
 SEC("usdt")
 int event_usdt(struct pt_regs *ctx)
 {
-	return count_event(ctx, bpf_usdt_cookie(ctx), false);
+	long v = 1;
+
+	if (weight_arg && bpf_usdt_arg(ctx, weight_arg - 1, &v))
+		v = 0;
+	return count_event(ctx, bpf_usdt_cookie(ctx), false, weight_of(v));
 }
 
 #endif

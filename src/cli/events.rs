@@ -18,6 +18,11 @@ pub struct EventsArgs {
     /// Give several -e to count several at once.
     #[arg(short = 'e', long = "event", value_name = "EVENT", required = true)]
     pub events: Vec<String>,
+    /// Weigh each hit by the probe's argument N instead of 1 (argN, N from
+    /// 1; a uretprobe's return value whatever N; uprobes and USDT probes
+    /// only): e.g. the bytes asked of a function taking a size.
+    #[arg(long, value_name = "argN")]
+    pub weight: Option<String>,
     #[command(flatten)]
     pub capture: CaptureArgs,
     #[command(flatten)]

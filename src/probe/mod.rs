@@ -145,6 +145,7 @@ impl Probe {
                 ro.scope_subsys = scope.v1_subsys.map_or(-1, |i| i as i32);
             }
             ro.group_cgroup = opts.group_cgroup;
+            ro.weight_arg = opts.event_weight;
             ro.user_stacks = opts.user_stacks;
             ro.kern_stacks = opts.kernel_stacks;
             ro.stack_seed = random_seed();

@@ -100,6 +100,8 @@ pub struct Options {
     /// `fgbpf events`: the tracepoints, uprobes and USDT probes to count
     /// stacks at (src/probe/points.rs), instead of the sampler.
     pub events: Vec<super::points::Event>,
+    /// `--weight argN`: the argument each event's hit weighs (0: 1 each).
+    pub event_weight: u32,
 }
 
 /// The process-announcement ring buffer of a capture (targets.bpf.h):
@@ -124,6 +126,7 @@ impl Default for Options {
             group_cgroup: false,
             staged_start: true,
             events: Vec::new(),
+            event_weight: 0,
         }
     }
 }

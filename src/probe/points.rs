@@ -92,6 +92,30 @@ fn binary(path: &str, text: &str) -> Result<PathBuf, String> {
     }
 }
 
+/// `--weight argN`: N (1-based), checked against the events (a uprobe
+/// has 6 register arguments, a USDT probe up to 12; a tracepoint's fields
+/// are not read); 0 without it.
+pub fn parse_weight(weight: Option<&str>, events: &[Event]) -> Result<u32, String> {
+    let Some(text) = weight else { return Ok(0) };
+    let n: u32 = text
+        .strip_prefix("arg")
+        .and_then(|n| n.parse().ok())
+        .filter(|n| (1..=12).contains(n))
+        .ok_or_else(|| format!("--weight {text:?}: give argN, N from 1 (the first argument) to 6 for uprobes, 12 for USDT probes"))?;
+    for e in events {
+        match &e.point {
+            Point::Tracepoint { .. } => {
+                return Err(format!("--weight: -e {} is a tracepoint, whose fields --weight does not read yet: count its hits without --weight", e.text))
+            }
+            Point::Uprobe { ret: false, .. } if n > 6 => {
+                return Err(format!("--weight arg{n}: a uprobe (-e {}) has 6 register arguments", e.text))
+            }
+            _ => {}
+        }
+    }
+    Ok(n)
+}
+
 /// Parses every `-e`, refusing none or more than [`MAX_EVENTS`].
 pub fn parse_all(texts: &[String]) -> Result<Vec<Event>, String> {
     if texts.is_empty() {
@@ -108,6 +132,7 @@ pub fn parse_all(texts: &[String]) -> Result<Vec<Event>, String> {
 pub(super) struct Uses {
     pub tracepoints: bool,
     pub uprobes: bool,
+    pub uretprobes: bool,
     pub usdt: bool,
 }
 
@@ -116,13 +141,14 @@ impl Uses {
         let any = |f: fn(&Point) -> bool| events.iter().any(|e| f(&e.point));
         Uses {
             tracepoints: any(|p| matches!(p, Point::Tracepoint { .. })),
-            uprobes: any(|p| matches!(p, Point::Uprobe { .. })),
+            uprobes: any(|p| matches!(p, Point::Uprobe { ret: false, .. })),
+            uretprobes: any(|p| matches!(p, Point::Uprobe { ret: true, .. })),
             usdt: any(|p| matches!(p, Point::Usdt { .. })),
         }
     }
 
     pub fn any(&self) -> bool {
-        self.tracepoints || self.uprobes || self.usdt
+        self.tracepoints || self.uprobes || self.uretprobes || self.usdt
     }
 
     /// Refuses a kernel whose programs would be the compat ones.
@@ -139,6 +165,7 @@ impl Uses {
     pub fn autoload(&self, p: &mut OpenFgbpfProgs<'_>) {
         p.event_tp.set_autoload(self.tracepoints);
         p.event_uprobe.set_autoload(self.uprobes);
+        p.event_uretprobe.set_autoload(self.uretprobes);
         p.event_usdt.set_autoload(self.usdt);
     }
 }
@@ -184,7 +211,8 @@ pub(super) fn attach(skel: &FgbpfSkel<'_>, events: &[Event], pid: i32) -> Result
             }
             Point::Uprobe { path, symbol, ret } => {
                 let opts = UprobeOpts { cookie, retprobe: *ret, func_name: Some(symbol.clone()), ..Default::default() };
-                p.event_uprobe.attach_uprobe_with_opts(pid, path, 0, opts)
+                let prog = if *ret { &p.event_uretprobe } else { &p.event_uprobe };
+                prog.attach_uprobe_with_opts(pid, path, 0, opts)
             }
             Point::Usdt { path, provider, name } => {
                 let opts = UsdtOpts { cookie, ..Default::default() };
@@ -291,6 +319,12 @@ mod tests {
             assert!(err.contains(bad), "{err}");
         }
         assert!(parse_all(&[]).unwrap_err().contains("-e"));
+        assert_eq!(parse_weight(None, &[tp.clone()]), Ok(0));
+        assert!(parse_weight(Some("arg2"), &[tp]).unwrap_err().contains("tracepoint"));
+        assert_eq!(parse_weight(Some("arg2"), &[u.clone()]), Ok(2));
+        assert!(parse_weight(Some("arg7"), &[u.clone()]).is_err());
+        assert_eq!(parse_weight(Some("arg7"), &[usdt]), Ok(7));
+        assert!(parse_weight(Some("2"), &[u]).is_err());
         let many: Vec<String> = (0..=MAX_EVENTS).map(|_| "sched:sched_switch".to_string()).collect();
         assert!(parse_all(&many).is_err());
     }

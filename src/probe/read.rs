@@ -113,7 +113,7 @@ impl Probe {
 fn event_misses(skel: &crate::bpf::FgbpfSkel<'_>, events: &[super::points::Event]) -> Option<u64> {
     let uses = super::points::Uses::of(events);
     let p = &skel.progs;
-    let loaded = [(uses.tracepoints, &p.event_tp), (uses.uprobes, &p.event_uprobe), (uses.usdt, &p.event_usdt)];
+    let loaded = [(uses.tracepoints, &p.event_tp), (uses.uprobes, &p.event_uprobe), (uses.uretprobes, &p.event_uretprobe), (uses.usdt, &p.event_usdt)];
     loaded
         .into_iter()
         .filter(|(used, _)| *used)
