@@ -36,6 +36,9 @@ pub fn run(rec: Recording<'_>) -> Result<Outcome, CliError> {
         stream,
     } = capture(&rec)?;
     let recorded = recorder.finish();
+    if !recorded.events.is_empty() {
+        super::summary::say(format_args!("{}", crate::probe::points::summary_line(&recorded.events)));
+    }
     stages::mark("counts read out");
     drop(recorder);
     stages::mark("probe dropped");
@@ -92,7 +95,9 @@ pub fn write(
     let mut written = Vec::new();
     // What capture.json says of each folded file: the views' kinds.
     let mut side = Sidecar::default();
-    for (stem, p) in [("oncpu", views.on.as_ref()), ("offcpu", views.off.as_ref()), ("offwake", views.wake.as_ref())] {
+    // `fgbpf events` writes its counts as the on-CPU view, named so.
+    let on_stem = if rec.kind == CaptureKind::Events { "events" } else { "oncpu" };
+    for (stem, p) in [(on_stem, views.on.as_ref()), ("offcpu", views.off.as_ref()), ("offwake", views.wake.as_ref())] {
         if let Some(p) = p.filter(|_| rec.stems().contains(&stem)) {
             side.add(&format!("{stem}.folded"), p, thread_roots == Leading::Process, drawn);
         }
@@ -134,9 +139,19 @@ pub fn write(
             }
             wall
         }
+        (Some(mut on), None) if rec.kind == CaptureKind::Events => {
+            // Hits are no time: pprof says counts only, the report no rate.
+            on.meta.frequency = None;
+            let text = words::events_report(&on, thread_roots);
+            written.extend(view(on_stem, &on, &words::events_svg(&on, started_at, drawn), Some(&text))?);
+            if let Some(e) = export.as_mut() {
+                e.add(&on, start_ns(&on));
+            }
+            on
+        }
         (Some(on), None) => {
             let text = words::oncpu_report(&on, wake.as_ref(), thread_roots, &waker_text);
-            written.extend(view("oncpu", &on, &words::oncpu_svg(&on, started_at, drawn), Some(&text))?);
+            written.extend(view(on_stem, &on, &words::oncpu_svg(&on, started_at, drawn), Some(&text))?);
             if let Some(e) = export.as_mut() {
                 e.add(&on, start_ns(&on));
             }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::otlp::{self, Target};
 use super::views::Wanted;
 use super::CliError;
-use crate::cli::{BlockArgs, CaptureArgs, Format, GroupBy, MapArgs, OffcpuArgs, OncpuArgs, RootArgs, SamplingArgs, WallArgs};
+use crate::cli::{BlockArgs, CaptureArgs, EventsArgs, Format, GroupBy, MapArgs, OffcpuArgs, OncpuArgs, RootArgs, SamplingArgs, WallArgs};
 use crate::format::outputs::output_names;
 use crate::format::sidecar;
 use crate::probe::{self, OffcpuOptions, OncpuOptions, Probe};
@@ -25,6 +25,9 @@ pub enum CaptureKind {
     OnCpu,
     OffCpu,
     Wall,
+    /// `fgbpf events`: hits of tracepoints and probes, counted as
+    /// on-CPU samples are.
+    Events,
 }
 
 impl CaptureKind {
@@ -35,6 +38,7 @@ impl CaptureKind {
             CaptureKind::OnCpu => "oncpu",
             CaptureKind::OffCpu => "offcpu",
             CaptureKind::Wall => "wall",
+            CaptureKind::Events => "events",
         }
     }
 
@@ -139,6 +143,8 @@ impl<'a> Recording<'a> {
             group_cgroup: capture.group_by == Some(GroupBy::Cgroup),
             events_ring: probe::DEFAULT_EVENTS_RING,
             staged_start: true,
+            events: Vec::new(),
+            event_weight: 0,
         };
         Ok(Recording { capture, kind, probe, otlp, roots })
     }
@@ -151,6 +157,21 @@ impl<'a> Recording<'a> {
         Self::check(&args.capture, &args.maps, None, Some(&args.blocks), asked(&args.roots))
     }
 
+    /// `fgbpf events`: the events parsed; no sampler, no staged start
+    /// (the events' programs need the whole walker from the start).
+    pub fn events(args: &'a EventsArgs) -> Result<Self, CliError> {
+        if args.capture.group_by == Some(GroupBy::Cgroup) {
+            return Err(CliError::usage("fgbpf events does not take --group-by cgroup: its stacks are grouped by event"));
+        }
+        let events = probe::points::parse_all(&args.events).map_err(CliError::usage)?;
+        let mut rec = Self::check(&args.capture, &args.maps, None, None, asked(&args.roots))?;
+        rec.kind = CaptureKind::Events;
+        rec.probe.event_weight = probe::points::parse_weight(args.weight.as_deref(), &events).map_err(CliError::usage)?;
+        rec.probe.events = events;
+        rec.probe.staged_start = false;
+        Ok(rec)
+    }
+
     pub fn wall(args: &'a WallArgs) -> Result<Self, CliError> {
         Self::check(&args.capture, &args.maps, Some(&args.sampling), Some(&args.blocks), asked(&args.roots))
     }
@@ -159,7 +180,11 @@ impl<'a> Recording<'a> {
 impl Recording<'_> {
     /// On-CPU samples per second, when they are recorded.
     pub fn frequency(&self) -> Option<u64> {
-        self.probe.oncpu.as_ref().map(|s| s.frequency)
+        match self.kind {
+            // Hits weigh 1 each, as samples at 1 Hz would.
+            CaptureKind::Events => Some(1),
+            _ => self.probe.oncpu.as_ref().map(|s| s.frequency),
+        }
     }
 
     fn wakers(&self) -> bool {
@@ -181,6 +206,10 @@ impl Recording<'_> {
 
     /// What is recorded, for the start message.
     pub fn what(&self) -> String {
+        if self.kind == CaptureKind::Events {
+            let names: Vec<&str> = self.probe.events.iter().map(|e| e.text.as_str()).collect();
+            return format!("stacks at {}", names.join(", "));
+        }
         match (self.frequency(), self.kind) {
             (Some(f), CaptureKind::Wall) => format!("on-CPU samples at {f} Hz and off-CPU time"),
             (Some(f), _) => format!("on-CPU samples at {f} Hz"),

@@ -9,7 +9,9 @@
  * On kernels without bpf_loop the sampler, switch and wakeup programs load
  * as their _compat variants, which walk user stacks by tail calls
  * (tailwalk.bpf.h). A task iterator reads the registers of the threads
- * already blocked when an off-CPU capture starts (seeds.bpf.h). */
+ * already blocked when an off-CPU capture starts (seeds.bpf.h). The
+ * programs of `fgbpf events` count stacks at tracepoints, uprobes and USDT
+ * probes (events.bpf.h). */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
@@ -26,6 +28,7 @@
 #include "wakers.bpf.h"
 #include "lifecycle.bpf.h"
 #include "seeds.bpf.h"
+#include "events.bpf.h"
 
 /* Never used: make the shared structs part of the object's BTF so that the
  * skeleton generates their Rust types. */
@@ -34,5 +37,6 @@ struct fg_key fg_key_type = {};
 struct fg_start fg_start_type = {};
 struct fg_waker fg_waker_type = {};
 struct fg_seed_regs fg_seed_regs_type = {};
+struct fg_event_stats fg_event_stats_type = {};
 
 char LICENSE[] SEC("license") = "GPL";

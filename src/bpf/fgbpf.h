@@ -162,6 +162,16 @@ struct fg_start {
 	__u64 pcount;
 };
 
+/* Per-CPU counters of one event of `fgbpf events` (events.bpf.h): its
+ * hits in the targets, those counted, and those that lost a part. */
+struct fg_event_stats {
+	__u64 seen;            /* hits that passed the target filter */
+	__u64 recorded;        /* hits added to counts */
+	__u64 lost_counts;     /* counts map full: the hit is not in a stack */
+	__u64 lost_user_stack; /* stacks map full: counted without its user stack */
+	__u64 lost_kern_stack; /* stacks map full: counted without its kernel stack */
+};
+
 /* Per-CPU counters; user space sums them over CPUs. Every sample or
  * interval that was seen but could not be stored in full lands in one of
  * the lost_* fields. */

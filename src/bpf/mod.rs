@@ -11,6 +11,7 @@ unsafe impl plain::Plain for types::fg_key {}
 unsafe impl plain::Plain for types::fg_start {}
 unsafe impl plain::Plain for types::fg_waker {}
 unsafe impl plain::Plain for types::fg_seed_regs {}
+unsafe impl plain::Plain for types::fg_event_stats {}
 unsafe impl plain::Plain for types::fg_stats {}
 unsafe impl plain::Plain for types::fg_proc_event {}
 unsafe impl plain::Plain for types::fg_proc_unwind {}

@@ -7,8 +7,11 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+mod events;
 mod flight;
 mod post;
+pub use events::EventsArgs;
+use events::EVENTS_ABOUT;
 pub use flight::{DumpArgs, FlightArgs};
 pub use post::{ConvertArgs, DiffArgs, FlamegraphArgs, RangeArgs, ReportArgs, Target};
 
@@ -36,6 +39,9 @@ pub enum Command {
     Offcpu(OffcpuArgs),
     /// On-CPU and off-CPU together: CPU, off-CPU and a combined wall-clock flamegraph.
     Wall(WallArgs),
+    /// Count stacks at tracepoints, uprobes or USDT probes (-e), one root frame per event; a uprobe costs a trap per call (see --help).
+    #[command(long_about = EVENTS_ABOUT)]
+    Events(EventsArgs),
     /// A live view, refreshed every second: the functions on and off the CPU, processes and threads, a flame; `w` writes a capture.
     Top(TopArgs),
     /// A flight recorder: keeps the last --keep (10 minutes) of on-CPU and off-CPU stacks at 49 Hz, and writes them as a capture directory on `fgbpf dump`, SIGUSR1 or a trigger.

@@ -46,6 +46,19 @@ pub fn oncpu_report(on: &Profile, wake: Option<&Profile>, roots: Leading, tail: 
         + tail
 }
 
+/// `fgbpf events`' report: the on-CPU report's sections, worded for hits
+/// of events, with a table of hits by event where the on-CPU report has
+/// its cgroups.
+pub fn events_report(on: &Profile, roots: Leading) -> String {
+    let sites = Sites::learn(on, Lens::default());
+    let opts = report::Options { kind: "event count".into(), ..Default::default() };
+    let text = report::render_with(on, &opts, &sites, None)
+        + &unresolved::render(on)
+        + &unwinding_section(on)
+        + &breakdown::render_with(on, &breakdown::Options::new(roots, Columns::OnCpu), &sites);
+    text.replacen("\nBy cgroup (", "\nBy event (", 1).replace("of CPU time", "of the hits").replace(" samples", " hits")
+}
+
 /// The off-CPU report: hotspots, then time per process and per thread split
 /// by state; `tail` (wakers, goroutines) last.
 pub fn offcpu_report(profile: &Profile, wake: Option<&Profile>, edges_note: &str, roots: Leading, tail: &str) -> String {
@@ -125,6 +138,15 @@ pub fn oncpu_svg(profile: &Profile, started_at: &str, leading: Leading) -> svg::
         profile.meta.duration.as_secs_f64()
     );
     heat_svg(format!("CPU flame graph: {}", profile.meta.target), subtitle, leading, Heat::OnCpu)
+}
+
+pub fn events_svg(profile: &Profile, started_at: &str, leading: Leading) -> svg::Options {
+    let subtitle = format!(
+        "hits of events: {} over {:.1} s from {started_at}, one root frame per event; user code red, kernel orange (search _[k]), inlined aqua (_[i]), JIT green",
+        profile.total(),
+        profile.meta.duration.as_secs_f64()
+    );
+    heat_svg(format!("Event flame graph: {}", profile.meta.target), subtitle, leading, Heat::OnCpu)
 }
 
 pub fn offcpu_svg(profile: &Profile, started_at: &str, leading: Leading) -> svg::Options {

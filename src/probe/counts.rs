@@ -113,6 +113,9 @@ pub(super) struct Counts {
     /// `--group-by cgroup`: the names of the cgroups keys carry, looked
     /// up as they are first drained.
     groups: Option<Groups>,
+    /// `fgbpf events`: the events by index, which keys carry in their
+    /// cgroup field (src/bpf/events.bpf.h): each one's root frame.
+    events: Option<Vec<String>>,
 }
 
 /// The native frames' addresses of a user stack, as naming looks them up
@@ -149,7 +152,14 @@ impl Counts {
             drained_at: None,
             cpu: None,
             groups,
+            events: None,
         }
+    }
+
+    /// Names each key's event (`fgbpf events`) in its stack's root frame.
+    pub fn naming_events(mut self, names: Vec<String>) -> Counts {
+        self.events = (!names.is_empty()).then_some(names);
+        self
     }
 
     /// From now on, tallies each drain's on-CPU samples per process.
@@ -501,7 +511,10 @@ impl Counts {
                 waker: wakers.get(key.waker, reader),
                 interp_walk: interp_walk_of(key.flags.into()),
                 more: RawStack::more_of(More {
-                    group: self.groups.as_ref().map(|g| g.label(key.cgroup)),
+                    group: match &self.events {
+                        Some(names) => Some(names.get(key.cgroup as usize).cloned().unwrap_or_else(|| format!("event #{}", key.cgroup))),
+                        None => self.groups.as_ref().map(|g| g.label(key.cgroup)),
+                    },
                     ..More::default()
                 }),
             });

@@ -20,6 +20,7 @@ mod offcpu;
 mod options;
 mod recorded;
 pub mod perf;
+pub mod points;
 mod programs;
 mod read;
 mod totals;
@@ -144,6 +145,7 @@ impl Probe {
                 ro.scope_subsys = scope.v1_subsys.map_or(-1, |i| i as i32);
             }
             ro.group_cgroup = opts.group_cgroup;
+            ro.weight_arg = opts.event_weight;
             ro.user_stacks = opts.user_stacks;
             ro.kern_stacks = opts.kernel_stacks;
             ro.stack_seed = random_seed();
@@ -192,7 +194,9 @@ impl Probe {
             staged: false,
             seeds: off.is_some() && paths.task_iter && opts.user_stacks && !opts.targets.follow_children,
             files: paths.find_vma && !paths.compat.taken() && opts.user_stacks && opts.max_unwind_rows > 0,
+            events: points::Uses::of(&opts.events),
         };
+        programs.events.check(paths.compat.taken())?;
         // The table walker and the runtimes' walkers load second when they
         // can (staged.rs).
         let walkers = opts.runtimes_on().walkers;
@@ -262,6 +266,7 @@ impl Probe {
         if programs.files && !programs.staged {
             links.extend(files::attach_libc_start(&skel));
         }
+        links.extend(points::attach(&skel, &opts.events, opts.targets.only_pid())?);
         let mut cpus = 0;
         if let Some(on) = &opts.oncpu {
             for cpu in perf::online_cpus()? {
@@ -294,7 +299,8 @@ impl Probe {
                     widened: 1,
                 },
                 groups,
-            ),
+            )
+            .naming_events(opts.events.iter().map(|e| e.text.clone()).collect()),
             tables,
             tables_refused: None,
             walkers_refused: Default::default(),

@@ -97,6 +97,11 @@ pub struct Options {
     /// A system-wide capture may start in two stages (src/probe/staged.rs);
     /// off when the kernel refused the first stage.
     pub staged_start: bool,
+    /// `fgbpf events`: the tracepoints, uprobes and USDT probes to count
+    /// stacks at (src/probe/points.rs), instead of the sampler.
+    pub events: Vec<super::points::Event>,
+    /// `--weight argN`: the argument each event's hit weighs (0: 1 each).
+    pub event_weight: u32,
 }
 
 /// The process-announcement ring buffer of a capture (targets.bpf.h):
@@ -120,6 +125,8 @@ impl Default for Options {
             events_ring: DEFAULT_EVENTS_RING,
             group_cgroup: false,
             staged_start: true,
+            events: Vec::new(),
+            event_weight: 0,
         }
     }
 }

@@ -35,6 +35,8 @@ pub(super) struct Programs {
     /// The uprobe on the C library's start that gives a process not read
     /// yet its first mappings (src/bpf/files.bpf.h): walks by file.
     pub files: bool,
+    /// `fgbpf events`'s programs (src/bpf/events.bpf.h).
+    pub events: super::points::Uses,
 }
 
 impl Programs {
@@ -76,6 +78,7 @@ impl Programs {
         // Not in the first load of a staged start, which leaves out maps
         // its searches use: its twin holds it.
         p.libc_start.set_autoload(self.files && !self.staged);
+        self.events.autoload(p);
     }
 
     /// The second load of a staged start (src/probe/staged.rs): only the

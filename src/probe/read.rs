@@ -68,6 +68,18 @@ impl Probe {
             ..Default::default()
         };
         rec.runtimes = self.runtimes.finish(&mut rec.stacks);
+        rec.events = super::points::tallies(&self.skel, &self.opts.events);
+        rec.oncpu_losses.add(
+            "hits the kernel did not run fgbpf's program for (another BPF program was running on that CPU: the recursion misses of the events' programs)",
+            event_misses(&self.skel, &self.opts.events).unwrap_or(0),
+            "stop other BPF tools tracing the same events",
+        );
+        for t in &rec.events {
+            let e = &t.event;
+            rec.oncpu_losses.add(&format!("{e}: hits (counts map full: not in any stack)"), t.lost_counts, "raise --max-entries");
+            rec.oncpu_losses.add(&format!("{e}: hits counted without their user stack (stack map full)"), t.lost_user_stack, "raise --max-stacks");
+            rec.oncpu_losses.add(&format!("{e}: hits counted without their kernel stack (stack map full)"), t.lost_kern_stack, "raise --max-stacks");
+        }
         let (announcements, follow_lost, inherit_lost) = self
             .skel
             .maps
@@ -92,4 +104,19 @@ impl Probe {
         rec
     }
 
+}
+
+/// Hits the kernel did not run the events' programs for (their recursion
+/// misses: another BPF program was running on the CPU at a tracepoint or
+/// probe), over every program loaded; `None` when the kernel does not
+/// say (before Linux 5.12).
+fn event_misses(skel: &crate::bpf::FgbpfSkel<'_>, events: &[super::points::Event]) -> Option<u64> {
+    let uses = super::points::Uses::of(events);
+    let p = &skel.progs;
+    let loaded = [(uses.tracepoints, &p.event_tp), (uses.uprobes, &p.event_uprobe), (uses.uretprobes, &p.event_uretprobe), (uses.usdt, &p.event_usdt)];
+    loaded
+        .into_iter()
+        .filter(|(used, _)| *used)
+        .map(|(_, prog)| super::programs::recursion_misses(std::os::fd::AsFd::as_fd(prog)))
+        .sum()
 }

@@ -63,6 +63,8 @@ pub struct Recorded {
     /// The width of the time slices the stacks' spans count in, widened
     /// from the one asked for when their number outgrew its bound.
     pub slice: Option<Duration>,
+    /// `fgbpf events`: each event's hits and losses.
+    pub events: Vec<super::points::Tally>,
 }
 
 impl Recorded {

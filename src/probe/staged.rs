@@ -187,6 +187,7 @@ mod tests {
             staged: false,
             seeds: false,
             files: false,
+            events: Default::default(),
         }
     }
 

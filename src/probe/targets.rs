@@ -30,6 +30,16 @@ impl Targets {
         self.pids.is_empty() && self.tids.is_empty() && self.held.is_none()
     }
 
+    /// The one process a probe set in user code may be limited to (a
+    /// uprobe then traps in it only), else -1: every process, which the
+    /// programs' target filter narrows.
+    pub fn only_pid(&self) -> i32 {
+        match (&self.pids[..], &self.tids[..], self.held, self.follow_children, &self.scope) {
+            ([pid], [], None, false, None) => *pid as i32,
+            _ => -1,
+        }
+    }
+
     /// Whether `target_pids` filters: named processes or a held command.
     pub fn by_pid(&self) -> bool {
         !self.pids.is_empty() || self.held.is_some()
