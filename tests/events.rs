@@ -154,16 +154,8 @@ fn usdt_function_entry_matches_bpftrace_on_the_same_process() {
         return;
     }
     let python = std::path::Path::new("/usr/bin/python3.11");
-    let Some(bpftrace) = on_path("bpftrace") else {
-        assert!(!in_ci(), "bpftrace is not installed (scripts/setup.sh installs it)");
-        eprintln!("skipped: no bpftrace");
-        return;
-    };
-    if !python.exists() {
-        assert!(!in_ci(), "no /usr/bin/python3.11 (Debian's python3.11)");
-        eprintln!("skipped: no /usr/bin/python3.11");
-        return;
-    }
+    let bpftrace = on_path("bpftrace").expect("bpftrace is not installed: run scripts/test.sh, which installs it");
+    assert!(python.exists(), "no /usr/bin/python3.11 (Debian's python3.11): run scripts/test.sh, which installs it");
     let _serial = serial();
     let n = 20_000u64;
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/workloads/python/calls.py");
