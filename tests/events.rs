@@ -80,20 +80,20 @@ fn exec_tracepoint_counts_each_execve_of_a_shell_loop_exactly() {
     assert_eq!(in_execve, 1001, "stacks through execve");
 }
 
-#[test]
-fn uprobe_counts_each_call_split_by_caller() {
-    if !require_root() {
-        return;
-    }
-    let _serial = serial();
+/// `fgbpf events -e u:calls:target` (with `extra` options) on the calls
+/// workload while it makes `a` calls from caller_a and `b` from caller_b
+/// (caller_a passing 0..a, caller_b three times 0..b): the stacks and
+/// the hits the summary said.
+fn calls_captured(a: u64, b: u64, extra: &[&str], name: &str) -> (Vec<(Vec<String>, u64)>, u64) {
     let bin = plain_workload("calls");
-    let (a, b) = (200_000u64, 100_000u64);
     let (mut child, mut out) = spawn_piped(Command::new(&bin).args([a.to_string(), b.to_string()]));
     wait_for(&mut out, "ready");
-    let dir = out_dir("events-uprobe");
+    let dir = out_dir(name);
     let event = format!("u:{}:target", bin.display());
     let capture = spawn_attached(fgbpf()
-        .args(["events", "-e", &event, "-p", &child.id().to_string(), "-d", "30", "-o"])
+        .args(["events", "-e", &event])
+        .args(extra)
+        .args(["-p", &child.id().to_string(), "-d", "30", "-o"])
         .arg(&dir));
     let since = Instant::now();
     child.stdin.as_mut().unwrap().write_all(b"go").unwrap();
@@ -103,14 +103,24 @@ fn uprobe_counts_each_call_split_by_caller() {
     drop(child.stdin.take());
     child.wait().ok();
     assert_ok(&res);
-    let stacks = read_folded(&dir.join("events.folded"));
+    (read_folded(&dir.join("events.folded")), hits_said(&String::from_utf8_lossy(&res.stderr), &event))
+}
+
+#[test]
+fn uprobe_counts_each_call_split_by_caller() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let (a, b) = (200_000u64, 100_000u64);
+    let (stacks, said) = calls_captured(a, b, &[], "events-uprobe");
     let (got_a, got_b) = (weight_through(&stacks, &["main", "caller_a", "target"]), weight_through(&stacks, &["main", "caller_b", "target"]));
     eprintln!("caller_a {got_a} of {a}, caller_b {got_b} of {b}, total {}", total(&stacks));
     for (got, want, who) in [(got_a, a, "caller_a"), (got_b, b, "caller_b")] {
         assert!(got.abs_diff(want) * 100 <= want, "{who}: {got} calls counted, {want} made");
     }
     assert_eq!(total(&stacks), got_a + got_b, "stacks not under either caller: {stacks:?}");
-    assert_eq!(hits_said(&String::from_utf8_lossy(&res.stderr), &event), total(&stacks));
+    assert_eq!(said, total(&stacks));
 }
 
 #[test]
@@ -119,30 +129,13 @@ fn weight_by_an_argument_sums_it_per_caller() {
         return;
     }
     let _serial = serial();
-    let bin = plain_workload("calls");
-    // caller_a passes 0..a, caller_b three times 0..b.
     let (a, b) = (20_000u64, 10_000u64);
-    let (mut child, mut out) = spawn_piped(Command::new(&bin).args([a.to_string(), b.to_string()]));
-    wait_for(&mut out, "ready");
-    let dir = out_dir("events-weight");
-    let event = format!("u:{}:target", bin.display());
-    let capture = spawn_attached(fgbpf()
-        .args(["events", "-e", &event, "--weight", "arg1", "-p", &child.id().to_string(), "-d", "30", "-o"])
-        .arg(&dir));
-    let since = Instant::now();
-    child.stdin.as_mut().unwrap().write_all(b"go").unwrap();
-    wait_for(&mut out, "done");
-    capture.signal(libc::SIGINT);
-    let res = capture.finish_by(since, Duration::from_secs(60));
-    drop(child.stdin.take());
-    child.wait().ok();
-    assert_ok(&res);
-    let stacks = read_folded(&dir.join("events.folded"));
+    let (stacks, said) = calls_captured(a, b, &["--weight", "arg1"], "events-weight");
     let got_a = weight_through(&stacks, &["main", "caller_a", "target"]);
     let got_b = weight_through(&stacks, &["main", "caller_b", "target"]);
     assert_eq!((got_a, got_b), (a * (a - 1) / 2, 3 * b * (b - 1) / 2), "weights under caller_a and caller_b");
     // The summary still counts hits.
-    assert_eq!(hits_said(&String::from_utf8_lossy(&res.stderr), &event), a + b);
+    assert_eq!(said, a + b);
     // A tracepoint's fields are not read: refused, saying so.
     let refused = run(fgbpf().args(["events", "-e", "sched:sched_process_exec", "--weight", "arg1", "-d", "1"]));
     assert!(!refused.status.success() && String::from_utf8_lossy(&refused.stderr).contains("tracepoint"));

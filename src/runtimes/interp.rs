@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use libbpf_rs::{MapCore, MapFlags};
 
-use super::shared::Renamed;
+use super::shared::{Executable, Renamed};
 use super::{interp_added, Announcement, Found, Runtime};
 use crate::bpf::{FgbpfMaps, FgbpfSkel};
 use crate::procs::maps;
@@ -147,9 +147,10 @@ impl<W: Walker> Interp<W> {
     /// executable whatever its name ([`Renamed`]), and gives the walker
     /// its entry in `procs`. True when it added one.
     pub fn track<M: MapCore>(&mut self, pid: u32, text: &str, procs: &M) -> bool {
-        let exe = Renamed::executable(text);
+        let mut exe = Executable::default();
         for m in text.lines().filter_map(maps::parse_line) {
-            if !m.exec || m.inode == 0 || !self.renamed.worth(&m, exe, W::may_be) {
+            let is_exe = exe.is(&m);
+            if !m.exec || m.inode == 0 || !self.renamed.worth(&m, is_exe, W::may_be) {
                 continue;
             }
             if self.found_at.get(&pid) == Some(&(m.start, m.inode)) {

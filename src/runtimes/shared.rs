@@ -23,10 +23,11 @@ pub(crate) fn runtime_binary<'a>(
     renamed: Option<&Renamed>,
     found_at: &mut HashMap<u32, (u64, u64)>,
 ) -> Option<(MapsLine<'a>, File)> {
-    let exe = renamed.and_then(|_| Renamed::executable(text));
+    let mut exe = Executable::default();
     for m in text.lines().filter_map(maps::parse_line) {
+        let is_exe = exe.is(&m);
         let worth = match renamed {
-            Some(r) => r.worth(&m, exe, wanted),
+            Some(r) => r.worth(&m, is_exe, wanted),
             None => wanted(m.path),
         };
         if !m.exec || m.inode == 0 || !worth {
@@ -56,19 +57,29 @@ pub(crate) struct Renamed {
 /// How many executables [`Renamed`] remembers before starting again.
 const RENAMED_KEPT: usize = 4096;
 
-impl Renamed {
-    /// Where the executable of a process is mapped: its first executable
-    /// file mapping (`text`, its /proc/PID/maps, in address order; the
-    /// executable is mapped below its libraries).
-    pub fn executable(text: &str) -> Option<u64> {
-        text.lines().filter_map(maps::parse_line).find(|m| m.exec && m.inode != 0).map(|m| m.start)
-    }
+/// Tells a process's executable among its mappings as a walk of its
+/// /proc/PID/maps (in address order) reaches it: the first executable
+/// file mapping (the executable is mapped below its libraries).
+#[derive(Default)]
+pub(crate) struct Executable {
+    seen: bool,
+}
 
+impl Executable {
+    /// Whether `m`, the walk's next mapping, is the executable's.
+    pub fn is(&mut self, m: &MapsLine) -> bool {
+        let first = m.exec && m.inode != 0 && !self.seen;
+        self.seen |= first;
+        first
+    }
+}
+
+impl Renamed {
     /// Whether mapping `m` may be the runtime's binary: by name
-    /// (`wanted`), or as the executable (at `exe`) not yet found to be
-    /// something else.
-    pub fn worth(&self, m: &MapsLine, exe: Option<u64>, wanted: fn(&str) -> bool) -> bool {
-        wanted(m.path) || (exe == Some(m.start) && !self.not.contains(&(m.dev, m.inode)))
+    /// (`wanted`), or as the executable (`is_exe`, told by [`Executable`])
+    /// not yet found to be something else.
+    pub fn worth(&self, m: &MapsLine, is_exe: bool, wanted: fn(&str) -> bool) -> bool {
+        wanted(m.path) || (is_exe && !self.not.contains(&(m.dev, m.inode)))
     }
 
     /// `m`, looked into, is not the runtime's binary: remembered when it

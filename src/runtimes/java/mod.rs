@@ -353,20 +353,21 @@ impl Jvm {
         // Every pc's outermost scope is the nmethod's own method: debug data
         // read from the wrong place, or a metadata array read off by one,
         // does not check out, and the nmethod is named by its own method.
-        let debug = debug.filter(|(_, pcs, metadata, scopes)| {
-            pcs.iter().all(|pc| {
-                let chain = scope_chain(scopes, pc.scope, self.coding);
-                chain.last().is_none_or(|s| s.method_index > 0 && metadata.get(s.method_index as usize - 1) == Some(&method_ptr))
-            })
-        });
-        if let Some(debug) = debug {
-            let (code_off, pcs, metadata, scopes) = debug;
-            nm.code_off = code_off;
+        // Each distinct scope decoded once, for the check and the names.
+        let debug = debug.and_then(|(code_off, pcs, metadata, scopes)| {
+            let mut decoded: HashMap<u32, Vec<stream::Scope>> = HashMap::new();
             for pc in &pcs {
-                if nm.chains.contains_key(&pc.scope) {
-                    continue;
-                }
-                let chain = scope_chain(&scopes, pc.scope, self.coding)
+                decoded.entry(pc.scope).or_insert_with(|| scope_chain(&scopes, pc.scope, self.coding));
+            }
+            let own = decoded.values().all(|chain| {
+                chain.last().is_none_or(|s| s.method_index > 0 && metadata.get(s.method_index as usize - 1) == Some(&method_ptr))
+            });
+            own.then_some((code_off, pcs, metadata, decoded))
+        });
+        if let Some((code_off, pcs, metadata, decoded)) = debug {
+            nm.code_off = code_off;
+            for (scope, chain) in decoded {
+                let chain = chain
                     .into_iter()
                     .map(|s| {
                         let m = match s.method_index {
@@ -376,7 +377,7 @@ impl Jvm {
                         (m.and_then(|m| method_at(self, m)), s.bci)
                     })
                     .collect();
-                nm.chains.insert(pc.scope, chain);
+                nm.chains.insert(scope, chain);
             }
             nm.pcs = pcs;
         }
