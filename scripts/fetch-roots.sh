@@ -5,7 +5,8 @@
 # - Debian 13 (trixie): Ruby 3.3; PHP 8.4 with excimer, its reference
 #   profiler; Python 3.13.
 # - Debian 11 (bullseye): Ruby 2.7; PHP 7.4 with excimer; Python 3.9.
-# - their OpenJDKs (11 and 21), in roots of their own.
+# - their OpenJDKs (11 and 21) and Erlangs (OTP 23 and 27), in roots of
+#   their own.
 # tests/ruby.rs, tests/php.rs and tests/python.rs run processes in them as
 # a container runs them (chroot): read beside rbspy, excimer and py-spy,
 # and named with why when fgbpf refuses them. debootstrap is installed
@@ -42,3 +43,6 @@ build bullseye ruby,php7.4-cli,php-excimer,python3
 # are: Debian 11's OpenJDK 11 and Debian 13's OpenJDK 21.
 build bullseye openjdk-11-jdk-headless bullseye-java
 build trixie openjdk-21-jdk-headless trixie-java
+# Their Erlangs: Debian 11's OTP 23 (no JIT) and Debian 13's OTP 27.
+build bullseye erlang-base bullseye-erlang
+build trixie erlang-base trixie-erlang

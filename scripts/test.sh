@@ -34,6 +34,8 @@ command -v cgi-fcgi >/dev/null || missing+=(libfcgi-bin)
 # Devel::NYTProf, the profiler it is checked against.
 command -v perl >/dev/null || missing+=(perl)
 perl -MDevel::NYTProf::Data -e1 2>/dev/null || missing+=(libdevel-nytprof-perl)
+# Erlang/OTP whose JIT-compiled functions tests/beam.rs names.
+command -v erl >/dev/null || missing+=(erlang-base)
 # bpftrace, which counts a USDT probe beside fgbpf events (tests/events.rs).
 command -v bpftrace >/dev/null || missing+=(bpftrace)
 # (PHP's headers, which tests/php.rs checks the layouts against, are

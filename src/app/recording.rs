@@ -290,6 +290,7 @@ fn runtime_settings(capture: &CaptureArgs, blocks: bool) -> Settings {
         walkers: Walkers::all().without(off.into_iter().filter(|(no, _)| *no).map(|(_, w)| w).collect()),
         goroutines: !capture.no_go && blocks,
         no_lines: capture.no_py_lines,
+        beam: !capture.no_beam,
     }
 }
 

@@ -128,6 +128,7 @@ impl Views {
             );
         }
         symbolizer.add_runtime_names(recorded.runtimes.runtime_names);
+        symbolizer.add_code_maps(recorded.runtimes.code_maps);
         let meta = |kind, frequency, losses, symbols| Meta {
             kind,
             target: target.to_string(),

@@ -171,6 +171,12 @@ pub struct CaptureArgs {
     #[arg(long)]
     pub no_perl: bool,
 
+    /// Do not name the BEAM's (Erlang's, Elixir's) JIT-compiled functions
+    /// from its own code map: they then show as JIT code, named only
+    /// from a perf map (`+JPperf true`).
+    #[arg(long)]
+    pub no_beam: bool,
+
     /// Do not read Go programs' goroutines (`offcpu` and `wall` write
     /// their goroutine view, `goroutines.folded`, and the report their
     /// counts), nor tell on their stacks the goroutine that ran and its
@@ -451,6 +457,7 @@ impl Default for CaptureArgs {
             no_ruby: false,
             no_php: false,
             no_perl: false,
+            no_beam: false,
             no_go: false,
             label_frames: false,
             no_py_lines: false,

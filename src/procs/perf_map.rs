@@ -4,7 +4,7 @@
 //! through a descriptor kept on the process's root, after the process (and
 //! its private /tmp) is gone, so it parses them itself.
 
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct PerfMap {
     /// (start, end, name), sorted by start.
     entries: Vec<(u64, u64, String)>,
@@ -47,6 +47,13 @@ impl PerfMap {
             }
         }
         PerfMap { entries: dedup }
+    }
+
+    /// A map of `(start, end, name)` pieces of code that do not overlap
+    /// (a runtime's own code map).
+    pub fn from_entries(mut entries: Vec<(u64, u64, String)>) -> PerfMap {
+        entries.sort_by_key(|e| e.0);
+        PerfMap { entries }
     }
 
     /// The entries that name any of `addrs`, for a process gone.

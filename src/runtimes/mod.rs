@@ -1,7 +1,7 @@
 //! The managed runtimes the walkers read besides native code, one folder
 //! each: CPython ([`python`]), Ruby ([`ruby`]), PHP ([`php`]), Perl
 //! ([`perl`]), HotSpot
-//! ([`java`]), V8 ([`v8`]) and Go ([`go`]). A folder holds the runtime's
+//! ([`java`]), V8 ([`v8`]), Go ([`go`]) and the BEAM ([`beam`]). A folder holds the runtime's
 //! BPF half (`<name>.bpf.h`, included by the one BPF object), its layouts
 //! per version, its reader of the objects the walker announces, and the
 //! namer of its frame words. [`Runtimes`] finds them in each process the
@@ -10,6 +10,7 @@
 //! frame words in the stored stack (src/bpf/fgbpf.h); CPython's, Ruby's,
 //! PHP's and Perl's walkers also share [`interp`]'s.
 
+pub mod beam;
 pub mod go;
 pub mod interp;
 pub mod java;
@@ -59,6 +60,7 @@ const ALL: &[&Registered] = &[
     &java::walker::REGISTERED,
     &v8::walker::REGISTERED,
     &go::walker::REGISTERED,
+    &beam::walker::REGISTERED,
 ];
 
 /// What a runtime's folder gives the rest of fgbpf, besides its BPF half.
@@ -146,6 +148,8 @@ pub struct Settings {
     pub goroutines: bool,
     /// `name (file)` instead of `name (file:line)` (`--no-lines`).
     pub no_lines: bool,
+    /// The BEAM's JIT code map read (`--no-beam` not given).
+    pub beam: bool,
 }
 
 impl Default for Settings {
@@ -155,6 +159,7 @@ impl Default for Settings {
             walkers: Walkers::all(),
             goroutines: true,
             no_lines: false,
+            beam: true,
         }
     }
 }
@@ -258,6 +263,13 @@ pub struct Found {
     pub gos: Vec<(u32, String)>,
     pub go_labels_unsupported: Vec<(u32, String)>,
     pub go_labels_unread: BTreeMap<u32, (u64, u64)>,
+    /// BEAMs whose JIT code map was read, and those fgbpf cannot read,
+    /// with why.
+    pub beams: Vec<beam::walker::Found1>,
+    pub beam_unsupported: Vec<(u32, String)>,
+    /// Code maps of JIT code read from the runtimes (the BEAM's), per
+    /// process, for the symbolizer: named before any perf map.
+    pub code_maps: Vec<(u32, crate::procs::perf_map::PerfMap)>,
     /// Runtime (Java, JavaScript) frame words named, for the symbolizer.
     pub runtime_names: RuntimeNames,
     /// What the summary says of a process besides how its stacks were

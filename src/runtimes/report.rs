@@ -34,6 +34,8 @@ pub fn of(found: &Found, ctx: &Context) -> RuntimeWalks {
     let node = NodeWalks::of(found, ctx);
     out.processes.extend(node.processes.iter().map(|n| (n.0, "v8js")));
     out.lines.extend(node.lines());
+    out.processes.extend(found.beams.iter().map(|b| (b.pid, "beam")));
+    out.lines.extend(super::beam::walker::lines(found, ctx));
     for (pid, why) in &found.go_unsupported {
         out.lines.push(format!("goroutines of {} (pid {pid}) not read: {why}", printable(&ctx.process(*pid))));
     }

@@ -91,6 +91,8 @@ pub struct Symbolizer {
     registry: Registry,
     /// Runtime frame words named by the probe ([`Self::add_runtime_names`]).
     runtime: RuntimeNames,
+    /// JIT code maps the runtimes read, per process ([`Self::add_code_maps`]).
+    code_maps: HashMap<u32, PerfMap>,
     /// This process's vDSO: every process of a kernel maps the same one.
     own_vdso: Option<Range<u64>>,
     /// The kernel's text and modules, read at the first kernel frame.
@@ -111,6 +113,7 @@ impl Symbolizer {
             debug_dirs: debug_dirs.clone(),
             registry: Registry::new(debug_dirs),
             runtime: RuntimeNames::new(),
+            code_maps: HashMap::new(),
             own_vdso: own_vdso(),
             kernel_images: std::sync::OnceLock::new(),
             own_debug: opts.own_debug,
@@ -189,6 +192,12 @@ impl Symbolizer {
     /// rest of the capture.
     pub fn add_runtime_names(&mut self, names: RuntimeNames) {
         self.runtime.extend(names);
+    }
+
+    /// JIT code maps a runtime read of its processes (the BEAM's), which
+    /// name their JIT code before any perf map does.
+    pub fn add_code_maps(&mut self, maps: impl IntoIterator<Item = (u32, PerfMap)>) {
+        self.code_maps.extend(maps);
     }
 
     /// See [`Registry::remember`].
@@ -373,10 +382,11 @@ impl Symbolizer {
                     Target::Vdso(off) => return vdso[&off],
                     Target::Gone => UnresolvedReason::ProcessGone,
                     Target::Jit | Target::Unmapped => {
+                        let own = self.code_maps.get(&pid).and_then(|m| m.find(addr));
                         let map = perf_maps
                             .entry(pid)
                             .or_insert_with(|| self.registry.perf_map(pid));
-                        match map.as_ref().map(|m| m.find(addr)) {
+                        match own.map(Some).or_else(|| map.as_ref().map(|m| m.find(addr))) {
                             Some(Some(name)) => {
                                 if let Some(&i) = jit.get(name) {
                                     return i;

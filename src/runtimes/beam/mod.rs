@@ -1,0 +1,81 @@
+//! The BEAM (Erlang, Elixir): its JIT-compiled functions named from the
+//! JIT's own code map ([`codemap`]), read from outside the process; no
+//! flag asked of the node (`+JPperf` is not needed for names). The
+//! functions' Erlang callers are walked only through the frame pointers a
+//! node started with `+JPperf true` keeps: the BEAM's default frames carry
+//! return addresses only, on a stack of the Erlang process's own, which
+//! fgbpf's walkers do not read yet; the summary says so. An emulator
+//! without the JIT (OTP 23 and earlier, or a build without it) is named
+//! as not read. [`walker`] is its user-space half in a capture.
+
+pub mod codemap;
+pub mod walker;
+
+use std::fs::File;
+
+use object::{Object, ObjectSymbol};
+
+use crate::procs::elf::load_bias;
+
+/// A BEAM found in a process: where its JIT code list and version are.
+#[derive(Clone, Debug)]
+pub struct Node {
+    /// `__jit_debug_descriptor`, in the process.
+    pub descriptor: u64,
+    /// The OTP release ("25") and the emulator's version ("13.1.5").
+    pub otp: String,
+    pub erts: String,
+}
+
+/// Whether a mapped file may be the emulator: `beam.smp` and its debug,
+/// valgrind and other flavours.
+pub fn may_be_beam(path: &str) -> bool {
+    path.rsplit('/').next().is_some_and(|f| f.starts_with("beam.") && f.ends_with("smp"))
+}
+
+/// A string of the emulator's data at virtual address `at`.
+fn string_at(obj: &object::File, at: u64) -> Option<String> {
+    use object::ObjectSection;
+    let sec = obj.sections().find(|s| s.address() <= at && at < s.address() + s.size())?;
+    let data = sec.data_range(at, (sec.address() + sec.size() - at).min(32)).ok()??;
+    let end = data.iter().position(|&b| b == 0)?;
+    Some(String::from_utf8_lossy(&data[..end]).into_owned())
+}
+
+/// Looks for the BEAM in a file mapped by a process at `start` (file
+/// `offset`). `Ok(None)`: not the emulator; `Err`: an emulator fgbpf
+/// cannot read, with why.
+pub fn find(file: &File, path: &str, start: u64, offset: u64) -> Result<Option<Node>, String> {
+    // SAFETY: read-only private mapping of a file mapped executable by a
+    // process: binaries are not rewritten in place.
+    let Ok(data) = (unsafe { memmap2::Mmap::map(file) }) else {
+        return Ok(None);
+    };
+    let Ok(obj) = object::File::parse(&*data) else {
+        return Ok(None);
+    };
+    let symbol = |name: &str| obj.dynamic_symbols().find(|s| s.name() == Ok(name) && s.address() != 0).map(|s| s.address());
+    // etp_otp_release: what OTP's own debugger macros read.
+    let Some(release) = symbol("etp_otp_release") else {
+        return Ok(None);
+    };
+    let otp = string_at(&obj, release).unwrap_or_default();
+    let erts = symbol("etp_erts_version").and_then(|a| string_at(&obj, a)).unwrap_or_default();
+    let Some(descriptor) = symbol("__jit_debug_descriptor") else {
+        return Err(format!("{path}: Erlang/OTP {otp}'s emulator without the JIT (the interpreter): fgbpf names the functions of the JIT (OTP 24 and later)"));
+    };
+    let Some(bias) = load_bias(&data, start, offset) else {
+        return Err(format!("{path}: its load address could not be worked out"));
+    };
+    Ok(Some(Node { descriptor: descriptor + bias, otp, erts }))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn beam_binaries_are_told_by_name() {
+        assert!(super::may_be_beam("/usr/lib/erlang/erts-13.1.5/bin/beam.smp"));
+        assert!(super::may_be_beam("/x/beam.debug.smp"));
+        assert!(!super::may_be_beam("/usr/bin/beam"));
+    }
+}

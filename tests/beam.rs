@@ -1,0 +1,173 @@
+//! The BEAM's (Erlang's) JIT-compiled functions in fgbpf's stacks, on
+//! Debian 12's Erlang/OTP 25 (`erlang-base`, with its x86-64 JIT) started
+//! as users start it: named from the JIT's own code map, read from
+//! outside the process (src/runtimes/beam/), without `+JPperf`. Known
+//! answer: the workload's own chain (tests/workloads/erlang/busy.erl).
+//! Debian 11's OTP 23 (no JIT) and Debian 13's OTP 27 run in their roots.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::roots;
+use common::runtime::*;
+use common::*;
+
+/// Compiles busy.erl with `erlc` (in `root` when given, as `chroot ROOT
+/// erlc`) into a directory of the test's: the directory, as the process
+/// sees it.
+fn compiled(root: Option<&Path>, test: &str) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/workloads/erlang/busy.erl");
+    let (inside, there) = match root {
+        Some(root) => {
+            let inside = roots::copy_workloads(root, "erlang");
+            (inside.clone(), root.join(inside.strip_prefix("/").unwrap()))
+        }
+        None => {
+            let dir = out_dir(test);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::copy(&src, dir.join("busy.erl")).unwrap();
+            (dir.clone(), dir)
+        }
+    };
+    let mut erlc = match root {
+        Some(root) => {
+            let mut c = Command::new("chroot");
+            c.arg(root).arg("erlc");
+            c
+        }
+        None => Command::new("erlc"),
+    };
+    let out = erlc.arg("-o").arg(&inside).arg(inside.join("busy.erl")).output().unwrap_or_else(|e| panic!("erlc: {e}: erlang-base is not installed: run scripts/test.sh, which installs it"));
+    assert!(out.status.success() && there.join("busy.beam").exists(), "erlc: {out:?}");
+    inside
+}
+
+/// `erl [flags] -noshell -pa DIR -s busy main SECONDS` (in `root` when
+/// given), once it says "ready".
+fn start(root: Option<&Path>, flags: &[&str], dir: &Path, seconds: &str) -> KillOnDrop {
+    let mut cmd = match root {
+        Some(root) => {
+            let mut c = Command::new("chroot");
+            c.arg(root).arg("erl");
+            c
+        }
+        None => Command::new("erl"),
+    };
+    cmd.env("HOME", "/tmp").args(flags).args(["-noshell", "-pa"]).arg(dir).args(["-s", "busy", "main", seconds]);
+    start_ready(&mut cmd, "erl busy", "erlang-base is not installed: run scripts/test.sh, which installs it")
+}
+
+/// The stacks of the normal schedulers' threads, which run Erlang code:
+/// `N_scheduler-TID` before OTP 27, `erts_sched_N-TID` since.
+fn schedulers(stacks: &Folded) -> Folded {
+    let numbered = |n: &str| n.parse::<u32>().is_ok();
+    of_threads(stacks, |t| {
+        let name = t.rsplit_once('-').map_or(t, |(n, _)| n);
+        name.strip_suffix("_scheduler").is_some_and(numbered) || name.strip_prefix("erts_sched_").is_some_and(numbered)
+    })
+}
+
+/// The weight of stacks whose innermost user frame (past the kernel's)
+/// starts with `leaf`.
+fn leaf_weight(stacks: &Folded, leaf: &str) -> u64 {
+    stacks
+        .iter()
+        .filter(|(f, _)| f.iter().rev().find(|x| !x.ends_with("_[k]")).is_some_and(|x| x.starts_with(leaf)))
+        .map(|(_, w)| w)
+        .sum()
+}
+
+const SPIN: &str = "busy:spin/2 (busy.erl:";
+
+/// Without `+JPperf`: the spinning function named at the leaf from the
+/// JIT's own code map (no perf map is written), and the summary says its
+/// Erlang callers are not walked and what to do; `--no-beam` leaves it
+/// unnamed.
+#[test]
+fn jit_functions_are_named_from_the_jits_own_code_map() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let dir = compiled(None, "beam_busy_src");
+    let target = start(None, &[], &dir, "30");
+    let pid = target.id();
+    assert!(!Path::new(&format!("/tmp/perf-{pid}.map")).exists(), "the node wrote a perf map");
+    let (_, out) = capture_for(&["oncpu", "-F", "499"], pid, "3", "beam_busy");
+    let summary = String::from_utf8_lossy(&out.stderr).to_string();
+    let (no_dir, _) = capture_for(&["oncpu", "-F", "499", "--no-beam"], pid, "2", "beam_busy_off");
+    drop(target);
+    let stacks = schedulers(&read_folded(&out_dir_of("beam_busy").join("oncpu.folded")));
+    let all = total(&stacks);
+    let named = pct(leaf_weight(&stacks, SPIN), all);
+    eprintln!("OTP 25 without +JPperf: busy:spin/2 at the leaf in {named:.1}% of {all} samples");
+    assert!(all > 600, "{all} samples\n{summary}");
+    assert!(named >= 95.0, "{named:.1}% of {all} samples named busy:spin/2\n{stacks:?}\n{summary}");
+    let line = format!("Erlang: pid {pid} (beam.smp, OTP 25, erts ");
+    assert!(summary.contains(&line) && summary.contains("callers not walked") && summary.contains("+JPperf true"), "{summary}");
+    let off = schedulers(&read_folded(&no_dir.join("oncpu.folded")));
+    assert_eq!(leaf_weight(&off, "busy:"), 0, "--no-beam still names Erlang functions: {off:?}");
+    assert!(total(&off) > 300);
+}
+
+/// With `+JPperf true` the node keeps frame pointers: the chain is walked
+/// and every function named from the code map, with its lines (the perf
+/// map the node also writes names them `$busy:…`, without lines). A
+/// function that calls itself in tail position pops its frame before the
+/// jump: a sample between the two finds its caller's frame pointer and
+/// skips that caller (`inner` here), as perf's frame-pointer walk does;
+/// measured and bounded, not hidden.
+#[test]
+fn with_frame_pointers_the_erlang_chain_is_named_in_order() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let dir = compiled(None, "beam_chain_src");
+    let target = start(None, &["+JPperf", "true"], &dir, "30");
+    let Captured { pid, stacks, summary, .. } = capture_ended(target, "oncpu", "3", "beam_chain");
+    let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
+    let _ = std::fs::remove_file(format!("/tmp/jit-{pid}.dump"));
+    let stacks = schedulers(&stacks);
+    let all = total(&stacks);
+    let chain = ["busy:outer/2 (busy.erl:", "busy:middle/1 (busy.erl:", "busy:inner/1 (busy.erl:", SPIN];
+    let ordered = share_in_order(&stacks, &chain, prefixed);
+    let skipped = share_in_order(&stacks, &[chain[0], chain[1], chain[3]], prefixed) - ordered;
+    eprintln!("OTP 25 with +JPperf true: outer;middle;inner;spin {ordered:.1}% of {all} samples, inner skipped in {skipped:.1}%");
+    assert!(all > 600, "{all} samples\n{summary}");
+    assert!(ordered + skipped >= 95.0, "{ordered:.1}% + {skipped:.1}% of {all} samples in order\n{stacks:?}\n{summary}");
+    assert!(skipped <= 10.0, "inner skipped in {skipped:.1}% of {all} samples\n{stacks:?}");
+    assert!(summary.contains("walked by the frame pointers"), "{summary}");
+}
+
+/// Debian 13's OTP 27 in its root, named from its code map; Debian 11's
+/// OTP 23, an interpreter without the JIT, named in the summary as not
+/// read, with why.
+#[test]
+fn debian_11_and_13_erlangs_in_containers() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let trixie = roots::named("trixie-erlang");
+    let dir = compiled(Some(&trixie), "beam_27_src");
+    let target = start(Some(&trixie), &[], &dir, "30");
+    let Captured { pid, stacks, summary, .. } = capture_ended(target, "oncpu", "3", "beam_27");
+    let stacks = schedulers(&stacks);
+    let all = total(&stacks);
+    let named = pct(leaf_weight(&stacks, SPIN), all);
+    eprintln!("OTP 27 (Debian 13): busy:spin/2 at the leaf in {named:.1}% of {all} samples");
+    assert!(named >= 95.0 && all > 600, "{named:.1}% of {all}\n{stacks:?}\n{summary}");
+    assert!(summary.contains(&format!("Erlang: pid {pid} (beam.smp, OTP 27, ")), "{summary}");
+
+    let bullseye = roots::named("bullseye-erlang");
+    let dir = compiled(Some(&bullseye), "beam_23_src");
+    let target = start(Some(&bullseye), &[], &dir, "30");
+    let Captured { pid, summary, .. } = capture_ended(target, "oncpu", "2", "beam_23");
+    assert!(
+        summary.contains(&format!("Erlang: pid {pid} (beam.smp): not read: ")) && summary.contains("OTP 23's emulator without the JIT"),
+        "{summary}"
+    );
+}

@@ -1,0 +1,24 @@
+%% main -> outer -> middle -> inner -> spin for SECONDS, each a real call
+%% (none in tail position but spin's loop), so that each keeps its frame.
+-module(busy).
+-export([main/1]).
+
+main([Seconds]) ->
+    io:format("ready~n"),
+    Until = erlang:monotonic_time(millisecond) + list_to_integer(atom_to_list(Seconds)) * 1000,
+    outer(Until, 0),
+    halt(0).
+
+outer(Until, N) ->
+    M = middle(N) + 1,
+    case erlang:monotonic_time(millisecond) < Until of
+        true -> outer(Until, M rem 1000003);
+        false -> M
+    end.
+
+middle(N) -> inner(N) + 1.
+
+inner(N) -> spin(N, 200000) + 1.
+
+spin(N, 0) -> N;
+spin(N, K) -> spin((N * 7 + K) rem 1000003, K - 1).
