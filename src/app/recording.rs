@@ -285,12 +285,12 @@ fn runtime_settings(capture: &CaptureArgs, blocks: bool) -> Settings {
         (capture.no_go, BpfWalker::Go),
         (capture.no_java, BpfWalker::Java),
         (capture.no_node, BpfWalker::V8),
+        (capture.no_beam, BpfWalker::Beam),
     ];
     Settings {
         walkers: Walkers::all().without(off.into_iter().filter(|(no, _)| *no).map(|(_, w)| w).collect()),
         goroutines: !capture.no_go && blocks,
         no_lines: capture.no_py_lines,
-        beam: !capture.no_beam,
     }
 }
 

@@ -250,6 +250,9 @@ struct fg_stats {
 				 * thread Go did not start) */
 	__u64 go_cut;           /* no room left in the stack */
 	__u64 go_fault;         /* a failed read */
+	/* The BEAM's Erlang stacks (beam.bpf.h), of samples in its JIT code */
+	__u64 beam_walked;      /* read to the Erlang process's first frame */
+	__u64 beam_cut;         /* its first frame not found within reach: not read */
 	/* A staged start (staged.bpf.h): recorded by the first load, before
 	 * the runtimes' walkers joined */
 	__u64 lean_samples;     /* on-CPU samples */
@@ -658,6 +661,17 @@ struct fg_v8_proc {
 	__u16 sfi_name;    /* SharedFunctionInfo: name_or_scope_info */
 	__u16 sfi_script;  /* SharedFunctionInfo: script_or_debug_info */
 	__u16 pad[3];
+};
+
+/* A process running the BEAM's JIT (src/runtimes/beam/): the span of
+ * its JIT's code, where an Erlang process ends (the return address every
+ * Erlang process's stack starts with), and whether the node keeps frame
+ * pointers, for the walker (beam.bpf.h). */
+struct fg_beam_proc {
+	__u64 lo, hi;
+	__u64 normal_exit;
+	__u32 frame_pointers;
+	__u32 pad;
 };
 
 #define FG_JAVA_MAX_HEAPS 4

@@ -30,6 +30,7 @@
 #include "files.bpf.h"
 #include "java/java.bpf.h"
 #include "v8/v8.bpf.h"
+#include "beam/beam.bpf.h"
 
 /* One step with the frame pointer: rbp points at the saved rbp, with the
  * return address above it. */
@@ -155,6 +156,10 @@ static __always_inline long walk_frame(struct walk_ref *ref, const bool by_pid)
 			if (j == JAVA_OVER)
 				return 1;
 		}
+		/* The BEAM's JIT code: the Erlang process's stack read for
+		 * its return addresses, to the end of the walk (beam.bpf.h). */
+		if (!by_pid && !have_table && ref->proc && beam_frames(w, ref->buf, w->pid))
+			return 1;
 		/* V8's JavaScript frames: named by their function, then
 		 * walked by rbp (v8.bpf.h). */
 		if (!by_pid && ref->proc)

@@ -171,9 +171,9 @@ pub struct CaptureArgs {
     #[arg(long)]
     pub no_perl: bool,
 
-    /// Do not name the BEAM's (Erlang's, Elixir's) JIT-compiled functions
-    /// from its own code map: they then show as JIT code, named only
-    /// from a perf map (`+JPperf true`).
+    /// Leave the BEAM's (Erlang's, Elixir's) frames out: its JIT-compiled
+    /// functions are then neither named from the JIT's own code map (only
+    /// from a perf map, `+JPperf true`) nor their Erlang callers walked.
     #[arg(long)]
     pub no_beam: bool,
 

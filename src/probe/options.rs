@@ -141,7 +141,6 @@ impl Options {
             walkers: if u { asked.walkers } else { crate::runtimes::Walkers::NONE },
             goroutines: u && asked.goroutines && self.offcpu.is_some(),
             no_lines: asked.no_lines,
-            beam: u && asked.beam,
         }
     }
 

@@ -148,8 +148,6 @@ pub struct Settings {
     pub goroutines: bool,
     /// `name (file)` instead of `name (file:line)` (`--no-lines`).
     pub no_lines: bool,
-    /// The BEAM's JIT code map read (`--no-beam` not given).
-    pub beam: bool,
 }
 
 impl Default for Settings {
@@ -159,7 +157,6 @@ impl Default for Settings {
             walkers: Walkers::all(),
             goroutines: true,
             no_lines: false,
-            beam: true,
         }
     }
 }

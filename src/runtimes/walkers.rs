@@ -21,15 +21,27 @@ pub enum BpfWalker {
     Java,
     /// Node.js's: JavaScript frames named by their function.
     V8,
+    /// The BEAM's: an Erlang process's stack read for its functions'
+    /// return addresses.
+    Beam,
 }
 
 impl BpfWalker {
-    pub const ALL: [BpfWalker; 7] = [BpfWalker::Python, BpfWalker::Ruby, BpfWalker::Php, BpfWalker::Perl, BpfWalker::Go, BpfWalker::Java, BpfWalker::V8];
+    pub const ALL: [BpfWalker; 8] = [
+        BpfWalker::Python,
+        BpfWalker::Ruby,
+        BpfWalker::Php,
+        BpfWalker::Perl,
+        BpfWalker::Go,
+        BpfWalker::Java,
+        BpfWalker::V8,
+        BpfWalker::Beam,
+    ];
 
     /// On the interpreters' contract (interp.bpf.h): one place in the walk,
     /// refused together by some verifiers.
     pub fn interpreter(self) -> bool {
-        !matches!(self, BpfWalker::Java | BpfWalker::V8)
+        !matches!(self, BpfWalker::Java | BpfWalker::V8 | BpfWalker::Beam)
     }
 
     /// What the walker reads, as the summary names it.
@@ -42,10 +54,11 @@ impl BpfWalker {
             BpfWalker::Go => "Go labels",
             BpfWalker::Java => "Java",
             BpfWalker::V8 => "JavaScript",
+            BpfWalker::Beam => "Erlang",
         }
     }
 
-    fn bit(self) -> u8 {
+    fn bit(self) -> u16 {
         1 << self as u8
     }
 
@@ -59,13 +72,14 @@ impl BpfWalker {
             BpfWalker::Go => ro.go_labels = on,
             BpfWalker::Java => ro.java_frames = on,
             BpfWalker::V8 => ro.v8_frames = on,
+            BpfWalker::Beam => ro.beam_frames_on = on,
         }
     }
 }
 
 /// A set of walkers: those a capture asks for, or a load holds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Walkers(u8);
+pub struct Walkers(u16);
 
 impl Walkers {
     pub const NONE: Walkers = Walkers(0);

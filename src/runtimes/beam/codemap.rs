@@ -163,6 +163,13 @@ impl CodeMap {
         Ok(())
     }
 
+    /// The span of the code read: (lowest start, highest end).
+    pub fn span(&self) -> Option<(u64, u64)> {
+        let lo = self.ranges.values().next()?.start;
+        let hi = self.ranges.values().map(|r| r.end).max()?;
+        Some((lo, hi))
+    }
+
     /// The range holding `addr`.
     pub fn find(&self, addr: u64) -> Option<&Range> {
         self.ranges.range(..=addr).next_back().map(|(_, r)| r).filter(|r| addr < r.end)
@@ -200,7 +207,10 @@ impl CodeMap {
 mod tests {
     use super::*;
 
-    fn module(base: u64, name: &str, ranges: &[(u32, u32, &str, &[(u32, u32, &str)])]) -> Vec<u8> {
+    /// (start, end, name, lines: (start, line, file)).
+    type TestRange<'a> = (u32, u32, &'a str, &'a [(u32, u32, &'a str)]);
+
+    fn module(base: u64, name: &str, ranges: &[TestRange]) -> Vec<u8> {
         let mut b = Vec::new();
         b.extend(1u32.to_le_bytes());
         b.extend([0; 4]);

@@ -1,12 +1,10 @@
-//! The BEAM (Erlang, Elixir): its JIT-compiled functions named from the
-//! JIT's own code map ([`codemap`]), read from outside the process; no
-//! flag asked of the node (`+JPperf` is not needed for names). The
-//! functions' Erlang callers are walked only through the frame pointers a
-//! node started with `+JPperf true` keeps: the BEAM's default frames carry
-//! return addresses only, on a stack of the Erlang process's own, which
-//! fgbpf's walkers do not read yet; the summary says so. An emulator
-//! without the JIT (OTP 23 and earlier, or a build without it) is named
-//! as not read. [`walker`] is its user-space half in a capture.
+//! The BEAM (Erlang, Elixir), read with no flag asked of the node: its
+//! JIT-compiled functions named from the JIT's own code map ([`codemap`]),
+//! read from outside the process; their callers read in the kernel from
+//! each Erlang process's own stack (`beam.bpf.h`: the return addresses
+//! into the JIT's code, to the one every process starts with). An
+//! emulator without the JIT (OTP 23 and earlier) is named as not read.
+//! [`walker`] is its user-space half in a capture.
 
 pub mod codemap;
 pub mod walker;

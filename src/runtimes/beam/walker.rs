@@ -6,9 +6,11 @@
 
 use std::collections::HashMap;
 
+use libbpf_rs::{MapCore, MapFlags};
+
 use super::codemap::CodeMap;
 use super::{may_be_beam, Node};
-use crate::bpf::FgbpfSkel;
+use crate::bpf::{types, FgbpfSkel};
 use crate::procs::mem::Mem;
 use crate::procs::perf_map::PerfMap;
 use crate::profile::RawStack;
@@ -19,6 +21,8 @@ struct Process {
     node: Node,
     mem: Mem,
     map: CodeMap,
+    /// What the walker was last given (`beam_procs`).
+    given: Option<(u64, u64, u64)>,
 }
 
 pub(crate) struct Beam {
@@ -35,8 +39,7 @@ pub struct Found1 {
     pub otp: String,
     pub erts: String,
     pub modules: usize,
-    /// Whether the node keeps frame pointers (`+JPperf true`): its
-    /// functions' Erlang callers are walked.
+    /// Whether the node keeps frame pointers (`+JPperf true`).
     pub frame_pointers: bool,
 }
 
@@ -55,29 +58,52 @@ pub(crate) const REGISTERED: super::super::Registered = super::super::Registered
 
 /// Its reader, for every capture that walks user stacks.
 pub(crate) fn start(s: &Settings) -> Option<Box<dyn Runtime>> {
-    s.beam.then(|| {
+    s.walks(crate::runtimes::BpfWalker::Beam).then(|| {
         Box::new(Beam { procs: HashMap::new(), found_at: HashMap::new(), unsupported: HashMap::new(), no_lines: s.no_lines }) as Box<dyn Runtime>
     })
 }
 
 impl Beam {
-    fn read(&mut self, pid: u32) {
-        let Some(p) = self.procs.get_mut(&pid) else { return };
+    /// Reads what the JIT registered since the last read, and gives the
+    /// walker the span of its code. False when the process cannot be read.
+    fn read<M: MapCore>(&mut self, pid: u32, procs: &M) -> bool {
+        let Some(p) = self.procs.get_mut(&pid) else { return false };
         if let Err(why) = p.map.update(&p.mem, p.node.descriptor) {
+            let _ = procs.delete(&pid.to_ne_bytes());
             self.unsupported.insert(pid, why);
             self.procs.remove(&pid);
+            return false;
+        }
+        let (Some((lo, hi)), Some((frame_pointers, normal_exit))) = (p.map.span(), p.map.emulator) else { return true };
+        if p.given != Some((lo, hi, normal_exit)) {
+            let value = types::fg_beam_proc { lo, hi, normal_exit, frame_pointers: frame_pointers as u32, ..Default::default() };
+            // SAFETY: fg_beam_proc is a plain struct of integers.
+            let bytes = unsafe { plain::as_bytes(&value) };
+            if procs.update(&pid.to_ne_bytes(), bytes, MapFlags::ANY).is_ok() {
+                p.given = Some((lo, hi, normal_exit));
+            }
+        }
+        true
+    }
+
+    fn read_all<M: MapCore>(&mut self, procs: &M) {
+        let pids: Vec<u32> = self.procs.keys().copied().collect();
+        for pid in pids {
+            self.read(pid, procs);
         }
     }
 }
 
 impl Runtime for Beam {
-    fn track(&mut self, _skel: &mut FgbpfSkel<'_>, pid: u32, text: &str) {
+    fn track(&mut self, skel: &mut FgbpfSkel<'_>, pid: u32, text: &str) {
         let Some((m, file)) = runtime_binary(pid, text, may_be_beam, None, &mut self.found_at) else { return };
         match super::find(&file, m.path, m.start, m.offset) {
             Ok(Some(node)) => match Mem::open(pid) {
                 Ok(mem) => {
-                    self.procs.insert(pid, Process { node, mem, map: CodeMap::default() });
-                    self.read(pid);
+                    self.procs.insert(pid, Process { node, mem, map: CodeMap::default(), given: None });
+                    if self.read(pid, &skel.maps.beam_procs) {
+                        beam_added(skel);
+                    }
                 }
                 Err(e) => {
                     self.unsupported.insert(pid, format!("/proc/{pid}/mem: {e}"));
@@ -90,15 +116,8 @@ impl Runtime for Beam {
         }
     }
 
-    fn refresh(&mut self, _skel: &FgbpfSkel<'_>) {
-        let pids: Vec<u32> = self.procs.keys().copied().collect();
-        for pid in pids {
-            self.read(pid);
-        }
-    }
-
-    fn stopped(&mut self) {
-        self.refresh_all();
+    fn refresh(&mut self, skel: &FgbpfSkel<'_>) {
+        self.read_all(&skel.maps.beam_procs);
     }
 
     fn finish(&mut self, _stacks: &mut [RawStack], found: &mut Found) {
@@ -122,12 +141,14 @@ impl Runtime for Beam {
     }
 }
 
-impl Beam {
-    fn refresh_all(&mut self) {
-        let pids: Vec<u32> = self.procs.keys().copied().collect();
-        for pid in pids {
-            self.read(pid);
-        }
+/// Tells the walker a process was added to `beam_procs` (beam.bpf.h:
+/// `beam_tracked`): until then no frame looks the BEAM up.
+fn beam_added(skel: &mut FgbpfSkel<'_>) {
+    if let Some(bss) = skel.maps.bss_data.as_deref_mut() {
+        let p: *mut u32 = &mut bss.beam_tracked;
+        // SAFETY: as in crate::runtimes::interp_added: a field of the
+        // mapped .bss, written once with a volatile store.
+        unsafe { std::ptr::write_volatile(p, 1) };
     }
 }
 
@@ -136,18 +157,20 @@ pub fn lines(found: &Found, ctx: &crate::runtimes::walks::Context) -> Vec<String
     use crate::profile::names::printable;
     let mut out = Vec::new();
     for b in &found.beams {
-        let callers = if b.frame_pointers {
-            "their Erlang callers walked by the frame pointers the node keeps (+JPperf true)"
-        } else {
-            "their Erlang callers not walked: the node keeps no frame pointers (start it with +JPperf true), and fgbpf does not read the Erlang process's own stack yet"
-        };
         out.push(format!(
-            "Erlang: pid {} ({}, OTP {}, erts {}): JIT-compiled functions named from the JIT's own code map ({} modules); {callers}",
+            "Erlang: pid {} ({}, OTP {}, erts {}): JIT-compiled functions named from the JIT's own code map ({} modules), their callers read from each Erlang process's own stack",
             b.pid,
             printable(&ctx.process(b.pid)),
             printable(&b.otp),
             printable(&b.erts),
             b.modules
+        ));
+    }
+    let (walked, cut) = (ctx.stats.beam_walked, ctx.stats.beam_cut);
+    if cut > 0 {
+        out.push(format!(
+            "Erlang: {cut} of {} stacks in JIT code without their Erlang callers: the process's first call not within 4 KiB of its stack (deep recursion), or the code ran on the scheduler's own stack",
+            walked + cut
         ));
     }
     for (pid, why) in &found.beam_unsupported {
