@@ -175,13 +175,29 @@ impl CodeMap {
         self.ranges.range(..=addr).next_back().map(|(_, r)| r).filter(|r| addr < r.end)
     }
 
+    /// Whether `addr` is in a range of code the map names.
+    pub fn holds(&self, addr: u64) -> bool {
+        self.find(addr).is_some()
+    }
+
     /// Every range as (start, end, name) pieces, one per line of code
     /// when lines are wanted: "module:function/arity (file:line)", the
-    /// file by its name (as the other runtimes' frames are).
+    /// file by its name (as the other runtimes' frames are). A function's
+    /// prologue (`-CodeInfoPrologue`, where it is entered, a call in tail
+    /// position to itself included) is the function, at its first line.
     pub fn pieces(&self, lines: bool) -> Vec<(u64, u64, String)> {
         let base = |f: &str| f.rsplit('/').next().unwrap_or(f).to_string();
         let mut out = Vec::new();
         for r in self.ranges.values() {
+            if let Some(function) = r.name.strip_suffix("-CodeInfoPrologue") {
+                let body = self.ranges.get(&r.end).filter(|b| b.name == function);
+                let name = match body.and_then(|b| b.lines.first()).filter(|_| lines) {
+                    Some((_, line, file)) => format!("{function} ({}:{line})", base(file)),
+                    None => function.to_string(),
+                };
+                out.push((r.start, r.end, name));
+                continue;
+            }
             if !lines || r.lines.is_empty() {
                 out.push((r.start, r.end, r.name.clone()));
                 continue;
@@ -240,11 +256,19 @@ mod tests {
 
     #[test]
     fn a_module_is_read_exactly_with_its_lines() {
-        let b = module(0x7000, "busy", &[(0, 0x30, "busy::codeHeader", &[]), (0x30, 0x80, "busy:spin/2", &[(0x40, 7, "busy.erl"), (0x60, 8, "/src/busy.erl")])]);
+        let b = module(
+            0x7000,
+            "busy",
+            &[
+                (0, 0x20, "busy::codeHeader", &[]),
+                (0x20, 0x30, "busy:spin/2-CodeInfoPrologue", &[]),
+                (0x30, 0x80, "busy:spin/2", &[(0x40, 7, "busy.erl"), (0x60, 8, "/src/busy.erl")]),
+            ],
+        );
         let Some(Entry::Module { name, ranges }) = parse(&b) else { panic!("not parsed") };
         assert_eq!(name, "busy");
-        assert_eq!(ranges[1].start, 0x7030);
-        assert_eq!(ranges[1].lines.len(), 2);
+        assert_eq!(ranges[2].start, 0x7030);
+        assert_eq!(ranges[2].lines.len(), 2);
         let mut map = CodeMap::default();
         for r in ranges {
             map.ranges.insert(r.start, r);
@@ -254,6 +278,7 @@ mod tests {
         let pieces = map.pieces(true);
         assert!(pieces.contains(&(0x7060, 0x7080, "busy:spin/2 (busy.erl:8)".into())), "{pieces:?}");
         assert!(pieces.contains(&(0x7030, 0x7040, "busy:spin/2 (busy.erl:7)".into())), "{pieces:?}");
+        assert!(pieces.contains(&(0x7020, 0x7030, "busy:spin/2 (busy.erl:7)".into())), "{pieces:?}");
         // One byte short or long, or a range past the code: refused.
         assert!(parse(&b[..b.len() - 1]).is_none());
         let mut long = b.clone();

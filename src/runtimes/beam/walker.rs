@@ -120,7 +120,17 @@ impl Runtime for Beam {
         self.read_all(&skel.maps.beam_procs);
     }
 
-    fn finish(&mut self, _stacks: &mut [RawStack], found: &mut Found) {
+    fn finish(&mut self, stacks: &mut [RawStack], found: &mut Found) {
+        for r in stacks.iter_mut() {
+            if let Some(p) = self.procs.get(&r.pid) {
+                clean(r, &p.map);
+            }
+            if let Some(w) = r.waker.as_deref_mut() {
+                if let Some(p) = self.procs.get(&w.pid) {
+                    clean(w, &p.map);
+                }
+            }
+        }
         for (&pid, p) in &self.procs {
             let (frame_pointers, _) = p.map.emulator.unwrap_or((false, 0));
             found.beams.push(Found1 { pid, otp: p.node.otp.clone(), erts: p.node.erts.clone(), modules: p.map.modules, frame_pointers });
@@ -138,6 +148,18 @@ impl Runtime for Beam {
 
     fn knows(&self, pid: u32) -> bool {
         self.procs.contains_key(&pid) || self.unsupported.contains_key(&pid)
+    }
+}
+
+/// Drops the words the walker took for return addresses that are in the
+/// span of the JIT's code but in none of its ranges (a frame pointer into
+/// a stack the span holds): not frames. The leaf, a pc, is kept.
+fn clean(r: &mut RawStack, map: &CodeMap) {
+    let Some((lo, hi)) = map.span() else { return };
+    let stray = |w: u64| (lo..hi).contains(&w) && !map.holds(w.wrapping_sub(1));
+    if r.user.iter().skip(1).any(|&w| stray(w)) {
+        let words: Vec<u64> = r.user.iter().take(1).copied().chain(r.user.iter().skip(1).copied().filter(|&w| !stray(w))).collect();
+        r.user = words.into();
     }
 }
 
