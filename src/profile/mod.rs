@@ -3,6 +3,7 @@
 
 pub mod build;
 pub mod frame_lists;
+pub mod heap;
 pub mod merge;
 pub mod names;
 pub mod raw;

@@ -1,0 +1,37 @@
+//! `fgbpf alloc`'s options: the sampling interval, the live-allocation
+//! map's size and the overhead bound, beside the capture commands'
+//! targets, maps and root frames; and its `--help` text, which says what
+//! probing the allocator costs.
+
+use clap::Args;
+
+use super::{CaptureArgs, MapArgs, RootArgs};
+
+/// `fgbpf alloc --help`'s text.
+pub(super) const ALLOC_ABOUT: &str = "Allocations by stack, sampled by bytes: uprobes on the C library's malloc, calloc, realloc, memalign/aligned_alloc, posix_memalign and free, in the library the target maps (through /proc/PID/root: a container's own). A thread's allocations are sampled on average once every --sample-bytes bytes (Poisson sampling, as Go, jemalloc and tcmalloc do: a countdown of bytes drawn from an exponential distribution); only a sampled call's stack is walked, and each sample counts as s / (1 - exp(-s/mean)) bytes, an unbiased estimate. Frees are matched to the sampled allocations: what is left at the end is in use. Writes alloc_space, alloc_objects, inuse_space and inuse_objects (.folded, .svg), alloc.pb.gz with the four sample types of Go's heap profiles (with --format pprof) and report.txt, whose first lines name the top allocating and the top retaining paths. jemalloc, tcmalloc and mimalloc are detected but not read; static binaries are refused.\n\nCost, measured on this project's 2-CPU VM (docs/commands.md): every allocation call takes a breakpoint trap at its entry and another at its return, and every free one: about 3.5 us added per malloc+free pair here, whether sampled or not; a sampled allocation walks its stack (a few us more). A program making 100,000 allocations a second loses about a third of a CPU. With -p, fgbpf measures the target's call rate for 0.2 s before the capture and refuses when the estimated cost exceeds --max-overhead (percent of one CPU) unless --force.";
+
+/// `fgbpf alloc`: how to sample and what it may cost.
+#[derive(Debug, Args, Clone, Default)]
+pub struct AllocArgs {
+    /// Mean bytes allocated between two samples, per thread; 1 samples
+    /// every allocation.
+    #[arg(long, value_name = "N", default_value_t = crate::probe::alloc::DEFAULT_SAMPLE_BYTES, value_parser = clap::value_parser!(u64).range(1..=(1u64 << 40)))]
+    pub sample_bytes: u64,
+    /// Sampled allocations kept live at once to match their frees (96
+    /// bytes each); beyond it, further sampled allocations stay in use.
+    #[arg(long, value_name = "N", default_value_t = 262_144, value_parser = clap::value_parser!(u32).range(64..=16_777_216))]
+    pub max_live: u32,
+    /// Refuse a -p target whose allocation calls, measured for 0.2 s
+    /// before the capture, would cost more than this percent of one CPU.
+    #[arg(long, value_name = "PERCENT", default_value_t = 10.0)]
+    pub max_overhead: f64,
+    /// Run whatever the measured cost.
+    #[arg(long)]
+    pub force: bool,
+    #[command(flatten)]
+    pub capture: CaptureArgs,
+    #[command(flatten)]
+    pub maps: MapArgs,
+    #[command(flatten)]
+    pub roots: RootArgs,
+}
