@@ -26,10 +26,10 @@ fn shares(stacks: &[(Vec<String>, u64)]) -> [f64; 3] {
 
 /// Runs `fgbpf alloc` on the workload with `args`; gives the output dir
 /// and stderr.
-fn capture(test: &str, formats: &str, workload_args: &[&str]) -> (std::path::PathBuf, String) {
+fn capture(test: &str, formats: &str, sample_bytes: &str, workload_args: &[&str]) -> (std::path::PathBuf, String) {
     let dir = out_dir(test);
     let bin = plain_workload("alloc_split");
-    let out = run(fgbpf().args(["alloc", "--format", formats, "-o"]).arg(&dir).arg("--").arg(&bin).args(workload_args));
+    let out = run(fgbpf().args(["alloc", "--sample-bytes", sample_bytes, "--format", formats, "-o"]).arg(&dir).arg("--").arg(&bin).args(workload_args));
     assert_ok(&out);
     (dir, String::from_utf8_lossy(&out.stderr).into_owned())
 }
@@ -81,13 +81,15 @@ fn allocated_bytes_split_as_the_program_and_heaptrack_say() {
         return;
     }
     let _serial = serial();
-    let (dir, stderr) = capture("alloc-split", "folded,svg", &["4096"]);
+    // 256 MiB, one sample every 64 KiB on average: ~4,000 samples of
+    // ~250,000 calls (each call traps: 25 us a malloc and free here).
+    let (dir, stderr) = capture("alloc-split", "folded,svg", "65536", &["256"]);
     let ours = shares(&read_folded(&dir.join("alloc_space.folded")));
     // heaptrack on a second run of the same program.
     let ht = out_dir("alloc-split-heaptrack");
     std::fs::create_dir_all(&ht).unwrap();
     let bin = plain_workload("alloc_split");
-    let status = Command::new("heaptrack").arg("-o").arg(ht.join("split")).arg(&bin).arg("4096").status().expect("heaptrack is installed (scripts/test.sh)");
+    let status = Command::new("heaptrack").arg("-o").arg(ht.join("split")).arg(&bin).arg("256").status().expect("heaptrack is installed (scripts/test.sh)");
     assert!(status.success());
     let file = std::fs::read_dir(&ht).unwrap().flatten().map(|e| e.path()).find(|p| p.to_string_lossy().contains("split")).expect("heaptrack's file");
     let hb = heaptrack_bytes(&file);
@@ -98,11 +100,11 @@ fn allocated_bytes_split_as_the_program_and_heaptrack_say() {
         assert!((ours[i] - SPLIT[i]).abs() <= 5.0, "{}: {:.1}% of the bytes, known {}%", FUNCS[i], ours[i], SPLIT[i]);
         assert!((ours[i] - theirs[i]).abs() <= 5.0, "{}: {:.1}% of the bytes, heaptrack {:.1}%", FUNCS[i], ours[i], theirs[i]);
     }
-    // Sampled, not every call: a few thousand samples of ~45,000 calls.
+    // Sampled, not every call.
     let line = stderr.lines().find(|l| l.starts_with("alloc: ") || l.contains("alloc: ")).unwrap_or_else(|| panic!("no alloc line: {stderr}"));
     let calls: u64 = number_between(line, "alloc: ", " allocation calls").unwrap();
     let sampled: u64 = number_between(line, "calls, ", " sampled").unwrap();
-    assert!(sampled > 1000 && sampled * 3 < calls, "{line}");
+    assert!(sampled > 1000 && sampled * 20 < calls, "{line}");
     let report = std::fs::read_to_string(dir.join("report.txt")).unwrap();
     let first = report.lines().next().unwrap();
     assert!(first.starts_with("Top allocating path") && first.contains("spend_a"), "{first}");
@@ -114,12 +116,12 @@ fn a_leaking_function_holds_the_bytes_in_use_at_the_end() {
         return;
     }
     let _serial = serial();
-    let (dir, _) = capture("alloc-leak", "folded", &["2048", "leak"]);
+    let (dir, _) = capture("alloc-leak", "folded", "65536", &["256", "leak"]);
     let inuse = read_folded(&dir.join("inuse_space.folded"));
     let of_b = weight_with(&inuse, "spend_b");
     assert!(pct(of_b, total(&inuse)) >= 90.0, "spend_b holds {:.1}% of in-use bytes: {inuse:?}", pct(of_b, total(&inuse)));
-    // About its 30% of 2 GiB, and the freed ones nothing.
-    let expected = 0.3 * 2048.0 * 1048576.0;
+    // About its 30% of 256 MiB, and the freed ones nothing.
+    let expected = 0.3 * 256.0 * 1048576.0;
     assert!((of_b as f64 - expected).abs() < 0.1 * expected, "spend_b in use: {of_b} bytes, about {expected} leaked");
     // Its allocations are still counted as allocations too.
     let allocated = shares(&read_folded(&dir.join("alloc_space.folded")));
@@ -135,7 +137,8 @@ fn pprof_has_go_heap_profile_sample_types() {
         return;
     }
     let _serial = serial();
-    let (dir, _) = capture("alloc-pprof", "pprof", &["1024", "leak"]);
+    // The default mean, 512 KiB.
+    let (dir, _) = capture("alloc-pprof", "pprof", "524288", &["256", "leak"]);
     let file = dir.join("alloc.pb.gz");
     let raw = Command::new("go").args(["tool", "pprof", "-raw"]).arg(&file).output().expect("go is installed");
     assert!(raw.status.success(), "go tool pprof -raw: {}", String::from_utf8_lossy(&raw.stderr));

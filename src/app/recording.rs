@@ -195,6 +195,7 @@ impl<'a> Recording<'a> {
             mean: args.sample_bytes,
             libc: Default::default(),
             pid: -1,
+            measure: false,
             unread: Vec::new(),
             max_live: args.max_live,
             max_overhead: (!args.force).then_some((args.max_overhead.max(0.0) * 100.0) as u64),

@@ -35,21 +35,24 @@ pub struct Options {
     pub unread: Vec<String>,
     /// Entries of the live-allocation map.
     pub max_live: u32,
+    /// One `-p` process: its call rate is measured before the capture.
+    pub measure: bool,
     /// `--max-overhead` in hundredths of a percent of one CPU, `None`
     /// with `--force`.
     pub max_overhead: Option<u64>,
 }
 
-/// Nanoseconds one allocation call adds (its entry and return traps and
+/// Nanoseconds one allocation call adds with its free (three traps and
 /// the programs), measured here (docs/commands.md): the cost estimate's.
-pub const NS_PER_CALL: f64 = 1500.0;
+pub const NS_PER_CALL: f64 = 25_000.0;
 
 /// How long the call rate is measured before a `-p` capture.
 const MEASURE: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// Fills in which C library to probe, and in which process, for `targets`:
 /// one `-p` process's own; a command's (not started yet) or a host's, the
-/// one fgbpf maps.
+/// one fgbpf maps. Several `-p` processes, or a host: every process mapping
+/// it traps, the BPF filter keeping the targets'.
 pub fn place(opts: &mut Options, targets: &super::Targets) -> Result<(), String> {
     let one = match (&targets.pids[..], targets.held) {
         ([pid], None) => Some(*pid),
@@ -58,9 +61,13 @@ pub fn place(opts: &mut Options, targets: &super::Targets) -> Result<(), String>
     let (libc, unread) = find_libc(targets.pids.first().copied())?;
     opts.libc = libc;
     opts.unread = unread;
-    opts.pid = match (one, targets.held, targets.follow_children) {
-        (Some(pid), _, _) => pid as i32,
-        (None, Some(held), false) if targets.pids.is_empty() => held as i32,
+    // A command: its own process only (the uprobes follow it through its
+    // exec; the processes it forks are not probed), never every process
+    // mapping the library, which would all pay the traps.
+    opts.measure = one.is_some();
+    opts.pid = match (one, targets.held) {
+        (Some(pid), _) => pid as i32,
+        (None, Some(held)) if targets.pids.is_empty() => held as i32,
         _ => -1,
     };
     Ok(())
@@ -71,7 +78,7 @@ impl super::Probe {
     /// counted over [`MEASURE`] since attaching, refused when their
     /// estimated cost is above the bound; else what it measured.
     pub fn alloc_cost_check(&self, opts: &Options) -> Result<Option<String>, String> {
-        let Some(max) = opts.max_overhead.filter(|_| opts.pid > 0).map(|m| m as f64 / 100.0) else { return Ok(None) };
+        let Some(max) = opts.max_overhead.filter(|_| opts.measure).map(|m| m as f64 / 100.0) else { return Ok(None) };
         let calls = |p: &Self| tally_calls(&p.skel);
         let (before, t0) = (calls(self), std::time::Instant::now());
         std::thread::sleep(MEASURE);

@@ -1,7 +1,9 @@
 /* fgbpf alloc's test workload: allocates 50/30/20 of its bytes from
- * spend_a, spend_b and spend_c (sizes 16 B to 1 MiB, log-uniform), each
- * block freed at once, except that `leak` keeps spend_b's blocks (and
- * spend_a's and spend_c's are still freed). Usage: split TOTAL_MIB [leak]
+ * spend_a (malloc, 16 B to 4 KiB), spend_b (calloc, 4 KiB to 1 MiB) and
+ * spend_c (posix_memalign, 16 B to 1 MiB), sizes log-uniform, each block
+ * freed at once, except that `leak` keeps spend_b's blocks (spend_a's and
+ * spend_c's are still freed). Sizes differ by function so that a wrong
+ * weighing of small against large samples shows in the shares. Usage: split TOTAL_MIB [leak]
  * [wait]: with `wait`, prints "ready" and waits for a line on stdin before
  * allocating, and prints "done" and waits again before exiting. */
 #include <stdio.h>
@@ -22,13 +24,12 @@ static unsigned long long next(void)
 	return state;
 }
 
-/* 16 B .. 1 MiB, log-uniform. */
-static size_t size_of_next(void)
+/* 2^from .. 2^to bytes, log-uniform. */
+static size_t size_of_next(unsigned from, unsigned to)
 {
-	unsigned shift = 4 + next() % 17; /* 2^4 .. 2^20 */
+	unsigned shift = from + next() % (to - from);
 	size_t lo = (size_t)1 << shift;
-	size_t s = lo + next() % lo;
-	return s > (1 << 20) ? (1 << 20) : s;
+	return lo + next() % lo;
 }
 
 static void use(char *p, size_t s)
@@ -104,7 +105,7 @@ int main(int argc, char **argv)
 		for (int f = 0; f < 3; f++) {
 			if (done[f] * 100 > (all + 1) * share[f])
 				continue;
-			size_t s = size_of_next();
+			size_t s = f == 0 ? size_of_next(4, 12) : f == 1 ? size_of_next(12, 20) : size_of_next(4, 20);
 			done[f] += f == 0 ? spend_a(s) : f == 1 ? spend_b(s) : spend_c(s);
 			all += s;
 		}
