@@ -89,7 +89,7 @@ impl Heap {
     pub fn build(raw: &Profile, mean: u64) -> Heap {
         let mut profile = Profile::new(Unit::Samples);
         profile.meta = raw.meta.clone();
-        profile.meta.kind = Kind::Other;
+        profile.meta.kind = Kind::Alloc;
         profile.meta.frequency = None;
         profile.meta.slice = None;
         profile.unresolved = raw.unresolved.clone();
