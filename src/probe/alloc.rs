@@ -86,11 +86,11 @@ impl super::Probe {
         let percent = n * NS_PER_CALL / 1e7;
         if percent > max {
             return Err(format!(
-                "process {} makes {:.0} allocation calls a second: probing them would cost about {percent:.0}% of a CPU ({NS_PER_CALL:.0} ns per call), above --max-overhead {max} (every call traps, sampled or not): give --force to run anyway",
+                "process {} makes {:.0} allocation calls a second while probed (the traps slow it): about {percent:.0}% of a CPU in the traps ({NS_PER_CALL:.0} ns a call with its free), above --max-overhead {max} (every call traps, sampled or not): give --force to run anyway",
                 opts.pid, n
             ));
         }
-        Ok(Some(format!("alloc: process {} makes {n:.0} allocation calls a second: about {percent:.1}% of a CPU while probed", opts.pid)))
+        Ok(Some(format!("alloc: process {} makes {n:.0} allocation calls a second while probed: about {percent:.1}% of a CPU in the traps", opts.pid)))
     }
 }
 
