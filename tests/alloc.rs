@@ -153,3 +153,55 @@ fn pprof_has_go_heap_profile_sample_types() {
         assert!(first.ends_with(top), "-sample_index {index}: {first}\n{text}");
     }
 }
+
+/// A process in its own root with its own copy of the C library (another
+/// file: the host's uprobes would not fire in it), as in a container:
+/// `-p` probes the library it maps, found through /proc/PID/map_files.
+#[test]
+fn a_process_in_its_own_root_is_probed_in_its_own_c_library() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    use std::io::{BufRead, BufReader, Write};
+    let root = out_dir("alloc-root");
+    for (from, to) in [("/lib/x86_64-linux-gnu/libc.so.6", "lib/x86_64-linux-gnu/libc.so.6"), ("/lib64/ld-linux-x86-64.so.2", "lib64/ld-linux-x86-64.so.2")] {
+        let to = root.join(to);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(from, &to).unwrap();
+    }
+    std::fs::create_dir_all(root.join("bin")).unwrap();
+    std::fs::copy(plain_workload("alloc_split"), root.join("bin/split")).unwrap();
+    let mut child = Command::new("chroot")
+        .arg(&root)
+        .args(["/bin/split", "256", "leak", "wait"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut stdin = child.stdin.take().unwrap();
+    let workload = KillOnDrop(child);
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+    let maps = std::fs::read_to_string(format!("/proc/{}/maps", workload.id())).unwrap();
+    assert!(maps.contains(&format!("{}/lib/x86_64-linux-gnu/libc.so.6", root.display())), "{maps}");
+    let dir = out_dir("alloc-root-capture");
+    let capture = spawn_attached(fgbpf().args(["alloc", "--sample-bytes", "65536", "-p", &workload.id().to_string(), "-o"]).arg(&dir));
+    writeln!(stdin, "go").unwrap();
+    line.clear();
+    out.read_line(&mut line).unwrap(); // the bytes line
+    line.clear();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "done");
+    writeln!(stdin, "end").unwrap();
+    let out = capture.finish_by(std::time::Instant::now(), std::time::Duration::from_secs(60));
+    assert_ok(&out);
+    let ours = shares(&read_folded(&dir.join("alloc_space.folded")));
+    for i in 0..3 {
+        assert!((ours[i] - SPLIT[i]).abs() <= 5.0, "{}: {:.1}% of the bytes, known {}%", FUNCS[i], ours[i], SPLIT[i]);
+    }
+    let inuse = read_folded(&dir.join("inuse_space.folded"));
+    assert!(pct(weight_with(&inuse, "spend_b"), total(&inuse)) >= 90.0, "{inuse:?}");
+}

@@ -125,12 +125,6 @@ pub fn write(
         for (stem, p) in crate::format::alloc::STEMS.iter().zip(&heap_views) {
             side.add(&format!("{stem}.folded"), p, thread_roots == Leading::Process, drawn);
         }
-        if let (Some(target), Some(mut export)) = (otlp, export) {
-            for p in &heap_views {
-                export.add(p, start_ns(p));
-            }
-            super::otlp::send(target, export);
-        }
         if formats.contains(&Format::Folded) {
             let path = dir.join(sidecar::FILE);
             write_file(&path, |w| side.write(w)).map_err(CliError::failed)?;

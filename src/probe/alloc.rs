@@ -102,8 +102,11 @@ fn tally_calls(skel: &FgbpfSkel<'_>) -> u64 {
 }
 
 /// The C library `pid` maps (`None`: this process's, for a command not
-/// started yet or a whole host), as a path through its root; and the
-/// other allocators it maps.
+/// started yet or a whole host), as a path this process can open: the
+/// mapping's `/proc/PID/map_files` link (the very file, whatever the
+/// target's mount namespace or root; /proc/PID/maps names it as seen from
+/// fgbpf's root, which a container's may not be), else the path through
+/// `/proc/PID/root`; and the other allocators it maps.
 pub fn find_libc(pid: Option<u32>) -> Result<(PathBuf, Vec<String>), String> {
     let proc_dir = pid.map_or_else(|| "/proc/self".to_string(), |p| format!("/proc/{p}"));
     let maps = std::fs::read_to_string(format!("{proc_dir}/maps")).map_err(|e| format!("reading {proc_dir}/maps: {e}"))?;
@@ -113,7 +116,7 @@ pub fn find_libc(pid: Option<u32>) -> Result<(PathBuf, Vec<String>), String> {
         let Some(path) = line.split_whitespace().nth(5).filter(|p| p.starts_with('/')) else { continue };
         let name = Path::new(path).file_name().and_then(|n| n.to_str()).unwrap_or("");
         if libc.is_none() && (name.starts_with("libc.so") || (name.starts_with("libc-") && name.ends_with(".so"))) {
-            libc = Some(path.to_string());
+            libc = Some((line.split_whitespace().next().unwrap_or("").to_string(), path.to_string()));
         }
         for other in ["libjemalloc", "libtcmalloc", "libmimalloc"] {
             if name.starts_with(other) && !unread.iter().any(|u: &String| u.starts_with(other)) {
@@ -124,11 +127,18 @@ pub fn find_libc(pid: Option<u32>) -> Result<(PathBuf, Vec<String>), String> {
     let libc = libc.ok_or_else(|| {
         format!("{} maps no C library (libc.so): a static binary's allocator is not probed yet", pid.map_or("fgbpf".into(), |p| format!("process {p}")))
     })?;
-    let through_root = match pid {
-        Some(p) => PathBuf::from(format!("/proc/{p}/root{libc}")),
+    let (range, libc) = libc;
+    let path = match pid {
+        Some(p) => {
+            let link = PathBuf::from(format!("/proc/{p}/map_files/{range}"));
+            match std::fs::metadata(&link) {
+                Ok(_) => link,
+                Err(_) => PathBuf::from(format!("/proc/{p}/root{libc}")),
+            }
+        }
         None => PathBuf::from(libc),
     };
-    Ok((through_root, unread))
+    Ok((path, unread))
 }
 
 /// The exponential table of alloc.bpf.h: -ln((i + 0.5) / 4096) in
