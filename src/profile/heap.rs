@@ -175,4 +175,26 @@ mod tests {
         assert!((b - 524_296.0).abs() < 1.0, "{b}");
         assert!((o - 524_296.0 / 16.0).abs() < 0.1, "{o}");
     }
+
+    #[test]
+    fn in_use_is_what_was_allocated_less_what_was_freed_per_stack() {
+        use crate::profile::{Frame, FrameKind, Thread};
+        let mut raw = Profile::new(Unit::Samples);
+        let (a, b) = (raw.intern_frame(Frame::new("a", FrameKind::User)), raw.intern_frame(Frame::new("b", FrameKind::User)));
+        let mut add = |frame, group: Counted, n| {
+            let thread = raw.intern_thread(Thread { pid: 1, tid: 1, group: Some(group.name()), ..Default::default() });
+            raw.push(Stack { thread: Some(thread), frames: vec![frame].into(), weight: n, ..Default::default() });
+        };
+        add(a, Counted::Alloc(100), 3);
+        add(a, Counted::Free(100), 3);
+        add(b, Counted::Alloc(1000), 2);
+        add(b, Counted::Free(1000), 1);
+        let heap = Heap::build(&raw, 1);
+        assert_eq!(heap.values, vec![[3, 300, 0, 0], [2, 2000, 1, 1000]]);
+        // One thread again, its group gone.
+        assert_eq!(heap.profile.threads().len(), 1);
+        assert_eq!(heap.profile.threads()[0].group, None);
+        assert_eq!(heap.view(INUSE_SPACE).total(), 1000);
+        assert_eq!(heap.view(ALLOC_OBJECTS).total(), 5);
+    }
 }
