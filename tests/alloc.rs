@@ -205,3 +205,22 @@ fn a_process_in_its_own_root_is_probed_in_its_own_c_library() {
     let inuse = read_folded(&dir.join("inuse_space.folded"));
     assert!(pct(weight_with(&inuse, "spend_b"), total(&inuse)) >= 90.0, "{inuse:?}");
 }
+
+/// A live map too small for what stays in use: the sampled allocations it
+/// could not keep (their frees cannot be matched) are told, with the
+/// option that raises it.
+#[test]
+fn allocations_the_live_map_cannot_keep_are_told() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let dir = out_dir("alloc-live-full");
+    let bin = plain_workload("alloc_split");
+    let out = run(fgbpf().args(["alloc", "--max-live", "64", "--sample-bytes", "65536", "--format", "folded", "-o"]).arg(&dir).arg("--").arg(&bin).args(["256", "leak"]));
+    assert_ok(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let line = stderr.lines().find(|l| l.contains("live map full")).unwrap_or_else(|| panic!("no loss told: {stderr}"));
+    let lost: u64 = number_between(line, "fgbpf: lost ", " ").unwrap();
+    assert!(lost > 100 && line.contains("--max-live"), "{line}");
+}
