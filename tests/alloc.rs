@@ -224,3 +224,27 @@ fn allocations_the_live_map_cannot_keep_are_told() {
     let lost: u64 = number_between(line, "fgbpf: lost ", " ").unwrap();
     assert!(lost > 100 && line.contains("--max-live"), "{line}");
 }
+
+/// spend_c through anonymous mmap/munmap, then through aligned_alloc(16)
+/// (glibc's memalign, which jumps to malloc for such alignments): each
+/// call counted once, at the function the program called, and freed.
+#[test]
+fn mmap_and_nested_allocators_count_once_at_the_function_called() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    for (mode, leaf) in [("mmap", "mmap"), ("aligned", "memalign")] {
+        let (dir, stderr) = capture(&format!("alloc-{mode}"), "folded", "65536", &["256", mode]);
+        let stacks = read_folded(&dir.join("alloc_space.folded"));
+        let ours = shares(&stacks);
+        for i in 0..3 {
+            assert!((ours[i] - SPLIT[i]).abs() <= 5.0, "{mode}: {}: {:.1}% of the bytes, known {}%", FUNCS[i], ours[i], SPLIT[i]);
+        }
+        let of_c: Vec<&String> = stacks.iter().filter(|(f, _)| f.iter().any(|x| x == "spend_c")).map(|(f, _)| f.last().unwrap()).collect();
+        assert!(of_c.iter().all(|l| l.contains(leaf)), "{mode}: spend_c's leaves {of_c:?}");
+        let inuse = read_folded(&dir.join("inuse_space.folded"));
+        assert!(total(&inuse) < 1 << 20, "{mode}: everything was freed, yet {inuse:?}");
+        assert!(stderr.contains("lost: none"), "{mode}: {stderr}");
+    }
+}

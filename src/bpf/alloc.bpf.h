@@ -1,6 +1,7 @@
 /* `fgbpf alloc`: the C library's allocator calls, sampled by bytes.
  * Uprobes on malloc, calloc, realloc, memalign (aligned_alloc is the same
- * address in glibc) and posix_memalign (the BPF cookie says which) keep
+ * address in glibc), posix_memalign and anonymous mmap (the BPF cookie
+ * says which; calls nested in another of them are left out) keep
  * a per-thread countdown of bytes drawn from an exponential distribution
  * of mean alloc_mean (Poisson sampling, as Go, jemalloc and tcmalloc
  * sample): an allocation that reaches it is sampled. A sampled call's
@@ -36,7 +37,10 @@ enum fg_alloc_fn {
 	FG_REALLOC = 2,
 	FG_MEMALIGN = 3,
 	FG_POSIX_MEMALIGN = 4,
+	FG_MMAP = 5,
 };
+
+#define FG_MAP_ANONYMOUS 0x20
 
 /* The per-CPU counters (src/probe/alloc.rs: Tally, same order). */
 struct fg_alloc_stats {
@@ -60,6 +64,13 @@ struct fg_alloc_thread {
 	__u64 memptr;    /* posix_memalign: where the address is written */
 	__u32 pending;   /* 0: none; 1: address returned; 2: through memptr */
 	__u32 pad;
+	/* The stack pointer at the entry of the outermost probed call in
+	 * progress (0: none). glibc's functions call each other (realloc(NULL)
+	 * and small-aligned memalign call malloc, malloc calls mmap): a call
+	 * entered deeper (a lower sp, or the same: a tail call) is nested,
+	 * left to the outer one, and so is its return; a return above it is
+	 * the outer call's. */
+	__u64 outer_sp;
 	struct fg_key key; /* the pending call's, stack taken at the entry */
 };
 
@@ -133,7 +144,7 @@ static __always_inline bool alloc_is_target(__u32 pid, __u32 tid)
 SEC("uprobe")
 int alloc_entry(struct pt_regs *ctx)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid(), size = 0, memptr = 0;
+	__u64 pid_tgid = bpf_get_current_pid_tgid(), size = 0, memptr = 0, sp;
 	__u32 pid = pid_tgid >> 32, tid = (__u32)pid_tgid, fn = (__u32)bpf_get_attach_cookie(ctx);
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	struct fg_alloc_stats *as;
@@ -145,24 +156,6 @@ int alloc_entry(struct pt_regs *ctx)
 	as = alloc_stats_get();
 	if (!as)
 		return 0;
-	switch (fn) {
-	case FG_MALLOC: size = PT_REGS_PARM1(ctx); break;
-	case FG_CALLOC: size = PT_REGS_PARM1(ctx) * PT_REGS_PARM2(ctx); break;
-	case FG_REALLOC:
-		/* The old block is freed (or moved): a free, then an
-		 * allocation of the new size (none for size 0). */
-		alloc_free(as, PT_REGS_PARM1(ctx));
-		size = PT_REGS_PARM2(ctx);
-		if (!size)
-			return 0;
-		break;
-	case FG_MEMALIGN: size = PT_REGS_PARM2(ctx); break;
-	default:
-		memptr = PT_REGS_PARM1(ctx);
-		size = PT_REGS_PARM3(ctx);
-		break;
-	}
-	as->calls++;
 	t = bpf_map_lookup_elem(&alloc_threads, &tid);
 	if (!t) {
 		struct fg_alloc_thread init = {};
@@ -175,10 +168,39 @@ int alloc_entry(struct pt_regs *ctx)
 			return 0;
 		}
 	}
+	sp = PT_REGS_SP(ctx);
+	/* Nested in a probed call: deeper, or tail-called from it at the
+	 * same depth (glibc's memalign jumps to malloc). */
+	if (t->outer_sp && sp <= t->outer_sp)
+		return 0;
 	if (t->pending) {
+		/* An outer call whose return never came. */
 		as->lost_returns++;
 		t->pending = 0;
 	}
+	t->outer_sp = 0;
+	if (fn == FG_MMAP && !(PT_REGS_PARM4(ctx) & FG_MAP_ANONYMOUS))
+		return 0; /* a file's mapping: not an allocation */
+	t->outer_sp = sp;
+	switch (fn) {
+	case FG_MALLOC: size = PT_REGS_PARM1(ctx); break;
+	case FG_CALLOC: size = PT_REGS_PARM1(ctx) * PT_REGS_PARM2(ctx); break;
+	case FG_REALLOC:
+		/* The old block is freed (or moved): a free, then an
+		 * allocation of the new size (none for size 0). */
+		alloc_free(as, PT_REGS_PARM1(ctx));
+		size = PT_REGS_PARM2(ctx);
+		if (!size)
+			return 0;
+		break;
+	case FG_MEMALIGN: size = PT_REGS_PARM2(ctx); break;
+	case FG_MMAP: size = PT_REGS_PARM2(ctx); break;
+	default:
+		memptr = PT_REGS_PARM1(ctx);
+		size = PT_REGS_PARM3(ctx);
+		break;
+	}
+	as->calls++;
 	if (alloc_mean > 1) {
 		if ((__s64)size < t->countdown) {
 			t->countdown -= size;
@@ -223,7 +245,10 @@ int alloc_return(struct pt_regs *ctx)
 	bool fresh = false;
 
 	t = bpf_map_lookup_elem(&alloc_threads, &tid);
-	if (!t || !t->pending)
+	if (!t || !t->outer_sp || PT_REGS_SP(ctx) <= t->outer_sp)
+		return 0; /* no call, or a nested one's return */
+	t->outer_sp = 0;
+	if (!t->pending)
 		return 0;
 	as = alloc_stats_get();
 	if (!as)
@@ -235,7 +260,8 @@ int alloc_return(struct pt_regs *ctx)
 		if (addr || bpf_probe_read_user(&addr, sizeof(addr), (void *)t->memptr))
 			addr = 0;
 	}
-	if (!addr) {
+	if (!addr || addr == (__u64)-1) {
+		/* NULL, or mmap's MAP_FAILED */
 		as->failed++;
 		return 0;
 	}
@@ -251,13 +277,21 @@ int alloc_return(struct pt_regs *ctx)
 	return 0;
 }
 
+/* free and munmap: a block or mapping given back. */
 SEC("uprobe")
 int alloc_free_entry(struct pt_regs *ctx)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	struct fg_alloc_stats *as;
 
-	if (!alloc_is_target(pid_tgid >> 32, (__u32)pid_tgid))
+	__u32 tid = (__u32)pid_tgid;
+	struct fg_alloc_thread *t;
+
+	if (!alloc_is_target(pid_tgid >> 32, tid))
+		return 0;
+	/* realloc(p, 0) calls free(p): realloc's entry freed it already. */
+	t = bpf_map_lookup_elem(&alloc_threads, &tid);
+	if (t && t->outer_sp && PT_REGS_SP(ctx) < t->outer_sp)
 		return 0;
 	as = alloc_stats_get();
 	if (as)

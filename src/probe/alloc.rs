@@ -20,7 +20,7 @@ pub use crate::profile::heap::Counted;
 /// The functions probed, with their cookie (enum fg_alloc_fn). glibc's
 /// `aligned_alloc` is `memalign`'s address: probing both would count
 /// each call twice.
-const ALLOCATORS: [(&str, u64); 5] = [("malloc", 0), ("calloc", 1), ("realloc", 2), ("memalign", 3), ("posix_memalign", 4)];
+const ALLOCATORS: [(&str, u64); 6] = [("malloc", 0), ("calloc", 1), ("realloc", 2), ("memalign", 3), ("posix_memalign", 4), ("mmap", 5)];
 
 /// The settings of an `alloc` capture.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -165,8 +165,10 @@ pub(super) fn attach(skel: &FgbpfSkel<'_>, opts: &Options) -> Result<Vec<Link>, 
             links.push(prog.attach_uprobe_with_opts(opts.pid, &opts.libc, 0, o).map_err(|e| err(f, e))?);
         }
     }
-    let o = UprobeOpts { func_name: Some("free".to_string()), ..Default::default() };
-    links.push(p.alloc_free_entry.attach_uprobe_with_opts(opts.pid, &opts.libc, 0, o).map_err(|e| err("free", e))?);
+    for f in ["free", "munmap"] {
+        let o = UprobeOpts { func_name: Some(f.to_string()), ..Default::default() };
+        links.push(p.alloc_free_entry.attach_uprobe_with_opts(opts.pid, &opts.libc, 0, o).map_err(|e| err(f, e))?);
+    }
     Ok(links)
 }
 

@@ -3,16 +3,19 @@
  * spend_c (posix_memalign, 16 B to 1 MiB), sizes log-uniform, each block
  * freed at once, except that `leak` keeps spend_b's blocks (spend_a's and
  * spend_c's are still freed). Sizes differ by function so that a wrong
- * weighing of small against large samples shows in the shares. Usage: split TOTAL_MIB [leak]
- * [wait]: with `wait`, prints "ready" and waits for a line on stdin before
+ * weighing of small against large samples shows in the shares. With
+ * `mmap`, spend_c maps and unmaps anonymous memory instead; with
+ * `aligned`, it calls aligned_alloc(16, ...). Usage: split TOTAL_MIB
+ * [leak] [mmap] [aligned] [wait]: with `wait`, prints "ready" and waits for a line on stdin before
  * allocating, and prints "done" and waits again before exiting. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 static unsigned long long state = 88172645463325252ULL;
 static volatile char sink;
-static int leak_b;
+static int leak_b, use_mmap, aligned;
 static void **kept;
 static size_t nkept, capkept;
 
@@ -67,8 +70,20 @@ __attribute__((noinline)) size_t spend_c(size_t s)
 {
 	void *v = 0;
 
-	if (posix_memalign(&v, 64, s))
+	if (use_mmap) {
+		v = mmap(0, s, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (v == MAP_FAILED)
+			return 0;
+		use(v, s);
+		munmap(v, s);
+		return s;
+	}
+	if (aligned) {
+		/* glibc's memalign calls malloc for alignments it gives anyway. */
+		v = aligned_alloc(16, s);
+	} else if (posix_memalign(&v, 64, s)) {
 		return 0;
+	}
 	use(v, s);
 	char *p = v;
 	free(p);
@@ -97,6 +112,10 @@ int main(int argc, char **argv)
 			leak_b = 1;
 		if (!strcmp(argv[i], "wait"))
 			wait = 1;
+		if (!strcmp(argv[i], "mmap"))
+			use_mmap = 1;
+		if (!strcmp(argv[i], "aligned"))
+			aligned = 1;
 	}
 	if (wait)
 		wait_line("ready");
