@@ -248,3 +248,36 @@ fn mmap_and_nested_allocators_count_once_at_the_function_called() {
         assert!(stderr.contains("lost: none"), "{mode}: {stderr}");
     }
 }
+
+/// A running process whose allocation calls would cost more than
+/// --max-overhead is refused before the capture, and captured with --force.
+#[test]
+fn a_target_allocating_too_often_is_refused_unless_forced() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    use std::io::{BufRead, BufReader, Write};
+    let mut child = Command::new(plain_workload("alloc_split"))
+        .args(["100000000", "wait"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut stdin = child.stdin.take().unwrap();
+    let workload = KillOnDrop(child);
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    writeln!(stdin, "go").unwrap();
+    let pid = workload.id().to_string();
+    let dir = out_dir("alloc-refused");
+    let refused = run(fgbpf().args(["alloc", "-p", &pid, "--max-overhead", "1", "-d", "2", "-o"]).arg(&dir));
+    assert!(!refused.status.success(), "a target allocating all the time was not refused");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("above --max-overhead 1") && stderr.contains("--force"), "{stderr}");
+    assert!(!dir.join("report.txt").exists());
+    let forced = run(fgbpf().args(["alloc", "-p", &pid, "--max-overhead", "1", "--force", "-d", "1", "--format", "folded", "-o"]).arg(&dir));
+    assert_ok(&forced);
+    assert!(weight_with(&read_folded(&dir.join("alloc_space.folded")), "spend_a") > 0);
+}

@@ -35,7 +35,8 @@ pub struct Options {
     pub unread: Vec<String>,
     /// Entries of the live-allocation map.
     pub max_live: u32,
-    /// One `-p` process: its call rate is measured before the capture.
+    /// Processes already running (`-p`, a host): their call rate is
+    /// measured before the capture; not a command, which has not started.
     pub measure: bool,
     /// `--max-overhead` in hundredths of a percent of one CPU, `None`
     /// with `--force`.
@@ -64,7 +65,7 @@ pub fn place(opts: &mut Options, targets: &super::Targets) -> Result<(), String>
     // A command: its own process only (the uprobes follow it through its
     // exec; the processes it forks are not probed), never every process
     // mapping the library, which would all pay the traps.
-    opts.measure = one.is_some();
+    opts.measure = targets.held.is_none();
     opts.pid = match (one, targets.held) {
         (Some(pid), _) => pid as i32,
         (None, Some(held)) if targets.pids.is_empty() => held as i32,
@@ -74,7 +75,7 @@ pub fn place(opts: &mut Options, targets: &super::Targets) -> Result<(), String>
 }
 
 impl super::Probe {
-    /// With one `-p` process and `--max-overhead`: the allocation calls
+    /// With running targets and `--max-overhead`: the allocation calls
     /// counted over [`MEASURE`] since attaching, refused when their
     /// estimated cost is above the bound; else what it measured.
     pub fn alloc_cost_check(&self, opts: &Options) -> Result<Option<String>, String> {
@@ -86,11 +87,19 @@ impl super::Probe {
         let percent = n * NS_PER_CALL / 1e7;
         if percent > max {
             return Err(format!(
-                "process {} makes {:.0} allocation calls a second while probed (the traps slow it): about {percent:.0}% of a CPU in the traps ({NS_PER_CALL:.0} ns a call with its free), above --max-overhead {max} (every call traps, sampled or not): give --force to run anyway",
-                opts.pid, n
+                "{} {:.0} allocation calls a second while probed (the traps slow them): about {percent:.0}% of a CPU in the traps ({NS_PER_CALL:.0} ns a call with its free), above --max-overhead {max} (every call traps, sampled or not): give --force to run anyway",
+                who(opts), n
             ));
         }
-        Ok(Some(format!("alloc: process {} makes {n:.0} allocation calls a second while probed: about {percent:.1}% of a CPU in the traps", opts.pid)))
+        Ok(Some(format!("alloc: {} {n:.0} allocation calls a second while probed: about {percent:.1}% of a CPU in the traps", who(opts))))
+    }
+}
+
+/// The targets, as the cost check names them.
+fn who(opts: &Options) -> String {
+    match opts.pid {
+        -1 => "the targets make".to_string(),
+        pid => format!("process {pid} makes"),
     }
 }
 
