@@ -38,6 +38,10 @@ perl -MDevel::NYTProf::Data -e1 2>/dev/null || missing+=(libdevel-nytprof-perl)
 command -v erl >/dev/null || missing+=(erlang-base)
 # bpftrace, which counts a USDT probe beside fgbpf events (tests/events.rs).
 command -v bpftrace >/dev/null || missing+=(bpftrace)
+# heaptrack, beside which fgbpf alloc's shares are checked (tests/alloc.rs),
+# and zstd, which reads its files.
+command -v heaptrack_print >/dev/null || missing+=(heaptrack)
+command -v zstd >/dev/null || missing+=(zstd)
 # (PHP's headers, which tests/php.rs checks the layouts against, are
 # fetched per version by scripts/php-layouts.sh, which the test runs.)
 # Real software to unwind, and the anchor it is checked against

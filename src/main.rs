@@ -44,6 +44,7 @@ fn main() {
         Command::Oncpu(args) => app::oncpu::run(args).map(status),
         Command::Offcpu(args) => app::offcpu::run(args).map(status),
         Command::Events(args) => app::events::run(args).map(status),
+        Command::Alloc(args) => app::alloc::run(args).map(status),
         Command::Wall(args) => app::wall::run(args).map(status),
         Command::Flight(args) => app::flight::run(args).map(|code| {
             if let Some(code) = code.filter(|&c| c != 0) {

@@ -60,6 +60,7 @@ fn scope(kind: Kind) -> &'static str {
         Kind::OnCpu | Kind::Other => "CPU time",
         Kind::OffCpu => "off-CPU time",
         Kind::Wall => "wall time",
+        Kind::Alloc => "the bytes allocated",
     }
 }
 

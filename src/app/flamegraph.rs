@@ -93,6 +93,7 @@ fn default_title(kind: Kind, name: &str) -> String {
         Kind::OffCpu => "Off-CPU flame graph",
         Kind::Wall => "Wall-clock flame graph",
         Kind::Other => "Flame graph",
+        Kind::Alloc => "Allocation flame graph",
     };
     format!("{what}: {name}")
 }

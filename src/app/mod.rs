@@ -12,6 +12,7 @@ pub mod demo;
 pub mod docs;
 pub mod diff;
 pub mod dump;
+pub mod alloc;
 pub mod events;
 pub mod flamegraph;
 pub mod flight;

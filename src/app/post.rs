@@ -166,6 +166,7 @@ pub fn kind_name(kind: Kind) -> &'static str {
         Kind::OffCpu => "off-CPU",
         Kind::Wall => "wall-clock",
         Kind::Other => "folded",
+        Kind::Alloc => "allocation",
     }
 }
 

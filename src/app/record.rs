@@ -39,6 +39,9 @@ pub fn run(rec: Recording<'_>) -> Result<Outcome, CliError> {
     if !recorded.events.is_empty() {
         super::summary::say(format_args!("{}", crate::probe::points::summary_line(&recorded.events)));
     }
+    if let Some(a) = &recorded.alloc {
+        super::summary::say(format_args!("{}", a.summary_line()));
+    }
     stages::mark("counts read out");
     drop(recorder);
     stages::mark("probe dropped");
@@ -113,6 +116,22 @@ pub fn write(
     let wake = views.wake.take();
     if let Some(wake) = &wake {
         written.extend(view("offwake", wake, &words::offwake_svg(wake, started_at, drawn), None)?);
+    }
+    if let (CaptureKind::Alloc, Some(raw)) = (rec.kind, views.on.as_ref()) {
+        let mean = rec.probe.alloc.as_ref().map_or(1, |a| a.mean);
+        let (files, _, mut heap_views) =
+            crate::format::alloc::write(dir, raw, mean, formats, started_at, drawn).map_err(CliError::failed)?;
+        written.extend(files);
+        for (stem, p) in crate::format::alloc::STEMS.iter().zip(&heap_views) {
+            side.add(&format!("{stem}.folded"), p, thread_roots == Leading::Process, drawn);
+        }
+        if formats.contains(&Format::Folded) {
+            let path = dir.join(sidecar::FILE);
+            write_file(&path, |w| side.write(w)).map_err(CliError::failed)?;
+            written.push(path);
+        }
+        let main = heap_views.swap_remove(crate::profile::heap::ALLOC_SPACE);
+        return Ok((written, main, None));
     }
     let main = match (views.on.take(), views.off.take()) {
         (Some(on), Some(mut off)) => {

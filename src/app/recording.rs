@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::otlp::{self, Target};
 use super::views::Wanted;
 use super::CliError;
-use crate::cli::{BlockArgs, CaptureArgs, EventsArgs, Format, GroupBy, MapArgs, OffcpuArgs, OncpuArgs, RootArgs, SamplingArgs, WallArgs};
+use crate::cli::{AllocArgs, BlockArgs, CaptureArgs, EventsArgs, Format, GroupBy, MapArgs, OffcpuArgs, OncpuArgs, RootArgs, SamplingArgs, WallArgs};
 use crate::format::outputs::output_names;
 use crate::format::sidecar;
 use crate::probe::{self, OffcpuOptions, OncpuOptions, Probe};
@@ -28,6 +28,9 @@ pub enum CaptureKind {
     /// `fgbpf events`: hits of tracepoints and probes, counted as
     /// on-CPU samples are.
     Events,
+    /// `fgbpf alloc`: sampled allocations and their frees, counted as
+    /// on-CPU samples are and weighed by size when written.
+    Alloc,
 }
 
 impl CaptureKind {
@@ -39,6 +42,7 @@ impl CaptureKind {
             CaptureKind::OffCpu => "offcpu",
             CaptureKind::Wall => "wall",
             CaptureKind::Events => "events",
+            CaptureKind::Alloc => "alloc",
         }
     }
 
@@ -46,6 +50,7 @@ impl CaptureKind {
     fn stems(self) -> Vec<&'static str> {
         match self {
             CaptureKind::Wall => vec!["oncpu", "offcpu", "wall"],
+            CaptureKind::Alloc => crate::format::alloc::STEMS.to_vec(),
             k => vec![k.name()],
         }
     }
@@ -145,6 +150,7 @@ impl<'a> Recording<'a> {
             staged_start: true,
             events: Vec::new(),
             event_weight: 0,
+            alloc: None,
         };
         Ok(Recording { capture, kind, probe, otlp, roots })
     }
@@ -172,6 +178,34 @@ impl<'a> Recording<'a> {
         Ok(rec)
     }
 
+    /// `fgbpf alloc`: the sampling settings; the C library is found
+    /// when the targets are known ([`Recording::start`]).
+    pub fn alloc(args: &'a AllocArgs) -> Result<Self, CliError> {
+        if args.capture.group_by == Some(GroupBy::Cgroup) {
+            return Err(CliError::usage("fgbpf alloc does not take --group-by cgroup"));
+        }
+        if args.capture.otlp.otlp.is_some() {
+            return Err(CliError::usage("fgbpf alloc does not send OTLP yet: --format pprof writes alloc.pb.gz with the four heap sample types"));
+        }
+        if args.capture.kernel_only {
+            return Err(CliError::usage("fgbpf alloc records user stacks: --kernel-only leaves nothing"));
+        }
+        let mut rec = Self::check(&args.capture, &args.maps, None, None, asked(&args.roots))?;
+        rec.kind = CaptureKind::Alloc;
+        rec.probe.staged_start = false;
+        rec.probe.kernel_stacks = false;
+        rec.probe.alloc = Some(probe::alloc::Options {
+            mean: args.sample_bytes,
+            libc: Default::default(),
+            pid: -1,
+            measure: false,
+            unread: Vec::new(),
+            max_live: args.max_live,
+            max_overhead: (!args.force).then_some((args.max_overhead.max(0.0) * 100.0) as u64),
+        });
+        Ok(rec)
+    }
+
     pub fn wall(args: &'a WallArgs) -> Result<Self, CliError> {
         Self::check(&args.capture, &args.maps, Some(&args.sampling), Some(&args.blocks), asked(&args.roots))
     }
@@ -182,7 +216,7 @@ impl Recording<'_> {
     pub fn frequency(&self) -> Option<u64> {
         match self.kind {
             // Hits weigh 1 each, as samples at 1 Hz would.
-            CaptureKind::Events => Some(1),
+            CaptureKind::Events | CaptureKind::Alloc => Some(1),
             _ => self.probe.oncpu.as_ref().map(|s| s.frequency),
         }
     }
@@ -206,6 +240,13 @@ impl Recording<'_> {
 
     /// What is recorded, for the start message.
     pub fn what(&self) -> String {
+        if let Some(a) = &self.probe.alloc {
+            let every = match a.mean {
+                1 => "every allocation".to_string(),
+                m => format!("allocations sampled every {m} bytes on average"),
+            };
+            return format!("{every} (malloc and free by uprobes: a trap per call)");
+        }
         if self.kind == CaptureKind::Events {
             let names: Vec<&str> = self.probe.events.iter().map(|e| e.text.as_str()).collect();
             return format!("stacks at {}", names.join(", "));
@@ -219,6 +260,13 @@ impl Recording<'_> {
 
     /// Every file the recording writes.
     pub fn outputs(&self) -> Vec<String> {
+        if self.kind == CaptureKind::Alloc {
+            let mut outputs = crate::format::alloc::output_names(&self.capture.formats);
+            if self.capture.formats.contains(&Format::Folded) {
+                outputs.push(sidecar::FILE.to_string());
+            }
+            return outputs;
+        }
         let mut outputs = output_names(&self.stems(), &self.capture.formats);
         if self.capture.formats.contains(&Format::Folded) {
             outputs.push(sidecar::FILE.to_string());
@@ -228,7 +276,17 @@ impl Recording<'_> {
 
     /// Loads and attaches the probe for `targets`.
     pub fn start(&self, targets: probe::Targets) -> Result<Probe, CliError> {
-        Ok(Probe::start(&probe::Options { targets, ..self.probe.clone() })?)
+        let mut opts = probe::Options { targets, ..self.probe.clone() };
+        if let Some(a) = opts.alloc.as_mut() {
+            probe::alloc::place(a, &opts.targets).map_err(CliError::failed)?;
+        }
+        let probe = Probe::start(&opts)?;
+        if let Some(a) = &opts.alloc {
+            if let Some(said) = probe.alloc_cost_check(a).map_err(CliError::failed)? {
+                super::summary::say(said);
+            }
+        }
+        Ok(probe)
     }
 
     /// The views it builds.

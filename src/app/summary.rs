@@ -238,7 +238,10 @@ fn text(profile: &Profile, notes: &[String], written: &[PathBuf], found: &[Findi
     }
     out += &format!(
         "fgbpf: {} in {} unique stacks over {:.1} s; {:.1}% with an unresolved leaf frame\n",
-        profile.unit.amount(total),
+        match profile.meta.kind {
+            crate::profile::Kind::Alloc => format!("{} bytes allocated (estimated)", thousands(total)),
+            _ => profile.unit.amount(total),
+        },
         thousands(profile.stacks().len() as u64),
         profile.meta.duration.as_secs_f64(),
         unresolved_pct(profile)

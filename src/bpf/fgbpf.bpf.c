@@ -11,7 +11,8 @@
  * (tailwalk.bpf.h). A task iterator reads the registers of the threads
  * already blocked when an off-CPU capture starts (seeds.bpf.h). The
  * programs of `fgbpf events` count stacks at tracepoints, uprobes and USDT
- * probes (events.bpf.h). */
+ * probes (events.bpf.h); those of `fgbpf alloc` sample the C library's
+ * allocations by bytes (alloc.bpf.h). */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
@@ -29,6 +30,7 @@
 #include "lifecycle.bpf.h"
 #include "seeds.bpf.h"
 #include "events.bpf.h"
+#include "alloc.bpf.h"
 
 /* Never used: make the shared structs part of the object's BTF so that the
  * skeleton generates their Rust types. */

@@ -7,9 +7,12 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+mod alloc;
 mod events;
 mod flight;
 mod post;
+pub use alloc::AllocArgs;
+use alloc::ALLOC_ABOUT;
 pub use events::EventsArgs;
 use events::EVENTS_ABOUT;
 pub use flight::{DumpArgs, FlightArgs};
@@ -42,6 +45,9 @@ pub enum Command {
     /// Count stacks at tracepoints, uprobes or USDT probes (-e), one root frame per event; a uprobe costs a trap per call (see --help).
     #[command(long_about = EVENTS_ABOUT)]
     Events(EventsArgs),
+    /// Allocations and in-use memory by stack: the C library's malloc and free by uprobes, sampled by bytes; a trap per call (see --help).
+    #[command(long_about = ALLOC_ABOUT)]
+    Alloc(AllocArgs),
     /// A live view, refreshed every second: the functions on and off the CPU, processes and threads, a flame; `w` writes a capture.
     Top(TopArgs),
     /// A flight recorder: keeps the last --keep (10 minutes) of on-CPU and off-CPU stacks at 49 Hz, and writes them as a capture directory on `fgbpf dump`, SIGUSR1 or a trigger.

@@ -7,6 +7,7 @@
 //! [`crate::analysis`].
 
 pub mod breakdown;
+pub mod alloc;
 pub mod capture;
 pub mod diff;
 pub mod drawn;

@@ -19,6 +19,7 @@ use prost::Message;
 
 use super::folded::sanitize;
 use crate::procs::elf::build_id_hex;
+use crate::profile::heap::{Heap, INUSE_SPACE, TYPES};
 use crate::profile::{Kind, Profile, Unit};
 
 /// The subset of `profile.proto` fgbpf writes; tags are the proto's.
@@ -173,8 +174,15 @@ fn columns(profile: &Profile) -> Vec<Column> {
 }
 
 fn build(profile: &Profile) -> PbProfile {
-    let mut strings = Strings::new();
     let cols = columns(profile);
+    let scales: Vec<i64> = cols.iter().map(|c| c.scale).collect();
+    build_with(profile, cols, &|_, weight| scales.iter().map(|s| weight.saturating_mul(*s)).collect())
+}
+
+/// `cols` the sample types, `value` each stack's values from its index
+/// and weight.
+fn build_with(profile: &Profile, cols: Vec<Column>, value: &dyn Fn(usize, i64) -> Vec<i64>) -> PbProfile {
+    let mut strings = Strings::new();
     let sample_type = cols
         .iter()
         .map(|c| ValueType {
@@ -242,7 +250,8 @@ fn build(profile: &Profile) -> PbProfile {
     let sample = profile
         .stacks()
         .iter()
-        .map(|s| {
+        .enumerate()
+        .map(|(i, s)| {
             let mut label = Vec::new();
             if let Some(t) = s.thread {
                 let t = profile.thread(t);
@@ -288,10 +297,7 @@ fn build(profile: &Profile) -> PbProfile {
             let weight = i64::try_from(s.weight).unwrap_or(i64::MAX);
             Sample {
                 location_id: s.frames.iter().rev().map(|&f| f as u64 + 1).collect(),
-                value: cols
-                    .iter()
-                    .map(|c| weight.saturating_mul(c.scale))
-                    .collect(),
+                value: value(i, weight),
                 label,
             }
         })
@@ -318,7 +324,25 @@ fn build(profile: &Profile) -> PbProfile {
 }
 
 pub fn write(profile: &Profile, out: &mut dyn Write) -> io::Result<()> {
-    let bytes = build(profile).encode_to_vec();
+    gzipped(build(profile), out)
+}
+
+/// `fgbpf alloc`'s profile: the four sample types of Go's heap profiles,
+/// `inuse_space` the default as in Go's.
+pub fn write_heap(heap: &Heap, out: &mut dyn Write) -> io::Result<()> {
+    let cols = TYPES.iter().map(|&(r#type, unit)| Column { r#type, unit, scale: 1 }).collect();
+    let values = |i: usize, _| heap.values[i].iter().map(|&v| i64::try_from(v).unwrap_or(i64::MAX)).collect();
+    let mut pb = build_with(&heap.profile, cols, &values);
+    let mut strings = Strings { index: pb.string_table.iter().cloned().enumerate().map(|(i, s)| (s, i as i64)).collect(), table: std::mem::take(&mut pb.string_table) };
+    pb.default_sample_type = strings.get(TYPES[INUSE_SPACE].0);
+    pb.period_type = Some(ValueType { r#type: strings.get("space"), unit: strings.get("bytes") });
+    pb.period = i64::try_from(heap.mean).unwrap_or(i64::MAX);
+    pb.string_table = strings.table;
+    gzipped(pb, out)
+}
+
+fn gzipped(pb: PbProfile, out: &mut dyn Write) -> io::Result<()> {
+    let bytes = pb.encode_to_vec();
     let mut gz = GzEncoder::new(out, Compression::default());
     gz.write_all(&bytes)?;
     gz.finish()?;

@@ -58,6 +58,7 @@ impl Sidecar {
             Kind::OffCpu => "offcpu",
             Kind::Wall => "wall",
             Kind::Other => "other",
+            Kind::Alloc => "alloc",
         };
         self.files.insert(
             name.to_string(),
@@ -98,6 +99,7 @@ pub fn lookup(path: &Path) -> Option<Measured> {
         "oncpu" => Kind::OnCpu,
         "offcpu" => Kind::OffCpu,
         "wall" => Kind::Wall,
+        "alloc" => Kind::Alloc,
         _ => Kind::Other,
     };
     let unit = match view.unit.as_str() {

@@ -116,6 +116,8 @@ pub(super) struct Counts {
     /// `fgbpf events`: the events by index, which keys carry in their
     /// cgroup field (src/bpf/events.bpf.h): each one's root frame.
     events: Option<Vec<String>>,
+    /// `fgbpf alloc`: keys carry a kind and size in their cgroup field.
+    allocations: bool,
 }
 
 /// The native frames' addresses of a user stack, as naming looks them up
@@ -153,12 +155,20 @@ impl Counts {
             cpu: None,
             groups,
             events: None,
+            allocations: false,
         }
     }
 
     /// Names each key's event (`fgbpf events`) in its stack's root frame.
     pub fn naming_events(mut self, names: Vec<String>) -> Counts {
         self.events = (!names.is_empty()).then_some(names);
+        self
+    }
+
+    /// Names each key's kind and size (`fgbpf alloc`: src/probe/alloc.rs)
+    /// in its stack's group.
+    pub fn naming_allocations(mut self, on: bool) -> Counts {
+        self.allocations = on;
         self
     }
 
@@ -512,6 +522,7 @@ impl Counts {
                 interp_walk: interp_walk_of(key.flags.into()),
                 more: RawStack::more_of(More {
                     group: match &self.events {
+                        _ if self.allocations => super::alloc::Counted::of(key.cgroup).map(|c| c.name()),
                         Some(names) => Some(names.get(key.cgroup as usize).cloned().unwrap_or_else(|| format!("event #{}", key.cgroup))),
                         None => self.groups.as_ref().map(|g| g.label(key.cgroup)),
                     },

@@ -15,6 +15,7 @@ mod flight;
 mod libbpf;
 pub mod drain;
 pub mod events;
+pub mod alloc;
 pub mod features;
 mod offcpu;
 mod options;
@@ -146,6 +147,10 @@ impl Probe {
             }
             ro.group_cgroup = opts.group_cgroup;
             ro.weight_arg = opts.event_weight;
+            if let Some(a) = &opts.alloc {
+                ro.alloc_mean = a.mean.max(1);
+                ro.alloc_exp.copy_from_slice(&alloc::exp_table());
+            }
             ro.user_stacks = opts.user_stacks;
             ro.kern_stacks = opts.kernel_stacks;
             ro.stack_seed = random_seed();
@@ -184,6 +189,10 @@ impl Probe {
         let wakers = off.is_some_and(|o| o.wakers);
         // Distinct wakers (thread and stacks) are about as many as stacks.
         size(&mut open.maps.wakers, if wakers { max_stacks } else { 1 }, "wakers")?;
+        if let Some(a) = &opts.alloc {
+            size(&mut open.maps.alloc_threads, 65536, "allocating-thread")?;
+            size(&mut open.maps.alloc_live, a.max_live.max(1), "live-allocation")?;
+        }
         let programs = programs::Programs {
             btf,
             compat: paths.compat.taken(),
@@ -195,6 +204,7 @@ impl Probe {
             seeds: off.is_some() && paths.task_iter && opts.user_stacks && !opts.targets.follow_children,
             files: paths.find_vma && !paths.compat.taken() && opts.user_stacks && opts.max_unwind_rows > 0,
             events: points::Uses::of(&opts.events),
+            alloc: opts.alloc.is_some(),
         };
         programs.events.check(paths.compat.taken())?;
         // The table walker and the runtimes' walkers load second when they
@@ -267,6 +277,9 @@ impl Probe {
             links.extend(files::attach_libc_start(&skel));
         }
         links.extend(points::attach(&skel, &opts.events, opts.targets.only_pid())?);
+        if let Some(a) = &opts.alloc {
+            links.extend(alloc::attach(&skel, a)?);
+        }
         let mut cpus = 0;
         if let Some(on) = &opts.oncpu {
             for cpu in perf::online_cpus()? {
@@ -300,7 +313,8 @@ impl Probe {
                 },
                 groups,
             )
-            .naming_events(opts.events.iter().map(|e| e.text.clone()).collect()),
+            .naming_events(opts.events.iter().map(|e| e.text.clone()).collect())
+            .naming_allocations(opts.alloc.is_some()),
             tables,
             tables_refused: None,
             walkers_refused: Default::default(),

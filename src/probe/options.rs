@@ -102,6 +102,9 @@ pub struct Options {
     pub events: Vec<super::points::Event>,
     /// `--weight argN`: the argument each event's hit weighs (0: 1 each).
     pub event_weight: u32,
+    /// `fgbpf alloc`: the allocator to probe and how to sample it
+    /// (src/probe/alloc.rs), instead of the sampler.
+    pub alloc: Option<super::alloc::Options>,
 }
 
 /// The process-announcement ring buffer of a capture (targets.bpf.h):
@@ -127,6 +130,7 @@ impl Default for Options {
             staged_start: true,
             events: Vec::new(),
             event_weight: 0,
+            alloc: None,
         }
     }
 }

@@ -37,6 +37,8 @@ pub(super) struct Programs {
     pub files: bool,
     /// `fgbpf events`'s programs (src/bpf/events.bpf.h).
     pub events: super::points::Uses,
+    /// `fgbpf alloc`'s programs (src/bpf/alloc.bpf.h).
+    pub alloc: bool,
 }
 
 impl Programs {
@@ -79,6 +81,9 @@ impl Programs {
         // its searches use: its twin holds it.
         p.libc_start.set_autoload(self.files && !self.staged);
         self.events.autoload(p);
+        p.alloc_entry.set_autoload(self.alloc);
+        p.alloc_return.set_autoload(self.alloc);
+        p.alloc_free_entry.set_autoload(self.alloc);
     }
 
     /// The second load of a staged start (src/probe/staged.rs): only the

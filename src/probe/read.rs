@@ -69,6 +69,13 @@ impl Probe {
         };
         rec.runtimes = self.runtimes.finish(&mut rec.stacks);
         rec.events = super::points::tallies(&self.skel, &self.opts.events);
+        if let Some(a) = &self.opts.alloc {
+            let t = super::alloc::tally(&self.skel, a);
+            for (what, n, remedy) in t.losses() {
+                rec.oncpu_losses.add(&what, n, remedy);
+            }
+            rec.alloc = Some(t);
+        }
         rec.oncpu_losses.add(
             "hits the kernel did not run fgbpf's program for (another BPF program was running on that CPU: the recursion misses of the events' programs)",
             event_misses(&self.skel, &self.opts.events).unwrap_or(0),

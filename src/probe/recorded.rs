@@ -65,6 +65,8 @@ pub struct Recorded {
     pub slice: Option<Duration>,
     /// `fgbpf events`: each event's hits and losses.
     pub events: Vec<super::points::Tally>,
+    /// `fgbpf alloc`: the calls seen, sampled, matched and lost.
+    pub alloc: Option<super::alloc::Tally>,
 }
 
 impl Recorded {

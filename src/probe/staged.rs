@@ -188,6 +188,7 @@ mod tests {
             seeds: false,
             files: false,
             events: Default::default(),
+            alloc: false,
         }
     }
 

@@ -3,6 +3,7 @@
 
 pub mod build;
 pub mod frame_lists;
+pub mod heap;
 pub mod merge;
 pub mod names;
 pub mod raw;
@@ -264,6 +265,9 @@ pub enum Kind {
     /// Read from a folded file of unknown origin.
     #[default]
     Other,
+    /// `fgbpf alloc`'s views: bytes or objects allocated or in use
+    /// (src/profile/heap.rs; unit: samples, each one byte or object).
+    Alloc,
 }
 
 /// Facts about the capture that outputs print alongside the stacks.

@@ -1,0 +1,300 @@
+//! `fgbpf alloc`'s probe side: which C library the target maps (read
+//! through `/proc/PID/root`, so a container's), the uprobes on its
+//! allocator (src/bpf/alloc.bpf.h) with the function as BPF cookie, the
+//! sampling settings written before load (the mean and the exponential
+//! table), the counters read back ([`Tally`]), and the decoding of the
+//! kind and size a count carries in its key's cgroup field.
+
+use std::path::{Path, PathBuf};
+
+use libbpf_rs::{Link, MapCore, MapFlags, UprobeOpts};
+
+use super::{bpf_error, CaptureError};
+use crate::bpf::FgbpfSkel;
+
+/// `--sample-bytes`'s default: Go's and jemalloc's mean interval.
+pub const DEFAULT_SAMPLE_BYTES: u64 = 512 * 1024;
+
+pub use crate::profile::heap::Counted;
+
+/// The functions probed, with their cookie (enum fg_alloc_fn). glibc's
+/// `aligned_alloc` is `memalign`'s address: probing both would count
+/// each call twice.
+const ALLOCATORS: [(&str, u64); 6] = [("malloc", 0), ("calloc", 1), ("realloc", 2), ("memalign", 3), ("posix_memalign", 4), ("mmap", 5)];
+
+/// The settings of an `alloc` capture.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// Mean bytes between samples; 1 samples every allocation.
+    pub mean: u64,
+    /// The C library to probe, as this process can open it.
+    pub libc: PathBuf,
+    /// The one process probed, or -1 for every process mapping `libc`.
+    pub pid: i32,
+    /// Allocators the target maps that are not probed (jemalloc, tcmalloc).
+    pub unread: Vec<String>,
+    /// Entries of the live-allocation map.
+    pub max_live: u32,
+    /// Processes already running (`-p`, a host): their call rate is
+    /// measured before the capture; not a command, which has not started.
+    pub measure: bool,
+    /// `--max-overhead` in hundredths of a percent of one CPU, `None`
+    /// with `--force`.
+    pub max_overhead: Option<u64>,
+}
+
+/// Nanoseconds one allocation call adds with its free (three traps and
+/// the programs), measured here (docs/commands.md): the cost estimate's.
+pub const NS_PER_CALL: f64 = 25_000.0;
+
+/// How long the call rate is measured before a `-p` capture.
+const MEASURE: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Fills in which C library to probe, and in which process, for `targets`:
+/// one `-p` process's own; a command's (not started yet) or a host's, the
+/// one fgbpf maps. Several `-p` processes, or a host: every process mapping
+/// it traps, the BPF filter keeping the targets'.
+pub fn place(opts: &mut Options, targets: &super::Targets) -> Result<(), String> {
+    let one = match (&targets.pids[..], targets.held) {
+        ([pid], None) => Some(*pid),
+        _ => None,
+    };
+    let (libc, unread) = find_libc(targets.pids.first().copied())?;
+    opts.libc = libc;
+    opts.unread = unread;
+    // A command: its own process only (the uprobes follow it through its
+    // exec; the processes it forks are not probed), never every process
+    // mapping the library, which would all pay the traps.
+    opts.measure = targets.held.is_none();
+    opts.pid = match (one, targets.held) {
+        (Some(pid), _) => pid as i32,
+        (None, Some(held)) if targets.pids.is_empty() => held as i32,
+        _ => -1,
+    };
+    Ok(())
+}
+
+impl super::Probe {
+    /// With running targets and `--max-overhead`: the allocation calls
+    /// counted over [`MEASURE`] since attaching, refused when their
+    /// estimated cost is above the bound; else what it measured.
+    pub fn alloc_cost_check(&self, opts: &Options) -> Result<Option<String>, String> {
+        let Some(max) = opts.max_overhead.filter(|_| opts.measure).map(|m| m as f64 / 100.0) else { return Ok(None) };
+        let calls = |p: &Self| tally_calls(&p.skel);
+        let (before, t0) = (calls(self), std::time::Instant::now());
+        std::thread::sleep(MEASURE);
+        let n = calls(self).saturating_sub(before) as f64 / t0.elapsed().as_secs_f64();
+        let percent = n * NS_PER_CALL / 1e7;
+        if percent > max {
+            return Err(format!(
+                "{} {:.0} allocation calls a second while probed (the traps slow them): about {percent:.0}% of a CPU in the traps ({NS_PER_CALL:.0} ns a call with its free), above --max-overhead {max} (every call traps, sampled or not): give --force to run anyway",
+                who(opts), n
+            ));
+        }
+        Ok(Some(format!("alloc: {} {n:.0} allocation calls a second while probed: about {percent:.1}% of a CPU in the traps", who(opts))))
+    }
+}
+
+/// The targets, as the cost check names them.
+fn who(opts: &Options) -> String {
+    match opts.pid {
+        -1 => "the targets make".to_string(),
+        pid => format!("process {pid} makes"),
+    }
+}
+
+fn tally_calls(skel: &FgbpfSkel<'_>) -> u64 {
+    match skel.maps.alloc_stats.lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY) {
+        Ok(Some(per_cpu)) => per_cpu.iter().filter(|b| b.len() >= 8).map(|b| u64::from_ne_bytes(b[..8].try_into().expect("8 bytes"))).sum(),
+        _ => 0,
+    }
+}
+
+/// The C library `pid` maps (`None`: this process's, for a command not
+/// started yet or a whole host), as a path this process can open: the
+/// mapping's `/proc/PID/map_files` link (the very file, whatever the
+/// target's mount namespace or root; /proc/PID/maps names it as seen from
+/// fgbpf's root, which a container's may not be), else the path through
+/// `/proc/PID/root`; and the other allocators it maps.
+pub fn find_libc(pid: Option<u32>) -> Result<(PathBuf, Vec<String>), String> {
+    let proc_dir = pid.map_or_else(|| "/proc/self".to_string(), |p| format!("/proc/{p}"));
+    let maps = std::fs::read_to_string(format!("{proc_dir}/maps")).map_err(|e| format!("reading {proc_dir}/maps: {e}"))?;
+    let mut libc = None;
+    let mut unread = Vec::new();
+    for line in maps.lines() {
+        let Some(path) = line.split_whitespace().nth(5).filter(|p| p.starts_with('/')) else { continue };
+        let name = Path::new(path).file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if libc.is_none() && (name.starts_with("libc.so") || (name.starts_with("libc-") && name.ends_with(".so"))) {
+            libc = Some((line.split_whitespace().next().unwrap_or("").to_string(), path.to_string()));
+        }
+        for other in ["libjemalloc", "libtcmalloc", "libmimalloc"] {
+            if name.starts_with(other) && !unread.iter().any(|u: &String| u.starts_with(other)) {
+                unread.push(name.to_string());
+            }
+        }
+    }
+    let libc = libc.ok_or_else(|| {
+        format!("{} maps no C library (libc.so): a static binary's allocator is not probed yet", pid.map_or("fgbpf".into(), |p| format!("process {p}")))
+    })?;
+    let (range, libc) = libc;
+    let path = match pid {
+        Some(p) => {
+            let link = PathBuf::from(format!("/proc/{p}/map_files/{range}"));
+            match std::fs::metadata(&link) {
+                Ok(_) => link,
+                Err(_) => PathBuf::from(format!("/proc/{p}/root{libc}")),
+            }
+        }
+        None => PathBuf::from(libc),
+    };
+    Ok((path, unread))
+}
+
+/// The exponential table of alloc.bpf.h: -ln((i + 0.5) / 4096) in
+/// 1/65536ths.
+pub fn exp_table() -> Vec<u32> {
+    (0..4096).map(|i| (-(((i as f64) + 0.5) / 4096.0).ln() * 65536.0).round() as u32).collect()
+}
+
+/// Attaches the allocator's uprobes and uretprobes and `free`'s uprobe.
+pub(super) fn attach(skel: &FgbpfSkel<'_>, opts: &Options) -> Result<Vec<Link>, CaptureError> {
+    let p = &skel.progs;
+    let mut links = Vec::new();
+    let err = |f: &str, e| {
+        CaptureError::new(format!(
+            "attaching fgbpf alloc to {f} in {}: {} (`nm -D` on it lists its functions)",
+            opts.libc.display(),
+            bpf_error("uprobe", e)
+        ))
+    };
+    for (f, cookie) in ALLOCATORS {
+        for ret in [false, true] {
+            let o = UprobeOpts { cookie, retprobe: ret, func_name: Some(f.to_string()), ..Default::default() };
+            let prog = if ret { &p.alloc_return } else { &p.alloc_entry };
+            links.push(prog.attach_uprobe_with_opts(opts.pid, &opts.libc, 0, o).map_err(|e| err(f, e))?);
+        }
+    }
+    for f in ["free", "munmap"] {
+        let o = UprobeOpts { func_name: Some(f.to_string()), ..Default::default() };
+        links.push(p.alloc_free_entry.attach_uprobe_with_opts(opts.pid, &opts.libc, 0, o).map_err(|e| err(f, e))?);
+    }
+    Ok(links)
+}
+
+/// The counters of alloc.bpf.h (struct fg_alloc_stats), summed over CPUs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Tally {
+    pub calls: u64,
+    pub sampled: u64,
+    pub recorded: u64,
+    pub failed: u64,
+    pub lost_returns: u64,
+    pub lost_counts: u64,
+    pub lost_user_stack: u64,
+    pub live_full: u64,
+    pub frees: u64,
+    pub frees_matched: u64,
+    pub threads_full: u64,
+    pub lost_free_counts: u64,
+    /// Calls whose return had not come when the capture ended.
+    pub in_flight: u64,
+    /// Sampled allocations still live at the end.
+    pub live: u64,
+    /// The mean and the allocators not read, for the summary.
+    pub mean: u64,
+    pub unread: Vec<String>,
+}
+
+/// Reads the counters and what the maps hold at the end.
+pub(super) fn tally(skel: &FgbpfSkel<'_>, opts: &Options) -> Tally {
+    let mut sum = [0u64; 12];
+    if let Ok(Some(per_cpu)) = skel.maps.alloc_stats.lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY) {
+        for bytes in per_cpu {
+            for (s, c) in sum.iter_mut().zip(bytes.chunks_exact(8)) {
+                *s += u64::from_ne_bytes(c.try_into().expect("chunks of 8 bytes"));
+            }
+        }
+    }
+    // struct fg_alloc_thread: `pending` is the u32 after three u64s.
+    let in_flight = skel
+        .maps
+        .alloc_threads
+        .keys()
+        .filter_map(|k| skel.maps.alloc_threads.lookup(&k, MapFlags::ANY).ok().flatten())
+        .filter(|v| v.len() >= 28 && u32::from_ne_bytes(v[24..28].try_into().expect("4 bytes")) != 0)
+        .count() as u64;
+    let live = skel.maps.alloc_live.keys().count() as u64;
+    let [calls, sampled, recorded, failed, lost_returns, lost_counts, lost_user_stack, live_full, frees, frees_matched, threads_full, lost_free_counts] = sum;
+    Tally {
+        calls,
+        sampled,
+        recorded,
+        failed,
+        lost_returns,
+        lost_counts,
+        lost_user_stack,
+        live_full,
+        frees,
+        frees_matched,
+        threads_full,
+        lost_free_counts,
+        in_flight,
+        live,
+        mean: opts.mean,
+        unread: opts.unread.clone(),
+    }
+}
+
+impl Tally {
+    /// The summary's line: what was seen, sampled and matched.
+    pub fn summary_line(&self) -> String {
+        let mut s = format!(
+            "alloc: {} allocation calls, {} sampled (mean {} bytes), {} counted; {} frees, {} of sampled allocations ({} others: unsampled or from before the capture); {} sampled allocations still live at the end",
+            self.calls,
+            self.sampled,
+            self.mean,
+            self.recorded,
+            self.frees,
+            self.frees_matched,
+            self.frees - self.frees_matched,
+            self.live
+        );
+        if self.failed > 0 {
+            s.push_str(&format!("; {} sampled calls returned no memory", self.failed));
+        }
+        for u in &self.unread {
+            s.push_str(&format!("; {u} is mapped too: its allocations are not read"));
+        }
+        s
+    }
+
+    /// What was lost, with the option that raises the limit.
+    pub fn losses(&self) -> Vec<(String, u64, &'static str)> {
+        vec![
+            ("sampled allocations lost: the counts map was full".into(), self.lost_counts, "raise --max-entries"),
+            ("sampled allocations counted without their stack (stack map full)".into(), self.lost_user_stack, "raise --max-stacks"),
+            ("sampled allocations whose free cannot be matched (live map full: they stay in use)".into(), self.live_full, "raise --max-live"),
+            ("matched frees lost: the counts map was full (their allocation stays in use)".into(), self.lost_free_counts, "raise --max-entries"),
+            ("allocation calls whose return never came (longjmp or thread exit between entry and return)".into(), self.lost_returns + self.in_flight, "none"),
+            ("allocation calls of threads the thread map had no room for (not sampled)".into(), self.threads_full, "fewer threads"),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_and_sizes_round_trip_and_the_table_has_mean_one() {
+        assert_eq!(Counted::of((1 << 56) | 4096), Some(Counted::Alloc(4096)));
+        assert_eq!(Counted::of((2 << 56) | 16), Some(Counted::Free(16)));
+        assert_eq!(Counted::of(3), None);
+        for c in [Counted::Alloc(7), Counted::Free(1 << 20)] {
+            assert_eq!(Counted::parse(&c.name()), Some(c));
+        }
+        let t = exp_table();
+        let mean = t.iter().map(|&v| v as f64 / 65536.0).sum::<f64>() / t.len() as f64;
+        assert!((mean - 1.0).abs() < 0.002, "{mean}");
+    }
+}

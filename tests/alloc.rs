@@ -1,0 +1,283 @@
+//! `fgbpf alloc` against real BPF, on a `gcc -O2` program that allocates
+//! 50/30/20 of its bytes from three functions (tests/workloads/alloc_split.c):
+//! the shares of allocated bytes against the known split and against
+//! heaptrack's record of a second run; a leak from one of them in
+//! `inuse_space`; the pprof file in `go tool pprof` with Go's four heap
+//! sample types. heaptrack and go are required, not skipped.
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Command;
+
+use common::*;
+
+const FUNCS: [&str; 3] = ["spend_a", "spend_b", "spend_c"];
+const SPLIT: [f64; 3] = [50.0, 30.0, 20.0];
+
+/// Each function's share (percent) of the three's weight in a folded file.
+fn shares(stacks: &[(Vec<String>, u64)]) -> [f64; 3] {
+    let w: Vec<u64> = FUNCS.iter().map(|f| weight_with(stacks, f)).collect();
+    let all: u64 = w.iter().sum();
+    assert!(all > 0, "no stack through {FUNCS:?}: {stacks:?}");
+    [0, 1, 2].map(|i| pct(w[i], all))
+}
+
+/// Runs `fgbpf alloc` on the workload with `args`; gives the output dir
+/// and stderr.
+fn capture(test: &str, formats: &str, sample_bytes: &str, workload_args: &[&str]) -> (std::path::PathBuf, String) {
+    let dir = out_dir(test);
+    let bin = plain_workload("alloc_split");
+    let out = run(fgbpf().args(["alloc", "--sample-bytes", sample_bytes, "--format", formats, "-o"]).arg(&dir).arg("--").arg(&bin).args(workload_args));
+    assert_ok(&out);
+    (dir, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// Bytes allocated under each of [`FUNCS`] in a heaptrack data file: its
+/// `a SIZE TRACE` allocation infos summed over the `+ INFO` lines, each
+/// trace (`t IP PARENT`) walked up through its frames' functions (`i ADDR
+/// MODULE [FUNCTION FILE LINE]...`, names in `s LEN TEXT` lines).
+fn heaptrack_bytes(file: &Path) -> [u64; 3] {
+    let out = Command::new("zstd").arg("-dc").arg(file).output().expect("zstd (heaptrack's files are zstd)");
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let hex = |s: &str| u64::from_str_radix(s, 16).unwrap();
+    let (mut strings, mut ips, mut traces, mut infos) = (vec![String::new()], vec![Vec::new()], vec![(0u64, 0u64)], Vec::new());
+    let mut per_info: HashMap<u64, u64> = HashMap::new();
+    for line in text.lines() {
+        let mut f = line.split(' ');
+        match f.next() {
+            Some("s") => strings.push(line.splitn(3, ' ').nth(2).unwrap_or("").to_string()),
+            Some("i") => {
+                let rest: Vec<u64> = f.map(hex).collect();
+                ips.push(rest.iter().skip(2).step_by(3).copied().collect::<Vec<u64>>());
+            }
+            Some("t") => traces.push((hex(f.next().unwrap()), hex(f.next().unwrap()))),
+            Some("a") => infos.push((hex(f.next().unwrap()), hex(f.next().unwrap()))),
+            Some("+") => *per_info.entry(hex(f.next().unwrap())).or_default() += 1,
+            _ => {}
+        }
+    }
+    let mut bytes = [0u64; 3];
+    for (info, n) in per_info {
+        let (size, mut trace) = infos[info as usize];
+        let mut seen = None;
+        while trace != 0 && seen.is_none() {
+            let (ip, parent) = traces[trace as usize];
+            seen = ips[ip as usize].iter().find_map(|&s| FUNCS.iter().position(|f| strings[s as usize] == *f));
+            trace = parent;
+        }
+        if let Some(i) = seen {
+            bytes[i] += size * n;
+        }
+    }
+    bytes
+}
+
+#[test]
+fn allocated_bytes_split_as_the_program_and_heaptrack_say() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    // 256 MiB, one sample every 64 KiB on average: ~4,000 samples of
+    // ~250,000 calls (each call traps: 25 us a malloc and free here).
+    let (dir, stderr) = capture("alloc-split", "folded,svg", "65536", &["256"]);
+    let ours = shares(&read_folded(&dir.join("alloc_space.folded")));
+    // heaptrack on a second run of the same program.
+    let ht = out_dir("alloc-split-heaptrack");
+    std::fs::create_dir_all(&ht).unwrap();
+    let bin = plain_workload("alloc_split");
+    let status = Command::new("heaptrack").arg("-o").arg(ht.join("split")).arg(&bin).arg("256").status().expect("heaptrack is installed (scripts/test.sh)");
+    assert!(status.success());
+    let file = std::fs::read_dir(&ht).unwrap().flatten().map(|e| e.path()).find(|p| p.to_string_lossy().contains("split")).expect("heaptrack's file");
+    let hb = heaptrack_bytes(&file);
+    let all: u64 = hb.iter().sum();
+    let theirs = [0, 1, 2].map(|i| pct(hb[i], all));
+    eprintln!("fgbpf {ours:?}, heaptrack {theirs:?}, known {SPLIT:?}");
+    for i in 0..3 {
+        assert!((ours[i] - SPLIT[i]).abs() <= 5.0, "{}: {:.1}% of the bytes, known {}%", FUNCS[i], ours[i], SPLIT[i]);
+        assert!((ours[i] - theirs[i]).abs() <= 5.0, "{}: {:.1}% of the bytes, heaptrack {:.1}%", FUNCS[i], ours[i], theirs[i]);
+    }
+    // Sampled, not every call.
+    let line = stderr.lines().find(|l| l.starts_with("alloc: ") || l.contains("alloc: ")).unwrap_or_else(|| panic!("no alloc line: {stderr}"));
+    let calls: u64 = number_between(line, "alloc: ", " allocation calls").unwrap();
+    let sampled: u64 = number_between(line, "calls, ", " sampled").unwrap();
+    assert!(sampled > 1000 && sampled * 20 < calls, "{line}");
+    let report = std::fs::read_to_string(dir.join("report.txt")).unwrap();
+    let first = report.lines().next().unwrap();
+    assert!(first.starts_with("Top allocating path") && first.contains("spend_a"), "{first}");
+}
+
+#[test]
+fn a_leaking_function_holds_the_bytes_in_use_at_the_end() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let (dir, _) = capture("alloc-leak", "folded", "65536", &["256", "leak"]);
+    let inuse = read_folded(&dir.join("inuse_space.folded"));
+    let of_b = weight_with(&inuse, "spend_b");
+    assert!(pct(of_b, total(&inuse)) >= 90.0, "spend_b holds {:.1}% of in-use bytes: {inuse:?}", pct(of_b, total(&inuse)));
+    // About its 30% of 256 MiB, and the freed ones nothing.
+    let expected = 0.3 * 256.0 * 1048576.0;
+    assert!((of_b as f64 - expected).abs() < 0.1 * expected, "spend_b in use: {of_b} bytes, about {expected} leaked");
+    // Its allocations are still counted as allocations too.
+    let allocated = shares(&read_folded(&dir.join("alloc_space.folded")));
+    assert!((allocated[1] - 30.0).abs() <= 5.0, "{allocated:?}");
+    let report = std::fs::read_to_string(dir.join("report.txt")).unwrap();
+    let second = report.lines().nth(1).unwrap();
+    assert!(second.starts_with("Top retaining path") && second.contains("spend_b"), "{second}");
+}
+
+#[test]
+fn pprof_has_go_heap_profile_sample_types() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    // The default mean, 512 KiB.
+    let (dir, _) = capture("alloc-pprof", "pprof", "524288", &["256", "leak"]);
+    let file = dir.join("alloc.pb.gz");
+    let raw = Command::new("go").args(["tool", "pprof", "-raw"]).arg(&file).output().expect("go is installed");
+    assert!(raw.status.success(), "go tool pprof -raw: {}", String::from_utf8_lossy(&raw.stderr));
+    let text = String::from_utf8_lossy(&raw.stdout);
+    assert!(text.contains("alloc_objects/count alloc_space/bytes inuse_objects/count inuse_space/bytes"), "{text}");
+    for (index, top) in [("inuse_space", "spend_b"), ("alloc_space", "spend_a")] {
+        let out = Command::new("go").args(["tool", "pprof", "-top", "-cum", "-sample_index", index]).arg(&file).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let text = String::from_utf8_lossy(&out.stdout);
+        // The heaviest of the three functions by cumulative weight.
+        let first = text.lines().find(|l| FUNCS.iter().any(|f| l.ends_with(f))).unwrap_or_else(|| panic!("{text}"));
+        assert!(first.ends_with(top), "-sample_index {index}: {first}\n{text}");
+    }
+}
+
+/// A process in its own root with its own copy of the C library (another
+/// file: the host's uprobes would not fire in it), as in a container:
+/// `-p` probes the library it maps, found through /proc/PID/map_files.
+#[test]
+fn a_process_in_its_own_root_is_probed_in_its_own_c_library() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    use std::io::{BufRead, BufReader, Write};
+    let root = out_dir("alloc-root");
+    for (from, to) in [("/lib/x86_64-linux-gnu/libc.so.6", "lib/x86_64-linux-gnu/libc.so.6"), ("/lib64/ld-linux-x86-64.so.2", "lib64/ld-linux-x86-64.so.2")] {
+        let to = root.join(to);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(from, &to).unwrap();
+    }
+    std::fs::create_dir_all(root.join("bin")).unwrap();
+    std::fs::copy(plain_workload("alloc_split"), root.join("bin/split")).unwrap();
+    let mut child = Command::new("chroot")
+        .arg(&root)
+        .args(["/bin/split", "256", "leak", "wait"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut stdin = child.stdin.take().unwrap();
+    let workload = KillOnDrop(child);
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+    let maps = std::fs::read_to_string(format!("/proc/{}/maps", workload.id())).unwrap();
+    assert!(maps.contains(&format!("{}/lib/x86_64-linux-gnu/libc.so.6", root.display())), "{maps}");
+    let dir = out_dir("alloc-root-capture");
+    let capture = spawn_attached(fgbpf().args(["alloc", "--sample-bytes", "65536", "-p", &workload.id().to_string(), "-o"]).arg(&dir));
+    writeln!(stdin, "go").unwrap();
+    line.clear();
+    out.read_line(&mut line).unwrap(); // the bytes line
+    line.clear();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "done");
+    writeln!(stdin, "end").unwrap();
+    let out = capture.finish_by(std::time::Instant::now(), std::time::Duration::from_secs(60));
+    assert_ok(&out);
+    let ours = shares(&read_folded(&dir.join("alloc_space.folded")));
+    for i in 0..3 {
+        assert!((ours[i] - SPLIT[i]).abs() <= 5.0, "{}: {:.1}% of the bytes, known {}%", FUNCS[i], ours[i], SPLIT[i]);
+    }
+    let inuse = read_folded(&dir.join("inuse_space.folded"));
+    assert!(pct(weight_with(&inuse, "spend_b"), total(&inuse)) >= 90.0, "{inuse:?}");
+}
+
+/// A live map too small for what stays in use: the sampled allocations it
+/// could not keep (their frees cannot be matched) are told, with the
+/// option that raises it.
+#[test]
+fn allocations_the_live_map_cannot_keep_are_told() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let dir = out_dir("alloc-live-full");
+    let bin = plain_workload("alloc_split");
+    let out = run(fgbpf().args(["alloc", "--max-live", "64", "--sample-bytes", "65536", "--format", "folded", "-o"]).arg(&dir).arg("--").arg(&bin).args(["256", "leak"]));
+    assert_ok(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let line = stderr.lines().find(|l| l.contains("live map full")).unwrap_or_else(|| panic!("no loss told: {stderr}"));
+    let lost: u64 = number_between(line, "fgbpf: lost ", " ").unwrap();
+    assert!(lost > 100 && line.contains("--max-live"), "{line}");
+}
+
+/// spend_c through anonymous mmap/munmap, then through aligned_alloc(16)
+/// (glibc's memalign, which jumps to malloc for such alignments): each
+/// call counted once, at the function the program called, and freed.
+#[test]
+fn mmap_and_nested_allocators_count_once_at_the_function_called() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    for (mode, leaf) in [("mmap", "mmap"), ("aligned", "memalign")] {
+        let (dir, stderr) = capture(&format!("alloc-{mode}"), "folded", "65536", &["256", mode]);
+        let stacks = read_folded(&dir.join("alloc_space.folded"));
+        let ours = shares(&stacks);
+        for i in 0..3 {
+            assert!((ours[i] - SPLIT[i]).abs() <= 5.0, "{mode}: {}: {:.1}% of the bytes, known {}%", FUNCS[i], ours[i], SPLIT[i]);
+        }
+        let of_c: Vec<&String> = stacks.iter().filter(|(f, _)| f.iter().any(|x| x == "spend_c")).map(|(f, _)| f.last().unwrap()).collect();
+        assert!(of_c.iter().all(|l| l.contains(leaf)), "{mode}: spend_c's leaves {of_c:?}");
+        let inuse = read_folded(&dir.join("inuse_space.folded"));
+        assert!(total(&inuse) < 1 << 20, "{mode}: everything was freed, yet {inuse:?}");
+        assert!(stderr.contains("lost: none"), "{mode}: {stderr}");
+    }
+}
+
+/// A running process whose allocation calls would cost more than
+/// --max-overhead is refused before the capture, and captured with --force.
+#[test]
+fn a_target_allocating_too_often_is_refused_unless_forced() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    use std::io::{BufRead, BufReader, Write};
+    let mut child = Command::new(plain_workload("alloc_split"))
+        .args(["100000000", "wait"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut stdin = child.stdin.take().unwrap();
+    let workload = KillOnDrop(child);
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    writeln!(stdin, "go").unwrap();
+    let pid = workload.id().to_string();
+    let dir = out_dir("alloc-refused");
+    let refused = run(fgbpf().args(["alloc", "-p", &pid, "--max-overhead", "1", "-d", "2", "-o"]).arg(&dir));
+    assert!(!refused.status.success(), "a target allocating all the time was not refused");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("above --max-overhead 1") && stderr.contains("--force"), "{stderr}");
+    assert!(!dir.join("report.txt").exists());
+    let forced = run(fgbpf().args(["alloc", "-p", &pid, "--max-overhead", "1", "--force", "-d", "1", "--format", "folded", "-o"]).arg(&dir));
+    assert_ok(&forced);
+    assert!(weight_with(&read_folded(&dir.join("alloc_space.folded")), "spend_a") > 0);
+}
