@@ -171,6 +171,12 @@ pub struct CaptureArgs {
     #[arg(long)]
     pub no_perl: bool,
 
+    /// Leave LuaJIT's Lua frames out: LuaJIT processes (luajit, nginx with
+    /// Lua) then show the VM's and the traces' machine code, as native
+    /// profilers do.
+    #[arg(long)]
+    pub no_luajit: bool,
+
     /// Do not read Go programs' goroutines (`offcpu` and `wall` write
     /// their goroutine view, `goroutines.folded`, and the report their
     /// counts), nor tell on their stacks the goroutine that ran and its
@@ -451,6 +457,7 @@ impl Default for CaptureArgs {
             no_ruby: false,
             no_php: false,
             no_perl: false,
+            no_luajit: false,
             no_go: false,
             label_frames: false,
             no_py_lines: false,

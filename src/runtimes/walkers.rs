@@ -16,6 +16,8 @@ pub enum BpfWalker {
     Ruby,
     Php,
     Perl,
+    /// LuaJIT's: Lua functions of interpreted and compiled code.
+    LuaJit,
     /// Go's: the goroutine a thread runs and its pprof labels.
     Go,
     Java,
@@ -24,7 +26,7 @@ pub enum BpfWalker {
 }
 
 impl BpfWalker {
-    pub const ALL: [BpfWalker; 7] = [BpfWalker::Python, BpfWalker::Ruby, BpfWalker::Php, BpfWalker::Perl, BpfWalker::Go, BpfWalker::Java, BpfWalker::V8];
+    pub const ALL: [BpfWalker; 8] = [BpfWalker::Python, BpfWalker::Ruby, BpfWalker::Php, BpfWalker::Perl, BpfWalker::LuaJit, BpfWalker::Go, BpfWalker::Java, BpfWalker::V8];
 
     /// On the interpreters' contract (interp.bpf.h): one place in the walk,
     /// refused together by some verifiers.
@@ -39,6 +41,7 @@ impl BpfWalker {
             BpfWalker::Ruby => "Ruby",
             BpfWalker::Php => "PHP",
             BpfWalker::Perl => "Perl",
+            BpfWalker::LuaJit => "LuaJIT",
             BpfWalker::Go => "Go labels",
             BpfWalker::Java => "Java",
             BpfWalker::V8 => "JavaScript",
@@ -56,6 +59,7 @@ impl BpfWalker {
             BpfWalker::Ruby => ro.ruby_frames = on,
             BpfWalker::Php => ro.php_frames = on,
             BpfWalker::Perl => ro.perl_frames = on,
+            BpfWalker::LuaJit => ro.luajit_frames = on,
             BpfWalker::Go => ro.go_labels = on,
             BpfWalker::Java => ro.java_frames = on,
             BpfWalker::V8 => ro.v8_frames = on,
@@ -158,7 +162,7 @@ mod tests {
         assert!(w.any() && w.interpreters() == [BpfWalker::Ruby].into_iter().collect());
         let jvm: Walkers = [BpfWalker::Java].into_iter().collect();
         assert!(jvm.any() && !jvm.interpreters().any());
-        assert!(!Walkers::NONE.any() && Walkers::all().iter().count() == 7);
+        assert!(!Walkers::NONE.any() && Walkers::all().iter().count() == 8);
         assert_eq!(Walkers::all().without(Walkers::all().interpreters()).iter().collect::<Vec<_>>(), [BpfWalker::Java, BpfWalker::V8]);
     }
 
