@@ -50,12 +50,13 @@ fn walk_flags() -> Vec<&'static str> {
     }
 }
 
-/// `fgbpf KIND -F 499 -d SECONDS -p PID -o DIR` (and `--no-luajit` when
+/// `fgbpf KIND [-F 499] -d SECONDS -p PID -o DIR` (and `--no-luajit` when
 /// asked), then the workload ended and the capture read.
 fn capture(target: KillOnDrop, kind: &str, seconds: &str, test: &str) -> Captured {
     let pid = target.id();
     let dir = out_dir(test);
-    let out = run(fgbpf().args([kind, "-F", "499"]).args(walk_flags()).args(["-d", seconds, "-p", &pid.to_string(), "-o"]).arg(&dir));
+    let rate: &[&str] = if kind == "oncpu" { &["-F", "499"] } else { &[] };
+    let out = run(fgbpf().arg(kind).args(rate).args(walk_flags()).args(["-d", seconds, "-p", &pid.to_string(), "-o"]).arg(&dir));
     drop(target);
     assert_ok(&out);
     let stacks = read_folded(&dir.join(format!("{kind}.folded")));

@@ -586,6 +586,10 @@ struct fg_luajit_proc {
 	__u16 pt_size;       /* sizeof(GCproto) */
 	__u16 pt_sizebc;     /* GCproto: sizebc (u32) */
 	__u16 pad[3];
+	/* A global_State user space found in the process's memory (its
+	 * GG_State), for threads whose r14 was never seen holding DISPATCH
+	 * (blocked in C since the capture began); 0: none. */
+	__u64 g_hint;
 };
 
 /* A Go thread's stack ends, after this marker (not a user address), with

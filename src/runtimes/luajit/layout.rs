@@ -21,6 +21,9 @@ pub struct Layout {
     pub g_vmstate: u16,
     pub g_cur_l: u16,
     pub g_jit_base: u16,
+    /// global_State: mainthref (the main lua_State, at the GG_State's
+    /// start).
+    pub g_mainthref: u16,
     /// GCfunc: ffid, pc.
     pub fn_ffid: u16,
     pub fn_pc: u16,
@@ -55,6 +58,7 @@ pub const LAYOUT_OPENRESTY_21: Layout = Layout {
     g_vmstate: 184,
     g_cur_l: 368,
     g_jit_base: 376,
+    g_mainthref: 192,
     fn_ffid: 10,
     fn_pc: 32,
     pt_size: 104,

@@ -9,7 +9,9 @@
  * from Lua keep it (r14 is callee-saved). A candidate is trusted when the
  * GG_State it implies holds its main lua_State at its start, whose glref
  * points back at its global_State; the last one seen per thread is kept
- * (luajit_g), for samples where r14 holds something else.
+ * (luajit_g), for samples where r14 holds something else; else the one
+ * user space found in the process's memory (g_hint: a thread blocked in
+ * C since before the capture, its r14 reused).
  *
  * Which frames: global_State.cur_L is the lua_State running (a coroutine
  * included). Its frames begin, leaf first, at
@@ -168,7 +170,8 @@ static __always_inline bool lj_in_vm(struct stack_buf *buf, __u32 n, struct fg_l
 	for (__u32 i = 0; i < MAX_STACK_DEPTH; i++) {
 		if (i >= n)
 			break;
-		if (buf->ips[i] >= lj->vm_start && buf->ips[i] < lj->vm_end)
+		/* <=: a return address past a call that ends the VM's code. */
+		if (buf->ips[i] >= lj->vm_start && buf->ips[i] <= lj->vm_end)
 			return true;
 	}
 	return false;
@@ -214,8 +217,7 @@ __noinline __u32 add_luajit(struct stack_buf *buf, __u32 n, __u32 pid, struct fg
 		bpf_map_update_elem(&luajit_g, &tid, &g, BPF_ANY);
 	} else {
 		cached = bpf_map_lookup_elem(&luajit_g, &tid);
-		if (cached)
-			g = *cached;
+		g = cached ? *cached : lj->g_hint;
 	}
 	if (!g) {
 		st->lj_no_thread++;

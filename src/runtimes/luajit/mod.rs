@@ -14,6 +14,7 @@ pub mod layout;
 pub mod names;
 pub mod walker;
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::fs::File;
 
@@ -38,6 +39,9 @@ pub struct Vm {
     pub layout: Layout,
     /// The file it was found in, untrusted.
     pub binary: String,
+    /// A global_State found in the process's memory ([`find_global`])
+    /// once [`walker`]'s check has seen the process; 0: none.
+    pub g_hint: Cell<u64>,
 }
 
 /// Whether a mapped file may hold LuaJIT, by name: its library, the
@@ -95,8 +99,49 @@ pub fn find(file: &File, path: &str, start: u64, offset: u64) -> Result<Option<V
         vm_end: hi.wrapping_add(bias),
         layout: LAYOUT_OPENRESTY_21,
         binary: path.to_string(),
+        g_hint: Cell::new(0),
     }))
 }
+
+/// How much of each anonymous mapping [`find_global`] looks at: the
+/// GG_State is the first thing LuaJIT's allocator gives out, at the
+/// start of its first region.
+const SCAN: u64 = 64 << 10;
+/// The most mappings looked at.
+const SCAN_MAPS: usize = 4096;
+
+/// A LuaJIT global_State in the process: a GG_State (main lua_State, a
+/// thread object, then its global_State) whose lua_State's glref points at
+/// its global_State and whose global_State's mainthref points back, found
+/// at the start of an anonymous writable mapping. The first found.
+pub fn find_global(mem: &Mem, l: &Layout) -> Option<u64> {
+    let maps = std::fs::read_to_string(format!("/proc/{}/maps", mem.pid())).ok()?;
+    for line in maps.lines().take(SCAN_MAPS) {
+        let mut f = line.split_whitespace();
+        let (Some(range), Some(perms)) = (f.next(), f.next()) else { continue };
+        let path = f.nth(3).unwrap_or("");
+        if !perms.starts_with("rw") || !(path.is_empty() || path == "[heap]") {
+            continue;
+        }
+        let Some((a, b)) = range.split_once('-') else { continue };
+        let (Ok(a), Ok(b)) = (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16)) else { continue };
+        let len = (b - a).min(SCAN);
+        let Some(bytes) = mem.bytes(a, len as usize) else { continue };
+        let word = |at: usize| bytes.get(at..at + 8).map(|w| u64::from_le_bytes(w.try_into().unwrap()));
+        let (glref, gg_g, gct) = (usize::from(l.l_glref), usize::from(l.gg_g), usize::from(l.gct));
+        let mainth = gg_g + usize::from(l.g_mainthref);
+        for at in (0..bytes.len().saturating_sub(mainth + 8)).step_by(8) {
+            let base = a + at as u64;
+            if bytes[at + gct] == LJ_TTHREAD && word(at + glref) == Some(base + gg_g as u64) && word(at + mainth) == Some(base) {
+                return Some(base + gg_g as u64);
+            }
+        }
+    }
+    None
+}
+
+/// ~LJ_TTHREAD, a lua_State's gct.
+const LJ_TTHREAD: u8 = 6;
 
 /// `2.1.0-beta3` from the banner `LuaJIT 2.1.0-beta3` in read-only data.
 fn banner(obj: &object::File) -> Option<String> {

@@ -90,11 +90,12 @@ impl Walker for LuaJitWalker {
         luajit::find(file, path, start, offset)
     }
 
-    fn check(_mem: &Mem, vm: &Vm) -> Result<(), String> {
+    fn check(mem: &Mem, vm: &Vm) -> Result<(), String> {
         let l = &vm.layout;
         if l.g_jit_base != l.g_cur_l + 8 || vm.vm_end <= vm.vm_start {
             return Err(format!("LuaJIT {}: the layout's check failed", vm.release));
         }
+        vm.g_hint.set(luajit::find_global(mem, l).unwrap_or(0));
         Ok(())
     }
 
@@ -123,6 +124,7 @@ impl Walker for LuaJitWalker {
             fn_pc: l.fn_pc,
             pt_size: l.pt_size,
             pt_sizebc: l.pt_sizebc,
+            g_hint: vm.g_hint.get(),
             ..Default::default()
         };
         // SAFETY: fg_luajit_proc is a plain struct of integers.
