@@ -585,7 +585,12 @@ struct fg_luajit_proc {
 	__u16 fn_pc;         /* ... pc: its bytecode, after the GCproto */
 	__u16 pt_size;       /* sizeof(GCproto) */
 	__u16 pt_sizebc;     /* GCproto: sizebc (u32) */
-	__u16 pad[3];
+	__u16 l_cframe;      /* lua_State: cframe (the VM's C frame, its rsp) */
+	__u16 g_to_j;        /* GG_State: J - g (the jit_State) */
+	__u16 j_trace;       /* jit_State: trace (GCRef[], by trace number) */
+	__u16 t_mcode;       /* GCtrace: mcode */
+	__u16 t_szmcode;     /* GCtrace: szmcode (u32) */
+	__u16 pad[2];
 	/* A global_State user space found in the process's memory (its
 	 * GG_State), for threads whose r14 was never seen holding DISPATCH
 	 * (blocked in C since the capture began); 0: none. */

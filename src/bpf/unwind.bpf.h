@@ -400,6 +400,8 @@ static __always_inline __u64 store_user_stack(void *ctx, __u32 pid, struct fg_st
 		return STACK_NONE;
 	if (use_tables)
 		ref.proc = bpf_map_lookup_elem(&proc_unwind, &pid);
+	/* LuaJIT's compiled code: walked from the VM's frame it runs on. */
+	luajit_trace_start(ref.w, pid);
 	walk_begin(ref.w, pid, false);
 	/* Its parent's, given at fork, and it has begun an exec since, which
 	 * lets go of the entry once done: in execve past its point of no

@@ -30,6 +30,13 @@ pub struct Layout {
     /// GCproto: its size (its bytecode follows), sizebc, k, chunkname,
     /// firstline, numline, lineinfo, uvinfo, sizeuv.
     pub pt_size: u16,
+    /// lua_State: cframe; GG_State: J - g; jit_State: trace; GCtrace:
+    /// mcode, szmcode.
+    pub l_cframe: u16,
+    pub g_to_j: u16,
+    pub j_trace: u16,
+    pub t_mcode: u16,
+    pub t_szmcode: u16,
     pub pt_sizebc: u16,
     pub pt_k: u16,
     pub pt_chunkname: u16,
@@ -62,6 +69,11 @@ pub const LAYOUT_OPENRESTY_21: Layout = Layout {
     fn_ffid: 10,
     fn_pc: 32,
     pt_size: 104,
+    l_cframe: 80,
+    g_to_j: 736,
+    j_trace: 384,
+    t_mcode: 88,
+    t_szmcode: 84,
     pt_sizebc: 12,
     pt_k: 32,
     pt_chunkname: 64,

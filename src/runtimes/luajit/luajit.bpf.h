@@ -191,6 +191,51 @@ static __always_inline __u64 lj_global(struct fg_luajit_proc *lj, __u64 r14)
 	return g;
 }
 
+/* A sample in a trace's machine code (which has no unwind rows, and
+ * whose rbp is no frame pointer): the native walk is begun at the VM's
+ * C frame instead (lua_State.cframe, the VM's rsp, which the trace runs
+ * on), from an address of the VM's code, whose unwind row (CFA rsp + 80)
+ * leads to the VM's caller. The trace is the one vmstate names, its code
+ * checked to hold the pc. A global function: the verifier checks it
+ * once. */
+__noinline bool luajit_trace_start(struct walk *w, __u32 pid)
+{
+	struct fg_luajit_proc *lj;
+	struct pt_regs *regs;
+	__u64 g, *cached, L = 0, cframe = 0, traces = 0, trace = 0, mcode = 0;
+	__s32 vmstate = -1;
+	__u32 tid = (__u32)bpf_get_current_pid_tgid(), szmcode = 0;
+
+	if (!luajit_frames || !w)
+		return false;
+	lj = bpf_map_lookup_elem(&luajit_procs, &pid);
+	if (!lj || (w->ip >= lj->vm_start && w->ip < lj->vm_end))
+		return false;
+	regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	if (!regs)
+		return false;
+	g = lj_global(lj, BPF_CORE_READ(regs, r14));
+	if (!g) {
+		cached = bpf_map_lookup_elem(&luajit_g, &tid);
+		g = cached ? *cached : lj->g_hint;
+	}
+	if (!g || bpf_probe_read_user(&vmstate, sizeof(vmstate), (void *)(g + lj->g_vmstate)) || vmstate <= 0 ||
+	    bpf_probe_read_user(&traces, sizeof(traces), (void *)(g + lj->g_to_j + lj->j_trace)) || !traces ||
+	    bpf_probe_read_user(&trace, sizeof(trace), (void *)(traces + 8 * (__u64)(__u32)vmstate)) || !trace ||
+	    bpf_probe_read_user(&mcode, sizeof(mcode), (void *)(trace + lj->t_mcode)) ||
+	    bpf_probe_read_user(&szmcode, sizeof(szmcode), (void *)(trace + lj->t_szmcode)) ||
+	    w->ip < mcode || w->ip >= mcode + szmcode ||
+	    bpf_probe_read_user(&L, sizeof(L), (void *)(g + lj->g_cur_L)) || !L ||
+	    bpf_probe_read_user(&cframe, sizeof(cframe), (void *)((L & LJ_GCVMASK) + lj->l_cframe)))
+		return false;
+	cframe &= ~3ULL;
+	if (cframe < w->sp || cframe - w->sp > (1 << 20))
+		return false;
+	w->ip = lj->vm_start;
+	w->sp = cframe;
+	return true;
+}
+
 /* Appends the current thread's Lua frames to the `n` native frames in
  * `buf` when its process is a known LuaJIT. Returns the new length and
  * says in *walk how the Lua stack was read (enum fg_interp_walk). A global

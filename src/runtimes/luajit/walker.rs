@@ -125,6 +125,11 @@ impl Walker for LuaJitWalker {
             pt_size: l.pt_size,
             pt_sizebc: l.pt_sizebc,
             g_hint: vm.g_hint.get(),
+            l_cframe: l.l_cframe,
+            g_to_j: l.g_to_j,
+            j_trace: l.j_trace,
+            t_mcode: l.t_mcode,
+            t_szmcode: l.t_szmcode,
             ..Default::default()
         };
         // SAFETY: fg_luajit_proc is a plain struct of integers.
