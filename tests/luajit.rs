@@ -9,6 +9,12 @@
 //! functions are then not in the stacks.
 
 mod common;
+#[allow(dead_code)]
+#[path = "otlp/export.rs"]
+mod export;
+#[allow(dead_code)]
+#[path = "otlp/receiver.rs"]
+mod receiver;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -32,13 +38,10 @@ fn start(flags: &[&str], name: &str, args: &[&str]) -> KillOnDrop {
     start_ready(&mut cmd, name, "luajit is not installed: Debian's luajit2 package")
 }
 
-/// A Lua frame is `name (file:line)_[p]`, ` [trace]` before the suffix
-/// when the sample was in compiled code: matched by name and file (and
+/// A Lua frame is `name (file:line)_[p]`: matched by name and file (and
 /// line when given).
 fn lua(frame: &str, wanted: &str) -> bool {
-    let f = frame.strip_suffix("_[p]").unwrap_or("");
-    let f = f.strip_suffix(" [trace]").unwrap_or(f);
-    frame.ends_with("_[p]") && frame_at(f, wanted)
+    walked_at(frame, wanted)
 }
 
 /// `--no-luajit` when `FGBPF_TEST_NO_LUAJIT` is set: each test then must
@@ -135,6 +138,46 @@ fn a_50_30_20_split_between_lua_functions_agrees_with_luajit_jp() {
         let want = [50.0, 30.0, 20.0][i];
         assert!((ours_pct[i] - want).abs() <= 5.0, "{ours_pct:?} against 50/30/20\n{summary}");
         assert!((ours_pct[i] - jp_pct[i]).abs() <= 5.0, "{ours_pct:?} against -jp's {jp_pct:?}\n{theirs}");
+    }
+}
+
+/// Over OTLP, Lua frames go as `luajit` frames with their file and line
+/// apart (`fifty` in split.lua), the native ones as `native`; pprof
+/// output names them too.
+#[test]
+fn lua_frames_go_over_otlp_as_luajit_frames_with_file_and_line() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let received = out_dir("luajit_otlp_received");
+    let (_receiver, port) = receiver::serve(&received);
+    let target = start(&[], "split.lua", &["30"]);
+    let pid = target.id();
+    let dir = out_dir("luajit_otlp");
+    let out = run(fgbpf()
+        .args(["oncpu", "-F", "499", "-d", "4", "--format", "folded,pprof"])
+        .args(walk_flags())
+        .args(["-p", &pid.to_string()])
+        .args(["--otlp", &format!("127.0.0.1:{port}"), "--otlp-insecure", "-o"])
+        .arg(&dir));
+    drop(target);
+    assert_ok(&out);
+    let mut pprof = Vec::new();
+    let gz = std::fs::read(dir.join("oncpu.pb.gz")).expect("oncpu.pb.gz");
+    std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&gz[..]), &mut pprof).unwrap();
+    let has = |text: &[u8]| pprof.windows(text.len()).any(|w| w == text);
+    assert!(has(b"fifty") && has(b"split.lua"), "pprof output without fifty");
+    let samples = receiver::decode(&received);
+    let with: Vec<&receiver::Decoded> = samples.iter().filter(|s| s.frames.iter().any(|x| x == "fifty")).collect();
+    let weight: i64 = with.iter().map(|s| s.value).sum();
+    eprintln!("LuaJIT over OTLP: {weight} samples with fifty");
+    assert!(weight > 300, "{weight} samples with fifty");
+    for s in &with {
+        let i = s.frames.iter().position(|x| x == "fifty").unwrap();
+        assert_eq!((s.types[i].as_str(), s.files[i].as_str()), ("luajit", "split.lua"));
+        assert!(s.lines[i] > 0, "fifty without its line");
+        assert!(s.types.iter().any(|t| t == "native"), "native frames");
     }
 }
 

@@ -185,11 +185,13 @@ pub(crate) fn text(reader: &Reader, word: u64, caller: Option<u64>, no_lines: bo
         None if p.main => "main chunk".to_string(),
         None => format!("<{}:{}>", p.file, p.firstline),
     };
-    let line = at(word).and_then(|i| p.lines.get(i as usize).copied()).unwrap_or(p.firstline);
-    let jit = if word & TRACE != 0 { " [trace]" } else { "" };
+    // A trace's entry frame (TRACE): its pc in the trace is not read, its
+    // function's first line is given. Not marked in the text, which
+    // OTLP and pprof part as `name (file:line)`.
+    let line = at(word).filter(|_| word & TRACE == 0).and_then(|i| p.lines.get(i as usize).copied()).unwrap_or(p.firstline);
     if no_lines {
-        format!("{name} ({}){jit}", p.file)
+        format!("{name} ({})", p.file)
     } else {
-        format!("{name} ({}:{line}){jit}", p.file)
+        format!("{name} ({}:{line})", p.file)
     }
 }
