@@ -6,6 +6,7 @@
 #   profiler; Python 3.13.
 # - Debian 11 (bullseye): Ruby 2.7; PHP 7.4 with excimer; Python 3.9.
 # - their OpenJDKs (11 and 21), in roots of their own.
+# - their LuaJITs, in roots of their own.
 # tests/ruby.rs, tests/php.rs and tests/python.rs run processes in them as
 # a container runs them (chroot): read beside rbspy, excimer and py-spy,
 # and named with why when fgbpf refuses them. debootstrap is installed
@@ -42,3 +43,8 @@ build bullseye ruby,php7.4-cli,php-excimer,python3
 # are: Debian 11's OpenJDK 11 and Debian 13's OpenJDK 21.
 build bullseye openjdk-11-jdk-headless bullseye-java
 build trixie openjdk-21-jdk-headless trixie-java
+# LuaJIT: Debian 11's luajit (LuaJIT's own 2.1.0-beta3, named as not read)
+# and Debian 13's (OpenResty's branch), each in a root of its own
+# (tests/luajit.rs).
+build bullseye luajit bullseye-luajit
+build trixie luajit trixie-luajit

@@ -308,3 +308,22 @@ fn nginx_lua_handlers_are_named_under_the_workers_request_path() {
     assert!(in_lua > 100, "{in_lua} samples in the Lua handler\n{summary}");
     assert!(pct(named, in_lua) >= 90.0, "{named} of {in_lua} name main chunk;handle under the request path\n{summary}");
 }
+
+/// Debian 11's luajit (LuaJIT's own 2.1.0-beta3, not OpenResty's branch),
+/// in a root of its own (scripts/fetch-roots.sh), as a container runs
+/// it: named in the summary as not read, with why; its native frames
+/// kept.
+#[test]
+fn debian_11s_luajit_is_named_as_not_read() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let root = common::roots::named("bullseye-luajit");
+    let target = common::roots::start_in_root(&root, "luajit", "luajit", "busy.lua", "30");
+    let Captured { pid, stacks, summary, .. } = capture(target, "oncpu", "3", "luajit_bullseye");
+    let said = format!("LuaJIT: pid {pid} (luajit): Lua frames not read, LuaJIT 2.1.0-beta3, not OpenResty's branch");
+    assert!(summary.contains(&said), "the summary does not say `{said}`\n{summary}");
+    assert!(total(&stacks) > 300, "{summary}");
+    assert_eq!(weight_in_order_by(&stacks, &["inner@busy.lua:"], lua), 0, "Lua frames named from a LuaJIT not read\n{summary}");
+}
