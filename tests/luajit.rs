@@ -327,3 +327,24 @@ fn debian_11s_luajit_is_named_as_not_read() {
     assert!(total(&stacks) > 300, "{summary}");
     assert_eq!(weight_in_order_by(&stacks, &["inner@busy.lua:"], lua), 0, "Lua frames named from a LuaJIT not read\n{summary}");
 }
+
+/// Debian 13's luajit (OpenResty's 2.1.0+openresty20250117), in a root of
+/// its own, as a container runs it: the busy chain named in order. Its
+/// jit_State's layout is not known (no source of that date here): the
+/// native callers of its compiled code are not recovered, the Lua frames
+/// are.
+#[test]
+fn debian_13s_luajit_names_the_busy_chain() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let root = common::roots::named("trixie-luajit");
+    let target = common::roots::start_in_root(&root, "luajit", "luajit", "busy.lua", "30");
+    let Captured { pid, stacks, summary, .. } = capture(target, "oncpu", "3", "luajit_trixie");
+    let all = total(&stacks);
+    let ordered = share_in_order(&stacks, &BUSY, lua);
+    eprintln!("LuaJIT (Debian 13): main chunk;outer;inner {ordered:.1}% of {all} samples");
+    assert!(all > 300 && ordered >= 95.0, "{ordered:.1}% of {all}\n{summary}");
+    assert!(summary.contains(&format!("LuaJIT: pid {pid} (luajit, LuaJIT 2.1)")), "{summary}");
+}
