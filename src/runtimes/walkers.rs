@@ -146,7 +146,7 @@ impl Refused {
     pub fn interpreters_line(&self) -> Option<String> {
         self.interpreters().map(|why| {
             format!(
-                "the Python, Ruby, PHP and Perl frame walkers did not load ({why}): their threads show the interpreter's C frames, not Python functions, Ruby methods, PHP functions or Perl subs"
+                "the Python, Ruby, PHP, Perl and LuaJIT frame walkers did not load ({why}): their threads show the interpreter's C frames, not Python functions, Ruby methods, PHP functions, Perl subs or Lua functions"
             )
         })
     }
