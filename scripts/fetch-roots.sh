@@ -5,8 +5,8 @@
 # - Debian 13 (trixie): Ruby 3.3; PHP 8.4 with excimer, its reference
 #   profiler; Python 3.13.
 # - Debian 11 (bullseye): Ruby 2.7; PHP 7.4 with excimer; Python 3.9.
-# - their OpenJDKs (11 and 21) and Erlangs (OTP 23 and 27), in roots of
-#   their own.
+# - their OpenJDKs (11 and 21), Erlangs (OTP 23 and 27) and LuaJITs, in
+#   roots of their own.
 # tests/ruby.rs, tests/php.rs and tests/python.rs run processes in them as
 # a container runs them (chroot): read beside rbspy, excimer and py-spy,
 # and named with why when fgbpf refuses them. debootstrap is installed
@@ -46,3 +46,8 @@ build trixie openjdk-21-jdk-headless trixie-java
 # Their Erlangs: Debian 11's OTP 23 (no JIT) and Debian 13's OTP 27.
 build bullseye erlang-base bullseye-erlang
 build trixie erlang-base trixie-erlang
+# LuaJIT: Debian 11's luajit (LuaJIT's own 2.1.0-beta3, named as not read)
+# and Debian 13's (OpenResty's branch), each in a root of its own
+# (tests/luajit.rs).
+build bullseye luajit bullseye-luajit
+build trixie luajit trixie-luajit

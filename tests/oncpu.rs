@@ -512,7 +512,7 @@ fn without_bpf_loop_tables_are_walked_by_tail_calls_and_the_summary_says_so() {
     for line in [
         "kernel fallback: user stacks walked with .eh_frame tables by tail calls, 8 frames a call, not in a bpf_loop (forced by FGBPF_FORCE_FALLBACK",
         "kernel fallback: user registers read from the top of the task's",
-        "the Python, Ruby, PHP and Perl frame walkers did not load (forced by FGBPF_FORCE_FALLBACK)",
+        "the Python, Ruby, PHP, Perl and LuaJIT frame walkers did not load (forced by FGBPF_FORCE_FALLBACK)",
         "unwind tables:",
     ] {
         assert!(stderr.contains(line), "{line}: {stderr}");

@@ -80,7 +80,7 @@ fn unread_is_said(why: &str, child: KillOnDrop) {
     drop(child);
     let summary = String::from_utf8_lossy(&out.stderr);
     assert!(
-        summary.contains(&format!("the Python, Ruby, PHP and Perl frame walkers did not load ({why})")),
+        summary.contains(&format!("the Python, Ruby, PHP, Perl and LuaJIT frame walkers did not load ({why})")),
         "the summary does not say why Python frames are not named: {summary}"
     );
     let stacks = read_folded(&dir.join("oncpu.folded"));

@@ -340,6 +340,7 @@ fn runtime_settings(capture: &CaptureArgs, blocks: bool) -> Settings {
         (capture.no_ruby, BpfWalker::Ruby),
         (capture.no_php, BpfWalker::Php),
         (capture.no_perl, BpfWalker::Perl),
+        (capture.no_luajit, BpfWalker::LuaJit),
         (capture.no_go, BpfWalker::Go),
         (capture.no_java, BpfWalker::Java),
         (capture.no_node, BpfWalker::V8),

@@ -24,6 +24,7 @@
 #include "ruby/ruby.bpf.h"
 #include "php/php.bpf.h"
 #include "perl/perl.bpf.h"
+#include "luajit/luajit.bpf.h"
 #include "go/go.bpf.h"
 #include "tables.bpf.h"
 #include "walk.bpf.h"
@@ -356,8 +357,8 @@ static __always_inline bool user_regs(struct walk *w, const bool by_hand)
 
 /* The current task's user stack into `stacks`: walked with tables when
  * its process has them, else by the kernel's frame-pointer walk, then its
- * Python, Ruby, PHP or Perl frames when it is a known interpreter
- * (python.bpf.h, ruby.bpf.h, php.bpf.h, perl.bpf.h). Returns its
+ * Python, Ruby, PHP, Perl or LuaJIT frames when it is a known interpreter
+ * (python.bpf.h, ruby.bpf.h, php.bpf.h, perl.bpf.h, luajit.bpf.h). Returns its
  * key (see store_stack), counts how the walks went, and says it in *walk:
  * enum fg_walk in bits 0-3, enum fg_interp_walk in bits 4-7 (the
  * interpreter's). *known (when
@@ -404,6 +405,8 @@ static __always_inline __u64 store_user_stack(void *ctx, __u32 pid, struct fg_st
 		return STACK_NONE;
 	if (use_tables)
 		ref.proc = bpf_map_lookup_elem(&proc_unwind, &pid);
+	/* LuaJIT's compiled code: walked from the VM's frame it runs on. */
+	luajit_trace_start(ref.w, pid);
 	walk_begin(ref.w, pid, false);
 	/* Its parent's, given at fork, and it has begun an exec since, which
 	 * lets go of the entry once done: in execve past its point of no
@@ -435,6 +438,8 @@ static __always_inline __u64 store_user_stack(void *ctx, __u32 pid, struct fg_st
 			n = add_php(ref.buf, n, pid, st, &how);
 		if (how == FG_INTERP_NONE)
 			n = add_perl(ref.buf, n, pid, st, &how);
+		if (how == FG_INTERP_NONE)
+			n = add_luajit(ref.buf, n, pid, st, &how);
 		if (how == FG_INTERP_NONE)
 			n = add_go(ref.buf, n, pid, st, &how);
 		if (ref.proc && how == FG_INTERP_NONE)

@@ -177,6 +177,12 @@ pub struct CaptureArgs {
     #[arg(long)]
     pub no_perl: bool,
 
+    /// Leave LuaJIT's Lua frames out: LuaJIT processes (luajit, nginx with
+    /// Lua) then show the VM's and the traces' machine code, as native
+    /// profilers do.
+    #[arg(long)]
+    pub no_luajit: bool,
+
     /// Leave the BEAM's (Erlang's, Elixir's) frames out: its JIT-compiled
     /// functions are then neither named from the JIT's own code map (only
     /// from a perf map, `+JPperf true`) nor their Erlang callers walked.
@@ -463,6 +469,7 @@ impl Default for CaptureArgs {
             no_ruby: false,
             no_php: false,
             no_perl: false,
+            no_luajit: false,
             no_beam: false,
             no_go: false,
             label_frames: false,

@@ -1,4 +1,4 @@
-/* What the interpreter walkers (python.bpf.h, ruby.bpf.h, php.bpf.h,
+/* What the interpreter walkers (python.bpf.h, ruby.bpf.h, php.bpf.h, luajit.bpf.h,
  * perl.bpf.h)
  * share: they append one word per interpreter frame after their marker,
  * and tell user space of each object a word names (a code object, an
@@ -13,7 +13,7 @@
 #include "stacks.bpf.h"
 
 /* Bumped by user space each time it adds a process to py_procs, rb_procs,
- * php_procs, perl_procs or go_procs: a process found to be none while it had this
+ * php_procs, perl_procs, luajit_procs or go_procs: a process found to be none while it had this
  * value needs no lookup (fg_proc_unwind.interp_checked) until it changes. */
 volatile __u64 interp_gen = 0;
 

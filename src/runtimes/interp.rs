@@ -102,6 +102,15 @@ pub(crate) trait Walker {
     fn read_announced(reader: &mut Self::Reader, addr: u64, addr2: u64);
     /// A frame's text.
     fn text(found: &Self::Found, reader: &Self::Reader, word: u64, no_lines: bool) -> Arc<str>;
+    /// Whether a frame's text depends on its caller's word too (LuaJIT:
+    /// a function's name is in its caller's bytecode): then it is given
+    /// by [`Self::text_called`].
+    const NAMED_BY_CALLER: bool = false;
+    /// A frame's text, given its caller's word when the caller is a frame
+    /// of the same run of the evaluator (the frame is no entry).
+    fn text_called(found: &Self::Found, reader: &Self::Reader, word: u64, _caller: Option<u64>, no_lines: bool) -> Arc<str> {
+        Self::text(found, reader, word, no_lines)
+    }
     /// Frames the walker recorded that are no code the thread runs, at the
     /// outermost end (Ruby's VM bottom frame): how many to drop.
     fn not_running(_reader: &Self::Reader, _words: &[u64]) -> usize {
@@ -118,7 +127,7 @@ pub(crate) struct Interp<W: Walker> {
     /// Processes fgbpf cannot read: pid → (binary, why).
     pub unsupported: HashMap<u32, (String, String)>,
     /// Frames named, per (pid, frame word): formatting each once.
-    texts: HashMap<(u32, u64), Arc<str>>,
+    texts: HashMap<(u32, u64, u64), Arc<str>>,
     /// Write `name (file)` instead of `name (file:line)`.
     no_lines: bool,
     /// The processes with stacks through an evaluator their binary does
@@ -203,7 +212,7 @@ impl<W: Walker> Interp<W> {
         self.readers.retain(|&pid, _| keep(pid));
         self.found_at.retain(|&pid, _| keep(pid));
         self.unsupported.retain(|&pid, _| keep(pid));
-        self.texts.retain(|&(pid, _), _| keep(pid));
+        self.texts.retain(|&(pid, _, _), _| keep(pid));
         self.hidden_evaluator.retain(|&pid| keep(pid));
     }
 
@@ -253,22 +262,27 @@ impl<W: Walker> Interp<W> {
             }
         }
         r.more_mut().evaluator = Some(W::EVALUATOR);
-        r.more_mut().interp = words[1..]
+        let frames = &words[1..];
+        r.more_mut().interp = frames
             .iter()
-            .map(|&w| InterpFrame {
-                text: self.text(r.pid, w),
-                entry: w & ENTRY != 0,
+            .enumerate()
+            .map(|(i, &w)| {
+                let caller = frames.get(i + 1).filter(|_| W::NAMED_BY_CALLER && w & ENTRY == 0).map(|&c| c & !ENTRY);
+                InterpFrame {
+                    text: self.text(r.pid, w, caller),
+                    entry: w & ENTRY != 0,
+                }
             })
             .collect();
     }
 
-    fn text(&mut self, pid: u32, word: u64) -> Arc<str> {
-        let key = (pid, word & !ENTRY);
+    fn text(&mut self, pid: u32, word: u64, caller: Option<u64>) -> Arc<str> {
+        let key = (pid, word & !ENTRY, caller.unwrap_or(0));
         if let Some(t) = self.texts.get(&key) {
             return t.clone();
         }
         let text = match self.readers.get(&pid) {
-            Some((found, reader)) => W::text(found, reader, word & !ENTRY, self.no_lines),
+            Some((found, reader)) => W::text_called(found, reader, word & !ENTRY, caller, self.no_lines),
             None => "[interpreter: process not read]".into(),
         };
         self.texts.insert(key, text.clone());

@@ -1,6 +1,6 @@
 //! The managed runtimes the walkers read besides native code, one folder
 //! each: CPython ([`python`]), Ruby ([`ruby`]), PHP ([`php`]), Perl
-//! ([`perl`]), HotSpot
+//! ([`perl`]), LuaJIT ([`luajit`]), HotSpot
 //! ([`java`]), V8 ([`v8`]), Go ([`go`]) and the BEAM ([`beam`]). A folder holds the runtime's
 //! BPF half (`<name>.bpf.h`, included by the one BPF object), its layouts
 //! per version, its reader of the objects the walker announces, and the
@@ -8,12 +8,13 @@
 //! probe reads, hands them the objects the BPF side announces, and names
 //! their frames when the capture ends. The contract they share: tagged
 //! frame words in the stored stack (src/bpf/fgbpf.h); CPython's, Ruby's,
-//! PHP's and Perl's walkers also share [`interp`]'s.
+//! PHP's, Perl's and LuaJIT's walkers also share [`interp`]'s.
 
 pub mod beam;
 pub mod go;
 pub mod interp;
 pub mod java;
+pub mod luajit;
 pub mod perl;
 pub mod php;
 pub mod python;
@@ -57,6 +58,7 @@ const ALL: &[&Registered] = &[
     &ruby::walker::REGISTERED,
     &php::walker::REGISTERED,
     &perl::walker::REGISTERED,
+    &luajit::walker::REGISTERED,
     &java::walker::REGISTERED,
     &v8::walker::REGISTERED,
     &go::walker::REGISTERED,
@@ -234,6 +236,10 @@ pub struct Found {
     /// cannot read, with why.
     pub perls: Vec<(u32, (u32, u32), String)>,
     pub perl_unsupported: Vec<(u32, String)>,
+    /// LuaJIT VMs found: (pid, version, binary), and those fgbpf cannot
+    /// read, with why.
+    pub luajits: Vec<(u32, (u32, u32), String)>,
+    pub luajit_unsupported: Vec<(u32, String)>,
     /// HotSpot JVMs whose frames were walked: (pid, JDK feature version,
     /// whether inlined methods are read), and those fgbpf cannot read,
     /// with why.

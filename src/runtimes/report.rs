@@ -5,7 +5,7 @@
 use super::java::walks::JavaWalks;
 use super::v8::walks::NodeWalks;
 use super::walks::{by_process, lines, Context};
-use super::{go, perl, php, python, ruby};
+use super::{go, luajit, perl, php, python, ruby};
 use super::Found;
 use crate::profile::names::printable;
 use crate::profile::unwinding::RuntimeWalks;
@@ -19,6 +19,7 @@ pub fn of(found: &Found, ctx: &Context) -> RuntimeWalks {
         (&ruby::walker::LANG, "ruby", &found.rubies, &found.rb_unsupported),
         (&php::walker::LANG, "php", &found.phps, &found.php_unsupported),
         (&perl::walker::LANG, "perl", &found.perls, &found.perl_unsupported),
+        (&luajit::walker::LANG, "luajit", &found.luajits, &found.luajit_unsupported),
     ] {
         let versions = read.iter().map(|(pid, v, _)| (*pid, format!("{}.{}", v.0, v.1))).collect();
         let walks = by_process(ctx.weighed.iter().copied(), &versions, ctx.name_of);

@@ -16,6 +16,8 @@ pub enum BpfWalker {
     Ruby,
     Php,
     Perl,
+    /// LuaJIT's: Lua functions of interpreted and compiled code.
+    LuaJit,
     /// Go's: the goroutine a thread runs and its pprof labels.
     Go,
     Java,
@@ -27,11 +29,12 @@ pub enum BpfWalker {
 }
 
 impl BpfWalker {
-    pub const ALL: [BpfWalker; 8] = [
+    pub const ALL: [BpfWalker; 9] = [
         BpfWalker::Python,
         BpfWalker::Ruby,
         BpfWalker::Php,
         BpfWalker::Perl,
+        BpfWalker::LuaJit,
         BpfWalker::Go,
         BpfWalker::Java,
         BpfWalker::V8,
@@ -51,6 +54,7 @@ impl BpfWalker {
             BpfWalker::Ruby => "Ruby",
             BpfWalker::Php => "PHP",
             BpfWalker::Perl => "Perl",
+            BpfWalker::LuaJit => "LuaJIT",
             BpfWalker::Go => "Go labels",
             BpfWalker::Java => "Java",
             BpfWalker::V8 => "JavaScript",
@@ -69,6 +73,7 @@ impl BpfWalker {
             BpfWalker::Ruby => ro.ruby_frames = on,
             BpfWalker::Php => ro.php_frames = on,
             BpfWalker::Perl => ro.perl_frames = on,
+            BpfWalker::LuaJit => ro.luajit_frames = on,
             BpfWalker::Go => ro.go_labels = on,
             BpfWalker::Java => ro.java_frames = on,
             BpfWalker::V8 => ro.v8_frames = on,
@@ -156,7 +161,7 @@ impl Refused {
     pub fn interpreters_line(&self) -> Option<String> {
         self.interpreters().map(|why| {
             format!(
-                "the Python, Ruby, PHP and Perl frame walkers did not load ({why}): their threads show the interpreter's C frames, not Python functions, Ruby methods, PHP functions or Perl subs"
+                "the Python, Ruby, PHP, Perl and LuaJIT frame walkers did not load ({why}): their threads show the interpreter's C frames, not Python functions, Ruby methods, PHP functions, Perl subs or Lua functions"
             )
         })
     }
@@ -172,7 +177,7 @@ mod tests {
         assert!(w.any() && w.interpreters() == [BpfWalker::Ruby].into_iter().collect());
         let jvm: Walkers = [BpfWalker::Java].into_iter().collect();
         assert!(jvm.any() && !jvm.interpreters().any());
-        assert!(!Walkers::NONE.any() && Walkers::all().iter().count() == 7);
+        assert!(!Walkers::NONE.any() && Walkers::all().iter().count() == 8);
         assert_eq!(Walkers::all().without(Walkers::all().interpreters()).iter().collect::<Vec<_>>(), [BpfWalker::Java, BpfWalker::V8]);
     }
 

@@ -72,7 +72,7 @@ fn frame_type(frame: &crate::profile::Frame, runtime: Option<&'static str>) -> O
     match frame.kind {
         FrameKind::Kernel => Some("kernel"),
         FrameKind::Interpreted | FrameKind::C1 => Some("jvm"),
-        FrameKind::Evaluated => runtime.filter(|r| ["cpython", "ruby", "php", "perl"].contains(r)),
+        FrameKind::Evaluated => runtime.filter(|r| ["cpython", "ruby", "php", "perl", "luajit"].contains(r)),
         FrameKind::Jit => runtime.filter(|r| ["jvm", "v8js", "beam"].contains(r)),
         FrameKind::User | FrameKind::Inlined if frame.module.is_some() => Some("native"),
         _ => None,
