@@ -269,6 +269,19 @@ static __always_inline void walk_begin(struct walk *w, __u32 pid, const bool com
 	w->in_exec = 0;
 }
 
+/* walk_begin of a walk by bpf_loop, in a frame of its own: its caller's
+ * (every program's stack walk, switch-ins' included) keeps fewer values
+ * across the calls, within 6.1's 512 bytes of stack for a chain. */
+static __noinline int walk_start(struct walk *w, __u32 pid)
+{
+	if (!w)
+		return 0;
+	/* LuaJIT's compiled code: walked from the VM's frame it runs on. */
+	luajit_trace_start(w, pid);
+	walk_begin(w, pid, false);
+	return 0;
+}
+
 /* Counts how a walk ended and says it in *walk (enum fg_walk). */
 static __always_inline void walk_outcome(__u32 end, bool used_fp, struct fg_stats *st, __u32 *walk)
 {
@@ -405,9 +418,7 @@ static __always_inline __u64 store_user_stack(void *ctx, __u32 pid, struct fg_st
 		return STACK_NONE;
 	if (use_tables)
 		ref.proc = bpf_map_lookup_elem(&proc_unwind, &pid);
-	/* LuaJIT's compiled code: walked from the VM's frame it runs on. */
-	luajit_trace_start(ref.w, pid);
-	walk_begin(ref.w, pid, false);
+	walk_start(ref.w, pid);
 	/* Its parent's, given at fork, and it has begun an exec since, which
 	 * lets go of the entry once done: in execve past its point of no
 	 * return, the registers still the old image's. Walked by file. */

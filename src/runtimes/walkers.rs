@@ -177,8 +177,11 @@ mod tests {
         assert!(w.any() && w.interpreters() == [BpfWalker::Ruby].into_iter().collect());
         let jvm: Walkers = [BpfWalker::Java].into_iter().collect();
         assert!(jvm.any() && !jvm.interpreters().any());
-        assert!(!Walkers::NONE.any() && Walkers::all().iter().count() == 8);
-        assert_eq!(Walkers::all().without(Walkers::all().interpreters()).iter().collect::<Vec<_>>(), [BpfWalker::Java, BpfWalker::V8]);
+        assert!(!Walkers::NONE.any() && Walkers::all().iter().count() == 9);
+        assert_eq!(
+            Walkers::all().without(Walkers::all().interpreters()).iter().collect::<Vec<_>>(),
+            [BpfWalker::Java, BpfWalker::V8, BpfWalker::Beam]
+        );
     }
 
     #[test]
