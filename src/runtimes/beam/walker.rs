@@ -1,8 +1,7 @@
 //! The BEAM in a capture: each process the probe reads is checked for the
 //! emulator ([`super::find`]); the JIT's code map of those found is read
-//! at each drain for the modules loaded since, and once more when
-//! recording stops, and handed to the symbolizer, which names the JIT's
-//! code from it before any perf map.
+//! at each drain for the modules loaded since, and handed to the
+//! symbolizer, which names the JIT's code from it before any perf map.
 
 use std::collections::HashMap;
 
@@ -121,13 +120,15 @@ impl Runtime for Beam {
     }
 
     fn finish(&mut self, stacks: &mut [RawStack], found: &mut Found) {
+        // Each process's span once, not once a stack.
+        let spans: HashMap<u32, (u64, u64)> = self.procs.iter().filter_map(|(&pid, p)| Some((pid, p.map.span()?))).collect();
         for r in stacks.iter_mut() {
-            if let Some(p) = self.procs.get(&r.pid) {
-                clean(r, &p.map);
+            if let Some(&span) = spans.get(&r.pid) {
+                clean(r, &self.procs[&r.pid].map, span);
             }
             if let Some(w) = r.waker.as_deref_mut() {
-                if let Some(p) = self.procs.get(&w.pid) {
-                    clean(w, &p.map);
+                if let Some(&span) = spans.get(&w.pid) {
+                    clean(w, &self.procs[&w.pid].map, span);
                 }
             }
         }
@@ -154,8 +155,7 @@ impl Runtime for Beam {
 /// Drops the words the walker took for return addresses that are in the
 /// span of the JIT's code but in none of its ranges (a frame pointer into
 /// a stack the span holds): not frames. The leaf, a pc, is kept.
-fn clean(r: &mut RawStack, map: &CodeMap) {
-    let Some((lo, hi)) = map.span() else { return };
+fn clean(r: &mut RawStack, map: &CodeMap, (lo, hi): (u64, u64)) {
     let stray = |w: u64| (lo..hi).contains(&w) && !map.holds(w.wrapping_sub(1));
     if r.user.iter().skip(1).any(|&w| stray(w)) {
         let words: Vec<u64> = r.user.iter().take(1).copied().chain(r.user.iter().skip(1).copied().filter(|&w| !stray(w))).collect();
