@@ -34,8 +34,10 @@ command -v cgi-fcgi >/dev/null || missing+=(libfcgi-bin)
 # Devel::NYTProf, the profiler it is checked against.
 command -v perl >/dev/null || missing+=(perl)
 perl -MDevel::NYTProf::Data -e1 2>/dev/null || missing+=(libdevel-nytprof-perl)
-# Erlang/OTP whose JIT-compiled functions tests/beam.rs names.
+# Erlang/OTP whose JIT-compiled functions tests/beam.rs names, and eprof
+# (erlang-tools), the profiler it is checked against.
 command -v erl >/dev/null || missing+=(erlang-base)
+compgen -G '/usr/lib/erlang/lib/tools-*/ebin/eprof.beam' >/dev/null || missing+=(erlang-tools)
 # bpftrace, which counts a USDT probe beside fgbpf events (tests/events.rs).
 command -v bpftrace >/dev/null || missing+=(bpftrace)
 # heaptrack, beside which fgbpf alloc's shares are checked (tests/alloc.rs),

@@ -258,6 +258,8 @@ struct fg_stats {
 	/* The BEAM's Erlang stacks (beam.bpf.h), of samples in its JIT code */
 	__u64 beam_walked;      /* read to the Erlang process's first frame */
 	__u64 beam_cut;         /* its first frame not found within reach: not read */
+	__u64 beam_in_c;        /* JIT code that called C code, whose Erlang
+				 * stack pointer fgbpf does not know: not read */
 	/* A staged start (staged.bpf.h): recorded by the first load, before
 	 * the runtimes' walkers joined */
 	__u64 lean_samples;     /* on-CPU samples */

@@ -59,6 +59,9 @@ static __always_inline void forget(__u32 pid)
 	bpf_map_delete_elem(&php_procs, &pid);
 	bpf_map_delete_elem(&perl_procs, &pid);
 	bpf_map_delete_elem(&luajit_procs, &pid);
+	bpf_map_delete_elem(&beam_procs, &pid);
+	bpf_map_delete_elem(&java_procs, &pid);
+	bpf_map_delete_elem(&v8_procs, &pid);
 	bpf_map_delete_elem(&go_procs, &pid);
 }
 

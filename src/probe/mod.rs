@@ -543,7 +543,7 @@ impl Probe {
         let reread = track::reread(&mut self.skel, self.tables.as_mut(), &mut self.runtimes);
         let pids: Vec<u32> = reread.iter().map(|(pid, _)| *pid).collect();
         self.walk_seeds(Some(&pids));
-        self.runtimes.refresh(&self.skel);
+        self.runtimes.refresh(&mut self.skel);
         if self.runtimes.reads_fresh() {
             let fresh = self.counts.take_fresh();
             self.runtimes.fresh(fresh);

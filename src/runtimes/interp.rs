@@ -11,6 +11,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use libbpf_rs::{MapCore, MapFlags};
 
@@ -37,6 +38,28 @@ pub(crate) fn pc_bits_of(word: u64) -> u64 {
 }
 
 pub(crate) const PC_BITS: u32 = 18;
+
+/// How long after its first failure an interpreter's check
+/// ([`Walker::check`]) is made again at each tick, before the failure is
+/// taken as final: a VM still booting (its symbols being interned, its
+/// library's data being mapped) under heavy load.
+const RECHECK_FOR: Duration = Duration::from_secs(2);
+
+/// An interpreter found and not yet given to its walker: its check failed.
+pub(crate) struct Pending<F> {
+    found: F,
+    binary: String,
+    /// Where it was found (start, inode).
+    at: (u64, u64),
+    /// Its first check's failure.
+    since: Instant,
+}
+
+impl<F> Pending<F> {
+    fn new(found: F, binary: &str, at: (u64, u64)) -> Self {
+        Pending { found, binary: binary.to_string(), at, since: Instant::now() }
+    }
+}
 
 /// The maps of interp.bpf.h only the walkers use: which processes run an
 /// interpreter, cached per CPU.
@@ -71,7 +94,8 @@ pub(crate) trait Walker {
     fn find(file: &File, path: &str, start: u64, offset: u64) -> Result<Option<Self::Found>, String>;
     /// Before the walker is given the interpreter found in `pid`: reads
     /// something of the live process whose answer the layout knows, and
-    /// says why the layout does not fit it if it does not.
+    /// says why the layout does not fit it if it does not. One that fails
+    /// is made again at each tick for [`RECHECK_FOR`].
     fn check(_mem: &Mem, _found: &Self::Found) -> Result<(), String> {
         Ok(())
     }
@@ -126,6 +150,9 @@ pub(crate) struct Interp<W: Walker> {
     found_at: HashMap<u32, (u64, u64)>,
     /// Processes fgbpf cannot read: pid → (binary, why).
     pub unsupported: HashMap<u32, (String, String)>,
+    /// Interpreters found whose check failed, checked again at each tick
+    /// for a while ([`Self::checked`]).
+    pending: HashMap<u32, Pending<W::Found>>,
     /// Frames named, per (pid, frame word): formatting each once.
     texts: HashMap<(u32, u64, u64), Arc<str>>,
     /// Write `name (file)` instead of `name (file:line)`.
@@ -144,6 +171,7 @@ impl<W: Walker> Interp<W> {
             readers: HashMap::new(),
             found_at: HashMap::new(),
             unsupported: HashMap::new(),
+            pending: HashMap::new(),
             texts: HashMap::new(),
             no_lines,
             hidden_evaluator: HashSet::new(),
@@ -167,25 +195,8 @@ impl<W: Walker> Interp<W> {
             }
             let path = format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end);
             let Ok(file) = File::open(&path) else { continue };
-            let found = W::find(&file, m.path, m.start, m.offset).and_then(|f| {
-                f.map(|f| match Mem::open(pid) {
-                    Ok(mem) => W::check(&mem, &f).map(|()| f),
-                    // Gone already: nothing to read, and nothing walked.
-                    Err(_) => Ok(f),
-                })
-                .transpose()
-            });
-            match found {
-                Ok(Some(found)) => {
-                    self.found_at.insert(pid, (m.start, m.inode));
-                    self.unsupported.remove(&pid);
-                    let added = procs.update(&pid.to_ne_bytes(), &W::map_value(&found), MapFlags::ANY).is_ok();
-                    if added {
-                        let reader = W::reader(pid, &found);
-                        self.readers.insert(pid, (found, reader));
-                    }
-                    return added;
-                }
+            match W::find(&file, m.path, m.start, m.offset) {
+                Ok(Some(found)) => return self.checked(pid, procs, Pending::new(found, m.path, (m.start, m.inode))),
                 Ok(None) => self.renamed.not_it(&m, W::may_be),
                 Err(why) => {
                     self.found_at.insert(pid, (m.start, m.inode));
@@ -201,6 +212,53 @@ impl<W: Walker> Interp<W> {
         false
     }
 
+    /// Checks the interpreter found in `pid` ([`Walker::check`]) and, when
+    /// it passes, gives the walker its entry in `procs`: true when added.
+    /// One that fails is checked again at each tick ([`Self::recheck`])
+    /// for [`RECHECK_FOR`] after its first failure, a VM caught booting
+    /// changing under the read; until one passes its walker is given
+    /// nothing (its samples are counted as taken before fgbpf was reading
+    /// it), and the summary says why.
+    fn checked<M: MapCore>(&mut self, pid: u32, procs: &M, mut p: Pending<W::Found>) -> bool {
+        let why = match Mem::open(pid) {
+            Ok(mem) => W::check(&mem, &p.found).err(),
+            // Gone already: nothing to read, and nothing walked.
+            Err(_) => None,
+        };
+        if let Some(why) = why {
+            self.unsupported.insert(pid, (p.binary.clone(), why));
+            p.since = self.pending.remove(&pid).map_or(p.since, |q| q.since);
+            if p.since.elapsed() < RECHECK_FOR {
+                self.pending.insert(pid, p);
+            } else {
+                self.found_at.insert(pid, p.at);
+            }
+            return false;
+        }
+        self.pending.remove(&pid);
+        self.found_at.insert(pid, p.at);
+        self.unsupported.remove(&pid);
+        let added = procs.update(&pid.to_ne_bytes(), &W::map_value(&p.found), MapFlags::ANY).is_ok();
+        if added {
+            let reader = W::reader(pid, &p.found);
+            self.readers.insert(pid, (p.found, reader));
+        }
+        added
+    }
+
+    /// Checks again the interpreters whose check failed lately: true when
+    /// one was given to its walker.
+    pub fn recheck<M: MapCore>(&mut self, procs: &M) -> bool {
+        let pids: Vec<u32> = self.pending.keys().copied().collect();
+        let mut added = false;
+        for pid in pids {
+            if let Some(p) = self.pending.remove(&pid) {
+                added |= self.checked(pid, procs, p);
+            }
+        }
+        added
+    }
+
     /// Whether `pid` was found to run this interpreter (read or not).
     pub fn knows(&self, pid: u32) -> bool {
         self.found_at.contains_key(&pid) || self.unsupported.contains_key(&pid)
@@ -212,6 +270,7 @@ impl<W: Walker> Interp<W> {
         self.readers.retain(|&pid, _| keep(pid));
         self.found_at.retain(|&pid, _| keep(pid));
         self.unsupported.retain(|&pid, _| keep(pid));
+        self.pending.retain(|&pid, _| keep(pid));
         self.texts.retain(|&(pid, _, _), _| keep(pid));
         self.hidden_evaluator.retain(|&pid| keep(pid));
     }
@@ -307,6 +366,18 @@ impl<W: Walker> Runtime for Interp<W> {
         if Interp::track(self, pid, text, W::procs(&skel.maps)) {
             interp_added(skel);
         }
+    }
+
+    fn refresh(&mut self, skel: &mut FgbpfSkel<'_>) {
+        if !self.pending.is_empty() && self.recheck(W::procs(&skel.maps)) {
+            interp_added(skel);
+        }
+    }
+
+    /// A process whose check failed and that exits or execs is not
+    /// checked again: its PID may be another program's.
+    fn exited(&mut self, pid: u32) {
+        self.pending.remove(&pid);
     }
 
     fn announced(&mut self, pid: u32, a: &Announcement) -> bool {

@@ -192,7 +192,7 @@ pub trait Runtime {
         false
     }
     /// At each drain: what the walker could not have yet.
-    fn refresh(&mut self, _skel: &FgbpfSkel<'_>) {}
+    fn refresh(&mut self, _skel: &mut FgbpfSkel<'_>) {}
     /// Whether it reads the frame words of freshly stored stacks
     /// ([`Self::fresh`]).
     fn reads_fresh(&self) -> bool {
@@ -307,7 +307,7 @@ impl Runtimes {
     }
 
     /// At each drain: what the walkers could not have yet.
-    pub fn refresh(&mut self, skel: &FgbpfSkel<'_>) {
+    pub fn refresh(&mut self, skel: &mut FgbpfSkel<'_>) {
         for r in &mut self.0 {
             r.refresh(skel);
         }

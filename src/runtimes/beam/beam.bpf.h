@@ -1,7 +1,8 @@
 /* The BEAM's Erlang stacks, read in the kernel. Since OTP 24 the JIT runs
  * an Erlang process's code on the process's own stack (rsp is its stack
- * pointer while Erlang code runs; rbp keeps it while the JIT calls C code
- * on the scheduler's stack, unless the node keeps frame pointers), and
+ * pointer while Erlang code runs; while the JIT calls C code on the
+ * scheduler's stack it is kept in rbp or in the process, see
+ * beam_frames), and
  * its frames hold the return addresses of its callers (continuation
  * pointers: 4-byte aligned, into the JIT's code) among Erlang terms,
  * which are never so aligned and tagged 00 on a stack. Every Erlang
@@ -100,15 +101,19 @@ __noinline int beam_frames(struct walk *w, struct stack_buf *buf, __u32 pid)
 	st = get_stats();
 	if (!st)
 		return 0;
-	/* The Erlang stack: rsp in the leaf; rbp in a caller of C code,
-	 * unless rbp is the node's frame pointer (then the walk by rbp
-	 * goes on). */
-	if (w->n == 1)
-		s.at = w->sp;
-	else if (!bp->frame_pointers)
-		s.at = w->bp;
-	else
+	/* The Erlang stack: rsp in the leaf. In JIT code that called C code
+	 * (on the scheduler's stack) it is in rbp only for the calls that
+	 * do not save it in the process (c_p->stop: BIFs, the GC, trace
+	 * breakpoints), and there rbp is stale, maybe another process's
+	 * stack: measured to give chains of two processes. Such a frame is
+	 * not read but counted; with the node's frame pointers the walk by
+	 * rbp goes on. */
+	if (w->n != 1) {
+		if (!bp->frame_pointers)
+			st->beam_in_c++;
 		return 0;
+	}
+	s.at = w->sp;
 	s.w = w;
 	s.buf = buf;
 	s.lo = bp->lo;

@@ -125,8 +125,12 @@ impl CodeMap {
     pub fn update(&mut self, mem: &Mem, descriptor: u64) -> Result<(), String> {
         // struct jit_descriptor { u32 version; u32 action; entry *relevant;
         // entry *first; }
-        if mem.u32(descriptor) != Some(1) {
-            return Err("its JIT code list (__jit_debug_descriptor) is not version 1".into());
+        match mem.u32(descriptor) {
+            Some(1) => {}
+            // The node is gone (or its memory cannot be read now): nothing
+            // new, and what was read still names its stacks.
+            None => return Ok(()),
+            Some(v) => return Err(format!("its JIT code list (__jit_debug_descriptor) is version {v}, not 1")),
         }
         let mut entry = mem.u64(descriptor + 16).unwrap_or(0);
         let mut seen = 0;

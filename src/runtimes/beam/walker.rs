@@ -115,7 +115,7 @@ impl Runtime for Beam {
         }
     }
 
-    fn refresh(&mut self, skel: &FgbpfSkel<'_>) {
+    fn refresh(&mut self, skel: &mut FgbpfSkel<'_>) {
         self.read_all(&skel.maps.beam_procs);
     }
 
@@ -188,11 +188,17 @@ pub fn lines(found: &Found, ctx: &crate::runtimes::walks::Context) -> Vec<String
             b.modules
         ));
     }
-    let (walked, cut) = (ctx.stats.beam_walked, ctx.stats.beam_cut);
+    let (walked, cut, in_c) = (ctx.stats.beam_walked, ctx.stats.beam_cut, ctx.stats.beam_in_c);
+    if in_c > 0 {
+        out.push(format!(
+            "Erlang: {in_c} of {} stacks in JIT code without their Erlang callers: in C code the JIT called (a BIF, the garbage collector, a trace breakpoint), where the JIT keeps the process's stack pointer in the process (c_p->stop), which fgbpf does not read yet; they end at the JIT code that called C (a stub such as global::call_light_bif_shared, or the function itself)",
+            walked + cut + in_c
+        ));
+    }
     if cut > 0 {
         out.push(format!(
-            "Erlang: {cut} of {} stacks in JIT code without their Erlang callers: the process's first call not within 4 KiB of its stack (deep recursion), or the code ran on the scheduler's own stack",
-            walked + cut
+            "Erlang: {cut} of {} stacks in JIT code without their Erlang callers: no `normal_exit` (a process's first frame) within 4 KiB of the stack pointer (deep recursion, or the scheduler's own stack between processes)",
+            walked + cut + in_c
         ));
     }
     for (pid, why) in &found.beam_unsupported {

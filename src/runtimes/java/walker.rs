@@ -236,7 +236,7 @@ impl Runtime for Java {
         true
     }
 
-    fn refresh(&mut self, skel: &FgbpfSkel<'_>) {
+    fn refresh(&mut self, skel: &mut FgbpfSkel<'_>) {
         Java::refresh(self, &skel.maps.java_procs);
     }
 

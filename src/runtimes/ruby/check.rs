@@ -10,8 +10,10 @@
 //! the VM's main thread is in its `living_threads`, its context's
 //! `thread_ptr` is it, that context's current frame is inside its VM
 //! stack, and its `thread_id` is a pthread_t (glibc's TCB, whose
-//! `header.self` at 16 is itself). A VM that fails is not read, and the
-//! summary says why.
+//! `header.self` at 16 is itself). A VM that fails is checked again at
+//! the process's next reads (one caught booting changes under the read:
+//! its symbol table grows, its tables are rehashed), and one that fails
+//! each time is not read, and the summary says why.
 
 use super::iseq::Reader;
 use super::{parse_version, Context, Interpreter};

@@ -154,10 +154,11 @@ const ID_SCOPE_SHIFT: u64 = 4;
 pub struct Reader {
     mem: Option<Mem>,
     layout: Layout,
-    /// libruby's .data (address, bytes), and Ruby's symbol table found
-    /// there when first needed: its `ids` Array and last serial.
+    /// libruby's .data (address, bytes), and where Ruby's symbol table
+    /// was found there when first needed; or when it was last looked for
+    /// and not found (a VM still booting interns symbols as it is read).
     data: (u64, u64),
-    symbols: Option<Option<(u64, u64)>>,
+    symbols: Option<Result<u64, std::time::Instant>>,
     iseqs: Lookup<u64, Iseq, Unnamed>,
     methods: Lookup<u64, String, Unnamed>,
     /// A method's iseq's qualified name (`Worker#run`), from the method
@@ -279,21 +280,30 @@ impl Reader {
         Ok(self.qualified(addr, None, &name).unwrap_or(name))
     }
 
-    /// Ruby's symbol table (its `ids` Array and last serial), looked for
-    /// the first time it is needed.
+    /// Ruby's symbol table (its `ids` Array and last serial, read now:
+    /// the serial grows as the program interns names), found where it
+    /// was the first time; looked for again at most every 100 ms while
+    /// not found.
     fn symbols(&mut self) -> Option<(u64, u64)> {
-        if self.symbols.is_none() {
-            self.symbols = Some(self.find_symbols());
-        }
-        self.symbols.flatten()
+        let at = match self.symbols {
+            Some(Ok(at)) => at,
+            Some(Err(when)) if when.elapsed() < std::time::Duration::from_millis(100) => return None,
+            _ => {
+                let found = self.find_symbols();
+                self.symbols = Some(found.ok_or_else(std::time::Instant::now));
+                found?
+            }
+        };
+        let mem = self.mem.as_ref()?;
+        Some((mem.u64(at + 16)?, u64::from(mem.u32(at)?)))
     }
 
     /// Ruby's symbol table (symbol.c's rb_symbols_t: the last serial as a
     /// u32, the str_sym table, the `ids` Array, the dynamic symbols'
     /// Hash), found in libruby's .data by what it holds: an Array of one
     /// chunk per 512 serials, then a Hash. None unless exactly one place
-    /// checks out.
-    fn find_symbols(&self) -> Option<(u64, u64)> {
+    /// checks out; else where.
+    fn find_symbols(&self) -> Option<u64> {
         let mem = self.mem.as_ref()?;
         let (at, len) = self.data;
         if !(32..=1 << 20).contains(&len) {
@@ -318,7 +328,7 @@ impl Reader {
             if found.is_some() {
                 return None;
             }
-            found = Some((ids, last));
+            found = Some(at + o as u64);
         }
         found
     }
