@@ -210,16 +210,28 @@ pub fn virt_to_file(segments: &[(u64, u64, u64)], virt: u64) -> Option<u64> {
 }
 
 /// The function `addr2line -f` names at each virtual address of `bin`.
-pub fn addr2line(bin: &Path, addrs: &[u64]) -> Vec<String> {
+pub fn addr2line(bin: &Path, addrs: &[u64]) -> Vec<Vec<String>> {
     let out = Command::new("addr2line")
-        .arg("-f")
-        .arg("-e")
+        .args(["-a", "-f", "-i", "-e"])
         .arg(bin)
         .args(addrs.iter().map(|a| format!("{a:#x}")))
         .output()
         .expect("addr2line (binutils) is installed");
     assert!(out.status.success(), "addr2line: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).lines().step_by(2).map(str::to_string).collect()
+    // Each address's line (`0x…`), then (function, file:line) pairs, the
+    // function its code was inlined into after each inlined one.
+    let mut chains: Vec<Vec<String>> = Vec::new();
+    let mut lines = String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect::<Vec<_>>().into_iter();
+    while let Some(line) = lines.next() {
+        if line.starts_with("0x") {
+            chains.push(Vec::new());
+        } else if let Some(chain) = chains.last_mut() {
+            chain.push(line);
+            lines.next();
+        }
+    }
+    assert_eq!(chains.len(), addrs.len(), "addr2line: {}", String::from_utf8_lossy(&out.stdout));
+    chains
 }
 
 /// Each function symbol of `bin` (unstripped) by virtual address, as `nm`
