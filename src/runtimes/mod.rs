@@ -191,7 +191,9 @@ pub trait Runtime {
     fn announced(&mut self, _pid: u32, _a: &Announcement) -> bool {
         false
     }
-    /// At each drain: what the walker could not have yet.
+    /// At each tick of the capture loop (about every 50 ms): what the
+    /// walker could not have yet (interpreters whose check failed are
+    /// checked again here).
     fn refresh(&mut self, _skel: &mut FgbpfSkel<'_>) {}
     /// Whether it reads the frame words of freshly stored stacks
     /// ([`Self::fresh`]).
