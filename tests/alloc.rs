@@ -3,7 +3,8 @@
 //! the shares of allocated bytes against the known split and against
 //! heaptrack's record of a second run; a leak from one of them in
 //! `inuse_space`; the pprof file in `go tool pprof` with Go's four heap
-//! sample types. heaptrack and go are required, not skipped.
+//! sample types; a Go program's own heap profile read from outside beside
+//! the one it serves. heaptrack and go are required, not skipped.
 
 mod common;
 
@@ -280,4 +281,134 @@ fn a_target_allocating_too_often_is_refused_unless_forced() {
     let forced = run(fgbpf().args(["alloc", "-p", &pid, "--max-overhead", "1", "--force", "-d", "1", "--format", "folded", "-o"]).arg(&dir));
     assert_ok(&forced);
     assert!(weight_with(&read_folded(&dir.join("alloc_space.folded")), "spend_a") > 0);
+}
+
+/// Go's own heap profile (`/debug/pprof/heap?debug=1`): each of
+/// tests/workloads/go/heap.go's three functions' allocated bytes, scaled
+/// as Go's pprof writer scales them (a record of n objects of `size`
+/// bytes sampled every `rate` bytes stands for n·size / (1 - e^(-size/rate))
+/// bytes; the text form is unscaled, its header gives 2·rate).
+fn go_allocated(text: &str) -> [f64; 3] {
+    let rate = text
+        .lines()
+        .next()
+        .and_then(|l| l.rsplit_once("@ heap/"))
+        .and_then(|(_, r)| r.trim().parse::<f64>().ok())
+        .unwrap_or_else(|| panic!("no heap/RATE in Go's header: {:?}", text.lines().next()))
+        / 2.0;
+    let mut bytes = [0.0; 3];
+    let mut record: Option<(f64, f64)> = None;
+    for line in text.lines() {
+        if line.starts_with("heap profile:") {
+            continue;
+        }
+        // `INUSE_N: INUSE_B [ALLOC_N: ALLOC_B] @ PCS`
+        if let Some((_, counts)) = line.split_once('[') {
+            let (n, b) = counts.split_once(']').and_then(|(c, _)| c.split_once(": ")).unwrap_or(("0", "0"));
+            record = Some((n.trim().parse().unwrap_or(0.0), b.trim().parse().unwrap_or(0.0)));
+            continue;
+        }
+        // `#\tPC\tFUNCTION+OFF\tFILE:LINE`: the record's first of ours.
+        let Some(func) = line.strip_prefix('#').and_then(|l| l.split_whitespace().nth(1)) else {
+            if line.trim().is_empty() {
+                record = None;
+            }
+            continue;
+        };
+        let func = func.split('+').next().unwrap_or("");
+        if let (Some((n, b)), Some(i)) = (record, GO_FUNCS.iter().position(|f| *f == func)) {
+            if n > 0.0 {
+                bytes[i] += b / -(-(b / n) / rate).exp_m1();
+            }
+            record = None;
+        }
+    }
+    bytes
+}
+
+const GO_FUNCS: [&str; 3] = ["main.fifty", "main.thirty", "main.twenty"];
+
+/// A Go program's own sampled heap profile is read from outside (no
+/// uprobe sees Go's allocator): its three functions' shares of the bytes
+/// allocated in the window against the known split and against Go's own
+/// profile fetched during the capture. Debian's Go links the C library
+/// (net uses cgo): the runtime's mappings through it are its heap's pages,
+/// left out and said.
+#[test]
+fn a_go_program_s_heap_profile_splits_as_go_s_own_says() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let stderr = go_heap_split(&common::go::go_build("heap", &[]), "alloc-go");
+    assert!(stderr.contains("the C library's mmap gave the Go runtime left out"), "{stderr}");
+}
+
+/// The same program linked by Go alone (`CGO_ENABLED=0`, as container
+/// images often are): no C library to probe, its heap profile read.
+#[test]
+fn a_static_go_program_s_heap_profile_is_read_without_uprobes() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("go");
+    let bin = dir.join("heap-static");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/workloads/go/heap.go");
+    let out = common::go::go_command(&dir.join("cache")).env("CGO_ENABLED", "0").arg("build").arg("-o").arg(&bin).arg(&src).output().expect(common::go::NEEDS_GO);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stderr = go_heap_split(&bin, "alloc-go-static");
+    assert!(stderr.contains("alloc: the target maps no C library (a Go program linked without it): no uprobe placed"), "{stderr}");
+}
+
+/// Runs tests/workloads/go/heap.go built as `bin` under `fgbpf alloc -p`,
+/// fetches Go's own heap profile mid-capture and checks the shares;
+/// gives fgbpf's stderr.
+fn go_heap_split(bin: &Path, test: &str) -> String {
+    let (go, (pid, port)) = common::runtime::start_until(Command::new(bin).stdout(std::process::Stdio::piped()), "heap.go", "starting heap.go", std::time::Duration::from_secs(30), |line| {
+        let mut w = line.strip_prefix("ready ")?.split_whitespace().map(|w| w.parse::<u32>().ok());
+        Some((w.next()??, w.next()??))
+    });
+    assert_eq!(pid, go.id());
+    let dir = out_dir(test);
+    let capture = std::thread::spawn({
+        let dir = dir.clone();
+        move || run(fgbpf().args(["alloc", "-d", "4", "--format", "folded,pprof", "-p", &pid.to_string(), "-o"]).arg(&dir))
+    });
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let text = common::go::http_get(&format!("http://127.0.0.1:{port}"), "/debug/pprof/heap?debug=1");
+    let out = capture.join().unwrap();
+    assert_ok(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let name = bin.file_name().unwrap().to_string_lossy();
+    assert!(stderr.contains(&format!("Go: pid {pid} ({name}): its own heap profile read")), "{stderr}");
+    let go_bytes = go_allocated(&text);
+    let go_all: f64 = go_bytes.iter().sum();
+    assert!(go_all > 0.0, "none of {GO_FUNCS:?} in Go's heap profile:\n{text}");
+    let stacks = read_folded(&dir.join("alloc_space.folded"));
+    let ours: Vec<u64> = GO_FUNCS.iter().map(|f| weight_with(&stacks, f)).collect();
+    let all: u64 = ours.iter().sum();
+    assert!(all > 0, "no stack through {GO_FUNCS:?}: {stacks:?}\n{stderr}");
+    // Go's own runtime and net/http allocate a little besides.
+    assert!(pct(all, total(&stacks)) >= 95.0, "{stacks:?}");
+    for i in 0..3 {
+        let (share, go_share) = (pct(ours[i], all), go_bytes[i] * 100.0 / go_all);
+        eprintln!("{}: fgbpf {share:.1}%, Go's profile {go_share:.1}%, known {}%", GO_FUNCS[i], SPLIT[i]);
+        assert!((share - SPLIT[i]).abs() <= 5.0, "{}: {share:.1}% of the bytes, known {}%", GO_FUNCS[i], SPLIT[i]);
+        assert!((share - go_share).abs() <= 5.0, "{}: {share:.1}% of the bytes, Go's own profile {go_share:.1}%", GO_FUNCS[i]);
+    }
+    // block(), inlined into twenty(), is named under it once: Go lists
+    // the inlined call as a frame of its own (its inline mark's address),
+    // left out for the function's own address named from DWARF.
+    let inlined: Vec<_> = stacks.iter().filter(|(f, _)| f.iter().any(|f| f == "main.twenty")).collect();
+    assert!(inlined.iter().all(|(f, _)| f.ends_with(&["main.twenty".to_string(), "main.block_[i]".to_string()]) && f.iter().filter(|f| *f == "main.twenty").count() == 1), "{inlined:?}");
+    // In use: the last 512 blocks the three keep, Go's account.
+    let inuse = read_folded(&dir.join("inuse_space.folded"));
+    for f in GO_FUNCS {
+        assert!(weight_with(&inuse, f) > 0, "{f} holds nothing in use: {inuse:?}");
+    }
+    let report = std::fs::read_to_string(dir.join("report.txt")).unwrap();
+    assert!(report.lines().next().is_some_and(|l| l.contains("main.fifty")), "{report}");
+    assert!(report.contains("a Go program's, its runtime's own account at its last GC"), "{report}");
+    stderr
 }

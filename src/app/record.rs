@@ -119,8 +119,14 @@ pub fn write(
     }
     if let (CaptureKind::Alloc, Some(raw)) = (rec.kind, views.on.as_ref()) {
         let mean = rec.probe.alloc.as_ref().map_or(1, |a| a.mean);
-        let (files, _, mut heap_views) =
+        let (files, heap, mut heap_views) =
             crate::format::alloc::write(dir, raw, mean, formats, started_at, drawn).map_err(CliError::failed)?;
+        if heap.go_pages > 0 {
+            super::summary::say(format_args!(
+                "alloc: {} bytes (estimated) the C library's mmap gave the Go runtime left out: its heap's own pages (runtime.mmap through cgo), whose objects its heap profile counts",
+                heap.go_pages
+            ));
+        }
         written.extend(files);
         for (stem, p) in crate::format::alloc::STEMS.iter().zip(&heap_views) {
             side.add(&format!("{stem}.folded"), p, thread_roots == Leading::Process, drawn);

@@ -349,6 +349,8 @@ fn runtime_settings(capture: &CaptureArgs, blocks: bool) -> Settings {
     Settings {
         walkers: Walkers::all().without(off.into_iter().filter(|(no, _)| *no).map(|(_, w)| w).collect()),
         goroutines: !capture.no_go && blocks,
+        // Read only by `fgbpf alloc` (src/probe/options.rs).
+        heap: !capture.no_go,
         no_lines: capture.no_py_lines,
     }
 }

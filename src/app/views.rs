@@ -62,12 +62,16 @@ pub struct Views {
 impl Views {
     pub fn build(
         rec: Wanted,
-        recorded: Recorded,
+        mut recorded: Recorded,
         symbolizer: &mut Symbolizer,
         target: &str,
         elapsed: Duration,
     ) -> Views {
-        let (on_raw, mut off_raw) = split_sides(recorded.stacks);
+        let (mut on_raw, mut off_raw) = split_sides(std::mem::take(&mut recorded.stacks));
+        // `fgbpf alloc`: Go programs' own heap profiles beside the C
+        // library's sampled calls (not in the walks' account: no stack
+        // of theirs was walked).
+        let go_heap = std::mem::take(&mut recorded.runtimes.go_heap);
         let mut views = Views {
             on: None,
             off: None,
@@ -89,6 +93,11 @@ impl Views {
             goroutines_text: String::new(),
         };
         let mut unwinding = unwinding(&recorded.stats, recorded.tables.as_ref());
+        // What the runtimes say of a process is said even when no stack
+        // was walked (`fgbpf alloc` on a Go program: its own heap profile).
+        if unwinding.is_none() && !recorded.runtimes.notes.is_empty() {
+            unwinding = Some(Unwinding::default());
+        }
         if let Some(u) = unwinding.as_mut() {
             u.refused = recorded.tables_refused.clone();
             u.walkers_refused = recorded.walkers_refused.interpreters_line();
@@ -145,6 +154,7 @@ impl Views {
         };
         // Each side's raw stacks are freed as they are named.
         if let Some(frequency) = rec.frequency {
+            on_raw.extend(go_heap);
             let mut p = build::from_raw(on_raw, Unit::Samples, symbolizer);
             p.meta = meta(Kind::OnCpu, Some(frequency), views.losses(true, false), symbolizer.source_lines());
             rec.keep_labels(&mut p);

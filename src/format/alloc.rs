@@ -90,13 +90,24 @@ pub fn report_text(heap: &Heap, views: &[Profile]) -> String {
         1 => "every allocation recorded".to_string(),
         m => format!("estimated from allocations sampled once every {} on average", bytes(m)),
     };
+    let in_use = if heap.go {
+        "allocated in the window and not freed; a Go program's, its runtime's own account at its last GC"
+    } else {
+        "allocated in the window, not freed"
+    };
     text.push_str(&format!(
-        "Allocated: {} in {} objects; in use at the end (allocated in the window, not freed): {} in {} objects ({every}).\n\n",
+        "Allocated: {} in {} objects; in use at the end ({in_use}): {} in {} objects ({every}).\n\n",
         bytes(alloc),
         thousands(heap.total(ALLOC_OBJECTS)),
         bytes(inuse),
         thousands(heap.total(INUSE_OBJECTS)),
     ));
+    if heap.go_pages > 0 {
+        text.push_str(&format!(
+            "Left out: {} the C library's mmap gave the Go runtime (runtime.mmap through cgo): its heap's own pages, whose objects its heap profile counts.\n\n",
+            bytes(heap.go_pages)
+        ));
+    }
     for (which, title) in [(ALLOC_SPACE, "allocated bytes"), (INUSE_SPACE, "in-use bytes at the end")] {
         let p = &views[which];
         if p.total() == 0 {

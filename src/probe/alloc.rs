@@ -59,7 +59,13 @@ pub fn place(opts: &mut Options, targets: &super::Targets) -> Result<(), String>
         ([pid], None) => Some(*pid),
         _ => None,
     };
-    let (libc, unread) = find_libc(targets.pids.first().copied())?;
+    let (libc, unread) = match (find_libc(targets.pids.first().copied()), one) {
+        (Ok(found), _) => found,
+        // A Go program linked without the C library: its own heap profile
+        // is read (src/runtimes/go/heap.rs), no uprobe is placed.
+        (Err(_), Some(pid)) if go_heap_readable(pid) => (PathBuf::new(), Vec::new()),
+        (Err(why), _) => return Err(why),
+    };
     opts.libc = libc;
     opts.unread = unread;
     // A command: its own process only (the uprobes follow it through its
@@ -72,6 +78,20 @@ pub fn place(opts: &mut Options, targets: &super::Targets) -> Result<(), String>
         _ => -1,
     };
     Ok(())
+}
+
+/// Whether `pid` runs a Go program whose heap profile can be read.
+fn go_heap_readable(pid: u32) -> bool {
+    let Ok(file) = std::fs::File::open(format!("/proc/{pid}/exe")) else { return false };
+    matches!(crate::runtimes::go::find(&file, 0, 0), Ok(Some(rt)) if rt.heap.is_some())
+}
+
+impl Options {
+    /// Whether the C library's functions are probed: not in a Go
+    /// program linked without it.
+    pub fn probes_libc(&self) -> bool {
+        !self.libc.as_os_str().is_empty()
+    }
 }
 
 impl super::Probe {
@@ -160,6 +180,9 @@ pub fn exp_table() -> Vec<u32> {
 pub(super) fn attach(skel: &FgbpfSkel<'_>, opts: &Options) -> Result<Vec<Link>, CaptureError> {
     let p = &skel.progs;
     let mut links = Vec::new();
+    if !opts.probes_libc() {
+        return Ok(links);
+    }
     let err = |f: &str, e| {
         CaptureError::new(format!(
             "attaching fgbpf alloc to {f} in {}: {} (`nm -D` on it lists its functions)",
@@ -203,6 +226,8 @@ pub struct Tally {
     /// The mean and the allocators not read, for the summary.
     pub mean: u64,
     pub unread: Vec<String>,
+    /// The C library was not probed (a Go program linked without it).
+    pub no_libc: bool,
 }
 
 /// Reads the counters and what the maps hold at the end.
@@ -242,12 +267,16 @@ pub(super) fn tally(skel: &FgbpfSkel<'_>, opts: &Options) -> Tally {
         live,
         mean: opts.mean,
         unread: opts.unread.clone(),
+        no_libc: !opts.probes_libc(),
     }
 }
 
 impl Tally {
     /// The summary's line: what was seen, sampled and matched.
     pub fn summary_line(&self) -> String {
+        if self.no_libc {
+            return "alloc: the target maps no C library (a Go program linked without it): no uprobe placed, its Go heap profile read".into();
+        }
         let mut s = format!(
             "alloc: {} allocation calls, {} sampled (mean {} bytes), {} counted; {} frees, {} of sampled allocations ({} others: unsampled or from before the capture); {} sampled allocations still live at the end",
             self.calls,

@@ -144,6 +144,7 @@ impl Options {
         crate::runtimes::Settings {
             walkers: if u { asked.walkers } else { crate::runtimes::Walkers::NONE },
             goroutines: u && asked.goroutines && self.offcpu.is_some(),
+            heap: u && asked.heap && self.alloc.is_some(),
             no_lines: asked.no_lines,
         }
     }

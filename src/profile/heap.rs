@@ -18,6 +18,11 @@ pub enum Counted {
     Alloc(u64),
     /// A sampled allocation of `size` bytes freed in the window.
     Free(u64),
+    /// From a Go program's own heap profile (src/runtimes/go/heap.rs),
+    /// sampled every `rate` bytes on average: an allocation of `size`
+    /// bytes in the window, and one in use at the runtime's last GC.
+    GoAlloc { size: u64, rate: u64 },
+    GoInUse { size: u64, rate: u64 },
 }
 
 impl Counted {
@@ -37,15 +42,21 @@ impl Counted {
         match self {
             Counted::Alloc(s) => format!("alloc {s}"),
             Counted::Free(s) => format!("free {s}"),
+            Counted::GoAlloc { size, rate } => format!("go-alloc {size} {rate}"),
+            Counted::GoInUse { size, rate } => format!("go-inuse {size} {rate}"),
         }
     }
 
     pub fn parse(text: &str) -> Option<Counted> {
-        let (kind, size) = text.split_once(' ')?;
-        let size = size.parse().ok()?;
-        match kind {
-            "alloc" => Some(Counted::Alloc(size)),
-            "free" => Some(Counted::Free(size)),
+        let mut words = text.split(' ');
+        let kind = words.next()?;
+        let size = words.next()?.parse().ok()?;
+        let rate = words.next().map(str::parse::<u64>);
+        match (kind, rate) {
+            ("alloc", None) => Some(Counted::Alloc(size)),
+            ("free", None) => Some(Counted::Free(size)),
+            ("go-alloc", Some(Ok(rate))) => Some(Counted::GoAlloc { size, rate }),
+            ("go-inuse", Some(Ok(rate))) => Some(Counted::GoInUse { size, rate }),
             _ => None,
         }
     }
@@ -75,13 +86,25 @@ pub fn weight(size: u64, mean: u64) -> (f64, f64) {
 /// The stacks with their four values.
 pub struct Heap {
     /// Every stack once (by thread and frames), weighing its allocated
-    /// bytes; frames and threads as the views share them.
+    /// bytes (or its bytes in use, when more); frames and threads as the
+    /// views share them.
     pub profile: Profile,
     /// Each stack's values, in [`TYPES`]' order (the profile's stacks').
     pub values: Vec<[u64; 4]>,
     /// The mean bytes between samples (pprof's period).
     pub mean: u64,
+    /// Whether a Go program's own heap profile is in it (its in use is
+    /// its runtime's account, not the window's).
+    pub go: bool,
+    /// Estimated bytes the C library's `mmap` gave a Go runtime whose
+    /// heap profile is read (through cgo: its heap's own pages, whose
+    /// objects the profile counts), left out.
+    pub go_pages: u64,
 }
+
+/// The Go runtime's wrapper of every mapping it makes: below it, through
+/// cgo, the C library's `mmap` gives the Go heap its pages.
+const GO_MMAP: &str = "runtime.mmap";
 
 impl Heap {
     /// Weighs `raw` (an `alloc` capture's counts: weights are samples, a
@@ -94,10 +117,20 @@ impl Heap {
         profile.meta.slice = None;
         profile.unresolved = raw.unresolved.clone();
         let frames: Vec<_> = raw.frames().iter().map(|f| profile.intern_frame(f.clone())).collect();
-        // (thread, frames) → [alloc objects, alloc bytes, freed objects, freed bytes]
+        // (thread, frames) → [alloc objects, alloc bytes, in-use objects, in-use bytes]
         let mut sums: HashMap<(Option<ThreadId>, Frames), [f64; 4]> = HashMap::default();
         let mut threads: HashMap<ThreadId, (ThreadId, Option<Counted>)> = HashMap::default();
         let mut order = Vec::new();
+        let mut go = false;
+        let mut go_pages = 0.0;
+        // The processes whose Go heap profile was read.
+        let go_pids: std::collections::HashSet<u32> = raw
+            .threads()
+            .iter()
+            .filter(|t| t.group.as_deref().and_then(Counted::parse).is_some_and(|c| matches!(c, Counted::GoAlloc { .. } | Counted::GoInUse { .. })))
+            .map(|t| t.pid)
+            .collect();
+        let go_mmap: Vec<bool> = raw.frames().iter().map(|f| f.name == GO_MMAP).collect();
         for s in raw.stacks() {
             let (thread, counted) = match s.thread {
                 Some(t) => {
@@ -111,37 +144,49 @@ impl Heap {
                 None => (None, None),
             };
             let Some(counted) = counted else { continue };
+            if let (Counted::Alloc(size) | Counted::Free(size), Some(t)) = (counted, s.thread) {
+                if go_pids.contains(&raw.thread(t).pid) && s.frames.iter().any(|&f| go_mmap[f as usize]) {
+                    if let Counted::Alloc(_) = counted {
+                        go_pages += s.weight as f64 * weight(size, mean).0;
+                    }
+                    continue;
+                }
+            }
             let ids: Frames = s.frames.iter().map(|&f| frames[f as usize]).collect::<Vec<_>>().into();
             let n = s.weight as f64;
             let sum = sums.entry((thread, ids.clone())).or_insert_with(|| {
                 order.push((thread, ids));
                 [0.0; 4]
             });
-            match counted {
-                Counted::Alloc(size) => {
-                    let (b, o) = weight(size, mean);
-                    sum[0] += n * o;
-                    sum[1] += n * b;
-                }
-                Counted::Free(size) => {
-                    let (b, o) = weight(size, mean);
-                    sum[2] += n * o;
-                    sum[3] += n * b;
-                }
-            }
+            // A sampled call's allocation is in use until its free; a Go
+            // program's in use is its runtime's own account.
+            go |= matches!(counted, Counted::GoAlloc { .. } | Counted::GoInUse { .. });
+            let (size, mean, alloc, in_use) = match counted {
+                Counted::Alloc(size) => (size, mean, 1.0, 1.0),
+                Counted::Free(size) => (size, mean, 0.0, -1.0),
+                Counted::GoAlloc { size, rate } => (size, rate, 1.0, 0.0),
+                Counted::GoInUse { size, rate } => (size, rate, 0.0, 1.0),
+            };
+            let (b, o) = weight(size, mean);
+            sum[0] += alloc * n * o;
+            sum[1] += alloc * n * b;
+            sum[2] += in_use * n * o;
+            sum[3] += in_use * n * b;
         }
         let mut values = Vec::with_capacity(order.len());
         for key in order {
             let s = sums[&key];
-            let v = [s[0].round() as u64, s[1].round() as u64, (s[0] - s[2]).max(0.0).round() as u64, (s[1] - s[3]).max(0.0).round() as u64];
-            if v[ALLOC_SPACE] == 0 {
+            let v = s.map(|x| x.max(0.0).round() as u64);
+            if v[ALLOC_SPACE] == 0 && v[INUSE_SPACE] == 0 {
                 continue;
             }
+            // Weighing what it allocated, or what it holds (a Go stack
+            // holding what it allocated before the window).
             let (thread, frames) = key;
-            profile.push(Stack { thread, frames, weight: v[ALLOC_SPACE], ..Default::default() });
+            profile.push(Stack { thread, frames, weight: v[ALLOC_SPACE].max(v[INUSE_SPACE]), ..Default::default() });
             values.push(v);
         }
-        Heap { profile, values, mean }
+        Heap { profile, values, mean, go, go_pages: go_pages.round() as u64 }
     }
 
     /// One sample type's view: the same stacks weighing its values.

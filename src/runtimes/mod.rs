@@ -148,6 +148,8 @@ pub struct Settings {
     /// Goroutines read from user space (off-CPU time recorded, `--no-go`
     /// not given).
     pub goroutines: bool,
+    /// `fgbpf alloc`: Go programs' own heap profiles read from user space.
+    pub heap: bool,
     /// `name (file)` instead of `name (file:line)` (`--no-lines`).
     pub no_lines: bool,
 }
@@ -158,6 +160,7 @@ impl Default for Settings {
         Settings {
             walkers: Walkers::all(),
             goroutines: true,
+            heap: false,
             no_lines: false,
         }
     }
@@ -260,6 +263,9 @@ pub struct Found {
     /// those whose goroutines could not be read, with why.
     pub goroutines: Vec<RawStack>,
     pub go_snapshots: Vec<go::walker::Snapshot>,
+    /// `fgbpf alloc`: Go programs' heap profiles over the window, as
+    /// counts of `fgbpf alloc` (see [`crate::profile::heap::Counted`]).
+    pub go_heap: Vec<RawStack>,
     pub go_unsupported: Vec<(u32, String)>,
     /// Go programs whose stacks carry their goroutine: (pid, Go version);
     /// those whose do not, or whose pprof labels are not read, with why;

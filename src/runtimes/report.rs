@@ -40,6 +40,9 @@ pub fn of(found: &Found, ctx: &Context) -> RuntimeWalks {
     for (pid, why) in &found.go_unsupported {
         out.lines.push(format!("goroutines of {} (pid {pid}) not read: {why}", printable(&ctx.process(*pid))));
     }
+    for (pid, _, note) in found.notes.iter().filter(|n| n.1 == go::walker::LANG.name) {
+        out.lines.push(format!("Go: pid {pid} ({}): {note}", printable(&ctx.process(*pid))));
+    }
     let versions = found.gos.iter().map(|(pid, v)| (*pid, v.trim_start_matches("go").to_string())).collect();
     let go = by_process(ctx.weighed.iter().copied(), &versions, ctx.name_of);
     out.lines.extend(lines(&go, &ctx.unreadable(&found.go_labels_unsupported), &go::walker::LANG));

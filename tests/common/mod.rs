@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod browser;
+pub mod go;
 pub mod jdk;
 pub mod nginx;
 pub mod pprof_raw;

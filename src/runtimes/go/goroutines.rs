@@ -278,12 +278,12 @@ impl Ranges {
 
 /// The native-endian word at `i` of `b` (the caller keeps `i + 8` within
 /// `b`: every offset read is below the layout's size).
-fn word(b: &[u8], i: usize) -> u64 {
+pub(super) fn word(b: &[u8], i: usize) -> u64 {
     b.get(i..i + 8).and_then(|w| w.try_into().ok()).map_or(0, u64::from_ne_bytes)
 }
 
 /// Reads `buf.len()` bytes at `addr`; false on any fault or short read.
-fn read_one(pid: Pid, addr: u64, buf: &mut [u8]) -> bool {
+pub(super) fn read_one(pid: Pid, addr: u64, buf: &mut [u8]) -> bool {
     let remote = [RemoteIoVec { base: addr as usize, len: buf.len() }];
     let mut local = [IoSliceMut::new(buf)];
     process_vm_readv(pid, &mut local, &remote).is_ok_and(|n| n == remote[0].len)

@@ -8,6 +8,7 @@
 
 mod dwarf;
 pub mod goroutines;
+pub mod heap;
 pub mod labels;
 pub mod label_walker;
 pub mod walker;
@@ -45,6 +46,13 @@ pub struct Runtime {
     pub allgs: u64,
     pub reasons: u64,
     pub reasons_len: u32,
+    /// Run-time addresses of `runtime.mbuckets` (the heap profile's
+    /// buckets) and `runtime.MemProfileRate`, when the binary has both.
+    pub heap: Option<(u64, u64)>,
+    /// `runtime.disableMemoryProfiling`'s run-time address (Go 1.18 and
+    /// later), 0 if none; and the binary's load bias.
+    pub heap_off: u64,
+    pub bias: u64,
     pub layout: Layout,
     /// What tells the goroutine a thread runs, for the BPF walker; why
     /// not, for a binary whose runtime fgbpf does not know.
@@ -152,11 +160,16 @@ pub fn find(file: &File, start: u64, offset: u64) -> Result<Option<Runtime>, Str
         return Err("its load address could not be worked out".into());
     };
     let version = build_version(&obj).unwrap_or_else(|| "go (version unknown)".into());
+    let heap_off = symbol("runtime.disableMemoryProfiling").map_or(0, |(a, _)| a.wrapping_add(bias));
+    let heap = symbol("runtime.mbuckets").zip(symbol("runtime.MemProfileRate")).map(|((b, _), (r, _))| (b.wrapping_add(bias), r.wrapping_add(bias)));
     Ok(Some(Runtime {
         version,
         allgs: allgs.wrapping_add(bias),
         reasons: if reasons == 0 { 0 } else { reasons.wrapping_add(bias) },
         reasons_len: (reasons_size / 16).min(256) as u32,
+        heap,
+        heap_off,
+        bias,
         layout: found.layout,
         running: found.running,
     }))

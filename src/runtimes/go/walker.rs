@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use libbpf_rs::MapCore;
 
+use super::heap::Watch;
 use super::label_walker::GoLabels;
 use crate::runtimes::go::goroutines::{self, Reader};
 use crate::runtimes::go::{self as golang};
@@ -80,10 +81,15 @@ pub(crate) struct Go {
     read_goroutines: bool,
     /// The walker's side: `None` with `--no-go`.
     pub labels: Option<GoLabels>,
+    /// `fgbpf alloc`: each Go process's own heap profile, over the
+    /// capture; `None` otherwise.
+    heaps: Option<HashMap<u32, Watch>>,
+    /// What the summary says of those that cannot be read.
+    heap_notes: HashMap<u32, String>,
 }
 
 impl Go {
-    pub fn new(read_goroutines: bool, labels: bool) -> Go {
+    pub fn new(read_goroutines: bool, labels: bool, heap: bool) -> Go {
         Go {
             processes: HashMap::new(),
             found_at: HashMap::new(),
@@ -95,6 +101,8 @@ impl Go {
             comm: Arc::from("goroutines"),
             read_goroutines,
             labels: labels.then(GoLabels::default),
+            heaps: heap.then(HashMap::new),
+            heap_notes: HashMap::new(),
         }
     }
 
@@ -117,6 +125,17 @@ impl Go {
             Ok(Some(rt)) => {
                 self.unsupported.remove(&pid);
                 let added = self.labels.as_mut().is_some_and(|l| l.add(pid, &rt, procs));
+                if let Some(heaps) = self.heaps.as_mut() {
+                    match rt.heap {
+                        Some(at) => {
+                            let funcs = super::heap::Funcs::of(&file, rt.bias);
+                            heaps.insert(pid, Watch::new(pid, at, rt.heap_off, funcs));
+                        }
+                        None => {
+                            self.heap_notes.insert(pid, "its heap profile not read: its binary has no runtime.mbuckets or runtime.MemProfileRate".into());
+                        }
+                    }
+                }
                 if !self.read_goroutines {
                     return added;
                 }
@@ -143,6 +162,9 @@ impl Go {
                 false
             }
             Err(why) => {
+                if self.heaps.is_some() {
+                    self.heap_notes.insert(pid, format!("its heap profile not read: {why}"));
+                }
                 self.unsupported.insert(pid, why);
                 false
             }
@@ -158,6 +180,9 @@ impl Go {
     pub fn exited(&mut self, pid: u32) {
         if let Some(p) = self.processes.get_mut(&pid) {
             p.done = true;
+        }
+        if let Some(h) = self.heaps.as_mut().and_then(|h| h.get_mut(&pid)) {
+            h.exited();
         }
         self.found_at.remove(&pid);
     }
@@ -177,6 +202,9 @@ impl Go {
 
     /// Reads the processes due, or all.
     fn read(&mut self, all: bool) {
+        for h in self.heaps.iter_mut().flat_map(|h| h.values_mut()) {
+            h.tick(all);
+        }
         let now = Instant::now();
         for (&pid, p) in &mut self.processes {
             if p.done {
@@ -279,7 +307,7 @@ pub(crate) const REGISTERED: super::super::Registered = super::super::Registered
 /// on stacks.
 pub(crate) fn start(s: &Settings) -> Option<Box<dyn Runtime>> {
     let labels = s.walks(BpfWalker::Go);
-    (s.goroutines || labels).then(|| Box::new(Go::new(s.goroutines, labels)) as Box<dyn Runtime>)
+    (s.goroutines || labels || s.heap).then(|| Box::new(Go::new(s.goroutines, labels, s.heap)) as Box<dyn Runtime>)
 }
 
 impl Runtime for Go {
@@ -332,6 +360,14 @@ impl Runtime for Go {
         }
         (found.goroutines, found.go_snapshots) = Go::finish(self);
         found.go_unsupported = by_pid(&self.unsupported);
+        let mut notes: Vec<(u32, String)> = self.heap_notes.iter().map(|(&pid, n)| (pid, n.clone())).collect();
+        for (&pid, h) in self.heaps.iter().flatten() {
+            let (stacks, note) = h.stacks();
+            found.go_heap.extend(stacks);
+            notes.push((pid, note));
+        }
+        notes.sort_unstable();
+        found.notes.extend(notes.into_iter().map(|(pid, n)| (pid, LANG.name, n)));
     }
 
     fn forget(&mut self, keep: &dyn Fn(u32) -> bool) {
