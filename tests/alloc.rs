@@ -7,6 +7,12 @@
 //! the one it serves. heaptrack and go are required, not skipped.
 
 mod common;
+#[allow(dead_code)]
+#[path = "otlp/export.rs"]
+mod export;
+#[allow(dead_code)]
+#[path = "otlp/receiver.rs"]
+mod receiver;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -152,6 +158,41 @@ fn pprof_has_go_heap_profile_sample_types() {
         // The heaviest of the three functions by cumulative weight.
         let first = text.lines().find(|l| FUNCS.iter().any(|f| l.ends_with(f))).unwrap_or_else(|| panic!("{text}"));
         assert!(first.ends_with(top), "-sample_index {index}: {first}\n{text}");
+    }
+}
+
+/// `--otlp`: the four views go as four profiles of Go's heap sample
+/// types, decoded by the official OpenTelemetry classes
+/// (tests/otlp/receiver.py), each summing to its folded file.
+#[test]
+fn over_otlp_the_four_views_go_as_their_sample_types() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let received = out_dir("alloc-otlp-received");
+    let (_receiver, port) = receiver::serve(&received);
+    let dir = out_dir("alloc-otlp");
+    let bin = plain_workload("alloc_split");
+    let out = run(fgbpf()
+        .args(["alloc", "--sample-bytes", "65536", "--format", "folded", "--otlp", &format!("127.0.0.1:{port}"), "--otlp-insecure", "-o"])
+        .arg(&dir)
+        .arg("--")
+        .arg(&bin)
+        .args(["256", "leak"]));
+    assert_ok(&out);
+    let samples = receiver::decode(&received);
+    for stem in ["alloc_objects", "alloc_space", "inuse_objects", "inuse_space"] {
+        let sent: Vec<&receiver::Decoded> = samples.iter().filter(|s| s.profile == stem).collect();
+        let sum: i64 = sent.iter().map(|s| s.value).sum();
+        let folded = read_folded(&dir.join(format!("{stem}.folded")));
+        assert!(sum > 0, "no {stem} profile received: {:?}", samples.iter().map(|s| &s.profile).collect::<std::collections::BTreeSet<_>>());
+        assert_eq!(sum as u64, total(&folded), "{stem}: sent against its folded file");
+        // The leak's function holds what is in use there too.
+        if stem == "inuse_space" {
+            let b: i64 = sent.iter().filter(|s| s.frames.iter().any(|f| f == "spend_b")).map(|s| s.value).sum();
+            assert!(pct(b as u64, sum as u64) >= 90.0, "spend_b holds {b} of {sum} in-use bytes sent");
+        }
     }
 }
 

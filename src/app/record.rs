@@ -136,6 +136,11 @@ pub fn write(
             write_file(&path, |w| side.write(w)).map_err(CliError::failed)?;
             written.push(path);
         }
+        if let (Some(target), Some(mut export)) = (otlp, export) {
+            export.add_heap(&heap_views, mean, start_ns(&heap_views[0]));
+            super::otlp::send(target, export);
+            stages::mark("OTLP sent");
+        }
         let main = heap_views.swap_remove(crate::profile::heap::ALLOC_SPACE);
         return Ok((written, main, None));
     }

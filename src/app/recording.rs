@@ -184,8 +184,8 @@ impl<'a> Recording<'a> {
         if args.capture.group_by == Some(GroupBy::Cgroup) {
             return Err(CliError::usage("fgbpf alloc does not take --group-by cgroup"));
         }
-        if args.capture.otlp.otlp.is_some() {
-            return Err(CliError::usage("fgbpf alloc does not send OTLP yet: --format pprof writes alloc.pb.gz with the four heap sample types"));
+        if args.capture.otlp.otlp_interval.is_some() {
+            return Err(CliError::usage("fgbpf alloc sends its four views once, at the end: --otlp-interval is for the capture commands and flight"));
         }
         if args.capture.kernel_only {
             return Err(CliError::usage("fgbpf alloc records user stacks: --kernel-only leaves nothing"));

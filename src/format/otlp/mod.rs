@@ -43,8 +43,8 @@ pub struct Origin {
 struct SampleType {
     /// (type, unit).
     sample: (&'static str, &'static str),
-    /// The period's type (in nanoseconds) and length.
-    period: Option<(&'static str, i64)>,
+    /// The period's (type, unit) and length.
+    period: Option<((&'static str, &'static str), i64)>,
     /// What one unit of the view's weights is worth in the sample's unit.
     scale: i64,
 }
@@ -52,7 +52,7 @@ struct SampleType {
 fn sample_type(p: &Profile) -> Option<SampleType> {
     let (sample, period, scale) = match (p.meta.kind, p.unit) {
         (Kind::OnCpu, Unit::Samples) => {
-            let period = p.meta.frequency.map(|f| ("cpu", 1_000_000_000 / f.max(1) as i64));
+            let period = p.meta.frequency.map(|f| (("cpu", "nanoseconds"), 1_000_000_000 / f.max(1) as i64));
             (("samples", "count"), period, 1)
         }
         (Kind::OffCpu, Unit::Microseconds) => (("off_cpu", "nanoseconds"), None, 1000),
@@ -122,8 +122,25 @@ impl Request {
 
     /// Adds a view that began at `start_unix_nano`.
     pub fn add(&mut self, p: &Profile, start_unix_nano: u64) {
+        if let Some(t) = sample_type(p) {
+            self.add_as(p, start_unix_nano, t);
+        }
+    }
+
+    /// Adds `fgbpf alloc`'s four views (in
+    /// [`crate::profile::heap::TYPES`]' order), each a profile of its
+    /// sample type (`alloc_space`/`bytes`…) with the sampling mean as
+    /// period (`space`/`bytes`), as Go's heap profiles have them.
+    pub fn add_heap(&mut self, views: &[Profile], mean: u64, start_unix_nano: u64) {
+        for (p, &sample) in views.iter().zip(crate::profile::heap::TYPES.iter()) {
+            let period = Some((("space", "bytes"), i64::try_from(mean).unwrap_or(i64::MAX)));
+            self.add_as(p, start_unix_nano, SampleType { sample, period, scale: 1 });
+        }
+    }
+
+    fn add_as(&mut self, p: &Profile, start_unix_nano: u64, t: SampleType) {
         let (dict, by_process) = (&mut self.dict, &mut self.by_process);
-        let Some(SampleType { sample: sample_type, period, scale }) = sample_type(p) else { return };
+        let SampleType { sample: sample_type, period, scale } = t;
         // Each of the profile's frames as a location, once (once per
         // runtime for a kind runtimes share).
         let mut locations: HashMap<(FrameId, Option<&'static str>), i32> = HashMap::new();
@@ -175,7 +192,7 @@ impl Request {
                 samples,
                 time_unix_nano: start_unix_nano,
                 duration_nano: p.meta.duration.as_nanos() as u64,
-                period_type: period.map(|(t, _)| dict.value_type((t, "nanoseconds"))),
+                period_type: period.map(|(t, _)| dict.value_type(t)),
                 period: period.map_or(0, |(_, n)| n),
                 ..Default::default()
             };
