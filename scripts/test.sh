@@ -43,6 +43,9 @@ command -v bpftrace >/dev/null || missing+=(bpftrace)
 # heaptrack, beside which fgbpf alloc's shares are checked (tests/alloc.rs),
 # and zstd, which reads its files.
 command -v heaptrack_print >/dev/null || missing+=(heaptrack)
+# jemalloc (libjemalloc2), preloaded into the program fgbpf alloc probes in
+# it (tests/alloc.rs).
+[ -e /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 ] || missing+=(libjemalloc2)
 command -v zstd >/dev/null || missing+=(zstd)
 # (PHP's headers, which tests/php.rs checks the layouts against, are
 # fetched per version by scripts/php-layouts.sh, which the test runs.)

@@ -161,6 +161,50 @@ fn pprof_has_go_heap_profile_sample_types() {
     }
 }
 
+/// A program whose `malloc` is jemalloc's (`LD_PRELOAD`, as servers
+/// deploy it): `-p` finds it in the process's maps and probes its
+/// allocation functions and `free` in place of the C library's.
+#[test]
+fn a_process_allocating_with_jemalloc_is_probed_in_jemalloc() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    use std::io::{BufRead, BufReader, Write};
+    let jemalloc = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2";
+    assert!(Path::new(jemalloc).exists(), "{jemalloc} is missing: scripts/test.sh installs libjemalloc2");
+    let mut child = Command::new(plain_workload("alloc_split"))
+        .args(["128", "wait"])
+        .env("LD_PRELOAD", jemalloc)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut stdin = child.stdin.take().unwrap();
+    let workload = KillOnDrop(child);
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+    let dir = out_dir("alloc-jemalloc");
+    let capture = spawn_attached(fgbpf().args(["alloc", "--sample-bytes", "65536", "-p", &workload.id().to_string(), "-o"]).arg(&dir));
+    writeln!(stdin, "go").unwrap();
+    line.clear();
+    out.read_line(&mut line).unwrap(); // the bytes line
+    line.clear();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "done");
+    writeln!(stdin, "end").unwrap();
+    let out = capture.finish_by(std::time::Instant::now(), std::time::Duration::from_secs(60));
+    assert_ok(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("allocations read in libjemalloc.so.2, which replaces the C library's malloc"), "{stderr}");
+    let ours = shares(&read_folded(&dir.join("alloc_space.folded")));
+    for i in 0..3 {
+        assert!((ours[i] - SPLIT[i]).abs() <= 5.0, "{}: {:.1}% of the bytes, known {}%\n{stderr}", FUNCS[i], ours[i], SPLIT[i]);
+    }
+}
+
 /// `--otlp`: the four views go as four profiles of Go's heap sample
 /// types, decoded by the official OpenTelemetry classes
 /// (tests/otlp/receiver.py), each summing to its folded file.

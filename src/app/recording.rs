@@ -200,6 +200,7 @@ impl<'a> Recording<'a> {
             pid: -1,
             measure: false,
             unread: Vec::new(),
+            replacement: None,
             max_live: args.max_live,
             max_overhead: (!args.force).then_some((args.max_overhead.max(0.0) * 100.0) as u64),
         });

@@ -22,6 +22,9 @@ pub use crate::profile::heap::Counted;
 /// each call twice.
 const ALLOCATORS: [(&str, u64); 6] = [("malloc", 0), ("calloc", 1), ("realloc", 2), ("memalign", 3), ("posix_memalign", 4), ("mmap", 5)];
 
+/// Not a cookie: the functions that free (attached to `free`'s program).
+const FREE: u64 = u64::MAX;
+
 /// The settings of an `alloc` capture.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Options {
@@ -31,8 +34,15 @@ pub struct Options {
     pub libc: PathBuf,
     /// The one process probed, or -1 for every process mapping `libc`.
     pub pid: i32,
-    /// Allocators the target maps that are not probed (jemalloc, tcmalloc).
+    /// Allocators the target maps that are not probed (jemalloc, tcmalloc),
+    /// with why.
     pub unread: Vec<String>,
+    /// The allocator that replaces the C library's `malloc` in the one
+    /// target (jemalloc, tcmalloc, mimalloc exporting `malloc` and
+    /// `free`): its name, and its path as this process can open it. Its
+    /// allocation functions and `free` are probed instead of the C
+    /// library's; `mmap` and `munmap` stay the C library's.
+    pub replacement: Option<(String, PathBuf)>,
     /// Entries of the live-allocation map.
     pub max_live: u32,
     /// Processes already running (`-p`, a host): their call rate is
@@ -59,7 +69,7 @@ pub fn place(opts: &mut Options, targets: &super::Targets) -> Result<(), String>
         ([pid], None) => Some(*pid),
         _ => None,
     };
-    let (libc, unread) = match (find_libc(targets.pids.first().copied()), one) {
+    let (libc, others) = match (find_libc(targets.pids.first().copied()), one) {
         (Ok(found), _) => found,
         // A Go program linked without the C library: its own heap profile
         // is read (src/runtimes/go/heap.rs), no uprobe is placed.
@@ -67,7 +77,17 @@ pub fn place(opts: &mut Options, targets: &super::Targets) -> Result<(), String>
         (Err(why), _) => return Err(why),
     };
     opts.libc = libc;
-    opts.unread = unread;
+    opts.unread.clear();
+    opts.replacement = None;
+    for (name, path) in others {
+        // Only one target's: several targets' or a host's processes each
+        // map their own, or none.
+        match (one, &opts.replacement) {
+            (Some(_), None) if exports(&path, &["malloc", "free"]) => opts.replacement = Some((name, path)),
+            (Some(_), _) => opts.unread.push(format!("{name} is mapped too, exporting no malloc and free (a prefixed build): its allocations are not read")),
+            (None, _) => opts.unread.push(format!("{name} is mapped too: its allocations are not read (it is probed with a single -p)")),
+        }
+    }
     // A command: its own process only (the uprobes follow it through its
     // exec; the processes it forks are not probed), never every process
     // mapping the library, which would all pay the traps.
@@ -78,6 +98,15 @@ pub fn place(opts: &mut Options, targets: &super::Targets) -> Result<(), String>
         _ => -1,
     };
     Ok(())
+}
+
+/// Whether the library at `path` exports every function of `names`.
+fn exports(path: &Path, names: &[&str]) -> bool {
+    use object::{Object, ObjectSymbol};
+    let Ok(data) = std::fs::read(path) else { return false };
+    let Ok(obj) = object::File::parse(&*data) else { return false };
+    let have: std::collections::HashSet<&str> = obj.dynamic_symbols().filter(|s| s.is_definition()).filter_map(|s| s.name().ok()).collect();
+    names.iter().all(|n| have.contains(n))
 }
 
 /// Whether `pid` runs a Go program whose heap profile can be read.
@@ -135,8 +164,8 @@ fn tally_calls(skel: &FgbpfSkel<'_>) -> u64 {
 /// mapping's `/proc/PID/map_files` link (the very file, whatever the
 /// target's mount namespace or root; /proc/PID/maps names it as seen from
 /// fgbpf's root, which a container's may not be), else the path through
-/// `/proc/PID/root`; and the other allocators it maps.
-pub fn find_libc(pid: Option<u32>) -> Result<(PathBuf, Vec<String>), String> {
+/// `/proc/PID/root`; and the other allocators it maps (name, path alike).
+pub fn find_libc(pid: Option<u32>) -> Result<(PathBuf, Vec<(String, PathBuf)>), String> {
     let proc_dir = pid.map_or_else(|| "/proc/self".to_string(), |p| format!("/proc/{p}"));
     let maps = std::fs::read_to_string(format!("{proc_dir}/maps")).map_err(|e| format!("reading {proc_dir}/maps: {e}"))?;
     let mut libc = None;
@@ -148,8 +177,9 @@ pub fn find_libc(pid: Option<u32>) -> Result<(PathBuf, Vec<String>), String> {
             libc = Some((line.split_whitespace().next().unwrap_or("").to_string(), path.to_string()));
         }
         for other in ["libjemalloc", "libtcmalloc", "libmimalloc"] {
-            if name.starts_with(other) && !unread.iter().any(|u: &String| u.starts_with(other)) {
-                unread.push(name.to_string());
+            if name.starts_with(other) && !unread.iter().any(|(u, _): &(String, PathBuf)| u.starts_with(other)) {
+                let range = line.split_whitespace().next().unwrap_or("");
+                unread.push((name.to_string(), openable(pid, range, path)));
             }
         }
     }
@@ -157,17 +187,22 @@ pub fn find_libc(pid: Option<u32>) -> Result<(PathBuf, Vec<String>), String> {
         format!("{} maps no C library (libc.so): a static binary's allocator is not probed yet", pid.map_or("fgbpf".into(), |p| format!("process {p}")))
     })?;
     let (range, libc) = libc;
-    let path = match pid {
+    Ok((openable(pid, &range, &libc), unread))
+}
+
+/// The file `pid` maps at `range` (`/proc/PID/maps` names it `path`) as
+/// this process can open it.
+fn openable(pid: Option<u32>, range: &str, path: &str) -> PathBuf {
+    match pid {
         Some(p) => {
             let link = PathBuf::from(format!("/proc/{p}/map_files/{range}"));
             match std::fs::metadata(&link) {
                 Ok(_) => link,
-                Err(_) => PathBuf::from(format!("/proc/{p}/root{libc}")),
+                Err(_) => PathBuf::from(format!("/proc/{p}/root{path}")),
             }
         }
-        None => PathBuf::from(libc),
-    };
-    Ok((path, unread))
+        None => PathBuf::from(path),
+    }
 }
 
 /// The exponential table of alloc.bpf.h: -ln((i + 0.5) / 4096) in
@@ -183,23 +218,35 @@ pub(super) fn attach(skel: &FgbpfSkel<'_>, opts: &Options) -> Result<Vec<Link>, 
     if !opts.probes_libc() {
         return Ok(links);
     }
-    let err = |f: &str, e| {
+    let err = |f: &str, lib: &Path, e| {
         CaptureError::new(format!(
             "attaching fgbpf alloc to {f} in {}: {} (`nm -D` on it lists its functions)",
-            opts.libc.display(),
+            lib.display(),
             bpf_error("uprobe", e)
         ))
     };
-    for (f, cookie) in ALLOCATORS {
+    // A replacement allocator's functions, those it exports (its
+    // `aligned_alloc` is its own function, not memalign's address as in
+    // glibc); the C library's `mmap` and `munmap` always.
+    let (lib, functions): (&Path, Vec<(&str, u64)>) = match &opts.replacement {
+        Some((_, path)) => {
+            let all = ALLOCATORS.iter().copied().filter(|(f, _)| *f != "mmap").chain([("aligned_alloc", 3), ("free", FREE)]);
+            (path, all.filter(|(f, _)| exports(path, &[f])).collect())
+        }
+        None => (&opts.libc, ALLOCATORS.iter().copied().filter(|(f, _)| *f != "mmap").chain([("free", FREE)]).collect()),
+    };
+    let libc = opts.libc.as_path();
+    for (f, cookie, lib) in functions.into_iter().map(|(f, c)| (f, c, lib)).chain([("mmap", 5, libc), ("munmap", FREE, libc)]) {
+        if cookie == FREE {
+            let o = UprobeOpts { func_name: Some(f.to_string()), ..Default::default() };
+            links.push(p.alloc_free_entry.attach_uprobe_with_opts(opts.pid, lib, 0, o).map_err(|e| err(f, lib, e))?);
+            continue;
+        }
         for ret in [false, true] {
             let o = UprobeOpts { cookie, retprobe: ret, func_name: Some(f.to_string()), ..Default::default() };
             let prog = if ret { &p.alloc_return } else { &p.alloc_entry };
-            links.push(prog.attach_uprobe_with_opts(opts.pid, &opts.libc, 0, o).map_err(|e| err(f, e))?);
+            links.push(prog.attach_uprobe_with_opts(opts.pid, lib, 0, o).map_err(|e| err(f, lib, e))?);
         }
-    }
-    for f in ["free", "munmap"] {
-        let o = UprobeOpts { func_name: Some(f.to_string()), ..Default::default() };
-        links.push(p.alloc_free_entry.attach_uprobe_with_opts(opts.pid, &opts.libc, 0, o).map_err(|e| err(f, e))?);
     }
     Ok(links)
 }
@@ -228,6 +275,8 @@ pub struct Tally {
     pub unread: Vec<String>,
     /// The C library was not probed (a Go program linked without it).
     pub no_libc: bool,
+    /// The allocator probed in place of the C library's, by name.
+    pub replacement: Option<String>,
 }
 
 /// Reads the counters and what the maps hold at the end.
@@ -268,6 +317,7 @@ pub(super) fn tally(skel: &FgbpfSkel<'_>, opts: &Options) -> Tally {
         mean: opts.mean,
         unread: opts.unread.clone(),
         no_libc: !opts.probes_libc(),
+        replacement: opts.replacement.as_ref().map(|r| r.0.clone()),
     }
 }
 
@@ -291,8 +341,11 @@ impl Tally {
         if self.failed > 0 {
             s.push_str(&format!("; {} sampled calls returned no memory", self.failed));
         }
+        if let Some(r) = &self.replacement {
+            s.push_str(&format!("; allocations read in {r}, which replaces the C library's malloc (its mmap and munmap stay probed)"));
+        }
         for u in &self.unread {
-            s.push_str(&format!("; {u} is mapped too: its allocations are not read"));
+            s.push_str(&format!("; {u}"));
         }
         s
     }
