@@ -170,24 +170,33 @@ fn a_process_allocating_with_jemalloc_is_probed_in_jemalloc() {
         return;
     }
     let _serial = serial();
-    use std::io::{BufRead, BufReader, Write};
     let jemalloc = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2";
     assert!(Path::new(jemalloc).exists(), "{jemalloc} is missing: scripts/test.sh installs libjemalloc2");
-    let mut child = Command::new(plain_workload("alloc_split"))
-        .args(["128", "wait"])
-        .env("LD_PRELOAD", jemalloc)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let dir = out_dir("alloc-jemalloc");
+    let out = waiting_capture(Command::new(plain_workload("alloc_split")).args(["128", "wait"]).env("LD_PRELOAD", jemalloc), &dir, |_| ());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("allocations read in libjemalloc.so.2, which replaces the C library's malloc"), "{stderr}");
+    let ours = shares(&read_folded(&dir.join("alloc_space.folded")));
+    for i in 0..3 {
+        assert!((ours[i] - SPLIT[i]).abs() <= 5.0, "{}: {:.1}% of the bytes, known {}%\n{stderr}", FUNCS[i], ours[i], SPLIT[i]);
+    }
+}
+
+/// alloc_split.c run by `cmd` with `wait`: once it says ready (and
+/// `check(pid)` passed), `fgbpf alloc -p` is attached into `dir`, then the
+/// program is let allocate, and the capture ended once it is done; its
+/// output, checked.
+fn waiting_capture(cmd: &mut Command, dir: &Path, check: impl FnOnce(u32)) -> std::process::Output {
+    use std::io::{BufRead, BufReader, Write};
+    let mut child = cmd.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).spawn().unwrap();
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let mut stdin = child.stdin.take().unwrap();
     let workload = KillOnDrop(child);
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
     assert_eq!(line.trim(), "ready");
-    let dir = out_dir("alloc-jemalloc");
-    let capture = spawn_attached(fgbpf().args(["alloc", "--sample-bytes", "65536", "-p", &workload.id().to_string(), "-o"]).arg(&dir));
+    check(workload.id());
+    let capture = spawn_attached(fgbpf().args(["alloc", "--sample-bytes", "65536", "-p", &workload.id().to_string(), "-o"]).arg(dir));
     writeln!(stdin, "go").unwrap();
     line.clear();
     out.read_line(&mut line).unwrap(); // the bytes line
@@ -197,12 +206,7 @@ fn a_process_allocating_with_jemalloc_is_probed_in_jemalloc() {
     writeln!(stdin, "end").unwrap();
     let out = capture.finish_by(std::time::Instant::now(), std::time::Duration::from_secs(60));
     assert_ok(&out);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("allocations read in libjemalloc.so.2, which replaces the C library's malloc"), "{stderr}");
-    let ours = shares(&read_folded(&dir.join("alloc_space.folded")));
-    for i in 0..3 {
-        assert!((ours[i] - SPLIT[i]).abs() <= 5.0, "{}: {:.1}% of the bytes, known {}%\n{stderr}", FUNCS[i], ours[i], SPLIT[i]);
-    }
+    out
 }
 
 /// `--otlp`: the four views go as four profiles of Go's heap sample
@@ -249,7 +253,6 @@ fn a_process_in_its_own_root_is_probed_in_its_own_c_library() {
         return;
     }
     let _serial = serial();
-    use std::io::{BufRead, BufReader, Write};
     let root = out_dir("alloc-root");
     for (from, to) in [("/lib/x86_64-linux-gnu/libc.so.6", "lib/x86_64-linux-gnu/libc.so.6"), ("/lib64/ld-linux-x86-64.so.2", "lib64/ld-linux-x86-64.so.2")] {
         let to = root.join(to);
@@ -258,32 +261,11 @@ fn a_process_in_its_own_root_is_probed_in_its_own_c_library() {
     }
     std::fs::create_dir_all(root.join("bin")).unwrap();
     std::fs::copy(plain_workload("alloc_split"), root.join("bin/split")).unwrap();
-    let mut child = Command::new("chroot")
-        .arg(&root)
-        .args(["/bin/split", "256", "leak", "wait"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut stdin = child.stdin.take().unwrap();
-    let workload = KillOnDrop(child);
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "ready");
-    let maps = std::fs::read_to_string(format!("/proc/{}/maps", workload.id())).unwrap();
-    assert!(maps.contains(&format!("{}/lib/x86_64-linux-gnu/libc.so.6", root.display())), "{maps}");
     let dir = out_dir("alloc-root-capture");
-    let capture = spawn_attached(fgbpf().args(["alloc", "--sample-bytes", "65536", "-p", &workload.id().to_string(), "-o"]).arg(&dir));
-    writeln!(stdin, "go").unwrap();
-    line.clear();
-    out.read_line(&mut line).unwrap(); // the bytes line
-    line.clear();
-    out.read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "done");
-    writeln!(stdin, "end").unwrap();
-    let out = capture.finish_by(std::time::Instant::now(), std::time::Duration::from_secs(60));
-    assert_ok(&out);
+    waiting_capture(Command::new("chroot").arg(&root).args(["/bin/split", "256", "leak", "wait"]), &dir, |pid| {
+        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+        assert!(maps.contains(&format!("{}/lib/x86_64-linux-gnu/libc.so.6", root.display())), "{maps}");
+    });
     let ours = shares(&read_folded(&dir.join("alloc_space.folded")));
     for i in 0..3 {
         assert!((ours[i] - SPLIT[i]).abs() <= 5.0, "{}: {:.1}% of the bytes, known {}%", FUNCS[i], ours[i], SPLIT[i]);

@@ -102,47 +102,19 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=True)
-    with tempfile.TemporaryDirectory() as t:
-        tmp = Path(t)
-        binary = build(tmp)
-
-        def fgbpf(pid):
-            p = subprocess.Popen([args.fgbpf, "events", "-e", f"u:{binary}:target", "-p", str(pid),
-                                  "-d", "600", "--format", "folded", "-o", str(tmp / f"out-{pid}")],
-                                 stderr=subprocess.PIPE, text=True)
-            for line in p.stderr:
-                if "attached in" in line:
-                    break
-            # The rest of its stderr is read away so that it never blocks.
-            threading.Thread(target=p.stderr.read, daemon=True).start()
-            return p
-
-        def bpftrace(pid):
-            p = subprocess.Popen(["bpftrace", "-e", f"uprobe:{binary}:target /pid == {pid}/ {{ @ = count(); }}"],
-                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-            p.stdout.readline()
-            time.sleep(1.0)
-            return p
-
-        rows = [("no probe", None), ("fgbpf events (stacks)", fgbpf)]
-        if shutil.which("bpftrace"):
-            rows.append(("bpftrace count()", bpftrace))
-        base = None
-        for name, attach in rows:
-            runs = [timed_run(binary, args.calls, attach) for _ in range(args.rounds)]
-            best = min(r[0] for r in runs)
-            ns = best * 1e9 / args.calls
-            line = f"{name:28s} {ns:8.1f} ns per call"
-            if base is not None:
-                line += f"  (+{ns - base:.1f} ns per hit)"
-            else:
-                base = ns
-            bpf = [r[1] for r in runs if r[1]]
-            if bpf:
-                rt, cnt = bpf[-1]
-                line += f"; BPF program {rt / cnt:.0f} ns per hit over {cnt} hits"
-            print(line, flush=True)
-    subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=0"], check=False)
+    try:
+        with tempfile.TemporaryDirectory() as t:
+            rows = measure(args.rounds, Path(t), args.fgbpf, args.calls)
+    finally:
+        subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=0"], check=False)
+    base = min(rows["no probe"][0])
+    for name, (times, bpf) in rows.items():
+        line = f"{name:28s} {min(times):8.1f} ns per call"
+        if name != "no probe":
+            line += f"  (+{min(times) - base:.1f} ns per hit)"
+        if bpf:
+            line += f"; BPF program {bpf[-1]:.0f} ns per hit"
+        print(line, flush=True)
 
 
 if __name__ == "__main__":
