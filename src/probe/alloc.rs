@@ -83,7 +83,7 @@ pub fn place(opts: &mut Options, targets: &super::Targets) -> Result<(), String>
         // Only one target's: several targets' or a host's processes each
         // map their own, or none.
         match (one, &opts.replacement) {
-            (Some(_), None) if exports(&path, &["malloc", "free"]) => opts.replacement = Some((name, path)),
+            (Some(_), None) if ["malloc", "free"].iter().all(|f| exported(&path).contains(*f)) => opts.replacement = Some((name, path)),
             (Some(_), _) => opts.unread.push(format!("{name} is mapped too, exporting no malloc and free (a prefixed build): its allocations are not read")),
             (None, _) => opts.unread.push(format!("{name} is mapped too: its allocations are not read (it is probed with a single -p)")),
         }
@@ -100,13 +100,13 @@ pub fn place(opts: &mut Options, targets: &super::Targets) -> Result<(), String>
     Ok(())
 }
 
-/// Whether the library at `path` exports every function of `names`.
-fn exports(path: &Path, names: &[&str]) -> bool {
+/// The functions the library at `path` exports (none when it cannot be
+/// read), read once per use.
+fn exported(path: &Path) -> std::collections::HashSet<String> {
     use object::{Object, ObjectSymbol};
-    let Ok(data) = std::fs::read(path) else { return false };
-    let Ok(obj) = object::File::parse(&*data) else { return false };
-    let have: std::collections::HashSet<&str> = obj.dynamic_symbols().filter(|s| s.is_definition()).filter_map(|s| s.name().ok()).collect();
-    names.iter().all(|n| have.contains(n))
+    let Ok(data) = std::fs::read(path) else { return Default::default() };
+    let Ok(obj) = object::File::parse(&*data) else { return Default::default() };
+    obj.dynamic_symbols().filter(|s| s.is_definition()).filter_map(|s| s.name().ok().map(str::to_string)).collect()
 }
 
 /// Whether `pid` runs a Go program whose heap profile can be read.
@@ -231,7 +231,8 @@ pub(super) fn attach(skel: &FgbpfSkel<'_>, opts: &Options) -> Result<Vec<Link>, 
     let (lib, functions): (&Path, Vec<(&str, u64)>) = match &opts.replacement {
         Some((_, path)) => {
             let all = ALLOCATORS.iter().copied().filter(|(f, _)| *f != "mmap").chain([("aligned_alloc", 3), ("free", FREE)]);
-            (path, all.filter(|(f, _)| exports(path, &[f])).collect())
+            let have = exported(path);
+            (path, all.filter(|(f, _)| have.contains(*f)).collect())
         }
         None => (&opts.libc, ALLOCATORS.iter().copied().filter(|(f, _)| *f != "mmap").chain([("free", FREE)]).collect()),
     };
