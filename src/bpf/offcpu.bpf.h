@@ -411,7 +411,11 @@ static __always_inline void end_untraced_wait(void *ctx, struct fg_stats *st, st
  * rest off-CPU; the wait ends where the scheduler says the thread last
  * began to run (sched_info.last_arrival), or at the switch-out when that
  * is not known. Drawn without stacks: neither end was seen. The entry's
- * run then begins at that arrival. */
+ * run then begins at that arrival. An entry seeded from /proc as running
+ * carries the counts /proc showed then; a thread that was waiting for a
+ * CPU rather than running had one run fewer counted, so if that run's
+ * switch-in goes unreported it is also counted as a switch-out not
+ * reported (at most one per seeded thread). */
 static __always_inline void hidden_switches(void *ctx, struct fg_stats *st, struct task_struct *task, __u32 tid,
 					    struct fg_start *start, __u64 now, const bool btf)
 {
@@ -512,7 +516,7 @@ static __always_inline bool switch_out_begin(void *ctx, struct fg_stats *st, str
 	cur = own_start(st, cur, prev, tid, btf);
 	if (cur && cur->phase == FG_WAITING)
 		end_untraced_wait(ctx, st, prev, tid, cur, now, btf);
-	else if (cur && cur->phase == FG_RUNNING && !(cur->flags & FG_PRE_EXISTING))
+	else if (cur && cur->phase == FG_RUNNING)
 		hidden_switches(ctx, st, prev, tid, cur, now, btf);
 	if (measure_runs) {
 		/* No entry: it has run since before the capture (or since it
@@ -744,11 +748,17 @@ static __always_inline void switch_in(void *ctx, struct fg_stats *st, struct tas
 				woke = queueing < now - start->ts ? now - queueing : start->ts;
 		}
 		record_woken_wait(ctx, st, next, tid, start, woke, now, btf, false);
-	} else if (start->phase == FG_RUNNING && !(start->flags & FG_PRE_EXISTING)) {
+	} else if (start->phase == FG_RUNNING &&
+		   (!(start->flags & FG_PRE_EXISTING) ||
+		    (start->pcount && TASK_FIELD(btf, next, se.sum_exec_runtime) > start->sum_exec))) {
+		/* Seeded as running from /proc with the scheduler's counts: it
+		 * has run since (its run time grew), so a switch-out ended
+		 * that run unreported. */
 		untraced_switch_out(ctx, st, next, tid, start, now, btf);
-	} else if (start->phase == FG_RUNNING && measure_runs) {
+	} else if (start->phase == FG_RUNNING) {
 		/* Switched in while held running: seeded as running from
-		 * /proc, it was waiting for a CPU since the capture began. */
+		 * /proc, and it has not run since (or its counts were not
+		 * read): it was waiting for a CPU since the capture began. */
 		struct fg_start wait = *start;
 
 		wait.state = FG_RUNQUEUE;

@@ -19,8 +19,12 @@ const PF_KTHREAD: u64 = 0x0020_0000;
 
 /// Gives the targets' threads their entries as they are now, from /proc:
 /// blocked ones a wait begun before the capture (counted from `origin`,
-/// the capture's time 0); with `runs` (wall-clock captures), running ones
-/// a run since `origin`, so that their time adds up from the start. With
+/// the capture's time 0); running ones a run since `origin`, with the
+/// scheduler's counts of them (/proc/TID/schedstat), so that a switch-out
+/// of that run which sched_switch does not report is measured as the
+/// tracer measures those of runs it saw begin (src/bpf/offcpu.bpf.h:
+/// hidden_switches), and in wall-clock captures (`runs`) their time adds
+/// up from the start. With
 /// `skip_kthreads`, kernel threads are left out, as the tracer does.
 /// Returns the threads given a wait (their stacks: seeds.rs).
 pub(super) fn seed_threads<M: MapCore>(
@@ -37,9 +41,13 @@ pub(super) fn seed_threads<M: MapCore>(
         let (phase, state) = match state {
             Some(s) if states.contains(&s) => (FG_WAITING, raw_state(s)),
             Some(_) if runs => (FG_SKIPPED, 0),
-            None if runs => (FG_RUNNING, 0),
+            None => (FG_RUNNING, 0),
             _ => continue,
         };
+        // Zeros without schedstats: the tracer then goes by the switches
+        // it sees alone.
+        let (sum_exec, run_delay, pcount) =
+            if phase == FG_RUNNING { schedstat(pid, tid).unwrap_or_default() } else { (0, 0, 0) };
         let start = types::fg_start {
             ts: origin,
             user_stack: 0,
@@ -49,9 +57,9 @@ pub(super) fn seed_threads<M: MapCore>(
             phase,
             waker: 0,
             kern_stack: 0,
-            sum_exec: 0,
-            run_delay: 0,
-            pcount: 0,
+            sum_exec,
+            run_delay,
+            pcount,
         };
         // SAFETY: fg_start is a padding-free struct of integers.
         let bytes = unsafe { plain::as_bytes(&start) };
@@ -114,7 +122,7 @@ pub(super) fn open_blocks<M: MapCore, S: MapCore>(
             // CPU in a switch-out sched_switch did not report: what it
             // says the thread did since is split as the BPF side splits
             // such a span (src/bpf/offcpu.bpf.h: untraced_switch_out).
-            let tail = (!pre).then(|| untraced_tail(&start, tid, ns)).flatten().unwrap_or_default();
+            let tail = untraced_tail(&start, tid, ns).unwrap_or_default();
             let group = || groups.map(|g| g.label_of_pid(start.pid));
             // Read once, for the run and the tail's stacks alike.
             let name = std::cell::OnceCell::new();
@@ -232,18 +240,34 @@ struct Tail {
     queued: u64,
 }
 
-/// The part of a run begun at `start` (its switch-in, `ns` ago) that the
-/// thread spent off-CPU, by /proc/TID/schedstat (run time, run-queue
-/// delay): `None` without the counts the switch-in noted, or when the
-/// thread is gone. The file is read after the stop, so the run it counts
-/// is if anything longer: a thread still running has no tail.
+/// The part of a run begun at `start` (its switch-in or its seeding, `ns`
+/// ago) that the thread spent off-CPU, by /proc/TID/schedstat (run time,
+/// run-queue delay): `None` without the counts the entry noted, or when
+/// the thread is gone. The file is read after the stop, so the run it
+/// counts is if anything longer.
 fn untraced_tail(start: &types::fg_start, tid: u32, ns: u64) -> Option<Tail> {
-    if start.pcount == 0 || !off_cpu_now(start.pid, tid) {
+    if start.pcount == 0 {
         return None;
     }
-    let (run, delay, runs) = schedstat(start.pid, tid)?;
-    if runs + 1 < start.pcount {
-        return None; // not the thread the entry began with
+    tail_of(start, schedstat(start.pid, tid)?, off_cpu_now(start.pid, tid), ns)
+}
+
+/// [`untraced_tail`] from the thread's schedstat (run ns, run-queue ns,
+/// runs) and whether it is off the CPU now. A thread on a CPU (or queued
+/// for one) in the run the entry began has no tail; one the kernel has
+/// begun runs for since, unreported, has one (measured on this VM with
+/// bpftrace: the threads of one daemon had every switch-out unreported;
+/// a capture ending while one is on a CPU again would count all the time
+/// since its last reported switch-in as running). A running thread's run time lags by what it ran since the
+/// scheduler last updated it (up to a tick), which is then counted
+/// off-CPU; a queued one's run-queue delay leaves out the queueing still
+/// open, counted as not runnable.
+fn tail_of(start: &types::fg_start, (run, delay, runs): (u64, u64, u64), off_now: bool, ns: u64) -> Option<Tail> {
+    if start.pcount == 0 || runs + 1 < start.pcount {
+        return None; // no counts, or not the thread the entry began with
+    }
+    if !off_now && runs <= start.pcount {
+        return None;
     }
     let ran = run.saturating_sub(start.sum_exec).min(ns);
     let queued = delay.saturating_sub(start.run_delay).min(ns - ran);
@@ -364,4 +388,40 @@ fn thread_states(targets: &Targets, skip_kthreads: bool) -> Vec<(u32, u32, Optio
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run begun at a reported switch-in: 1.0 s run so far, 120 ms
+    /// queued, the switch-in's arrival counted as run 1029.
+    fn begun() -> types::fg_start {
+        types::fg_start { sum_exec: 1_000_000_000, run_delay: 120_000_000, pcount: 1029, ..Default::default() }
+    }
+
+    #[test]
+    fn a_thread_running_in_the_run_its_entry_began_has_no_tail() {
+        assert!(tail_of(&begun(), (1_004_000_000, 120_000_000, 1029), false, 900_000_000).is_none());
+    }
+
+    #[test]
+    fn a_thread_on_a_cpu_again_after_unreported_switches_has_its_tail() {
+        // Ran 14 ms more, queued 2 ms more, over two runs the kernel began
+        // unreported: 884 ms of the 900 were off the CPU, though it is on
+        // one at the end.
+        let t = tail_of(&begun(), (1_014_000_000, 122_000_000, 1031), false, 900_000_000).unwrap();
+        assert_eq!((t.off, t.queued), (884_000_000, 2_000_000));
+    }
+
+    #[test]
+    fn a_thread_off_the_cpu_has_its_tail_and_another_thread_has_none() {
+        let t = tail_of(&begun(), (1_004_000_000, 120_000_000, 1029), true, 900_000_000).unwrap();
+        assert_eq!((t.off, t.queued), (896_000_000, 0));
+        // The id's earlier thread: fewer runs than the entry counted.
+        assert!(tail_of(&begun(), (4_000_000, 0, 3), true, 900_000_000).is_none());
+        // No counts noted.
+        let none = types::fg_start::default();
+        assert!(tail_of(&none, (1_004_000_000, 120_000_000, 1029), true, 900_000_000).is_none());
+    }
 }
