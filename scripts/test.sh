@@ -8,7 +8,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 scripts/setup.sh --deps-only
 
-# Consumers of the pprof and speedscope exports, for tests/post.rs:
+# Consumers of the pprof and speedscope exports, for tests/post.rs (and post_reports.rs):
 # `go tool pprof` must load fgbpf's .pb.gz files, and speedscope's
 # published file-format schema (shipped in its npm package) must accept its
 # .speedscope.json files, checked with ajv-cli. Go and npm come from apt;
@@ -38,6 +38,14 @@ perl -MDevel::NYTProf::Data -e1 2>/dev/null || missing+=(libdevel-nytprof-perl)
 # (erlang-tools), the profiler it is checked against.
 command -v erl >/dev/null || missing+=(erlang-base)
 compgen -G '/usr/lib/erlang/lib/tools-*/ebin/eprof.beam' >/dev/null || missing+=(erlang-tools)
+# LuaJIT whose Lua functions tests/luajit.rs names: OpenResty's (Debian's
+# luajit2, /usr/bin/luajit) and its library, which nginx's Lua module
+# (scripts/fetch-nginx.sh) links too, with PCRE; curl, the load generator
+# there.
+command -v luajit >/dev/null || missing+=(luajit2)
+[ -e /lib/x86_64-linux-gnu/libluajit-5.1.so.2 ] || missing+=(libluajit2-5.1-2)
+[ -e /lib/x86_64-linux-gnu/libpcre.so.3 ] || missing+=(libpcre3)
+command -v curl >/dev/null || missing+=(curl)
 # bpftrace, which counts a USDT probe beside fgbpf events (tests/events.rs).
 command -v bpftrace >/dev/null || missing+=(bpftrace)
 # heaptrack, beside which fgbpf alloc's shares are checked (tests/alloc.rs),

@@ -257,11 +257,9 @@ fn a_refused_luajit_is_named_as_not_read() {
     assert_eq!(weight_in_order_by(&stacks, &["inner@busy.lua:"], lua), 0, "Lua frames named from a refused VM\n{summary}");
 }
 
-const NGINX: &str = "/usr/sbin/nginx";
-const LUA_MODULE: &str = "/usr/share/nginx/modules/ndk_http_module.so";
-
-/// nginx with `content_by_lua_block` (Debian's libnginx-mod-http-lua, on
-/// the same libluajit) under a local load generator: the handler's
+/// nginx with `content_by_lua_block` (Debian's nginx and
+/// libnginx-mod-http-lua, on the same libluajit, unpacked by
+/// scripts/fetch-nginx.sh) under a local load generator: the handler's
 /// functions named, in order, under the worker's request path (the
 /// native walk of compiled code begun at the VM's frame).
 #[test]
@@ -269,23 +267,30 @@ fn nginx_lua_handlers_are_named_under_the_workers_request_path() {
     if !require_root() {
         return;
     }
-    assert!(Path::new(NGINX).exists() && Path::new(LUA_MODULE).exists(), "nginx and libnginx-mod-http-lua are required");
+    let nginx = consumers_dir().join("nginx");
+    let (bin, modules) = (nginx.join("nginx"), nginx.join("modules"));
+    assert!(
+        bin.exists() && modules.join("ngx_http_lua_module.so").exists(),
+        "nginx and its Lua module are missing from {}: scripts/fetch-nginx.sh fetches them (scripts/test.sh runs it)",
+        nginx.display()
+    );
     let _serial = serial();
     let dir = out_dir("luajit_nginx_prefix");
     std::fs::create_dir_all(dir.join("logs")).unwrap();
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let d = dir.display();
+    let lua_dir = nginx.join("lua");
+    let (d, m, l) = (dir.display(), modules.display(), lua_dir.display());
     let conf = format!(
-        "load_module /usr/share/nginx/modules/ndk_http_module.so;\nload_module /usr/share/nginx/modules/ngx_http_lua_module.so;\n\
+        "load_module {m}/ndk_http_module.so;\nload_module {m}/ngx_http_lua_module.so;\n\
          daemon off;\nmaster_process on;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{}}\n\
-         http {{\naccess_log off;\nclient_body_temp_path {d}/cb;\nproxy_temp_path {d}/px;\nfastcgi_temp_path {d}/fc;\nuwsgi_temp_path {d}/uw;\nscgi_temp_path {d}/sc;\n\
+         http {{\naccess_log off;\nlua_package_path \"{l}/?.lua;;\";\nclient_body_temp_path {d}/cb;\nproxy_temp_path {d}/px;\nfastcgi_temp_path {d}/fc;\nuwsgi_temp_path {d}/uw;\nscgi_temp_path {d}/sc;\n\
          init_by_lua_block {{\n  function work(n) local x = 0 for i = 1, n do x = (x + i) % 1000003 end return x end\n  function handle() return work(200000) end\n}}\n\
          server {{ listen 127.0.0.1:{port};\n location / {{ content_by_lua_block {{ ngx.say(handle()) }} }} }}\n}}\n"
     );
     std::fs::write(dir.join("nginx.conf"), conf).unwrap();
     // Stopped by SIGTERM, on which its worker exits too (common::nginx).
     let master = Nginx(KillOnDrop(
-        Command::new(NGINX)
+        Command::new(&bin)
             .args(["-p", &d.to_string(), "-c", &format!("{d}/nginx.conf"), "-e", &format!("{d}/error.log")])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
