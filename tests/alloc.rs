@@ -182,6 +182,31 @@ fn a_process_allocating_with_jemalloc_is_probed_in_jemalloc() {
     }
 }
 
+/// A command linking jemalloc (as Debian's redis-server does) run by
+/// `fgbpf alloc -- CMD`: which allocator it maps is known only once it
+/// runs, so the replacement allocators installed are probed for its
+/// process too; its allocations are read in jemalloc, in the known split.
+#[test]
+fn a_command_linking_jemalloc_is_read_in_jemalloc() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let jemalloc = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2";
+    assert!(Path::new(jemalloc).exists(), "{jemalloc} is missing: scripts/test.sh installs libjemalloc2");
+    // The library before the source, kept though nothing names it yet.
+    let bin = build("alloc_split", "alloc_split-O2-jemalloc", "gcc", &["-O2", "-pthread", "-Wl,--no-as-needed", jemalloc]);
+    let dir = out_dir("alloc-jemalloc-command");
+    let out = run(fgbpf().args(["alloc", "--sample-bytes", "65536", "-o"]).arg(&dir).arg("--").arg(&bin).arg("128"));
+    assert_ok(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(" in libjemalloc.so.2, which replaces the C library's malloc"), "{stderr}");
+    let ours = shares(&read_folded(&dir.join("alloc_space.folded")));
+    for i in 0..3 {
+        assert!((ours[i] - SPLIT[i]).abs() <= 5.0, "{}: {:.1}% of the bytes, known {}%\n{stderr}", FUNCS[i], ours[i], SPLIT[i]);
+    }
+}
+
 /// alloc_split.c run by `cmd` with `wait`: once it says ready (and
 /// `check(pid)` passed), `fgbpf alloc -p` is attached into `dir`, then the
 /// program is let allocate, and the capture ended once it is done; its

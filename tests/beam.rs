@@ -53,6 +53,13 @@ const MODULES: [&str; 2] = ["busy", "split"];
 /// `erl [flags] -noshell -pa DIR -s MODULE main ARGS...` (`run`: MODULE,
 /// then ARGS; in `root` when given), once it says "ready".
 fn start(root: Option<&Path>, flags: &[&str], dir: &Path, run: &[&str]) -> KillOnDrop {
+    start_ready(&mut erl(root, flags, dir, run), "erl busy", NO_ERLANG)
+}
+
+const NO_ERLANG: &str = "erlang-base is not installed: run scripts/test.sh, which installs it";
+
+/// The command [`start`] starts.
+fn erl(root: Option<&Path>, flags: &[&str], dir: &Path, run: &[&str]) -> Command {
     let mut cmd = match root {
         Some(root) => {
             let mut c = Command::new("chroot");
@@ -62,7 +69,49 @@ fn start(root: Option<&Path>, flags: &[&str], dir: &Path, run: &[&str]) -> KillO
         None => Command::new("erl"),
     };
     cmd.env("HOME", "/tmp").args(flags).args(["-noshell", "-pa"]).arg(dir).args(["-s", run[0], "main"]).args(&run[1..]);
-    start_ready(&mut cmd, "erl busy", "erlang-base is not installed: run scripts/test.sh, which installs it")
+    cmd
+}
+
+/// busy.erl with `count` processes waiting and `busy` busy ones, once it
+/// says "ready": the node, and the busy processes' pids as it printed them.
+fn start_busy_pids(root: Option<&Path>, dir: &Path, count: &str, busy: &str) -> (KillOnDrop, Vec<String>) {
+    let mut pids = Vec::new();
+    start_until(&mut erl(root, &[], dir, &["busy", "120", count, busy]), "erl busy", NO_ERLANG, READY_LIMIT, |line| {
+        match line.trim().strip_prefix("busy ") {
+            Some(pid) => {
+                pids.push(pid.to_string());
+                None
+            }
+            None => {
+                assert_eq!(line.trim(), "ready", "erl busy did not start");
+                Some(std::mem::take(&mut pids))
+            }
+        }
+    })
+}
+
+/// Of the samples in busy:spin/2 in the pprof profile of `dir` (as Go's
+/// own reader prints it), at least 95% are labelled with the Erlang
+/// process they ran, each one of `busy`, and every one of `busy` is among
+/// the labels.
+fn assert_labelled(dir: &Path, busy: &[String], what: &str, summary: &str) {
+    let raw = Command::new("go").args(["tool", "pprof", "-raw"]).arg(dir.join("oncpu.pb.gz")).output().expect("go is installed (scripts/test.sh)");
+    assert!(raw.status.success(), "go tool pprof -raw: {}", String::from_utf8_lossy(&raw.stderr));
+    let samples = common::pprof_raw::raw_samples(&String::from_utf8_lossy(&raw.stdout));
+    let mut by_pid: std::collections::BTreeMap<String, u64> = Default::default();
+    let (mut all, mut labelled) = (0, 0);
+    for s in samples.iter().filter(|s| s.funcs.iter().any(|f| f.starts_with("busy:spin/2"))) {
+        all += s.count;
+        if let Some((_, pid)) = s.labels.iter().find(|(k, _)| k == "erlang_process") {
+            labelled += s.count;
+            *by_pid.entry(pid.clone()).or_default() += s.count;
+        }
+    }
+    eprintln!("{what}: {labelled} of {all} samples in busy:spin/2 labelled with their Erlang process: {by_pid:?} (the node's busy processes: {busy:?})");
+    assert!(all > 300, "{what}: {all} samples in busy:spin/2\n{summary}");
+    assert!(labelled as f64 >= 0.95 * all as f64, "{what}: {labelled} of {all} labelled\n{summary}");
+    assert!(by_pid.keys().all(|p| busy.contains(p)), "{what}: labels {by_pid:?}, busy processes {busy:?}");
+    assert!(busy.iter().all(|p| by_pid.contains_key(p)), "{what}: labels {by_pid:?}, busy processes {busy:?}");
 }
 
 /// The stacks of the normal schedulers' threads (`N_scheduler-TID` before
@@ -155,6 +204,29 @@ fn ten_thousand_erlang_processes_are_each_walked() {
     let Captured { stacks, summary, .. } = capture_ended(target, "oncpu", "3", "beam_many");
     let chain = ["busy:worker/2 (busy.erl:", CHAIN[1], CHAIN[2], CHAIN[3], SPIN];
     assert_in_order(&stacks, &chain, 600, "10,000 processes", &summary);
+}
+
+/// The node: 10,000 Erlang processes waiting in `receive` and 4
+/// busy ones, spawned after 40,000 others had come and gone (so that
+/// their pids' serials are above 0 on a release whose pid numbers wrap,
+/// OTP 25 at 2^15): the busy ones' chain named in order, and their
+/// samples labelled in fgbpf's pprof output with the pids the node printed.
+#[test]
+fn busy_erlang_processes_among_ten_thousand_carry_their_pids() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let dir = compiled(None, "beam_pids_src");
+    let (target, busy) = start_busy_pids(None, &dir, "10000", "4");
+    assert!(busy.iter().all(|p| !p.ends_with(".0>")), "40,000 processes did not wrap the pid numbers: {busy:?}");
+    let (out_dir, out) = capture_for(&["oncpu", "-F", "499", "--format", "pprof,folded"], target.id(), "3", "beam_pids");
+    drop(target);
+    let summary = String::from_utf8_lossy(&out.stderr).to_string();
+    let chain = ["busy:worker/2 (busy.erl:", CHAIN[1], CHAIN[2], CHAIN[3], SPIN];
+    assert_in_order(&read_folded(&out_dir.join("oncpu.folded")), &chain, 600, "4 busy among 10,000", &summary);
+    assert_labelled(&out_dir, &busy, "OTP 25", &summary);
+    assert!(summary.contains("Erlang: the Erlang process read for "), "{summary}");
 }
 
 /// A node that ends while it is profiled (killed 2 s into the capture,
@@ -283,6 +355,11 @@ fn debian_11_and_13_erlangs_in_containers() {
     let Captured { pid, stacks, summary, .. } = capture_ended(target, "oncpu", "3", "beam_27");
     assert_in_order(&stacks, &CHAIN, 600, "OTP 27 (Debian 13)", &summary);
     assert!(summary.contains(&format!("Erlang: pid {pid} (beam.smp, OTP 27, ")), "{summary}");
+    // OTP 27's pids: its numbers do not wrap at 2^15.
+    let (target, busy) = start_busy_pids(Some(&trixie), &dir, "100", "2");
+    let (out_dir, out) = capture_for(&["oncpu", "-F", "499", "--format", "pprof,folded"], target.id(), "3", "beam_27_pids");
+    drop(target);
+    assert_labelled(&out_dir, &busy, "OTP 27 (Debian 13)", &String::from_utf8_lossy(&out.stderr));
 
     let bullseye = roots::named("bullseye-erlang");
     let dir = compiled(Some(&bullseye), "beam_23_src");

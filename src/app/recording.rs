@@ -201,6 +201,7 @@ impl<'a> Recording<'a> {
             measure: false,
             unread: Vec::new(),
             replacement: None,
+            candidates: Vec::new(),
             max_live: args.max_live,
             max_overhead: (!args.force).then_some((args.max_overhead.max(0.0) * 100.0) as u64),
         });

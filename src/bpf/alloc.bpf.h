@@ -30,7 +30,11 @@
 #define FG_ALLOC_KIND_FREE 2ULL
 #define FG_ALLOC_SIZE_MASK ((1ULL << FG_ALLOC_SHIFT) - 1)
 
-/* Which function a uprobe is on: its cookie. */
+/* Which function a uprobe is on: its cookie's low byte; the byte above
+ * says which library (0: the C library, or the one target's replacement
+ * allocator; 1 to FG_ALLOC_LIBS - 1: a command's candidate replacement,
+ * src/probe/alloc.rs), whose calls are counted apart. */
+#define FG_ALLOC_LIBS 8
 enum fg_alloc_fn {
 	FG_MALLOC = 0,
 	FG_CALLOC = 1,
@@ -56,6 +60,7 @@ struct fg_alloc_stats {
 	__u64 frees_matched;   /* of a sampled allocation */
 	__u64 threads_full;    /* calls of a thread alloc_threads had no room for */
 	__u64 lost_free_counts; /* a matched free the counts map had no room for */
+	__u64 calls_in[FG_ALLOC_LIBS]; /* calls, by the cookie's library */
 };
 
 struct fg_alloc_thread {
@@ -145,7 +150,7 @@ SEC("uprobe")
 int alloc_entry(struct pt_regs *ctx)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid(), size = 0, memptr = 0, sp;
-	__u32 pid = pid_tgid >> 32, tid = (__u32)pid_tgid, fn = (__u32)bpf_get_attach_cookie(ctx);
+	__u32 pid = pid_tgid >> 32, tid = (__u32)pid_tgid, fn = bpf_get_attach_cookie(ctx) & 0xff;
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	struct fg_alloc_stats *as;
 	struct fg_alloc_thread *t;
@@ -201,6 +206,9 @@ int alloc_entry(struct pt_regs *ctx)
 		break;
 	}
 	as->calls++;
+	/* Read again rather than kept: the walk's chain of calls has no
+	 * stack to spare (src/probe/stack_depth.rs). */
+	as->calls_in[(bpf_get_attach_cookie(ctx) >> 8) & (FG_ALLOC_LIBS - 1)]++;
 	if (alloc_mean > 1) {
 		if ((__s64)size < t->countdown) {
 			t->countdown -= size;

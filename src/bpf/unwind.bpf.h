@@ -351,6 +351,7 @@ static __always_inline bool user_regs(struct walk *w, const bool by_hand)
 		w->ip = BPF_CORE_READ(regs, ip);
 		w->sp = BPF_CORE_READ(regs, sp);
 		w->bp = BPF_CORE_READ(regs, bp);
+		w->r13 = BPF_CORE_READ(regs, r13);
 		w->fork_child = fork_child(BPF_CORE_READ(regs, ax), BPF_CORE_READ(regs, orig_ax));
 	} else {
 		/* BTF pointers, read directly: a helper call per field costs
@@ -361,7 +362,8 @@ static __always_inline bool user_regs(struct walk *w, const bool by_hand)
 		w->ip = regs->ip;
 		w->sp = regs->sp;
 		w->bp = regs->bp;
-		/* HotSpot's interpreter keeps the bytecode pointer there. */
+		/* HotSpot's interpreter keeps the bytecode pointer there, the
+		 * BEAM's JIT its running process. */
 		w->r13 = regs->r13;
 		w->fork_child = fork_child(regs->ax, regs->orig_ax);
 	}

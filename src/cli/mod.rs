@@ -11,12 +11,14 @@ mod alloc;
 mod events;
 mod flight;
 mod post;
+mod sinks;
 pub use alloc::AllocArgs;
 use alloc::ALLOC_ABOUT;
 pub use events::EventsArgs;
 use events::EVENTS_ABOUT;
 pub use flight::{DumpArgs, FlightArgs};
 pub use post::{ConvertArgs, DiffArgs, FlamegraphArgs, RangeArgs, ReportArgs, Target};
+pub use sinks::{OtlpArgs, SymbolArgs};
 
 /// Highest sampling rate accepted: beyond it the timer interrupts alone
 /// take a noticeable share of every CPU.
@@ -197,8 +199,10 @@ pub struct CaptureArgs {
     pub no_go: bool,
 
     /// Root each stack of a Go program at a frame of the goroutine it ran
-    /// and its pprof labels, `[goroutine 18 route=/api]` (pprof output
-    /// carries them as labels either way).
+    /// and its pprof labels, `[goroutine 18 route=/api]`, and each of an
+    /// Erlang node at one of the Erlang process it ran,
+    /// `[erlang_process <0.81.0>]` (pprof and OTLP output carry them as
+    /// labels either way).
     #[arg(long)]
     pub label_frames: bool,
 
@@ -547,74 +551,3 @@ fn parse_frequency(s: &str) -> Result<u64, String> {
 
 #[cfg(test)]
 mod tests;
-
-/// Where the views go besides files: an OpenTelemetry Collector or any
-/// OTLP profiles receiver.
-#[derive(Debug, Args, Clone, Default)]
-pub struct OtlpArgs {
-    /// Also send the views to an OTLP profiles receiver over gRPC (an
-    /// OpenTelemetry Collector with service.profilesSupport enabled):
-    /// HOST:PORT or https://HOST:PORT, over TLS unless --otlp-insecure.
-    /// Sent once, when the views are written, unless --otlp-interval.
-    #[arg(long, value_name = "ENDPOINT")]
-    pub otlp: Option<String>,
-
-    /// Stream: send what each SECONDS of the capture recorded as it ends
-    /// (1 to 3600), the rest at the end. A receiver that is down or slow
-    /// costs the capture nothing: at most 8 intervals wait to be sent, the
-    /// oldest dropped past that, and the end says how many.
-    #[arg(long, value_name = "SECONDS", requires = "otlp", value_parser = parse_interval)]
-    pub otlp_interval: Option<Duration>,
-
-    /// grpc (the receiver's port 4317) or http/protobuf (4318: POSTs to
-    /// ENDPOINT/v1development/profiles).
-    #[arg(long, value_name = "PROTOCOL", default_value = "grpc", value_parser = ["grpc", "http/protobuf"], requires = "otlp")]
-    pub otlp_protocol: String,
-
-    /// Send to --otlp in plain text (http://HOST:PORT), without TLS.
-    #[arg(long, requires = "otlp")]
-    pub otlp_insecure: bool,
-
-    /// A header sent with each export, e.g. for authentication
-    /// (`authorization=Bearer TOKEN`); repeatable.
-    #[arg(long = "otlp-header", value_name = "KEY=VALUE", requires = "otlp")]
-    pub otlp_headers: Vec<String>,
-
-    /// The service.name of what is sent (default: none).
-    #[arg(long, value_name = "NAME", requires = "otlp")]
-    pub service: Option<String>,
-}
-
-/// Where separate debug files are looked for beyond the usual places:
-/// shared by every capture command.
-#[derive(Debug, Args, Clone, Default)]
-pub struct SymbolArgs {
-    /// Also look for separate debug files in DIR (repeatable): by build ID
-    /// as DIR/.build-id/xx/yyyy.debug, or by .gnu_debuglink name. The
-    /// system directories /usr/lib/debug and /lib/debug, and those inside a
-    /// container's root, are always searched.
-    #[arg(long = "debug-dir", value_name = "DIR")]
-    pub debug_dirs: Vec<PathBuf>,
-}
-
-#[cfg(test)]
-mod symbol_args_tests {
-    use super::*;
-
-    #[derive(Debug, Parser)]
-    struct Wrapper {
-        #[command(flatten)]
-        symbols: SymbolArgs,
-    }
-
-    #[test]
-    fn debug_dir_repeats() {
-        let w = Wrapper::try_parse_from(["x", "--debug-dir", "/a", "--debug-dir", "/b"]).unwrap();
-        assert_eq!(
-            w.symbols.debug_dirs,
-            vec![PathBuf::from("/a"), PathBuf::from("/b")]
-        );
-        let w = Wrapper::try_parse_from(["x"]).unwrap();
-        assert!(w.symbols.debug_dirs.is_empty());
-    }
-}

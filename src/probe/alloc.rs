@@ -43,6 +43,11 @@ pub struct Options {
     /// allocation functions and `free` are probed instead of the C
     /// library's; `mmap` and `munmap` stay the C library's.
     pub replacement: Option<(String, PathBuf)>,
+    /// A command's (not started yet, so its maps are not known): the
+    /// replacement allocators it may map ([`installed_allocators`]),
+    /// probed beside the C library's for its process alone, their calls
+    /// counted apart.
+    pub candidates: Vec<(String, PathBuf)>,
     /// Entries of the live-allocation map.
     pub max_live: u32,
     /// Processes already running (`-p`, a host): their call rate is
@@ -90,7 +95,15 @@ pub fn place(opts: &mut Options, targets: &super::Targets) -> Result<(), String>
     }
     // A command: its own process only (the uprobes follow it through its
     // exec; the processes it forks are not probed), never every process
-    // mapping the library, which would all pay the traps.
+    // mapping the library, which would all pay the traps. Whether it maps
+    // a replacement allocator (linked, as Debian's redis-server links
+    // jemalloc, or preloaded) is known only once it runs: those installed
+    // are probed too, for its process alone (a uprobe for one process
+    // traps in no other).
+    opts.candidates = match (targets.held, targets.pids.is_empty()) {
+        (Some(_), true) => installed_allocators(),
+        _ => Vec::new(),
+    };
     opts.measure = targets.held.is_none();
     opts.pid = match (one, targets.held) {
         (Some(pid), _) => pid as i32,
@@ -98,6 +111,41 @@ pub fn place(opts: &mut Options, targets: &super::Targets) -> Result<(), String>
         _ => -1,
     };
     Ok(())
+}
+
+/// Where replacement allocators are installed: Debian's library
+/// directories (merged /usr: /lib is /usr/lib) and the local one.
+const LIB_DIRS: [&str; 3] = ["/usr/lib/x86_64-linux-gnu", "/usr/local/lib", "/usr/lib"];
+
+/// Names of replacement allocators' libraries.
+const REPLACEMENTS: [&str; 3] = ["libjemalloc", "libtcmalloc", "libmimalloc"];
+
+/// The replacement allocators installed here, and those `LD_PRELOAD`
+/// names (a command inherits fgbpf's environment), that export `malloc`
+/// and `free`: (file name, path), one per file, at most
+/// FG_ALLOC_LIBS - 1 (src/bpf/alloc.bpf.h).
+fn installed_allocators() -> Vec<(String, PathBuf)> {
+    let preload = std::env::var_os("LD_PRELOAD").unwrap_or_default();
+    let preloaded = preload.to_string_lossy().split([':', ' ']).filter(|p| p.starts_with('/')).map(PathBuf::from).collect::<Vec<_>>();
+    let installed = LIB_DIRS.iter().flat_map(|d| std::fs::read_dir(d).into_iter().flatten().flatten().map(|e| e.path()));
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    for path in preloaded.into_iter().chain(installed) {
+        let Some(name) = path.file_name().and_then(|n| n.to_str()).map(str::to_string) else { continue };
+        if !REPLACEMENTS.iter().any(|r| name.starts_with(r)) || !name.contains(".so") {
+            continue;
+        }
+        // One file under its several names (libjemalloc.so, .so.2).
+        let Ok(real) = std::fs::canonicalize(&path) else { continue };
+        if !real.is_file() || !seen.insert(real.clone()) || !["malloc", "free"].iter().all(|f| exported(&real).contains(*f)) {
+            continue;
+        }
+        out.push((name, real));
+        if out.len() == 7 {
+            break;
+        }
+    }
+    out
 }
 
 /// The functions the library at `path` exports (none when it cannot be
@@ -229,15 +277,19 @@ pub(super) fn attach(skel: &FgbpfSkel<'_>, opts: &Options) -> Result<Vec<Link>, 
     // `aligned_alloc` is its own function, not memalign's address as in
     // glibc); the C library's `mmap` and `munmap` always.
     let (lib, functions): (&Path, Vec<(&str, u64)>) = match &opts.replacement {
-        Some((_, path)) => {
-            let all = ALLOCATORS.iter().copied().filter(|(f, _)| *f != "mmap").chain([("aligned_alloc", 3), ("free", FREE)]);
-            let have = exported(path);
-            (path, all.filter(|(f, _)| have.contains(*f)).collect())
-        }
+        Some((_, path)) => (path, replacement_functions(path)),
         None => (&opts.libc, ALLOCATORS.iter().copied().filter(|(f, _)| *f != "mmap").chain([("free", FREE)]).collect()),
     };
     let libc = opts.libc.as_path();
-    for (f, cookie, lib) in functions.into_iter().map(|(f, c)| (f, c, lib)).chain([("mmap", 5, libc), ("munmap", FREE, libc)]) {
+    // A command's candidate replacements, each its functions with its
+    // index in the cookie's second byte.
+    let candidates: Vec<(&str, u64, &Path)> = opts
+        .candidates
+        .iter()
+        .enumerate()
+        .flat_map(|(i, (_, path))| replacement_functions(path).into_iter().map(move |(f, c)| (f, if c == FREE { FREE } else { c | (i as u64 + 1) << 8 }, path.as_path())))
+        .collect();
+    for (f, cookie, lib) in functions.into_iter().map(|(f, c)| (f, c, lib)).chain([("mmap", 5, libc), ("munmap", FREE, libc)]).chain(candidates) {
         if cookie == FREE {
             let o = UprobeOpts { func_name: Some(f.to_string()), ..Default::default() };
             links.push(p.alloc_free_entry.attach_uprobe_with_opts(opts.pid, lib, 0, o).map_err(|e| err(f, lib, e))?);
@@ -250,6 +302,14 @@ pub(super) fn attach(skel: &FgbpfSkel<'_>, opts: &Options) -> Result<Vec<Link>, 
         }
     }
     Ok(links)
+}
+
+/// A replacement allocator's functions to probe, with their cookies:
+/// those it exports (its `aligned_alloc` is its own function, not
+/// memalign's address as in glibc), `free` included.
+fn replacement_functions(path: &Path) -> Vec<(&'static str, u64)> {
+    let have = exported(path);
+    ALLOCATORS.iter().copied().filter(|(f, _)| *f != "mmap").chain([("aligned_alloc", 3), ("free", FREE)]).filter(|(f, _)| have.contains(*f)).collect()
 }
 
 /// The counters of alloc.bpf.h (struct fg_alloc_stats), summed over CPUs.
@@ -278,11 +338,15 @@ pub struct Tally {
     pub no_libc: bool,
     /// The allocator probed in place of the C library's, by name.
     pub replacement: Option<String>,
+    /// A command's: the calls in the C library's allocator, and in each
+    /// candidate replacement that was called (name, calls).
+    pub libc_calls: u64,
+    pub called: Vec<(String, u64)>,
 }
 
 /// Reads the counters and what the maps hold at the end.
 pub(super) fn tally(skel: &FgbpfSkel<'_>, opts: &Options) -> Tally {
-    let mut sum = [0u64; 12];
+    let mut sum = [0u64; 20];
     if let Ok(Some(per_cpu)) = skel.maps.alloc_stats.lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY) {
         for bytes in per_cpu {
             for (s, c) in sum.iter_mut().zip(bytes.chunks_exact(8)) {
@@ -299,7 +363,8 @@ pub(super) fn tally(skel: &FgbpfSkel<'_>, opts: &Options) -> Tally {
         .filter(|v| v.len() >= 28 && u32::from_ne_bytes(v[24..28].try_into().expect("4 bytes")) != 0)
         .count() as u64;
     let live = skel.maps.alloc_live.keys().count() as u64;
-    let [calls, sampled, recorded, failed, lost_returns, lost_counts, lost_user_stack, live_full, frees, frees_matched, threads_full, lost_free_counts] = sum;
+    let [calls, sampled, recorded, failed, lost_returns, lost_counts, lost_user_stack, live_full, frees, frees_matched, threads_full, lost_free_counts, calls_in @ ..] = sum;
+    let called = opts.candidates.iter().zip(&calls_in[1..]).filter(|(_, &n)| n > 0).map(|((name, _), &n)| (name.clone(), n)).collect();
     Tally {
         calls,
         sampled,
@@ -319,6 +384,8 @@ pub(super) fn tally(skel: &FgbpfSkel<'_>, opts: &Options) -> Tally {
         unread: opts.unread.clone(),
         no_libc: !opts.probes_libc(),
         replacement: opts.replacement.as_ref().map(|r| r.0.clone()),
+        libc_calls: calls_in[0],
+        called,
     }
 }
 
@@ -344,6 +411,14 @@ impl Tally {
         }
         if let Some(r) = &self.replacement {
             s.push_str(&format!("; allocations read in {r}, which replaces the C library's malloc (its mmap and munmap stay probed)"));
+        }
+        if !self.called.is_empty() {
+            let called: Vec<String> = self.called.iter().map(|(name, n)| format!("{n} in {name}")).collect();
+            s.push_str(&format!(
+                "; the command's allocation calls: {}, which replaces the C library's malloc, and {} in the C library's (probed beside it: which the command maps is known only once it runs)",
+                called.join(", "),
+                self.libc_calls
+            ));
         }
         for u in &self.unread {
             s.push_str(&format!("; {u}"));

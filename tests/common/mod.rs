@@ -84,7 +84,9 @@ pub fn plain_workload(name: &str) -> PathBuf {
     build(name, &format!("{name}-O2"), "gcc", &["-O2", "-pthread"])
 }
 
-fn build(name: &str, bin_name: &str, compiler: &str, flags: &[&str]) -> PathBuf {
+/// tests/workloads/NAME.c built by `compiler` with `flags` into
+/// `bin_name`, once per test binary.
+pub fn build(name: &str, bin_name: &str, compiler: &str, flags: &[&str]) -> PathBuf {
     let out_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("workloads");
     let bin = out_dir.join(bin_name);
     let mut built = BUILT.lock().unwrap();

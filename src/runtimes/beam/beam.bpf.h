@@ -12,7 +12,8 @@
  * and `normal_exit`, read from the JIT's own code map, see
  * src/runtimes/beam/), the stack above is read word by word, each
  * return address into the JIT's code a frame, to `normal_exit`: the
- * walk ends there. A stack whose end is not found within BEAM_WORDS
+ * walk ends there, and the stack is given its Erlang process (r13,
+ * FG_BEAM_MARKER). A stack whose end is not found within BEAM_WORDS
  * words (not an Erlang stack, or deeper than that) is not taken: its
  * words are dropped, counted, and the walk goes on as before. */
 #ifndef FGBPF_BEAM_BPF_H
@@ -124,6 +125,20 @@ __noinline int beam_frames(struct walk *w, struct stack_buf *buf, __u32 pid)
 	if (!s.found) {
 		st->beam_cut++;
 		return 0;
+	}
+	/* The Erlang process whose stack this is: the JIT keeps the running
+	 * process (c_p) in r13 while Erlang code runs, and a process's
+	 * first word is its id, an internal pid (the immediate tag 0x3). */
+	if (s.n + 2 <= MAX_STACK_DEPTH) {
+		/* Read into the scan's cursor, done with: no stack to spare. */
+		if (!bpf_probe_read_user(&s.at, sizeof(s.at), (void *)w->r13) && (s.at & 0xf) == 0x3) {
+			put_word(buf, s.n, FG_BEAM_MARKER);
+			put_word(buf, s.n + 1, s.at);
+			s.n += 2;
+			st->beam_pid++;
+		} else {
+			st->beam_no_pid++;
+		}
 	}
 	w->n = s.n < MAX_STACK_DEPTH ? s.n : MAX_STACK_DEPTH;
 	w->end = WALK_DONE;

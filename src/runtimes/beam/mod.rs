@@ -4,9 +4,11 @@
 //! each Erlang process's own stack (`beam.bpf.h`: the return addresses
 //! into the JIT's code, to the one every process starts with). An
 //! emulator without the JIT (OTP 23 and earlier) is named as not read.
-//! [`walker`] is its user-space half in a capture.
+//! [`walker`] is its user-space half in a capture; [`process`] labels
+//! each Erlang stack with the Erlang process it ran.
 
 pub mod codemap;
+pub mod process;
 pub mod walker;
 
 use std::fs::File;

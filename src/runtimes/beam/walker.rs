@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use libbpf_rs::{MapCore, MapFlags};
 
 use super::codemap::CodeMap;
+use super::process::{strip, Labeller, ERLANG_PROCESS};
 use super::{may_be_beam, Node};
 use crate::bpf::{types, FgbpfSkel};
 use crate::procs::mem::Mem;
@@ -40,6 +41,9 @@ pub struct Found1 {
     pub modules: usize,
     /// Whether the node keeps frame pointers (`+JPperf true`).
     pub frame_pointers: bool,
+    /// Stacks that named their Erlang process but were not labelled
+    /// with it (the release's pid layout is not known).
+    pub unlabelled: u64,
 }
 
 pub(crate) const REGISTERED: super::super::Registered = super::super::Registered {
@@ -52,7 +56,7 @@ pub(crate) const REGISTERED: super::super::Registered = super::super::Registered
     thread_roles: &[],
     marker: None,
     walker_maps: &[],
-    id_label: None,
+    id_label: Some(super::process::ERLANG_PROCESS),
 };
 
 /// Its reader, for every capture that walks user stacks.
@@ -122,19 +126,26 @@ impl Runtime for Beam {
     fn finish(&mut self, stacks: &mut [RawStack], found: &mut Found) {
         // Each process's span once, not once a stack.
         let spans: HashMap<u32, (u64, u64)> = self.procs.iter().filter_map(|(&pid, p)| Some((pid, p.map.span()?))).collect();
-        for r in stacks.iter_mut() {
+        let mut labellers: HashMap<u32, Labeller> = self.procs.iter().map(|(&pid, p)| (pid, Labeller::new(&p.node.otp))).collect();
+        let mut one = |r: &mut RawStack| {
+            match labellers.get_mut(&r.pid) {
+                Some(l) => l.split(r),
+                None => strip(r),
+            }
             if let Some(&span) = spans.get(&r.pid) {
                 clean(r, &self.procs[&r.pid].map, span);
             }
+        };
+        for r in stacks.iter_mut() {
+            one(r);
             if let Some(w) = r.waker.as_deref_mut() {
-                if let Some(&span) = spans.get(&w.pid) {
-                    clean(w, &self.procs[&w.pid].map, span);
-                }
+                one(w);
             }
         }
         for (&pid, p) in &self.procs {
             let (frame_pointers, _) = p.map.emulator.unwrap_or((false, 0));
-            found.beams.push(Found1 { pid, otp: p.node.otp.clone(), erts: p.node.erts.clone(), modules: p.map.modules, frame_pointers });
+            let unlabelled = labellers.get(&pid).map_or(0, |l| l.unlabelled);
+            found.beams.push(Found1 { pid, otp: p.node.otp.clone(), erts: p.node.erts.clone(), modules: p.map.modules, frame_pointers, unlabelled });
             found.code_maps.push((pid, PerfMap::from_entries(p.map.pieces(!self.no_lines))));
         }
         found.beams.sort_by_key(|b| b.pid);
@@ -189,6 +200,24 @@ pub fn lines(found: &Found, ctx: &crate::runtimes::walks::Context) -> Vec<String
         ));
     }
     let (walked, cut, in_c) = (ctx.stats.beam_walked, ctx.stats.beam_cut, ctx.stats.beam_in_c);
+    let (labelled, no_pid) = (ctx.stats.beam_pid, ctx.stats.beam_no_pid);
+    if walked > 0 {
+        out.push(format!(
+            "Erlang: the Erlang process read for {labelled} of {walked} Erlang stacks, given them as the label {ERLANG_PROCESS} (in pprof and OTLP; a frame with --label-frames){}",
+            match no_pid {
+                0 => String::new(),
+                n => format!("; {n} not: the JIT's register for the running process (r13) held no process"),
+            }
+        ));
+    }
+    for b in found.beams.iter().filter(|b| b.unlabelled > 0) {
+        out.push(format!(
+            "Erlang: pid {}: {} stacks not labelled with their Erlang process: how OTP {} lays out a pid's number and serial is not known to fgbpf (measured: OTP 25 and 27)",
+            b.pid,
+            b.unlabelled,
+            printable(&b.otp)
+        ));
+    }
     if in_c > 0 {
         out.push(format!(
             "Erlang: {in_c} of {} stacks in JIT code without their Erlang callers: in C code the JIT called (a BIF, the garbage collector, a trace breakpoint), where the JIT keeps the process's stack pointer in the process (c_p->stop), which fgbpf does not read yet; they end at the JIT code that called C (a stub such as global::call_light_bif_shared, or the function itself)",

@@ -19,7 +19,7 @@ use crate::profile::{Labels, RawStack};
 /// The label a stack's goroutine id has (the Go folder's task-id label).
 pub const GOROUTINE: &str = "goroutine";
 
-/// FG_GO_MARKER of src/bpf/fgbpf.h.
+/// FG_GO_MARKER of src/runtimes/go/go.h.
 pub(crate) const MARKER: u64 = 0xffff_ffff_ffff_ff53;
 
 struct Process {

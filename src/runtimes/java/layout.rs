@@ -8,7 +8,7 @@ use super::names::MethodOffsets;
 use super::vmstructs::VmStructs;
 use crate::procs::mem::Mem;
 
-/// fgbpf.h FG_JAVA_*.
+/// src/runtimes/java/java.h FG_JAVA_*.
 pub const MAX_HEAPS: usize = 4;
 pub const NONE_OFF: u16 = 0xffff;
 pub const FLAG_CODE_OFFSETS: u8 = 1;

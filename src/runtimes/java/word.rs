@@ -1,5 +1,5 @@
 //! The tagged frame words the BPF walker (src/runtimes/java/java.bpf.h) writes in
-//! place of a Java frame's pc, decoded: layout in src/bpf/fgbpf.h
+//! place of a Java frame's pc, decoded: layout in src/runtimes/java/java.h
 //! (FG_RT_TAG, enum fg_java_kind). Pure functions, no process access.
 
 use super::Layout;

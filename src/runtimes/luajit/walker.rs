@@ -15,7 +15,7 @@ use crate::runtimes::interp::{address_of, Interp, Walker};
 use crate::runtimes::luajit::{self, Reader, Unnamed, Vm};
 use crate::runtimes::{BpfWalker, Found, Runtime, Settings};
 
-/// FG_LUAJIT_MARKER of src/bpf/fgbpf.h.
+/// FG_LUAJIT_MARKER of src/runtimes/luajit/luajit.h.
 pub(crate) const MARKER: u64 = 0xffff_ffff_ffff_ff55;
 /// FG_LUAJIT_TRACE: the sample is in compiled code entered in this frame.
 const TRACE: u64 = 1 << 60;

@@ -16,7 +16,7 @@ use crate::runtimes::interp::{address_of, Interp, Walker};
 use crate::runtimes::perl::{self, Interpreter, Reader, Unnamed};
 use crate::runtimes::{BpfWalker, Found, Runtime, Settings};
 
-/// FG_PERL_MARKER of src/bpf/fgbpf.h.
+/// FG_PERL_MARKER of src/runtimes/perl/perl.h.
 pub(crate) const MARKER: u64 = 0xffff_ffff_ffff_ff54;
 /// FG_PERL_CV: the word names a CV, not a COP.
 const CV_WORD: u64 = 1 << 62;

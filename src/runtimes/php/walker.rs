@@ -14,7 +14,7 @@ use crate::profile::{Evaluator, Pattern};
 use crate::runtimes::{Found, Runtime, Settings, BpfWalker};
 use crate::runtimes::php::{self, Interpreter, Reader, Unnamed};
 
-/// FG_PHP_MARKER of src/bpf/fgbpf.h.
+/// FG_PHP_MARKER of src/runtimes/php/php.h.
 pub(crate) const MARKER: u64 = 0xffff_ffff_ffff_ff52;
 
 pub(crate) struct PhpWalker;

@@ -17,7 +17,7 @@ use crate::procs::maps;
 use crate::runtimes::python::code::{CodeReader, Unnamed};
 use crate::runtimes::python::{self as py, Interpreter};
 
-/// FG_PY_MARKER of src/bpf/fgbpf.h.
+/// FG_PY_MARKER of src/runtimes/python/python.h.
 pub(crate) const MARKER: u64 = 0xffff_ffff_ffff_ff50;
 
 pub(crate) struct PythonWalker;

@@ -24,7 +24,7 @@ pub(crate) const EVALUATOR: Evaluator = Evaluator {
     ..Evaluator::NONE
 };
 
-/// FG_RB_MARKER and FG_RB_CFUNC of src/bpf/fgbpf.h.
+/// FG_RB_MARKER and FG_RB_CFUNC of src/runtimes/ruby/ruby.h.
 pub(crate) const MARKER: u64 = 0xffff_ffff_ffff_ff51;
 const CFUNC: u64 = 1 << 62;
 

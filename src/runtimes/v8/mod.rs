@@ -24,7 +24,7 @@ pub use layout::{may_be_v8, Layout};
 use crate::procs::mem::Mem;
 use heap::Heap;
 
-/// Bits of the identity in a frame word (fgbpf.h: FG_V8_ID_BITS).
+/// Bits of the identity in a frame word (src/runtimes/v8/v8.h: FG_V8_ID_BITS).
 pub const ID_BITS: u32 = 14;
 
 /// Bits of the identity in a compiled frame's word (FG_V8_JIT_ID_BITS).
@@ -40,7 +40,7 @@ pub fn identity(sfi: u64, name: u64, script: u64) -> u32 {
     (h as u32) & ((1 << ID_BITS) - 1)
 }
 
-/// A frame word's parts (fgbpf.h).
+/// A frame word's parts (src/runtimes/v8/v8.h).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Word {
     /// In V8's interpreter or builtins: the SharedFunctionInfo, its

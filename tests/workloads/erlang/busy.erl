@@ -1,6 +1,10 @@
 %% main -> outer -> middle -> inner -> spin for SECONDS, each a real call
 %% (none in tail position but spin's loop), so that each keeps its frame;
-%% with COUNT, in COUNT processes each running worker -> outer -> ...
+%% with COUNT, in COUNT processes each running worker -> outer -> ...;
+%% with COUNT and BUSY, COUNT processes waiting in receive and BUSY running
+%% worker -> outer -> ..., spawned after 40,000 others have come and gone
+%% (so that their pids' serials are above 0 where the release's pid
+%% numbers wrap), each saying its pid: "busy <0.N.S>".
 -module(busy).
 -export([main/1]).
 
@@ -13,6 +17,18 @@ main([Seconds, Count]) ->
     Parent = self(),
     N = list_to_integer(atom_to_list(Count)),
     [spawn(fun() -> worker(Until, Parent) end) || _ <- lists:seq(1, N)],
+    io:format("ready~n"),
+    wait(N),
+    halt(0);
+main([Seconds, Count, Busy]) ->
+    Until = deadline(Seconds),
+    Parent = self(),
+    Gone = [spawn_monitor(fun() -> ok end) || _ <- lists:seq(1, 40000)],
+    [receive {'DOWN', Ref, process, Pid, _} -> ok end || {Pid, Ref} <- Gone],
+    [spawn(fun() -> receive stop -> ok end end) || _ <- lists:seq(1, list_to_integer(atom_to_list(Count)))],
+    N = list_to_integer(atom_to_list(Busy)),
+    Workers = [spawn(fun() -> worker(Until, Parent) end) || _ <- lists:seq(1, N)],
+    [io:format("busy ~s~n", [pid_to_list(W)]) || W <- Workers],
     io:format("ready~n"),
     wait(N),
     halt(0).
