@@ -436,6 +436,19 @@ fn a_go_program_s_heap_profile_splits_as_go_s_own_says() {
     assert!(stderr.contains("the C library's mmap gave the Go runtime left out"), "{stderr}");
 }
 
+/// The same program built by Go 1.24 (Debian 13's, fetched by
+/// scripts/fetch-go.sh): its runtime's buckets read alike.
+#[test]
+fn a_go_1_24_program_s_heap_profile_splits_as_go_s_own_says() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let go = common::go::go_1_24();
+    let bin = common::go::go_build_by(&go, &common::go::go_dir().join("go1.24"), "heap", &[]);
+    go_heap_split(&bin, "alloc-go124");
+}
+
 /// The same program linked by Go alone (`CGO_ENABLED=0`, as container
 /// images often are): no C library to probe, its heap profile read.
 #[test]
