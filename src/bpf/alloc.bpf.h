@@ -1,6 +1,7 @@
 /* `fgbpf alloc`: the C library's allocator calls, sampled by bytes.
  * Uprobes on malloc, calloc, realloc, memalign (aligned_alloc is the same
- * address in glibc), posix_memalign and anonymous mmap (the BPF cookie
+ * address in glibc), posix_memalign and anonymous mmap that gives access
+ * (a PROT_NONE one reserves address space only: counted apart; the BPF cookie
  * says which; calls nested in another of them are left out) keep
  * a per-thread countdown of bytes drawn from an exponential distribution
  * of mean alloc_mean (Poisson sampling, as Go, jemalloc and tcmalloc
@@ -61,6 +62,7 @@ struct fg_alloc_stats {
 	__u64 threads_full;    /* calls of a thread alloc_threads had no room for */
 	__u64 lost_free_counts; /* a matched free the counts map had no room for */
 	__u64 calls_in[FG_ALLOC_LIBS]; /* calls, by the cookie's library */
+	__u64 reserved;        /* anonymous mmaps with no access: left out */
 };
 
 struct fg_alloc_thread {
@@ -186,6 +188,13 @@ int alloc_entry(struct pt_regs *ctx)
 	t->outer_sp = 0;
 	if (fn == FG_MMAP && !(PT_REGS_PARM4(ctx) & FG_MAP_ANONYMOUS))
 		return 0; /* a file's mapping: not an allocation */
+	if (fn == FG_MMAP && PT_REGS_PARM3(ctx) == 0) {
+		/* PROT_NONE: address space reserved, not memory (glibc's
+		 * malloc arenas and thread stacks, made accessible later;
+		 * an arena's memory is counted as the mallocs it serves). */
+		as->reserved++;
+		return 0;
+	}
 	t->outer_sp = sp;
 	switch (fn) {
 	case FG_MALLOC: size = PT_REGS_PARM1(ctx); break;

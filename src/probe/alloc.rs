@@ -342,11 +342,13 @@ pub struct Tally {
     /// candidate replacement that was called (name, calls).
     pub libc_calls: u64,
     pub called: Vec<(String, u64)>,
+    /// Anonymous mmaps with no access (PROT_NONE), left out.
+    pub reserved: u64,
 }
 
 /// Reads the counters and what the maps hold at the end.
 pub(super) fn tally(skel: &FgbpfSkel<'_>, opts: &Options) -> Tally {
-    let mut sum = [0u64; 20];
+    let mut sum = [0u64; 21];
     if let Ok(Some(per_cpu)) = skel.maps.alloc_stats.lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY) {
         for bytes in per_cpu {
             for (s, c) in sum.iter_mut().zip(bytes.chunks_exact(8)) {
@@ -363,7 +365,7 @@ pub(super) fn tally(skel: &FgbpfSkel<'_>, opts: &Options) -> Tally {
         .filter(|v| v.len() >= 28 && u32::from_ne_bytes(v[24..28].try_into().expect("4 bytes")) != 0)
         .count() as u64;
     let live = skel.maps.alloc_live.keys().count() as u64;
-    let [calls, sampled, recorded, failed, lost_returns, lost_counts, lost_user_stack, live_full, frees, frees_matched, threads_full, lost_free_counts, calls_in @ ..] = sum;
+    let [calls, sampled, recorded, failed, lost_returns, lost_counts, lost_user_stack, live_full, frees, frees_matched, threads_full, lost_free_counts, calls_in @ .., reserved] = sum;
     let called = opts.candidates.iter().zip(&calls_in[1..]).filter(|(_, &n)| n > 0).map(|((name, _), &n)| (name.clone(), n)).collect();
     Tally {
         calls,
@@ -386,6 +388,7 @@ pub(super) fn tally(skel: &FgbpfSkel<'_>, opts: &Options) -> Tally {
         replacement: opts.replacement.as_ref().map(|r| r.0.clone()),
         libc_calls: calls_in[0],
         called,
+        reserved,
     }
 }
 
@@ -408,6 +411,12 @@ impl Tally {
         );
         if self.failed > 0 {
             s.push_str(&format!("; {} sampled calls returned no memory", self.failed));
+        }
+        if self.reserved > 0 {
+            s.push_str(&format!(
+                "; {} anonymous mmaps with no access (PROT_NONE) left out: address space reserved, not memory (glibc's malloc arenas and thread stacks; an arena's memory is counted as the mallocs it serves)",
+                self.reserved
+            ));
         }
         if let Some(r) = &self.replacement {
             s.push_str(&format!("; allocations read in {r}, which replaces the C library's malloc (its mmap and munmap stay probed)"));
