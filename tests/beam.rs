@@ -267,45 +267,42 @@ fn a_split_agrees_with_perf_on_the_same_node() {
     }
     let _serial = serial();
     let dir = compiled(None, "beam_split_src");
-    let target = start(None, &["+JPperf", "true"], &dir, &["split", "120"]);
+    let mut target = start(None, &["+JPperf", "true"], &dir, &["split", "120"]);
     let pid = target.id();
     let data = out_dir("beam_split_perf").with_extension("data");
-    let perf = Command::new("perf")
-        .args(["record", "-q", "-e", "cpu-clock", "-F", "499", "-p", &pid.to_string(), "-o"])
-        .arg(&data)
-        .args(["--", "sleep", "5"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("perf is installed (scripts/test.sh installs linux-perf)");
-    let (out_dir, out) = capture_for(&["oncpu", "-F", "499"], pid, "5", "beam_split");
-    let recorded = perf.wait_with_output().unwrap();
+    let mut record = Command::new("perf");
+    record.args(["record", "-q", "-e", "cpu-clock", "-F", "499", "-p", &pid.to_string(), "-o"]).arg(&data).args(["--", "sleep", "5"]);
+    // One leaf a sample (`IP SYMBOL`), named by the node's perf map (read
+    // while the node, and so its map, is there): `$split:fifty/2`, and
+    // its `-CodeInfoPrologue`, which fgbpf names as the function.
+    let leaves = move || -> Folded {
+        let script = Command::new("perf").args(["script", "-F", "ip,sym", "-i"]).arg(&data).output().unwrap();
+        let mut leaves: std::collections::HashMap<String, u64> = std::collections::HashMap::new();
+        for line in String::from_utf8_lossy(&script.stdout).lines() {
+            let Some((_, sym)) = line.trim().split_once(' ') else { continue };
+            let sym = sym.trim().trim_start_matches('$');
+            *leaves.entry(sym.strip_suffix("-CodeInfoPrologue").unwrap_or(sym).to_string()).or_default() += 1;
+        }
+        leaves.into_iter().map(|(f, n)| (vec![f], n)).collect()
+    };
+    // The same 5 s: the workload's shares drift at times by more than
+    // sampling explains (one second in 30 had thirty/2 at 22%, 3.8
+    // standard deviations, under perf alone), and the two used to be a
+    // second apart by fgbpf's start.
+    let reference = Reference::process("perf record", record, leaves);
+    let Beside { dir: out_dir, summary, theirs } = capture_beside(&mut target, &["oncpu", "-F", "499"], Window::Together("5"), "beam_split", reference);
     drop(target);
-    assert!(recorded.status.success(), "perf record: {}", String::from_utf8_lossy(&recorded.stderr));
-    // Read while the node's perf map, which names its JIT code, is there.
-    let script = Command::new("perf").args(["script", "-F", "ip,sym", "-i"]).arg(&data).output().unwrap();
     let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
-    // One leaf a sample (`IP SYMBOL`), named by the node's perf map:
-    // `$split:fifty/2`, and its `-CodeInfoPrologue`, which fgbpf names as
-    // the function.
-    let mut leaves: std::collections::HashMap<String, u64> = std::collections::HashMap::new();
-    for line in String::from_utf8_lossy(&script.stdout).lines() {
-        let Some((_, sym)) = line.trim().split_once(' ') else { continue };
-        let sym = sym.trim().trim_start_matches('$');
-        *leaves.entry(sym.strip_suffix("-CodeInfoPrologue").unwrap_or(sym).to_string()).or_default() += 1;
-    }
-    let theirs: Folded = leaves.into_iter().map(|(f, n)| (vec![f], n)).collect();
-    let summary = String::from_utf8_lossy(&out.stderr).to_string();
     let ours = schedulers(&read_folded(&out_dir.join("oncpu.folded")));
     let fg = Side { name: "fgbpf", stacks: &ours, is: &|frame: &str, f: &str| frame.starts_with(&format!("{f} (split.erl:")) };
     let pf = Side { name: "perf", stacks: &theirs, is: &|frame: &str, f: &str| frame == f };
     let functions = [("split:fifty/2", Some(50.0)), ("split:thirty/2", Some(30.0)), ("split:twenty/2", Some(20.0))];
     let cmp = compare("split.erl's three leaves", fg, pf, &functions, Base::Compared);
     assert!(cmp.bases.0 > 1000 && cmp.bases.1 > 1000, "too few samples\n{}{summary}", cmp.table());
-    // Against perf, which sampled the same seconds: the known answer's
-    // worst error was 1.0-4.6 points for either side in four runs (the
-    // same for both, as time stolen from the VM lands on one leaf or
-    // another), so it is printed, not asserted.
+    // Against perf, which sampled the same seconds. The known answer's
+    // worst error was up to 4.6 points for either side in CI runs (up to
+    // 2.6 in 18 runs here, 6 of them beside a CPU hog), so it is printed,
+    // not asserted.
     cmp.assert_near_reference(Within::Sigmas(3.0), &summary);
 }
 

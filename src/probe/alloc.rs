@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use libbpf_rs::{Link, MapCore, MapFlags, UprobeOpts};
 
 use super::{bpf_error, CaptureError};
-use crate::bpf::FgbpfSkel;
+use crate::bpf::{types, FgbpfSkel};
 
 /// `--sample-bytes`'s default: Go's and jemalloc's mean interval.
 pub const DEFAULT_SAMPLE_BYTES: u64 = 512 * 1024;
@@ -42,12 +42,12 @@ pub struct Options {
     /// `free`): its name, and its path as this process can open it. Its
     /// allocation functions and `free` are probed instead of the C
     /// library's; `mmap` and `munmap` stay the C library's.
-    pub replacement: Option<(String, PathBuf)>,
+    pub replacement: Option<Allocator>,
     /// A command's (not started yet, so its maps are not known): the
     /// replacement allocators it may map ([`installed_allocators`]),
     /// probed beside the C library's for its process alone, their calls
     /// counted apart.
-    pub candidates: Vec<(String, PathBuf)>,
+    pub candidates: Vec<Allocator>,
     /// Entries of the live-allocation map.
     pub max_live: u32,
     /// Processes already running (`-p`, a host): their call rate is
@@ -56,6 +56,24 @@ pub struct Options {
     /// `--max-overhead` in hundredths of a percent of one CPU, `None`
     /// with `--force`.
     pub max_overhead: Option<u64>,
+}
+
+/// A replacement allocator's library: its file name, its path as this
+/// process can open it, and the functions it exports that are probed,
+/// with their cookies (its exports read once, in [`place`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Allocator {
+    pub name: String,
+    pub path: PathBuf,
+    pub functions: Vec<(&'static str, u64)>,
+}
+
+impl Allocator {
+    /// The library at `path` when it exports `malloc` and `free`.
+    fn read(name: String, path: PathBuf) -> Option<Allocator> {
+        let functions = replacement_functions(&exported(&path));
+        ["malloc", "free"].iter().all(|f| functions.iter().any(|(g, _)| g == f)).then_some(Allocator { name, path, functions })
+    }
 }
 
 /// Nanoseconds one allocation call adds with its free (three traps and
@@ -88,7 +106,10 @@ pub fn place(opts: &mut Options, targets: &super::Targets) -> Result<(), String>
         // Only one target's: several targets' or a host's processes each
         // map their own, or none.
         match (one, &opts.replacement) {
-            (Some(_), None) if ["malloc", "free"].iter().all(|f| exported(&path).contains(*f)) => opts.replacement = Some((name, path)),
+            (Some(_), None) => match Allocator::read(name.clone(), path) {
+                Some(found) => opts.replacement = Some(found),
+                None => opts.unread.push(format!("{name} is mapped too, exporting no malloc and free (a prefixed build): its allocations are not read")),
+            },
             (Some(_), _) => opts.unread.push(format!("{name} is mapped too, exporting no malloc and free (a prefixed build): its allocations are not read")),
             (None, _) => opts.unread.push(format!("{name} is mapped too: its allocations are not read (it is probed with a single -p)")),
         }
@@ -113,6 +134,11 @@ pub fn place(opts: &mut Options, targets: &super::Targets) -> Result<(), String>
     Ok(())
 }
 
+/// A command's candidate replacements, numbered 1 on in the cookie's
+/// second byte (0 is the C library): FG_ALLOC_LIBS - 1 of
+/// src/bpf/alloc.bpf.h, the length of `calls_in`.
+const MAX_CANDIDATES: usize = (std::mem::offset_of!(types::fg_alloc_stats, reserved) - std::mem::offset_of!(types::fg_alloc_stats, calls_in)) / 8 - 1;
+
 /// Where replacement allocators are installed: Debian's library
 /// directories (merged /usr: /lib is /usr/lib) and the local one.
 const LIB_DIRS: [&str; 3] = ["/usr/lib/x86_64-linux-gnu", "/usr/local/lib", "/usr/lib"];
@@ -122,9 +148,8 @@ const REPLACEMENTS: [&str; 3] = ["libjemalloc", "libtcmalloc", "libmimalloc"];
 
 /// The replacement allocators installed here, and those `LD_PRELOAD`
 /// names (a command inherits fgbpf's environment), that export `malloc`
-/// and `free`: (file name, path), one per file, at most
-/// FG_ALLOC_LIBS - 1 (src/bpf/alloc.bpf.h).
-fn installed_allocators() -> Vec<(String, PathBuf)> {
+/// and `free`, one per file, at most [`MAX_CANDIDATES`].
+fn installed_allocators() -> Vec<Allocator> {
     let preload = std::env::var_os("LD_PRELOAD").unwrap_or_default();
     let preloaded = preload.to_string_lossy().split([':', ' ']).filter(|p| p.starts_with('/')).map(PathBuf::from).collect::<Vec<_>>();
     let installed = LIB_DIRS.iter().flat_map(|d| std::fs::read_dir(d).into_iter().flatten().flatten().map(|e| e.path()));
@@ -137,11 +162,11 @@ fn installed_allocators() -> Vec<(String, PathBuf)> {
         }
         // One file under its several names (libjemalloc.so, .so.2).
         let Ok(real) = std::fs::canonicalize(&path) else { continue };
-        if !real.is_file() || !seen.insert(real.clone()) || !["malloc", "free"].iter().all(|f| exported(&real).contains(*f)) {
+        if !real.is_file() || !seen.insert(real.clone()) {
             continue;
         }
-        out.push((name, real));
-        if out.len() == 7 {
+        out.extend(Allocator::read(name, real));
+        if out.len() == MAX_CANDIDATES {
             break;
         }
     }
@@ -149,7 +174,7 @@ fn installed_allocators() -> Vec<(String, PathBuf)> {
 }
 
 /// The functions the library at `path` exports (none when it cannot be
-/// read), read once per use.
+/// read).
 fn exported(path: &Path) -> std::collections::HashSet<String> {
     use object::{Object, ObjectSymbol};
     let Ok(data) = std::fs::read(path) else { return Default::default() };
@@ -277,7 +302,7 @@ pub(super) fn attach(skel: &FgbpfSkel<'_>, opts: &Options) -> Result<Vec<Link>, 
     // `aligned_alloc` is its own function, not memalign's address as in
     // glibc); the C library's `mmap` and `munmap` always.
     let (lib, functions): (&Path, Vec<(&str, u64)>) = match &opts.replacement {
-        Some((_, path)) => (path, replacement_functions(path)),
+        Some(r) => (&r.path, r.functions.clone()),
         None => (&opts.libc, ALLOCATORS.iter().copied().filter(|(f, _)| *f != "mmap").chain([("free", FREE)]).collect()),
     };
     let libc = opts.libc.as_path();
@@ -287,7 +312,7 @@ pub(super) fn attach(skel: &FgbpfSkel<'_>, opts: &Options) -> Result<Vec<Link>, 
         .candidates
         .iter()
         .enumerate()
-        .flat_map(|(i, (_, path))| replacement_functions(path).into_iter().map(move |(f, c)| (f, if c == FREE { FREE } else { c | (i as u64 + 1) << 8 }, path.as_path())))
+        .flat_map(|(i, a)| a.functions.iter().map(move |&(f, c)| (f, if c == FREE { FREE } else { c | (i as u64 + 1) << 8 }, a.path.as_path())))
         .collect();
     for (f, cookie, lib) in functions.into_iter().map(|(f, c)| (f, c, lib)).chain([("mmap", 5, libc), ("munmap", FREE, libc)]).chain(candidates) {
         if cookie == FREE {
@@ -305,10 +330,9 @@ pub(super) fn attach(skel: &FgbpfSkel<'_>, opts: &Options) -> Result<Vec<Link>, 
 }
 
 /// A replacement allocator's functions to probe, with their cookies:
-/// those it exports (its `aligned_alloc` is its own function, not
-/// memalign's address as in glibc), `free` included.
-fn replacement_functions(path: &Path) -> Vec<(&'static str, u64)> {
-    let have = exported(path);
+/// those it exports (`have`; its `aligned_alloc` is its own function,
+/// not memalign's address as in glibc), `free` included.
+fn replacement_functions(have: &std::collections::HashSet<String>) -> Vec<(&'static str, u64)> {
     ALLOCATORS.iter().copied().filter(|(f, _)| *f != "mmap").chain([("aligned_alloc", 3), ("free", FREE)]).filter(|(f, _)| have.contains(*f)).collect()
 }
 
@@ -348,7 +372,7 @@ pub struct Tally {
 
 /// Reads the counters and what the maps hold at the end.
 pub(super) fn tally(skel: &FgbpfSkel<'_>, opts: &Options) -> Tally {
-    let mut sum = [0u64; 21];
+    let mut sum = [0u64; std::mem::size_of::<types::fg_alloc_stats>() / 8];
     if let Ok(Some(per_cpu)) = skel.maps.alloc_stats.lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY) {
         for bytes in per_cpu {
             for (s, c) in sum.iter_mut().zip(bytes.chunks_exact(8)) {
@@ -356,17 +380,17 @@ pub(super) fn tally(skel: &FgbpfSkel<'_>, opts: &Options) -> Tally {
             }
         }
     }
-    // struct fg_alloc_thread: `pending` is the u32 after three u64s.
+    const PENDING: usize = std::mem::offset_of!(types::fg_alloc_thread, pending);
     let in_flight = skel
         .maps
         .alloc_threads
         .keys()
         .filter_map(|k| skel.maps.alloc_threads.lookup(&k, MapFlags::ANY).ok().flatten())
-        .filter(|v| v.len() >= 28 && u32::from_ne_bytes(v[24..28].try_into().expect("4 bytes")) != 0)
+        .filter(|v| v.get(PENDING..PENDING + 4).is_some_and(|p| p != [0; 4]))
         .count() as u64;
     let live = skel.maps.alloc_live.keys().count() as u64;
     let [calls, sampled, recorded, failed, lost_returns, lost_counts, lost_user_stack, live_full, frees, frees_matched, threads_full, lost_free_counts, calls_in @ .., reserved] = sum;
-    let called = opts.candidates.iter().zip(&calls_in[1..]).filter(|(_, &n)| n > 0).map(|((name, _), &n)| (name.clone(), n)).collect();
+    let called = opts.candidates.iter().zip(&calls_in[1..]).filter(|(_, &n)| n > 0).map(|(a, &n)| (a.name.clone(), n)).collect();
     Tally {
         calls,
         sampled,
@@ -385,7 +409,7 @@ pub(super) fn tally(skel: &FgbpfSkel<'_>, opts: &Options) -> Tally {
         mean: opts.mean,
         unread: opts.unread.clone(),
         no_libc: !opts.probes_libc(),
-        replacement: opts.replacement.as_ref().map(|r| r.0.clone()),
+        replacement: opts.replacement.as_ref().map(|r| r.name.clone()),
         libc_calls: calls_in[0],
         called,
         reserved,

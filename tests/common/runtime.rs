@@ -213,6 +213,12 @@ pub enum Window<'a> {
     /// for after it (a reference that outlasts it by a second, or one in
     /// the workload itself).
     Seconds(&'a str),
+    /// `fgbpf -d SECONDS` first, until attached; then the reference,
+    /// recording as many seconds: both sample the same seconds, within
+    /// the reference's own start-up (perf's is ~0.2 s here). For a
+    /// reference that ends when it has recorded (perf's exit, ~1 s after
+    /// its last sample, would lengthen fgbpf's window by as much).
+    Together(&'a str),
     /// fgbpf first, until attached; the reference started then, and
     /// fgbpf stopped (Ctrl-C) once the reference is complete: the
     /// reference's window lies inside fgbpf's, however long either takes
@@ -237,6 +243,14 @@ pub fn capture_beside(workload: &mut KillOnDrop, args: &[&str], window: Window, 
             let started = reference.begin();
             let (dir, out) = capture_for(args, workload.id(), seconds, test);
             (dir, out, started.and_then(|()| reference.finish(workload)))
+        }
+        Window::Together(seconds) => {
+            let dir = out_dir(test);
+            let capture = spawn_attached(fgbpf().args(args).args(["-d", seconds, "-p", &workload.id().to_string(), "-o"]).arg(&dir));
+            let recorded = reference.begin().and_then(|()| reference.finish(workload));
+            let out = capture.finish();
+            assert_ok(&out);
+            (dir, out, recorded)
         }
         Window::AroundReference => {
             let dir = out_dir(test);
