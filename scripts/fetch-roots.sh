@@ -5,8 +5,8 @@
 # - Debian 13 (trixie): Ruby 3.3; PHP 8.4 with excimer, its reference
 #   profiler; Python 3.13.
 # - Debian 11 (bullseye): Ruby 2.7; PHP 7.4 with excimer; Python 3.9.
-# - their OpenJDKs (11 and 21), Erlangs (OTP 23 and 27) and LuaJITs, in
-#   roots of their own.
+# - their OpenJDKs (11 and 21), Erlangs (OTP 23 and 27) and LuaJITs, and
+#   Debian 13's whole Perl (5.40), in roots of their own.
 # tests/ruby.rs, tests/php.rs and tests/python.rs run processes in them as
 # a container runs them (chroot): read beside rbspy, excimer and py-spy,
 # and named with why when fgbpf refuses them. debootstrap is installed
@@ -51,3 +51,7 @@ build trixie erlang-base trixie-erlang
 # (tests/luajit.rs).
 build bullseye luajit bullseye-luajit
 build trixie luajit trixie-luajit
+# Debian 13's whole perl (5.40, with its headers, which
+# scripts/perl-layouts.sh reads; the trixie root has perl-base alone) and
+# Devel::NYTProf, the reference tests/perl.rs reads it beside.
+build trixie perl,libdevel-nytprof-perl trixie-perl

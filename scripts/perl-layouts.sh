@@ -2,8 +2,9 @@
 # Writes src/runtimes/perl/layouts.rs: the Layout of each Perl version
 # fgbpf reads, from that version's own headers (threaded, x86_64):
 # - Debian 12's 5.36, the host's (headers in perl's CORE directory);
-# - Debian 11's 5.32, in the root scripts/fetch-roots.sh builds (its CORE
-#   directory is there: the root's perl is whole).
+# - Debian 11's 5.32 and Debian 13's 5.40, in the roots
+#   scripts/fetch-roots.sh builds (bullseye, trixie-perl: their CORE
+#   directories are there, the roots' perls being whole).
 # scripts/perl-offsets.c is compiled with each perl's own
 # `perl -MExtUtils::Embed -e ccopts` (a root's paths under the root) and
 # prints the offsets and sizes.
@@ -30,7 +31,9 @@ layout() {
     flags=$("${run[@]}" perl -MExtUtils::Embed -e ccopts | sed "s# -I/# -I$root/#g")
     version=$("${run[@]}" perl -e 'printf "%d%d", $^V->{version}[0], $^V->{version}[1]')
     # shellcheck disable=SC2086
-    gcc $flags -o "$tmp/offsets$version" scripts/perl-offsets.c
+    # -ffunction-sections and --gc-sections: 5.40's headers define functions
+    # calling into libperl (Perl_croak_memory_wrap), never called here.
+    gcc $flags -ffunction-sections -Wl,--gc-sections -o "$tmp/offsets$version" scripts/perl-offsets.c
     echo
     echo "/// Perl $("${run[@]}" perl -e 'printf "%vd", $^V') ($what)."
     echo "pub const LAYOUT_$version: Layout = Layout {"
@@ -48,6 +51,7 @@ layout() {
     echo 'use super::Layout;'
     layout "" "Debian 12's perl, libperl.so.5.36"
     layout "$roots/bullseye" "Debian 11's perl, libperl.so.5.32"
+    layout "$roots/trixie-perl" "Debian 13's perl, libperl linked into /usr/bin/perl"
     echo
     echo '/// Every version'"'"'s layout.'
     echo "pub const LAYOUTS: [Layout; $(wc -l < "$tmp/names")] = [$(paste -sd, "$tmp/names" | sed 's/,/, /g')];"

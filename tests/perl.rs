@@ -227,7 +227,7 @@ fn a_perl_refused_by_its_layout_check_is_named_as_not_read() {
 /// A Perl of a version fgbpf has no layout for is named, with its version,
 /// and keeps its native frames: Debian's perl copied with the version
 /// libperl says of itself (`PL_version`, a byte of its read-only data)
-/// patched from 36 to 40, which runs as before (the interpreter's own
+/// patched from 36 to 38, which runs as before (the interpreter's own
 /// code uses its compiled-in version).
 #[test]
 fn a_perl_of_an_unknown_version_is_named_as_not_read() {
@@ -243,16 +243,16 @@ fn a_perl_of_an_unknown_version_is_named_as_not_read() {
     let mut binary = std::fs::read("/usr/bin/perl").unwrap();
     // Its read-only segment is mapped at its file offset (readelf -l).
     assert_eq!(binary[at as usize], 36, "PL_version is not 36 at its file offset");
-    binary[at as usize] = 40;
+    binary[at as usize] = 38;
     let program = dir.join("perl");
     std::fs::write(&program, &binary).unwrap();
     std::fs::set_permissions(&program, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let target = start_ready(Command::new(&program).arg(script("busy.pl")).arg("30"), "busy.pl", "perl");
     let Captured { pid, dir, stacks, summary } = capture_ended(target, "oncpu", "2", "perl_unknown_version");
-    let said = format!("Perl: pid {pid} (perl): Perl frames not read, Perl 5.40.0 (fgbpf reads 5.32 and 5.36 (threaded))");
+    let said = format!("Perl: pid {pid} (perl): Perl frames not read, Perl 5.38.0 (fgbpf reads 5.32, 5.36 and 5.40 (threaded))");
     assert!(summary.contains(&said), "the summary does not say `{said}`\n{summary}");
     let report = std::fs::read_to_string(dir.join("report.txt")).unwrap();
-    assert!(report.contains("Perl 5.40.0 (fgbpf reads 5.32 and 5.36"), "report.txt does not say why\n{report}");
+    assert!(report.contains("Perl 5.38.0 (fgbpf reads 5.32, 5.36 and 5.40"), "report.txt does not say why\n{report}");
     let native = weight_in_order_by(&stacks, &["perl_run", "Perl_runops_standard"], |f, w| f == w);
     assert!(total(&stacks) > 300 && pct(native, total(&stacks)) >= 95.0, "native frames: {native} of {}\n{summary}", total(&stacks));
     assert_eq!(weight_in_order_by(&stacks, &["Busy::inner@busy.pl:"], perl), 0, "Perl frames named for an unknown version\n{summary}");
@@ -285,54 +285,95 @@ fn each_perl_thread_is_read_from_its_own_interpreter() {
     assert_eq!(crossed, 0, "the other thread given the main thread's frames\n{summary}");
 }
 
-/// Debian 11's Perl 5.32 (threaded, `libperl.so.5.32`), run by `chroot` in
-/// its release's root as a container runs it: the busy chain in order,
-/// the known split, and waits under their callers (by the Perl frames:
-/// the root's libc is not the host's). Debian 13's 5.40 (its
-/// `/usr/bin/perl` from `perl-base`, libperl linked in), whose headers the
-/// root does not carry, is named as not read with its version, native
-/// frames kept.
+/// Debian 11's Perl 5.32 (threaded, `libperl.so.5.32`) and Debian 13's
+/// 5.40 (its `/usr/bin/perl`, libperl linked in), each
+/// run by `chroot` in its release's root as a container runs it: the busy
+/// chain in order, the known split, and waits under their callers (by
+/// the Perl frames: the roots' libcs are not the host's).
 #[test]
 fn debian_11_and_13_perls_in_containers() {
     if !require_root() {
         return;
     }
     let _serial = serial();
-    let root = roots::bullseye();
-    let target = roots::start_in_root(&root, "perl", "perl", "busy.pl", "30");
-    let Captured { pid, stacks, summary, .. } = capture_ended(target, "oncpu", "3", "perl532_busy");
+    perl_in_root(&roots::bullseye(), "5.32", false);
+    // The root with `perl` whole (`perl-base` alone has no Time::HiRes)
+    // and NYTProf.
+    perl_in_root(&roots::named("trixie-perl"), "5.40", true);
+}
+
+/// [`debian_11_and_13_perls_in_containers`]'s checks on the perl of
+/// `root`, Perl `version`; the split beside NYTProf in the root when it
+/// has it (`nytprof`), else against the known answer.
+fn perl_in_root(root: &Path, version: &str, nytprof: bool) {
+    let target = roots::start_in_root(root, "perl", "perl", "busy.pl", "30");
+    let Captured { pid, stacks, summary, .. } = capture_ended(target, "oncpu", "3", &format!("perl{}_busy", version.replace('.', "")));
     let main = main_thread(&stacks, pid);
     let (all, ordered) = (total(&main), share_in_order(&main, &BUSY, perl));
-    eprintln!("Perl 5.32: <main>;Busy::outer;Busy::inner {ordered:.1}% of {all} samples");
+    eprintln!("Perl {version}: <main>;Busy::outer;Busy::inner {ordered:.1}% of {all} samples");
     assert!(all > 300 && ordered >= 95.0, "{ordered:.1}% of {all} in <main>;Busy::outer;Busy::inner\n{summary}");
-    assert!(summary.contains(&format!("Perl: pid {pid} (perl, Perl 5.32): ")), "{summary}");
+    assert!(summary.contains(&format!("Perl: pid {pid} (perl, Perl {version}): ")), "{summary}");
 
-    let target = roots::start_in_root(&root, "perl", "perl", "split.pl", "30");
-    let Captured { stacks, summary, .. } = capture_ended(target, "oncpu", "6", "perl532_split");
-    // The known answer (NYTProf is not in the root).
+    if nytprof {
+        split_beside_nytprof_in(root, version);
+    } else {
+        split_known_in(root, version);
+    }
+
+    let target = roots::start_in_root(root, "perl", "perl", "waits.pl", "30");
+    let Captured { pid, stacks, summary, .. } = capture_ended(target, "offcpu", "4", &format!("perl{}_waits", version.replace('.', "")));
+    let main: Folded = main_thread(&stacks, pid).into_iter().filter(|(f, _)| !f.iter().any(|x| x == "[blocked before capture]")).collect();
+    let all = total(&main);
+    let nap = weight_in_order_by(&main, &["<main>@waits.pl:35", "Waits::nap@waits.pl:12"], perl);
+    let read = weight_in_order_by(&main, &["<main>@waits.pl:36", "Waits::slow_read@waits.pl:17"], perl);
+    eprintln!("Perl {version} off-CPU: {:.1}% under Waits::nap, {:.1}% under Waits::slow_read of {all} µs", pct(nap, all), pct(read, all));
+    assert!(pct(nap, all) >= 25.0 && pct(read, all) >= 25.0, "nap {nap}, read {read} of {all} µs\n{summary}");
+    assert!(pct(nap + read, all) >= 95.0, "{:.1}% of {all} µs under the two callers\n{summary}", pct(nap + read, all));
+}
+
+/// As [`a_50_30_20_split_between_perl_subs_agrees_with_nytprof`], with
+/// the perl and NYTProf of `root`.
+fn split_beside_nytprof_in(root: &Path, version: &str) {
+    let inside = roots::copy_workloads(root, "perl");
+    let there = root.join(inside.strip_prefix("/").unwrap());
+    let profile = inside.join("nytprof.out");
+    let _ = std::fs::remove_file(there.join("nytprof.out"));
+    let mut cmd = Command::new("chroot");
+    cmd.arg(root).args(["perl", "-d:NYTProf"]).arg(inside.join("split.pl")).arg("9").env("NYTPROF", format!("file={}", profile.display()));
+    let mut target = start_ready(&mut cmd, &format!("perl -d:NYTProf split.pl in {}", root.display()), "chroot");
+    let end = End::Exit { limit: Duration::from_secs(60), success: true };
+    let inclusive = there.join("inclusive.txt");
+    let read = {
+        let root = root.to_path_buf();
+        move || {
+            let out = Command::new("chroot").arg(&root).arg("perl").arg(inside.join("nytprof-inclusive.pl")).arg(&profile).output().expect("chroot");
+            assert!(out.status.success(), "nytprof-inclusive.pl in the root: {}", String::from_utf8_lossy(&out.stderr));
+            std::fs::write(&inclusive, &out.stdout).unwrap();
+            read_collapsed(&inclusive)
+        }
+    };
+    let reference = Reference::in_workload("NYTProf", end, read);
+    let got = capture_beside(&mut target, &["oncpu", "-F", "499"], Window::Seconds("6"), &format!("perl{}_split", version.replace('.', "")), reference);
+    let stacks = read_folded(&got.dir.join("oncpu.folded"));
+    let fg = Side { name: "fgbpf", stacks: &stacks, is: &|f, s| perl(f, &format!("{s}@split.pl:")) };
+    let theirs = Side { name: "NYTProf", stacks: &got.theirs, is: &exactly };
+    let split = [("main::fifty", Some(50.0)), ("main::thirty", Some(30.0)), ("main::twenty", Some(20.0))];
+    let cmp = compare(&format!("Perl {version}'s split.pl"), fg, theirs, &split, Base::Compared);
+    assert!(cmp.bases.0 > 600, "{} samples in the subs\n{}", cmp.bases.0, got.summary);
+    cmp.assert_near_known(5.0, &got.summary);
+    cmp.assert_near_reference(Within::Points(5.0), &got.summary);
+}
+
+/// The split of the perl of `root` against the known answer.
+fn split_known_in(root: &Path, version: &str) {
+    let target = roots::start_in_root(root, "perl", "perl", "split.pl", "30");
+    let Captured { stacks, summary, .. } = capture_ended(target, "oncpu", "6", &format!("perl{}_split", version.replace('.', "")));
     let split = [("main::fifty", 50.0), ("main::thirty", 30.0), ("main::twenty", 20.0)];
     let weights: Vec<u64> = split.iter().map(|(s, _)| weight_in_order_by(&stacks, &[&format!("{s}@split.pl:")], perl)).collect();
     let base: u64 = weights.iter().sum();
     assert!(base > 600, "{base} samples in the subs\n{summary}");
     for ((sub, known), w) in split.iter().zip(&weights) {
-        eprintln!("Perl 5.32 split: {sub} {:.1}% (known {known}%)", pct(*w, base));
+        eprintln!("Perl {version} split: {sub} {:.1}% (known {known}%)", pct(*w, base));
         assert!((pct(*w, base) - known).abs() <= 5.0, "{sub}: {:.1}% of {base}, known {known}%\n{summary}", pct(*w, base));
     }
-
-    let target = roots::start_in_root(&root, "perl", "perl", "waits.pl", "30");
-    let Captured { pid, stacks, summary, .. } = capture_ended(target, "offcpu", "4", "perl532_waits");
-    let main: Folded = main_thread(&stacks, pid).into_iter().filter(|(f, _)| !f.iter().any(|x| x == "[blocked before capture]")).collect();
-    let all = total(&main);
-    let nap = weight_in_order_by(&main, &["<main>@waits.pl:35", "Waits::nap@waits.pl:12"], perl);
-    let read = weight_in_order_by(&main, &["<main>@waits.pl:36", "Waits::slow_read@waits.pl:17"], perl);
-    eprintln!("Perl 5.32 off-CPU: {:.1}% under Waits::nap, {:.1}% under Waits::slow_read of {all} µs", pct(nap, all), pct(read, all));
-    assert!(pct(nap, all) >= 25.0 && pct(read, all) >= 25.0, "nap {nap}, read {read} of {all} µs\n{summary}");
-    assert!(pct(nap + read, all) >= 95.0, "{:.1}% of {all} µs under the two callers\n{summary}", pct(nap + read, all));
-
-    let target = roots::start_in_root(&roots::trixie(), "perl", "perl", "busy.pl", "30");
-    let Captured { pid, stacks, summary, .. } = capture_ended(target, "oncpu", "2", "perl540_busy");
-    assert!(summary.contains(&format!("Perl: pid {pid} (perl): Perl frames not read, Perl 5.40")), "{summary}");
-    assert!(summary.contains("fgbpf reads 5.32 and 5.36 (threaded)"), "{summary}");
-    assert!(!stacks.iter().any(|(f, _)| f.iter().any(|x| x.ends_with("_[p]"))), "no Perl frame guessed on 5.40");
-    assert!(total(&stacks) > 100, "5.40's native samples kept: {}", total(&stacks));
 }

@@ -91,5 +91,48 @@ pub const LAYOUT_532: Layout = Layout {
     perlsi_main: 1,
 };
 
+/// Perl 5.40.1 (Debian 13's perl, libperl linked into /usr/bin/perl).
+pub const LAYOUT_540: Layout = Layout {
+    version: (5, 40),
+    interp_size: 3768,
+    i_curstackinfo: 224,
+    i_curcop: 208,
+    i_main_cv: 1584,
+    si_cxstack: 8,
+    si_prev: 16,
+    si_cxix: 32,
+    si_type: 44,
+    cx_size: 104,
+    cx_type: 0,
+    cx_oldcop: 16,
+    cx_sub_cv: 72,
+    cop_line: 36,
+    cop_file: 48,
+    sv_any: 0,
+    sv_flags: 12,
+    sv_u: 16,
+    xcv_stash: 32,
+    xcv_gv_u: 56,
+    xcv_file: 64,
+    xcv_flags: 92,
+    xgv_namehek: 32,
+    xgv_stash: 40,
+    xhv_aux_name: 32,
+    xhv_aux_name_count: 60,
+    xhv_max: 24,
+    aux_after_array: false,
+    hek_len: 4,
+    hek_key: 8,
+    svt_pvcv: 13,
+    svt_pvgv: 9,
+    svt_pvhv: 12,
+    cvf_named: 32768,
+    svf_ook: 33554432,
+    cxt_sub: 9,
+    cxt_format: 10,
+    cxt_eval: 11,
+    perlsi_main: 1,
+};
+
 /// Every version's layout.
-pub const LAYOUTS: [Layout; 2] = [LAYOUT_536, LAYOUT_532];
+pub const LAYOUTS: [Layout; 3] = [LAYOUT_536, LAYOUT_532, LAYOUT_540];

@@ -99,7 +99,7 @@ pub fn layout(version: (u32, u32)) -> Option<Layout> {
 }
 
 /// The versions fgbpf reads, for messages and docs/runtimes/perl.md.
-pub const SUPPORTED: &str = "5.32 and 5.36 (threaded)";
+pub const SUPPORTED: &str = "5.32, 5.36 and 5.40 (threaded)";
 
 /// A Perl interpreter found in a process.
 #[derive(Clone, Debug, PartialEq, Eq)]

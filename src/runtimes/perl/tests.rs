@@ -3,6 +3,14 @@
 
 use super::*;
 
+/// A prerequisite `what` not installed: the test is skipped, and says
+/// so, on a developer's machine; in CI (`CI` set) it fails, as a skip
+/// must not pass there.
+fn missing(what: &str) {
+    assert!(std::env::var_os("CI").is_none(), "{what} not installed: scripts/test.sh installs it");
+    eprintln!("skipped: {what} not installed");
+}
+
 /// scripts/perl-layouts.sh --check: layouts.rs says what the host's Perl
 /// headers say (where they are: Debian's perl ships them).
 #[test]
@@ -10,8 +18,7 @@ fn the_layouts_are_the_headers() {
     let headers = std::path::Path::new("/usr/lib/x86_64-linux-gnu/perl/5.36/CORE/perl.h");
     let gcc = std::process::Command::new("gcc").arg("--version").output().is_ok_and(|o| o.status.success());
     if !headers.exists() || !gcc {
-        eprintln!("skipped: no Perl 5.36 headers or no gcc here");
-        return;
+        return missing("Perl 5.36's headers (perl) or gcc");
     }
     let root = env!("CARGO_MANIFEST_DIR");
     let out = std::process::Command::new(format!("{root}/scripts/perl-layouts.sh")).arg("--check").output().unwrap();
@@ -48,8 +55,7 @@ fn libperl_and_perl_may_be_interpreters() {
 fn the_hosts_libperl_is_found() {
     let path = "/usr/lib/x86_64-linux-gnu/libperl.so.5.36";
     let Ok(file) = File::open(path) else {
-        eprintln!("skipped: no {path}");
-        return;
+        return missing(path);
     };
     // Its executable segment, as a process maps it: file offset 0x50000
     // at base + 0x50000 (the segment's own address).
