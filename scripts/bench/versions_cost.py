@@ -84,6 +84,7 @@ def configs(tmp):
         ("Java", "JDK 25", [jdk("25"), "-cp", str(classes["25"]), "Busy", "600"], "--no-java"),
         ("Perl", "5.32 (Debian 11)", in_root("bullseye", "perl", "perl/busy.pl", "600"), "--no-perl"),
         ("Perl", "5.36 (Debian 12)", ["perl", str(ROOT / "tests/workloads/perl/busy.pl"), "600"], "--no-perl"),
+        ("Perl", "5.40 (Debian 13)", in_root("trixie-perl", "perl", "perl/busy.pl", "600"), "--no-perl"),
         ("LuaJIT", "2.1 (Debian 13)", in_root("trixie-luajit", "luajit", "luajit/busy.lua", "600"), "--no-luajit"),
         ("Erlang", "OTP 25 JIT (Debian 12)", erlang(tmp), "--no-beam"),
         ("Erlang", "OTP 27 JIT (Debian 13)", erlang(tmp, "trixie-erlang"), "--no-beam"),
