@@ -48,7 +48,7 @@ fn compiled(root: Option<&Path>, test: &str) -> PathBuf {
     inside
 }
 
-const MODULES: [&str; 2] = ["busy", "split"];
+const MODULES: [&str; 3] = ["busy", "split", "waits"];
 
 /// `erl [flags] -noshell -pa DIR -s MODULE main ARGS...` (`run`: MODULE,
 /// then ARGS; in `root` when given), once it says "ready".
@@ -304,6 +304,32 @@ fn a_split_agrees_with_perf_on_the_same_node() {
     // 2.6 in 18 runs here, 6 of them beside a CPU hog), so it is printed,
     // not asserted.
     cmp.assert_near_reference(Within::Sigmas(3.0), &summary);
+}
+
+/// Off-CPU, a node's time is its threads' waits: an Erlang process
+/// sleeping and one blocked reading a socket (waits.erl) block no
+/// thread, so no stack has their functions, and the summary says so and
+/// where to look instead; the schedulers' waits are there, in
+/// erts_schedule.
+#[test]
+fn erlang_processes_that_wait_are_told_not_drawn_off_cpu() {
+    if !require_root() {
+        return;
+    }
+    let _serial = serial();
+    let dir = compiled(None, "beam_waits_src");
+    let target = start(None, &[], &dir, &["waits", "120"]);
+    let pid = target.id();
+    let (out_dir, out) = capture_for(&["offcpu"], pid, "3", "beam_waits");
+    drop(target);
+    let summary = String::from_utf8_lossy(&out.stderr).to_string();
+    let stacks = read_folded(&out_dir.join("offcpu.folded"));
+    let waiting = weight_in_order_prefixed(&stacks, &["waits:"]);
+    assert_eq!(waiting, 0, "an Erlang process's wait drawn as a thread's\n{summary}");
+    let scheduling = weight_in_order_prefixed(&stacks, &["erts_schedule"]);
+    assert!(scheduling > 1_000_000, "{scheduling} µs of the schedulers waiting in erts_schedule\n{summary}");
+    let told = format!("Erlang: pid {pid}: its off-CPU time is its threads' (");
+    assert!(summary.contains(&told) && summary.contains("blocks no thread and is not in this profile"), "{summary}");
 }
 
 /// Under eprof (call tracing: each traced call enters a breakpoint in C

@@ -199,6 +199,17 @@ pub fn lines(found: &Found, ctx: &crate::runtimes::walks::Context) -> Vec<String
             b.modules
         ));
     }
+    // Off-CPU time of a node is its threads': an Erlang process waiting
+    // (receive, a timer, a socket read) blocks none, and is in no stack.
+    for b in &found.beams {
+        let off: u64 = ctx.weighed.iter().filter(|(r, _)| r.pid == b.pid && r.state.is_some()).map(|(_, w)| w).sum();
+        if off > 0 {
+            out.push(format!(
+                "Erlang: pid {}: its off-CPU time is its threads' (schedulers waiting for work in erts_schedule, the poll and aux threads); an Erlang process that waits (receive, a timer, a socket read) blocks no thread and is not in this profile: the node's own erlang:process_info(Pid, current_stacktrace) shows where it waits",
+                b.pid
+            ));
+        }
+    }
     let (walked, cut, in_c) = (ctx.stats.beam_walked, ctx.stats.beam_cut, ctx.stats.beam_in_c);
     let (labelled, no_pid) = (ctx.stats.beam_pid, ctx.stats.beam_no_pid);
     if walked > 0 {
