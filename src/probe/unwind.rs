@@ -367,9 +367,7 @@ impl Tables {
         if !meta.is_file() || self.by_binary.contains_key(&key) || want.is_some_and(|w| w != key) {
             return;
         }
-        // SAFETY: read-only private mapping of an executable file, as in
-        // table_for.
-        let Ok(data) = (unsafe { memmap2::Mmap::map(&file) }) else { return };
+        let Some(data) = crate::procs::elf::map(&file) else { return };
         if let Ok(placed) = self.build(&data) {
             self.by_binary.insert(key, Ok(placed));
             let segments = self.segments.entry(key).or_insert_with(|| exec_segments(&data));
@@ -469,9 +467,7 @@ impl Tables {
             let Ok(file) = File::open(&path) else {
                 return (None, None);
             };
-            // SAFETY: read-only private mapping of a file that is mapped
-            // executable by a process: binaries are not rewritten in place.
-            let Ok(map) = (unsafe { memmap2::Mmap::map(&file) }) else {
+            let Some(map) = crate::procs::elf::map(&file) else {
                 return (None, None);
             };
             mapped = map;

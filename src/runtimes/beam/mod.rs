@@ -46,9 +46,7 @@ fn string_at(obj: &object::File, at: u64) -> Option<String> {
 /// `offset`). `Ok(None)`: not the emulator; `Err`: an emulator fgbpf
 /// cannot read, with why.
 pub fn find(file: &File, path: &str, start: u64, offset: u64) -> Result<Option<Node>, String> {
-    // SAFETY: read-only private mapping of a file mapped executable by a
-    // process: binaries are not rewritten in place.
-    let Ok(data) = (unsafe { memmap2::Mmap::map(file) }) else {
+    let Some(data) = crate::procs::elf::map(file) else {
         return Ok(None);
     };
     let Ok(obj) = object::File::parse(&*data) else {

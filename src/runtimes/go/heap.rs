@@ -164,8 +164,7 @@ pub struct Funcs(Vec<(u64, u64)>);
 impl Funcs {
     pub fn of(file: &std::fs::File, bias: u64) -> Funcs {
         use object::{Object, ObjectSymbol, SymbolKind};
-        // SAFETY: a read-only private mapping of a binary a process runs.
-        let Ok(data) = (unsafe { memmap2::Mmap::map(file) }) else { return Funcs::default() };
+        let Some(data) = crate::procs::elf::map(file) else { return Funcs::default() };
         let Ok(obj) = object::File::parse(&*data) else { return Funcs::default() };
         let mut v: Vec<(u64, u64)> = obj
             .symbols()

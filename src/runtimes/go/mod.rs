@@ -131,9 +131,7 @@ pub struct Layout {
 /// if so where its goroutines are: `Ok(None)` for a binary that is not Go;
 /// `Err(why)` for a Go binary whose goroutines cannot be read.
 pub fn find(file: &File, start: u64, offset: u64) -> Result<Option<Runtime>, String> {
-    // SAFETY: read-only private mapping of a file mapped executable by a
-    // process: binaries are not rewritten in place.
-    let Ok(data) = (unsafe { memmap2::Mmap::map(file) }) else {
+    let Some(data) = crate::procs::elf::map(file) else {
         return Ok(None);
     };
     let Ok(obj) = object::File::parse(&*data) else {

@@ -181,9 +181,7 @@ pub struct Jvm {
 /// without any HotSpot symbol).
 pub fn find(pid: u32, file: &File, path: &str, start: u64, offset: u64) -> Result<Option<Jvm>, Unsupported> {
     let unsupported = |reason: String| Unsupported { reason };
-    // SAFETY: read-only private mapping of a file a process maps
-    // executable: libraries are not rewritten in place.
-    let Ok(data) = (unsafe { memmap2::Mmap::map(file) }) else {
+    let Some(data) = crate::procs::elf::map(file) else {
         return Ok(None);
     };
     let Ok(obj) = object::File::parse(&*data) else {

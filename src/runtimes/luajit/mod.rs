@@ -59,9 +59,7 @@ const REFUSE_ENV: &str = "FGBPF_TEST_LUAJIT_REFUSE";
 /// offset `offset`: `Ok(None)` when it is none. `Err`: it is one, but one
 /// fgbpf cannot read, and why.
 pub fn find(file: &File, path: &str, start: u64, offset: u64) -> Result<Option<Vm>, String> {
-    // SAFETY: read-only private mapping of a file mapped executable by a
-    // process: binaries are not rewritten in place.
-    let Ok(data) = (unsafe { memmap2::Mmap::map(file) }) else {
+    let Some(data) = crate::procs::elf::map(file) else {
         return Ok(None);
     };
     let Ok(obj) = object::File::parse(&*data) else {

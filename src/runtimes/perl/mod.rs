@@ -131,9 +131,7 @@ pub fn may_be_interpreter(path: &str) -> bool {
 /// one fgbpf cannot read, and why. Its version is libperl's own
 /// (`PL_revision`, `PL_version`, `PL_subversion`, read from the file).
 pub fn find(file: &File, path: &str, start: u64, offset: u64) -> Result<Option<Interpreter>, String> {
-    // SAFETY: read-only private mapping of a file mapped executable by a
-    // process: binaries are not rewritten in place.
-    let Ok(data) = (unsafe { memmap2::Mmap::map(file) }) else {
+    let Some(data) = crate::procs::elf::map(file) else {
         return Ok(None);
     };
     let Ok(obj) = object::File::parse(&*data) else {

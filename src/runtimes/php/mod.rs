@@ -145,9 +145,7 @@ pub fn said(rodata: &[u8]) -> Said {
 /// name's; the binary must agree with the version's layout (its module
 /// API, `executor_globals`' size) before the layout is trusted.
 pub fn find(file: &File, path: &str, start: u64, offset: u64) -> Result<Option<Interpreter>, String> {
-    // SAFETY: read-only private mapping of a file mapped executable by a
-    // process: binaries are not rewritten in place.
-    let Ok(data) = (unsafe { memmap2::Mmap::map(file) }) else {
+    let Some(data) = crate::procs::elf::map(file) else {
         return Ok(None);
     };
     let Ok(obj) = object::File::parse(&*data) else {

@@ -169,9 +169,7 @@ pub(crate) const R_X86_64_DTPMOD64: u32 = 16;
 /// shared build, a gem's extension).
 /// `Err`: it is one, but one fgbpf cannot read, and why.
 pub fn find(file: &File, path: &str, start: u64, offset: u64) -> Result<Option<Interpreter>, String> {
-    // SAFETY: read-only private mapping of a file mapped executable by a
-    // process: binaries are not rewritten in place.
-    let Ok(data) = (unsafe { memmap2::Mmap::map(file) }) else {
+    let Some(data) = crate::procs::elf::map(file) else {
         return Ok(None);
     };
     let Ok(obj) = object::File::parse(&*data) else {

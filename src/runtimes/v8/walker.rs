@@ -54,9 +54,7 @@ impl V8 {
         let Some((m, file)) = runtime_binary(pid, text, v8::may_be_v8, Some(&self.renamed), &mut self.found_at) else {
             return false;
         };
-        // SAFETY: read-only private mapping of a file a process maps
-        // executable: binaries are not rewritten in place.
-        let Ok(data) = (unsafe { memmap2::Mmap::map(&file) }) else { return false };
+        let Some(data) = crate::procs::elf::map(&file) else { return false };
         let layout = match v8::layout::read(&data) {
             Ok(Some(l)) => l,
             Ok(None) => {
