@@ -25,6 +25,7 @@ import unwinding  # noqa: E402
 import python as python_cost  # noqa: E402
 import interp_cost  # noqa: E402
 import versions_cost  # noqa: E402
+import reference_cost  # noqa: E402
 import alloc_cost  # noqa: E402
 import java_cost  # noqa: E402
 import switch_parts  # noqa: E402
@@ -583,6 +584,8 @@ ONLY = {
                      "BPF time per switch with parts left out, and on the churning load, against offcputime"),
     "alloc": ("## 23. Allocations and events", lambda t: alloc_cost.report(alloc_cost.measure(3, t)),
               "fgbpf alloc per malloc/free pair beside heaptrack, and fgbpf events per hit beside bpftrace"),
+    "references": ("## 24. Perl, Erlang and LuaJIT", lambda t: reference_cost.report(reference_cost.measure(3, t)),
+                   "the profiled program's slowdown under fgbpf and under Perl's, Erlang's and LuaJIT's reference profilers"),
     "versions": ("## 22. Runtime versions", lambda t: versions_cost.report(versions_cost.measure(3, t)),
                  "each runtime's oldest and newest version read: BPF time per sample against its native walk"),
 }

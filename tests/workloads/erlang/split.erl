@@ -1,18 +1,20 @@
 %% Three leaves called in turn, with 5, 3 and 2 units of work a round
-%% (50/30/20), for SECONDS; with a log FILE, under eprof, whose own-time
-%% table is written there.
+%% (50/30/20), for SECONDS, then the rounds run said
+%% (scripts/bench/reference_cost.py); with a log FILE, under eprof, whose
+%% own-time table is written there.
 -module(split).
 -export([main/1]).
 
 main([Seconds]) ->
     io:format("ready~n"),
-    rounds(deadline(Seconds)),
+    io:format("rounds ~p~n", [rounds(deadline(Seconds), 0)]),
     halt(0);
 main([Seconds, Log]) ->
     {ok, _} = eprof:start(),
     io:format("ready~n"),
     Until = deadline(Seconds),
-    eprof:profile([], fun() -> rounds(Until) end),
+    {ok, Rounds} = eprof:profile([], fun() -> rounds(Until, 0) end),
+    io:format("rounds ~p~n", [Rounds]),
     ok = eprof:log(atom_to_list(Log)),
     eprof:analyze(total),
     halt(0).
@@ -20,13 +22,13 @@ main([Seconds, Log]) ->
 deadline(Seconds) ->
     erlang:monotonic_time(millisecond) + list_to_integer(atom_to_list(Seconds)) * 1000.
 
-rounds(Until) ->
+rounds(Until, N) ->
     fifty(500, 0),
     thirty(300, 0),
     twenty(200, 0),
     case erlang:monotonic_time(millisecond) < Until of
-        true -> rounds(Until);
-        false -> ok
+        true -> rounds(Until, N + 1);
+        false -> N + 1
     end.
 
 fifty(0, A) -> A;
