@@ -285,7 +285,7 @@ fn each_frame_is_coloured_by_its_own_split() {
 
 /// Issue 18: on a live capture of the demo, the per-thread table splits
 /// each thread's wall time as the demo is built (ingest computes, compress
-/// computes a quarter of the time, idle-waiter sleeps), and the summary
+/// is busy a quarter of the time and sleeps the rest, idle-waiter sleeps), and the summary
 /// starts with findings in words.
 #[test]
 fn the_demos_thread_table_has_the_right_split_and_the_summary_starts_with_findings() {
@@ -317,8 +317,16 @@ fn the_demos_thread_table_has_the_right_split_and_the_summary_starts_with_findin
         r[col].as_f64().unwrap() * 100.0 / r["total"].as_f64().unwrap()
     };
     assert!(split("/ ingest-", "on_cpu") > 95.0, "{v:#}");
-    let compress = split("/ compress-", "on_cpu");
-    assert!((compress - 25.0).abs() < 5.0, "compress on-CPU {compress:.1}%: {v:#}");
+    // compress is busy 10 ms of wall time, then sleeps 30 ms: a quarter
+    // of its time it runs or waits for a CPU (ingest keeps one busy, and
+    // fgbpf and the machine's others take their share of the other: a
+    // CI run had compress 19.9% on a CPU and 7.5% waiting for one), three
+    // quarters it sleeps.
+    let (on, waiting) = (split("/ compress-", "on_cpu"), split("/ compress-", "runqueue"));
+    assert!((on + waiting - 25.0).abs() < 5.0, "compress on a CPU {on:.1}%, waiting for one {waiting:.1}%: {v:#}");
+    assert!(on > 12.5, "compress on a CPU {on:.1}%, under half its busy time: {v:#}");
+    let sleeping = split("/ compress-", "sleeping");
+    assert!((sleeping - 75.0).abs() < 5.0, "compress sleeping {sleeping:.1}%: {v:#}");
     assert!(split("/ idle-waiter-", "sleeping") > 98.0, "{v:#}");
     let text = std::fs::read_to_string(dir.join("report.txt")).unwrap();
     assert!(
