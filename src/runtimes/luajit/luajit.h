@@ -14,7 +14,7 @@
 #define FG_LUAJIT_MARKER 0xffffffffffffff55ULL
 #define FG_LUAJIT_TRACE (1ULL << 60)
 
-/* A process running LuaJIT 2.1 (GC64), as user space found it
+/* A process running LuaJIT 2.1 (GC64 or not), as user space found it
  * (src/runtimes/luajit/): the VM's code and its version's offsets. */
 struct fg_luajit_proc {
 	__u64 vm_start;      /* the VM's assembler code (lj_vm_asm_begin..) */
@@ -37,7 +37,11 @@ struct fg_luajit_proc {
 	__u16 j_trace;       /* jit_State: trace (GCRef[], by trace number) */
 	__u16 t_mcode;       /* GCtrace: mcode */
 	__u16 t_szmcode;     /* GCtrace: szmcode (u32) */
-	__u16 pad[2];
+	__u16 gc64;          /* 1: GC64 (references of 8 bytes, frames of two
+	                      * slots); 0: references of 4 bytes (below 4 GiB),
+	                      * frames of one slot (2.1.0-beta3) */
+	__u16 fn_gct;        /* GC objects' type byte (gct); a frame's function
+	                      * is checked by it where its slot has no type */
 	/* A global_State user space found in the process's memory (its
 	 * GG_State), for threads whose r14 was never seen holding DISPATCH
 	 * (blocked in C since the capture began); 0: none. */

@@ -23,10 +23,10 @@ use object::{Object, ObjectSection, ObjectSymbol, ObjectSymbolTable};
 
 use crate::procs::elf::load_bias;
 use crate::procs::mem::Mem;
-pub use layout::{Layout, LAYOUT_OPENRESTY_21};
+pub use layout::{Layout, LAYOUT_BETA3, LAYOUT_OPENRESTY_21};
 
 /// The versions fgbpf reads, for messages and docs/runtimes/luajit.md.
-pub const SUPPORTED: &str = "OpenResty's LuaJIT 2.1 (GC64, x86-64)";
+pub const SUPPORTED: &str = "OpenResty's LuaJIT 2.1 (GC64) and LuaJIT 2.1.0-beta3 (x86-64)";
 
 /// A LuaJIT VM found in a process.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -76,12 +76,15 @@ pub fn find(file: &File, path: &str, start: u64, offset: u64) -> Result<Option<V
     if !release.starts_with("2.1.") {
         return Err(format!("LuaJIT {release} (fgbpf reads {SUPPORTED})"));
     }
-    // OpenResty's branch adds lua_State.exdata and exdata2, before which
-    // its layout is not the one fgbpf knows; LuaJIT's own 2.1 builds
-    // (Debian 11's 2.1.0-beta3) are not GC64 by default on x86-64.
-    if !has("lua_setexdata2") {
-        return Err(format!("LuaJIT {release}, not OpenResty's branch with lua_setexdata2 (fgbpf reads {SUPPORTED})"));
-    }
+    // OpenResty's branch (lua_State.exdata and exdata2, exported as
+    // lua_setexdata2) is built GC64; LuaJIT's own 2.1.0-beta3 (2017,
+    // Debian 11's) is not GC64 by default on x86-64. LuaJIT's own later
+    // 2.1 builds are GC64 with another layout, not known here.
+    let layout = match (has("lua_setexdata2"), release.as_str()) {
+        (true, _) => LAYOUT_OPENRESTY_21,
+        (false, "2.1.0-beta3") => LAYOUT_BETA3,
+        (false, _) => return Err(format!("LuaJIT {release}, neither OpenResty's branch (lua_setexdata2) nor 2.1.0-beta3 (fgbpf reads {SUPPORTED})")),
+    };
     if let Ok(v) = std::env::var(REFUSE_ENV) {
         return Err(format!("LuaJIT {release}: refused by {REFUSE_ENV} ({v})"));
     }
@@ -95,7 +98,7 @@ pub fn find(file: &File, path: &str, start: u64, offset: u64) -> Result<Option<V
         release,
         vm_start: lo.wrapping_add(bias),
         vm_end: hi.wrapping_add(bias),
-        layout: LAYOUT_OPENRESTY_21,
+        layout,
         binary: path.to_string(),
         g_hint: Cell::new(0),
     }))
@@ -125,7 +128,11 @@ pub fn find_global(mem: &Mem, l: &Layout) -> Option<u64> {
         let (Ok(a), Ok(b)) = (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16)) else { continue };
         let len = (b - a).min(SCAN);
         let Some(bytes) = mem.bytes(a, len as usize) else { continue };
-        let word = |at: usize| bytes.get(at..at + 8).map(|w| u64::from_le_bytes(w.try_into().unwrap()));
+        // A reference (MRef, GCRef): 8 bytes in GC64, else 4.
+        let word = |at: usize| match l.gc64 {
+            true => bytes.get(at..at + 8).map(|w| u64::from_le_bytes(w.try_into().unwrap())),
+            false => bytes.get(at..at + 4).map(|w| u64::from(u32::from_le_bytes(w.try_into().unwrap()))),
+        };
         let (glref, gg_g, gct) = (usize::from(l.l_glref), usize::from(l.gg_g), usize::from(l.gct));
         let mainth = gg_g + usize::from(l.g_mainthref);
         for at in (0..bytes.len().saturating_sub(mainth + 8)).step_by(8) {
@@ -247,6 +254,14 @@ impl Reader {
     }
 }
 
+/// A reference (GCRef, MRef) at `at`: 8 bytes in GC64, else 4.
+pub(crate) fn reference(mem: &Mem, l: &Layout, at: u64) -> Option<u64> {
+    match l.gc64 {
+        true => mem.u64(at),
+        false => mem.u32(at).map(u64::from),
+    }
+}
+
 /// A GCstr's text, lossily, its length capped.
 pub(crate) fn gcstr(mem: &Mem, l: &Layout, s: u64) -> Option<String> {
     if s == 0 || mem.u8(s + u64::from(l.gct))? != l.t_str {
@@ -264,8 +279,8 @@ fn read_proto(mem: &Mem, l: &Layout, pt: u64) -> Option<Proto> {
     let sizebc = mem.u32(pt + u64::from(l.pt_sizebc))?.min(MAX_BC);
     let firstline = mem.u32(pt + u64::from(l.pt_firstline))?;
     let numline = mem.u32(pt + u64::from(l.pt_numline))?;
-    let lineinfo = mem.u64(pt + u64::from(l.pt_lineinfo))?;
-    let chunk = gcstr(mem, l, mem.u64(pt + u64::from(l.pt_chunkname))?).unwrap_or_default();
+    let lineinfo = reference(mem, l, pt + u64::from(l.pt_lineinfo))?;
+    let chunk = gcstr(mem, l, reference(mem, l, pt + u64::from(l.pt_chunkname))?).unwrap_or_default();
     let file = match chunk.strip_prefix('@') {
         Some(path) => path.rsplit('/').next().unwrap_or(path).to_string(),
         None => chunk,

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use super::{gcstr, Layout};
+use super::{gcstr, reference, Layout};
 use crate::procs::mem::Mem;
 
 /// Each opcode's A operand mode (lj_bc.h's BCDEF, v2.1-20230119): 1 a
@@ -44,7 +44,7 @@ fn d(i: u32) -> u32 {
 /// `bc`) call, by the call's instruction.
 pub fn callees(mem: &Mem, l: &Layout, pt: u64, bc: &[u32]) -> HashMap<u32, String> {
     let mut out = HashMap::new();
-    let k = mem.u64(pt + u64::from(l.pt_k)).unwrap_or(0);
+    let k = reference(mem, l, pt + u64::from(l.pt_k)).unwrap_or(0);
     for (at, &ins) in bc.iter().enumerate().filter(|(_, &i)| CALLS.contains(&op(i))).take(MAX_CALLS) {
         if let Some(name) = slot_name(mem, l, pt, k, bc, at, a(ins)) {
             out.insert(at as u32, name);
@@ -55,15 +55,15 @@ pub fn callees(mem: &Mem, l: &Layout, pt: u64, bc: &[u32]) -> HashMap<u32, Strin
 
 /// A string constant of the prototype: its kgc[~idx].
 fn kstr(mem: &Mem, l: &Layout, k: u64, idx: u32) -> Option<String> {
-    let at = k.checked_sub(8 * (u64::from(idx) + 1))?;
-    gcstr(mem, l, mem.u64(at)?)
+    let at = k.checked_sub(l.refsize() * (u64::from(idx) + 1))?;
+    gcstr(mem, l, reference(mem, l, at)?)
 }
 
 /// The idx-th upvalue's name (uvinfo: names one after another, each
 /// ending in a zero byte).
 fn uv_name(mem: &Mem, l: &Layout, pt: u64, idx: u32) -> Option<String> {
     let sizeuv = u32::from(mem.u8(pt + u64::from(l.pt_sizeuv))?);
-    let mut p = mem.u64(pt + u64::from(l.pt_uvinfo))?;
+    let mut p = reference(mem, l, pt + u64::from(l.pt_uvinfo))?;
     if p == 0 || idx >= sizeuv {
         return None;
     }

@@ -92,7 +92,7 @@ impl Walker for LuaJitWalker {
 
     fn check(mem: &Mem, vm: &Vm) -> Result<(), String> {
         let l = &vm.layout;
-        if l.g_jit_base != l.g_cur_l + 8 || vm.vm_end <= vm.vm_start {
+        if u64::from(l.g_jit_base) != u64::from(l.g_cur_l) + l.refsize() || vm.vm_end <= vm.vm_start {
             return Err(format!("LuaJIT {}: the layout's check failed", vm.release));
         }
         vm.g_hint.set(luajit::find_global(mem, l).unwrap_or(0));
@@ -130,6 +130,8 @@ impl Walker for LuaJitWalker {
             j_trace: l.j_trace,
             t_mcode: l.t_mcode,
             t_szmcode: l.t_szmcode,
+            gc64: u16::from(l.gc64),
+            fn_gct: l.gct,
             ..Default::default()
         };
         // SAFETY: fg_luajit_proc is a plain struct of integers.
