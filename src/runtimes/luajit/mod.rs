@@ -1,7 +1,8 @@
 //! LuaJIT in profiled processes (Debian's `luajit` and nginx's Lua module,
 //! both linking `libluajit-5.1.so.2`, or a program linking LuaJIT
 //! statically): which processes run one and which flavour (OpenResty's
-//! 2.1 branch, told by its own exports), where the VM's assembler code is
+//! 2.1 branch, told by its own exports, or LuaJIT's own 2.1.0-beta3, told
+//! by its banner), where the VM's assembler code is
 //! (the one `.eh_frame` entry that begins inside a C frame, [`vm_range`]:
 //! the library exports no symbol there), the offsets of its layout
 //! (layout.rs, from the version's own headers), and naming the
