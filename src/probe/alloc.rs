@@ -110,7 +110,11 @@ pub fn place(opts: &mut Options, targets: &super::Targets) -> Result<(), String>
                 Some(found) => opts.replacement = Some(found),
                 None => opts.unread.push(format!("{name} is mapped too, exporting no malloc and free (a prefixed build): its allocations are not read")),
             },
-            (Some(_), _) => opts.unread.push(format!("{name} is mapped too, exporting no malloc and free (a prefixed build): its allocations are not read")),
+            // One replacement is probed per process: the first its maps list.
+            (Some(_), Some(probed)) => opts.unread.push(format!(
+                "{name} is mapped too: its allocations are not read ({} is already probed in this process, and one replacement allocator is probed per process)",
+                probed.name
+            )),
             (None, _) => opts.unread.push(format!("{name} is mapped too: its allocations are not read (it is probed with a single -p)")),
         }
     }
@@ -487,5 +491,36 @@ mod tests {
         let t = exp_table();
         let mean = t.iter().map(|&v| v as f64 / 65536.0).sum::<f64>() / t.len() as f64;
         assert!((mean - 1.0).abs() < 0.002, "{mean}");
+    }
+
+    /// A `-p` process mapping two replacement allocators (jemalloc, and
+    /// a copy of it named as tcmalloc): the first its maps list is
+    /// probed, the other is said unread because of it, not as a
+    /// prefixed build.
+    #[test]
+    fn a_second_replacement_is_unread_beside_the_one_probed() {
+        let jemalloc = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2";
+        assert!(Path::new(jemalloc).exists(), "{jemalloc} is missing: scripts/test.sh installs libjemalloc2");
+        let dir = tempfile::tempdir().unwrap();
+        let copy = dir.path().join("libtcmalloc.so.4");
+        std::fs::copy(jemalloc, &copy).unwrap();
+        let mut child = std::process::Command::new("sleep").arg("30").env("LD_PRELOAD", format!("{jemalloc}:{}", copy.display())).spawn().unwrap();
+        let pid = child.id();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !std::fs::read_to_string(format!("/proc/{pid}/maps")).is_ok_and(|m| m.contains("libjemalloc") && m.contains("libtcmalloc")) {
+            assert!(std::time::Instant::now() < deadline, "process {pid} never mapped both allocators");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let mut opts = Options { mean: 1, libc: PathBuf::new(), pid: -1, unread: Vec::new(), replacement: None, candidates: Vec::new(), max_live: 1, measure: false, max_overhead: None };
+        let placed = place(&mut opts, &crate::probe::Targets { pids: vec![pid], ..Default::default() });
+        child.kill().ok();
+        child.wait().ok();
+        placed.unwrap();
+        let probed = opts.replacement.as_ref().expect("one replacement probed").name.clone();
+        let other = if probed.starts_with("libjemalloc") { "libtcmalloc.so.4" } else { "libjemalloc.so.2" };
+        assert_eq!(
+            opts.unread,
+            [format!("{other} is mapped too: its allocations are not read ({probed} is already probed in this process, and one replacement allocator is probed per process)")]
+        );
     }
 }
