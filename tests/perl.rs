@@ -141,25 +141,38 @@ fn a_50_30_20_split_between_perl_subs_agrees_with_nytprof() {
     let profile = dir.join("nytprof.out");
     let _ = std::fs::remove_file(&profile);
     let setting = PathBuf::from(format!("file={}", profile.display()));
-    let mut target = start(&["-d:NYTProf"], &[("NYTPROF", &setting)], "split.pl", &["9"]);
+    let target = start(&["-d:NYTProf"], &[("NYTPROF", &setting)], "split.pl", &["9"]);
+    let inclusive = move || {
+        let mut cmd = Command::new("/usr/bin/perl");
+        cmd.arg(script("nytprof-inclusive.pl")).arg(&profile);
+        cmd
+    };
+    split_beside_nytprof(target, inclusive, dir.join("inclusive.txt"), "perl_split", "split.pl");
+}
+
+/// fgbpf's shares of split.pl's subs in the running `target` (run
+/// `perl -d:NYTProf split.pl 9`, its profile written at exit), each
+/// within 5 points of the known split and of NYTProf's inclusive times:
+/// printed by the command `inclusive` returns (nytprof-inclusive.pl on
+/// the profile, run once the target has exited) and kept in `kept`.
+/// `test` names the capture's directory, `title` the comparison. The
+/// host's perl and a root's (run by `chroot`) differ in those alone.
+fn split_beside_nytprof(mut target: KillOnDrop, inclusive: impl Fn() -> Command + 'static, kept: PathBuf, test: &str, title: &str) {
     let end = End::Exit { limit: Duration::from_secs(60), success: true };
-    let inclusive = dir.join("inclusive.txt");
-    let read = {
-        let (profile, inclusive) = (profile.clone(), inclusive.clone());
-        move || {
-            let out = Command::new("/usr/bin/perl").arg(script("nytprof-inclusive.pl")).arg(&profile).output().expect("perl");
-            assert!(out.status.success(), "nytprof-inclusive.pl: {}", String::from_utf8_lossy(&out.stderr));
-            std::fs::write(&inclusive, &out.stdout).unwrap();
-            read_collapsed(&inclusive)
-        }
+    let read = move || {
+        let mut cmd = inclusive();
+        let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+        assert!(out.status.success(), "nytprof-inclusive.pl ({cmd:?}): {}", String::from_utf8_lossy(&out.stderr));
+        std::fs::write(&kept, &out.stdout).unwrap();
+        read_collapsed(&kept)
     };
     let reference = Reference::in_workload("NYTProf", end, read);
-    let got = capture_beside(&mut target, &["oncpu", "-F", "499"], Window::Seconds("6"), "perl_split", reference);
+    let got = capture_beside(&mut target, &["oncpu", "-F", "499"], Window::Seconds("6"), test, reference);
     let stacks = read_folded(&got.dir.join("oncpu.folded"));
     let fg = Side { name: "fgbpf", stacks: &stacks, is: &|f, s| perl(f, &format!("{s}@split.pl:")) };
     let theirs = Side { name: "NYTProf", stacks: &got.theirs, is: &exactly };
     let split = [("main::fifty", Some(50.0)), ("main::thirty", Some(30.0)), ("main::twenty", Some(20.0))];
-    let cmp = compare("split.pl", fg, theirs, &split, Base::Compared);
+    let cmp = compare(title, fg, theirs, &split, Base::Compared);
     assert!(cmp.bases.0 > 600, "{} samples in the subs\n{}", cmp.bases.0, got.summary);
     cmp.assert_near_known(5.0, &got.summary);
     cmp.assert_near_reference(Within::Points(5.0), &got.summary);
@@ -340,28 +353,17 @@ fn split_beside_nytprof_in(root: &Path, version: &str) {
     let _ = std::fs::remove_file(there.join("nytprof.out"));
     let mut cmd = Command::new("chroot");
     cmd.arg(root).args(["perl", "-d:NYTProf"]).arg(inside.join("split.pl")).arg("9").env("NYTPROF", format!("file={}", profile.display()));
-    let mut target = start_ready(&mut cmd, &format!("perl -d:NYTProf split.pl in {}", root.display()), "chroot");
-    let end = End::Exit { limit: Duration::from_secs(60), success: true };
-    let inclusive = there.join("inclusive.txt");
-    let read = {
+    let target = start_ready(&mut cmd, &format!("perl -d:NYTProf split.pl in {}", root.display()), "chroot");
+    let inclusive = {
         let root = root.to_path_buf();
         move || {
-            let out = Command::new("chroot").arg(&root).arg("perl").arg(inside.join("nytprof-inclusive.pl")).arg(&profile).output().expect("chroot");
-            assert!(out.status.success(), "nytprof-inclusive.pl in the root: {}", String::from_utf8_lossy(&out.stderr));
-            std::fs::write(&inclusive, &out.stdout).unwrap();
-            read_collapsed(&inclusive)
+            let mut cmd = Command::new("chroot");
+            cmd.arg(&root).arg("perl").arg(inside.join("nytprof-inclusive.pl")).arg(&profile);
+            cmd
         }
     };
-    let reference = Reference::in_workload("NYTProf", end, read);
-    let got = capture_beside(&mut target, &["oncpu", "-F", "499"], Window::Seconds("6"), &format!("perl{}_split", version.replace('.', "")), reference);
-    let stacks = read_folded(&got.dir.join("oncpu.folded"));
-    let fg = Side { name: "fgbpf", stacks: &stacks, is: &|f, s| perl(f, &format!("{s}@split.pl:")) };
-    let theirs = Side { name: "NYTProf", stacks: &got.theirs, is: &exactly };
-    let split = [("main::fifty", Some(50.0)), ("main::thirty", Some(30.0)), ("main::twenty", Some(20.0))];
-    let cmp = compare(&format!("Perl {version}'s split.pl"), fg, theirs, &split, Base::Compared);
-    assert!(cmp.bases.0 > 600, "{} samples in the subs\n{}", cmp.bases.0, got.summary);
-    cmp.assert_near_known(5.0, &got.summary);
-    cmp.assert_near_reference(Within::Points(5.0), &got.summary);
+    let test = format!("perl{}_split", version.replace('.', ""));
+    split_beside_nytprof(target, inclusive, there.join("inclusive.txt"), &test, &format!("Perl {version}'s split.pl"));
 }
 
 /// The split of the perl of `root` against the known answer.
