@@ -87,6 +87,7 @@ def configs(tmp):
         ("Perl", "5.40 (Debian 13)", in_root("trixie-perl", "perl", "perl/busy.pl", "600"), "--no-perl"),
         ("LuaJIT", "2.1.0-beta3 (Debian 11)", in_root("bullseye-luajit", "luajit", "luajit/busy.lua", "600"), "--no-luajit"),
         ("LuaJIT", "2.1 (Debian 13)", in_root("trixie-luajit", "luajit", "luajit/busy.lua", "600"), "--no-luajit"),
+        ("Erlang", "OTP 23 interpreter (Debian 11)", erlang(tmp, "bullseye-erlang"), "--no-beam"),
         ("Erlang", "OTP 25 JIT (Debian 12)", erlang(tmp), "--no-beam"),
         ("Erlang", "OTP 27 JIT (Debian 13)", erlang(tmp, "trixie-erlang"), "--no-beam"),
     ]

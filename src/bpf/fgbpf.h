@@ -262,6 +262,8 @@ struct fg_stats {
 				 * stack pointer fgbpf does not know: not read */
 	__u64 beam_pid;         /* walked, and its Erlang process's id read */
 	__u64 beam_no_pid;      /* walked, but r13 held no Erlang process */
+	__u64 beam_no_process;  /* in the interpreter's loop (OTP 23), its
+				 * registers holding no running Erlang process */
 	/* A staged start (staged.bpf.h): recorded by the first load, before
 	 * the runtimes' walkers joined */
 	__u64 lean_samples;     /* on-CPU samples */
@@ -436,6 +438,8 @@ enum fg_runtime {
 	FG_RT_V8 = 1,
 	/* Frames of no runtime's code: FG_SIGNAL_WORD. */
 	FG_RT_NATIVE = 2,
+	/* Erlang code run by the BEAM's interpreter (OTP 23): FG_BEAM_WORD. */
+	FG_RT_BEAM = 3,
 };
 
 /* The kernel's signal frame, in place of the signal return trampoline's

@@ -90,6 +90,10 @@ static __always_inline long walk_frame(struct walk_ref *ref, const bool by_pid)
 		w->end = WALK_DONE;
 		return 1;
 	}
+	/* The BEAM's interpreter (OTP 23) running Erlang code: its frames,
+	 * read from the Erlang process's own stack (beam.bpf.h). */
+	if (n == 0 && !by_pid && ref->proc && beam_interp(w, ref->buf, w->pid))
+		return 1;
 	/* A caller's return address points after its call: look up the call. */
 	pc = n == 0 ? w->ip : w->ip - 1;
 	if (ref->proc) {
@@ -352,6 +356,9 @@ static __always_inline bool user_regs(struct walk *w, const bool by_hand)
 		w->sp = BPF_CORE_READ(regs, sp);
 		w->bp = BPF_CORE_READ(regs, bp);
 		w->r13 = BPF_CORE_READ(regs, r13);
+		w->rbx = BPF_CORE_READ(regs, bx);
+		w->r12 = BPF_CORE_READ(regs, r12);
+		w->r15 = BPF_CORE_READ(regs, r15);
 		w->fork_child = fork_child(BPF_CORE_READ(regs, ax), BPF_CORE_READ(regs, orig_ax));
 	} else {
 		/* BTF pointers, read directly: a helper call per field costs
@@ -363,8 +370,13 @@ static __always_inline bool user_regs(struct walk *w, const bool by_hand)
 		w->sp = regs->sp;
 		w->bp = regs->bp;
 		/* HotSpot's interpreter keeps the bytecode pointer there, the
-		 * BEAM's JIT its running process. */
+		 * BEAM's JIT its running process, its interpreter the process's
+		 * stack pointer (and the process in r12, the instruction
+		 * pointer in rbx, the X registers in r15). */
 		w->r13 = regs->r13;
+		w->rbx = regs->bx;
+		w->r12 = regs->r12;
+		w->r15 = regs->r15;
 		w->fork_child = fork_child(regs->ax, regs->orig_ax);
 	}
 	return w->ip != 0;

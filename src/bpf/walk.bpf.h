@@ -51,6 +51,7 @@ struct walk {
 	__u8 pad[5];
 	__u64 word;     /* a word read outside the window (move_window) */
 	__u64 r13;      /* the innermost frame's r13 (HotSpot's interpreter, the BEAM's JIT) */
+	__u64 rbx, r12, r15; /* the innermost frame's (the BEAM's interpreter) */
 	/* java_prologue's decoding, see there */
 	__u32 java_at, java_pushed, java_stop, java_done;
 	__s32 java_rbp_at;

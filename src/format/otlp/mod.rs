@@ -65,14 +65,14 @@ fn sample_type(p: &Profile) -> Option<SampleType> {
 /// OpenTelemetry's frame type (`profile.frame.type`) of the frames whose
 /// kind says it for certain: the kernel's; native code (in a binary);
 /// Java methods HotSpot's interpreter or C1 ran. A runtime's frames of the
-/// kinds runtimes share (an interpreter's frame: CPython, Ruby, PHP; JIT
-/// code: a C2 method, V8's) take the type of the runtime the walkers found
+/// kinds runtimes share (an interpreter's frame: CPython, Ruby, PHP, OTP
+/// 23's BEAM; JIT code: a C2 method, V8's, the BEAM's) take the type of the runtime the walkers found
 /// in their process (`runtime`); none when it is not known.
 fn frame_type(frame: &crate::profile::Frame, runtime: Option<&'static str>) -> Option<&'static str> {
     match frame.kind {
         FrameKind::Kernel => Some("kernel"),
         FrameKind::Interpreted | FrameKind::C1 => Some("jvm"),
-        FrameKind::Evaluated => runtime.filter(|r| ["cpython", "ruby", "php", "perl", "luajit"].contains(r)),
+        FrameKind::Evaluated => runtime.filter(|r| ["cpython", "ruby", "php", "perl", "luajit", "beam"].contains(r)),
         FrameKind::Jit => runtime.filter(|r| ["jvm", "v8js", "beam"].contains(r)),
         FrameKind::User | FrameKind::Inlined if frame.module.is_some() => Some("native"),
         _ => None,

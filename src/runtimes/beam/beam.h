@@ -10,15 +10,24 @@
  * space prints as Erlang does (<0.N.S>) and gives the stack as its label. */
 #define FG_BEAM_MARKER 0xffffffffffffff56ULL
 
-/* A process running the BEAM's JIT (src/runtimes/beam/): the span of
- * its JIT's code, where an Erlang process ends (the return address every
- * Erlang process's stack starts with), and whether the node keeps frame
- * pointers, for the walker (beam.bpf.h). */
+/* A frame of Erlang code the interpreter (OTP 23) runs: the address of a
+ * word of its loaded code (the instruction running, or a continuation
+ * pointer), named by user space by the function whose code it is. */
+#define FG_BEAM_WORD (FG_RT_TAG | ((__u64)FG_RT_BEAM << FG_RT_SHIFT))
+
+/* A process running the BEAM (src/runtimes/beam/), for the walker
+ * (beam.bpf.h): the span of its JIT's code, where an Erlang process ends
+ * (the return address every Erlang process's stack starts with), and
+ * whether the node keeps frame pointers. An emulator without the JIT
+ * (`interp`, OTP 23): lo..hi is its loop (process_main), and heap_at and
+ * hend_at where a process (struct process) keeps the start and end of
+ * its heap, whose top is its stack. */
 struct fg_beam_proc {
 	__u64 lo, hi;
 	__u64 normal_exit;
 	__u32 frame_pointers;
-	__u32 pad;
+	__u32 interp;
+	__u32 heap_at, hend_at;
 };
 
 #endif

@@ -2,12 +2,15 @@
 //! JIT-compiled functions named from the JIT's own code map ([`codemap`]),
 //! read from outside the process; their callers read in the kernel from
 //! each Erlang process's own stack (`beam.bpf.h`: the return addresses
-//! into the JIT's code, to the one every process starts with). An
-//! emulator without the JIT (OTP 23 and earlier) is named as not read.
-//! [`walker`] is its user-space half in a capture; [`process`] labels
-//! each Erlang stack with the Erlang process it ran.
+//! into the JIT's code, to the one every process starts with). OTP 23's
+//! emulator, an interpreter without the JIT, is walked alike from its
+//! registers and named from its loaded code ([`interp`]); earlier ones
+//! are named as not read. [`walker`] is its user-space half in a
+//! capture; [`process`] labels each Erlang stack with the Erlang process
+//! it ran.
 
 pub mod codemap;
+pub mod interp;
 pub mod process;
 pub mod walker;
 
@@ -17,14 +20,23 @@ use object::{Object, ObjectSymbol};
 
 use crate::procs::elf::load_bias;
 
-/// A BEAM found in a process: where its JIT code list and version are.
+/// A BEAM found in a process: how its code is named, and its version.
 #[derive(Clone, Debug)]
 pub struct Node {
-    /// `__jit_debug_descriptor`, in the process.
-    pub descriptor: u64,
+    pub emulator: Emulator,
     /// The OTP release ("25") and the emulator's version ("13.1.5").
     pub otp: String,
     pub erts: String,
+}
+
+/// How a node runs Erlang code.
+#[derive(Clone, Debug)]
+pub enum Emulator {
+    /// The JIT (OTP 24 and later): its code list,
+    /// `__jit_debug_descriptor`, in the process.
+    Jit { descriptor: u64 },
+    /// OTP 23's interpreter.
+    Interp(interp::Layout),
 }
 
 /// Whether a mapped file may be the emulator: `beam.smp` and its debug,
@@ -59,13 +71,17 @@ pub fn find(file: &File, path: &str, start: u64, offset: u64) -> Result<Option<N
     };
     let otp = string_at(&obj, release).unwrap_or_default();
     let erts = symbol("etp_erts_version").and_then(|a| string_at(&obj, a)).unwrap_or_default();
-    let Some(descriptor) = symbol("__jit_debug_descriptor") else {
-        return Err(format!("{path}: Erlang/OTP {otp}'s emulator without the JIT (the interpreter): fgbpf names the functions of the JIT (OTP 24 and later)"));
-    };
     let Some(bias) = load_bias(&data, start, offset) else {
         return Err(format!("{path}: its load address could not be worked out"));
     };
-    Ok(Some(Node { descriptor: descriptor + bias, otp, erts }))
+    let emulator = match symbol("__jit_debug_descriptor") {
+        Some(descriptor) => Emulator::Jit { descriptor: descriptor + bias },
+        None if otp == "23" => Emulator::Interp(interp::layout(&obj, bias).map_err(|why| format!("{path}: Erlang/OTP 23's interpreter: {why}"))?),
+        None => {
+            return Err(format!("{path}: Erlang/OTP {otp}'s emulator without the JIT (the interpreter): fgbpf names the functions of OTP 23's interpreter and of the JIT (OTP 24 and later)"));
+        }
+    };
+    Ok(Some(Node { emulator, otp, erts }))
 }
 
 #[cfg(test)]

@@ -28,16 +28,16 @@ pub struct PidLayout {
 
 /// The layout of an OTP release measured here (the pids of processes
 /// spawned after 40,000 others, as the node printed them, beside the
-/// terms read, tests/beam.rs): OTP 25 keeps 28 bits of data above the
-/// tag in the term's low half (its high half is the process table's
-/// index), 15 of number and 13 of serial (its 40,080th process is
+/// terms read, tests/beam.rs): OTP 23 and 25 keep 28 bits of data above
+/// the tag in the term's low half (its high half is the process table's
+/// index), 15 of number and 13 of serial (OTP 25's 40,080th process is
 /// `<0.7311.1>`); OTP 27 its number from bit 7 (`<0.40093.0>` is
 /// 0x4e4e83), 28 bits wide, the serial above it (0 in every pid seen: it
 /// grows only once 2^28 numbers are used). `None`: not known, and no
 /// label is given rather than a wrong one.
 pub fn layout(otp: &str) -> Option<PidLayout> {
     match otp {
-        "25" => Some(PidLayout { shift: 4, bits: 28, number: 15 }),
+        "23" | "25" => Some(PidLayout { shift: 4, bits: 28, number: 15 }),
         "27" => Some(PidLayout { shift: 7, bits: 57, number: 28 }),
         _ => None,
     }

@@ -2,25 +2,33 @@
 //! emulator ([`super::find`]); the JIT's code map of those found is read
 //! at each drain for the modules loaded since, and handed to the
 //! symbolizer, which names the JIT's code from it before any perf map.
+//! An interpreter's (OTP 23) stacks are named as they are stored, while
+//! the node lives ([`super::interp`]).
 
 use std::collections::HashMap;
 
 use libbpf_rs::{MapCore, MapFlags};
 
 use super::codemap::CodeMap;
-use super::process::{strip, Labeller, ERLANG_PROCESS};
-use super::{may_be_beam, Node};
+use super::interp::{self, Names};
+use super::process::{strip, Labeller, ERLANG_PROCESS, MARKER};
+use super::{may_be_beam, Emulator, Node};
 use crate::bpf::{types, FgbpfSkel};
 use crate::procs::mem::Mem;
 use crate::procs::perf_map::PerfMap;
 use crate::profile::RawStack;
-use crate::runtimes::shared::{by_pid, runtime_binary};
+use crate::procs::frame_kind::FrameKind;
+use crate::runtimes::shared::{by_pid, name_words, runtime_binary};
 use crate::runtimes::{Found, Runtime, Settings};
+use crate::symbolize::{Named, UnresolvedReason, UNKNOWN};
 
 struct Process {
     node: Node,
     mem: Mem,
     map: CodeMap,
+    /// An interpreter's names, or why they cannot be read (yet: a node
+    /// found while it starts is read again at the next tick).
+    names: Result<Names, String>,
     /// What the walker was last given (`beam_procs`).
     given: Option<(u64, u64, u64)>,
 }
@@ -44,6 +52,19 @@ pub struct Found1 {
     /// Stacks that named their Erlang process but were not labelled
     /// with it (the release's pid layout is not known).
     pub unlabelled: u64,
+    /// OTP 23's interpreter: what it read.
+    pub interp: Option<Interpreted>,
+}
+
+/// What the summary says of an interpreter (OTP 23).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Interpreted {
+    /// Functions named.
+    pub functions: usize,
+    /// Samples with an Erlang frame named by no function.
+    pub unnamed: u64,
+    /// Samples in C code its loop called (no Erlang frames).
+    pub in_c: u64,
 }
 
 pub(crate) const REGISTERED: super::super::Registered = super::super::Registered {
@@ -67,19 +88,50 @@ pub(crate) fn start(s: &Settings) -> Option<Box<dyn Runtime>> {
 }
 
 impl Beam {
+    /// An FG_BEAM_WORD of `pid`'s, named by its interpreter's code.
+    fn name_word(&self, pid: u32, word: u64) -> Named {
+        let name = self.procs.get(&pid).and_then(|p| p.names.as_ref().ok()).zip(interp::code_of(word)).and_then(|(n, code)| n.name(code));
+        match name {
+            Some(name) => Named::known(vec![(name.to_string(), FrameKind::Evaluated)]),
+            None => Named::unknown(
+                UNKNOWN.into(),
+                FrameKind::Evaluated,
+                UnresolvedReason::Runtime {
+                    why: "Erlang code of OTP 23's interpreter with no function's header before it (unloaded since, or a register the interpreter used for something else)",
+                    remedy: "none",
+                },
+            ),
+        }
+    }
+
     /// Reads what the JIT registered since the last read, and gives the
     /// walker the span of its code. False when the process cannot be read.
     fn read<M: MapCore>(&mut self, pid: u32, procs: &M) -> bool {
         let Some(p) = self.procs.get_mut(&pid) else { return false };
-        if let Err(why) = p.map.update(&p.mem, p.node.descriptor) {
-            let _ = procs.delete(&pid.to_ne_bytes());
-            self.unsupported.insert(pid, why);
-            self.procs.remove(&pid);
-            return false;
-        }
-        let (Some((lo, hi)), Some((frame_pointers, normal_exit))) = (p.map.span(), p.map.emulator) else { return true };
+        let value = match &p.node.emulator {
+            Emulator::Jit { descriptor } => {
+                if let Err(why) = p.map.update(&p.mem, *descriptor) {
+                    let _ = procs.delete(&pid.to_ne_bytes());
+                    self.unsupported.insert(pid, why);
+                    self.procs.remove(&pid);
+                    return false;
+                }
+                let (Some((lo, hi)), Some((frame_pointers, normal_exit))) = (p.map.span(), p.map.emulator) else { return true };
+                types::fg_beam_proc { lo, hi, normal_exit, frame_pointers: frame_pointers as u32, ..Default::default() }
+            }
+            Emulator::Interp(l) => {
+                if p.names.is_err() {
+                    p.names = Names::open(&p.mem, l);
+                }
+                if p.names.is_err() {
+                    return true;
+                }
+                let (lo, hi) = l.main;
+                types::fg_beam_proc { lo, hi, normal_exit: l.normal_exit, interp: 1, heap_at: interp::HEAP_AT, hend_at: interp::HEND_AT, ..Default::default() }
+            }
+        };
+        let (lo, hi, normal_exit) = (value.lo, value.hi, value.normal_exit);
         if p.given != Some((lo, hi, normal_exit)) {
-            let value = types::fg_beam_proc { lo, hi, normal_exit, frame_pointers: frame_pointers as u32, ..Default::default() };
             // SAFETY: fg_beam_proc is a plain struct of integers.
             let bytes = unsafe { plain::as_bytes(&value) };
             if procs.update(&pid.to_ne_bytes(), bytes, MapFlags::ANY).is_ok() {
@@ -103,7 +155,8 @@ impl Runtime for Beam {
         match super::find(&file, m.path, m.start, m.offset) {
             Ok(Some(node)) => match Mem::open(pid) {
                 Ok(mem) => {
-                    self.procs.insert(pid, Process { node, mem, map: CodeMap::default(), given: None });
+                    let names = Err("its emulator had not started".to_string());
+                    self.procs.insert(pid, Process { node, mem, map: CodeMap::default(), names, given: None });
                     if self.read(pid, &skel.maps.beam_procs) {
                         beam_added(skel);
                     }
@@ -123,11 +176,39 @@ impl Runtime for Beam {
         self.read_all(&skel.maps.beam_procs);
     }
 
+    fn reads_fresh(&self) -> bool {
+        self.procs.values().any(|p| matches!(p.node.emulator, Emulator::Interp(_)))
+    }
+
+    /// An interpreter's stack: its words named while the node lives.
+    fn fresh(&mut self, pid: u32, user: &[u64]) {
+        let Some(p) = self.procs.get_mut(&pid) else { return };
+        let (Emulator::Interp(_), Ok(names)) = (&p.node.emulator, &mut p.names) else { return };
+        for code in user.iter().filter_map(|&w| interp::code_of(w)) {
+            names.see(&p.mem, code);
+        }
+    }
+
     fn finish(&mut self, stacks: &mut [RawStack], found: &mut Found) {
+        // An interpreter's words not named as they were stored (stacks
+        // drained before their frames were, the last drain's): named now,
+        // while the node lives.
+        for r in stacks.iter() {
+            self.fresh(r.pid, &r.user);
+        }
         // Each process's span once, not once a stack.
         let spans: HashMap<u32, (u64, u64)> = self.procs.iter().filter_map(|(&pid, p)| Some((pid, p.map.span()?))).collect();
         let mut labellers: HashMap<u32, Labeller> = self.procs.iter().map(|(&pid, p)| (pid, Labeller::new(&p.node.otp))).collect();
+        let mut in_c: HashMap<u32, u64> = HashMap::new();
+        let mains: HashMap<u32, (u64, u64)> = self.procs.iter().filter_map(|(&pid, p)| if let Emulator::Interp(l) = &p.node.emulator { Some((pid, l.main)) } else { None }).collect();
         let mut one = |r: &mut RawStack| {
+            // An interpreter's thread on a CPU in C code it called: the
+            // loop among the callers, no Erlang frames.
+            if let Some(&(lo, hi)) = mains.get(&r.pid) {
+                if r.state.is_none() && !r.user.contains(&MARKER) && r.user.iter().skip(1).any(|&w| (lo..hi).contains(&w.wrapping_sub(1))) {
+                    *in_c.entry(r.pid).or_default() += r.weight;
+                }
+            }
             match labellers.get_mut(&r.pid) {
                 Some(l) => l.split(r),
                 None => strip(r),
@@ -142,11 +223,24 @@ impl Runtime for Beam {
                 one(w);
             }
         }
+        let (names, unnamed) = name_words(stacks, interp::RUNTIME, |pid, w| (self.name_word(pid, w), None));
+        found.runtime_names.extend(names);
         for (&pid, p) in &self.procs {
+            let unnamed: u64 = unnamed.range((pid, "", "")..).take_while(|((p, _, _), _)| *p == pid).map(|(_, (on, off))| on + off).sum();
             let (frame_pointers, _) = p.map.emulator.unwrap_or((false, 0));
             let unlabelled = labellers.get(&pid).map_or(0, |l| l.unlabelled);
-            found.beams.push(Found1 { pid, otp: p.node.otp.clone(), erts: p.node.erts.clone(), modules: p.map.modules, frame_pointers, unlabelled });
-            found.code_maps.push((pid, PerfMap::from_entries(p.map.pieces(!self.no_lines))));
+            let interp = match (&p.node.emulator, &p.names) {
+                (Emulator::Jit { .. }, _) => {
+                    found.code_maps.push((pid, PerfMap::from_entries(p.map.pieces(!self.no_lines))));
+                    None
+                }
+                (Emulator::Interp(_), Ok(names)) => Some(Interpreted { functions: names.functions(), unnamed, in_c: in_c.get(&pid).copied().unwrap_or(0) }),
+                (Emulator::Interp(_), Err(why)) => {
+                    self.unsupported.insert(pid, format!("Erlang/OTP 23's interpreter: {why}"));
+                    continue;
+                }
+            };
+            found.beams.push(Found1 { pid, otp: p.node.otp.clone(), erts: p.node.erts.clone(), modules: p.map.modules, frame_pointers, unlabelled, interp });
         }
         found.beams.sort_by_key(|b| b.pid);
         found.beam_unsupported = by_pid(&self.unsupported);
@@ -189,15 +283,36 @@ fn beam_added(skel: &mut FgbpfSkel<'_>) {
 pub fn lines(found: &Found, ctx: &crate::runtimes::walks::Context) -> Vec<String> {
     use crate::profile::names::printable;
     let mut out = Vec::new();
-    for b in &found.beams {
+    if let Some(why) = ctx.refused.why(crate::runtimes::BpfWalker::Beam) {
         out.push(format!(
-            "Erlang: pid {} ({}, OTP {}, erts {}): JIT-compiled functions named from the JIT's own code map ({} modules), their callers read from each Erlang process's own stack",
-            b.pid,
-            printable(&ctx.process(b.pid)),
-            printable(&b.otp),
-            printable(&b.erts),
-            b.modules
+            "Erlang frames were not read ({why}): the BEAM's schedulers show process_main, and its JIT code is named from a perf map alone (+JPperf true), at the leaf"
         ));
+    }
+    for b in &found.beams {
+        let (process, otp, erts) = (printable(&ctx.process(b.pid)), printable(&b.otp), printable(&b.erts));
+        let Some(Interpreted { functions, unnamed, in_c }) = b.interp else {
+            out.push(format!(
+                "Erlang: pid {} ({process}, OTP {otp}, erts {erts}): JIT-compiled functions named from the JIT's own code map ({} modules), their callers read from each Erlang process's own stack",
+                b.pid, b.modules
+            ));
+            continue;
+        };
+        out.push(format!(
+            "Erlang: pid {} ({process}, OTP {otp}, erts {erts}, the interpreter): functions named from the headers of their loaded code ({functions} functions; no lines: the module table that leads to them is not exported), their callers read from each Erlang process's own stack",
+            b.pid
+        ));
+        if unnamed > 0 {
+            out.push(format!(
+                "Erlang: pid {}: {unnamed} samples with an Erlang frame named by no function (no function's header found before its code: unloaded since, or a register the interpreter used for something else); left unnamed",
+                b.pid
+            ));
+        }
+        if in_c > 0 {
+            out.push(format!(
+                "Erlang: pid {}: {in_c} samples in C code the interpreter's loop called (the scheduler between processes, a BIF, the garbage collector): Erlang frames, if any, not read (the interpreter's registers, saved by the C code, are not restored by fgbpf's walk); they end at process_main",
+                b.pid
+            ));
+        }
     }
     // Off-CPU time of a node is its threads': an Erlang process waiting
     // (receive, a timer, a socket read) blocks none, and is in no stack.
@@ -229,6 +344,12 @@ pub fn lines(found: &Found, ctx: &crate::runtimes::walks::Context) -> Vec<String
             printable(&b.otp)
         ));
     }
+    if ctx.stats.beam_no_process > 0 {
+        out.push(format!(
+            "Erlang: {} samples in the interpreter's loop (process_main) with no Erlang process in its registers (between processes); they keep its C frames",
+            ctx.stats.beam_no_process
+        ));
+    }
     if in_c > 0 {
         out.push(format!(
             "Erlang: {in_c} of {} stacks in JIT code without their Erlang callers: in C code the JIT called (a BIF, the garbage collector, a trace breakpoint), where the JIT keeps the process's stack pointer in the process (c_p->stop), which fgbpf does not read yet; they end at the JIT code that called C (a stub such as global::call_light_bif_shared, or the function itself)",
@@ -237,7 +358,7 @@ pub fn lines(found: &Found, ctx: &crate::runtimes::walks::Context) -> Vec<String
     }
     if cut > 0 {
         out.push(format!(
-            "Erlang: {cut} of {} stacks in JIT code without their Erlang callers: no `normal_exit` (a process's first frame) within 4 KiB of the stack pointer (deep recursion, or the scheduler's own stack between processes)",
+            "Erlang: {cut} of {} stacks in Erlang code without their Erlang callers: no `normal_exit` (a process's first frame) within 4 KiB of the stack pointer (deep recursion, or the scheduler's own stack between processes)",
             walked + cut + in_c
         ));
     }
