@@ -9,6 +9,7 @@ pub mod names;
 pub mod raw;
 pub mod thread_roles;
 mod labels;
+mod losses;
 pub mod time;
 mod thread_index;
 pub mod unwinding;
@@ -204,6 +205,7 @@ pub struct Thread {
 pub type Frames = std::sync::Arc<[FrameId]>;
 
 pub use labels::Labels;
+pub use losses::{Loss, Losses};
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Stack {
@@ -220,36 +222,6 @@ pub struct Stack {
     pub spans: Spans,
     /// What it ran under (a goroutine and its labels); `None` for most.
     pub labels: Option<Labels>,
-}
-
-/// Samples or time that the capture could not keep, by cause.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Losses {
-    /// (what was lost, how many, the option that raises the limit)
-    pub entries: Vec<Loss>,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Loss {
-    pub what: String,
-    pub count: u64,
-    pub remedy: String,
-}
-
-impl Losses {
-    pub fn add(&mut self, what: &str, count: u64, remedy: &str) {
-        if count > 0 {
-            self.entries.push(Loss {
-                what: what.into(),
-                count,
-                remedy: remedy.into(),
-            });
-        }
-    }
-
-    pub fn total(&self) -> u64 {
-        self.entries.iter().map(|l| l.count).sum()
-    }
 }
 
 /// What the weights measure, beyond their unit: decides pprof sample types
