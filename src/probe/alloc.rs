@@ -506,11 +506,16 @@ mod tests {
         std::fs::copy(jemalloc, &copy).unwrap();
         let mut child = std::process::Command::new("sleep").arg("30").env("LD_PRELOAD", format!("{jemalloc}:{}", copy.display())).spawn().unwrap();
         let pid = child.id();
+        // Once it sleeps (clock_nanosleep, syscall 230): the dynamic
+        // loader has mapped everything, the C library after the preloaded
+        // allocators.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while !std::fs::read_to_string(format!("/proc/{pid}/maps")).is_ok_and(|m| m.contains("libjemalloc") && m.contains("libtcmalloc")) {
-            assert!(std::time::Instant::now() < deadline, "process {pid} never mapped both allocators");
+        while !std::fs::read_to_string(format!("/proc/{pid}/syscall")).is_ok_and(|s| s.starts_with("230 ")) {
+            assert!(std::time::Instant::now() < deadline, "process {pid} never went to sleep");
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
+        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+        assert!(maps.contains("libjemalloc") && maps.contains("libtcmalloc"), "process {pid} did not map both allocators:\n{maps}");
         let mut opts = Options { mean: 1, libc: PathBuf::new(), pid: -1, unread: Vec::new(), replacement: None, candidates: Vec::new(), max_live: 1, measure: false, max_overhead: None };
         let placed = place(&mut opts, &crate::probe::Targets { pids: vec![pid], ..Default::default() });
         child.kill().ok();
