@@ -31,6 +31,10 @@ pub struct View {
     pub interval: Duration,
     pub paused: bool,
     pub narrow: Narrow,
+    /// The name the thread table gave what was narrowed to: a thread with
+    /// no samples on the side shown (a sleeper, on-CPU) is in no table
+    /// read then, and keeps its name.
+    narrowed_as: String,
     selected: usize,
     zoom: Vec<usize>,
     highlighted: Vec<usize>,
@@ -55,6 +59,7 @@ impl View {
             interval: Duration::from_secs(interval_s),
             paused: false,
             narrow: Narrow::All,
+            narrowed_as: String::new(),
             selected: 0,
             zoom: Vec::new(),
             highlighted: Vec::new(),
@@ -233,6 +238,7 @@ impl View {
             Mode::Tasks => {
                 if let Some(t) = self.tasks.get(self.selected) {
                     self.narrow = t.narrow();
+                    self.narrowed_as = t.name.clone();
                     self.status = format!("narrowed to {}; a shows all again", self.narrowed().unwrap_or_default());
                     self.mode = Mode::Functions;
                     self.selected = 0;
@@ -281,7 +287,10 @@ impl View {
             Some(tid) => t.tid == Some(tid),
             None => t.pid == pid && t.tid.is_none(),
         });
-        let name = found.map_or_else(String::new, |t| format!(" ({})", t.name));
+        let name = match found.map_or(self.narrowed_as.as_str(), |t| t.name.as_str()) {
+            "" => String::new(),
+            name => format!(" ({name})"),
+        };
         Some(match tid {
             Some(t) => format!("thread {t}{name}"),
             None => format!("process {pid}{name}"),
