@@ -86,14 +86,17 @@ const MAX_ATOM: usize = 1020;
 pub struct Names {
     /// The `i_func_info` instruction's address.
     func_info: u64,
-    /// The atom table's index → atom pages, and how many atoms it holds.
+    /// The atom table (`erts_atom_table`), its index → atom pages, and
+    /// how many atoms it held when last read (atoms are only ever added).
+    table: u64,
     seg_table: u64,
     entries: u32,
     atoms: HashMap<u32, Option<String>>,
     /// A word → the header of the function holding it, or `None`.
     words: HashMap<u64, Option<u64>>,
-    /// A function's header → its name.
-    functions: HashMap<u64, String>,
+    /// A function's header → its name, and the header's module, function
+    /// and arity words as read.
+    functions: HashMap<u64, (String, [u64; 3])>,
 }
 
 impl Names {
@@ -117,7 +120,7 @@ impl Names {
         // entries, seg_table.
         let entries = mem.u32(l.atoms + 116).ok_or("its atom table could not be read")?;
         let seg_table = mem.u64(l.atoms + 120).ok_or("its atom table could not be read")?;
-        let mut names = Names { func_info, seg_table, entries, atoms: HashMap::new(), words: HashMap::new(), functions: HashMap::new() };
+        let mut names = Names { func_info, table: l.atoms, seg_table, entries, atoms: HashMap::new(), words: HashMap::new(), functions: HashMap::new() };
         let known = (names.atom(mem, 0), names.atom(mem, 1));
         if known != (Some("false".into()), Some("true".into())) {
             return Err(format!("its atom table's first atoms read {known:?}, not false and true"));
@@ -132,10 +135,16 @@ impl Names {
         if let Some(a) = self.atoms.get(&ix) {
             return a.clone();
         }
-        let read = || {
+        // An atom made since the table was read (a module loaded since);
+        // one not made yet is not kept as unreadable.
+        if ix >= self.entries {
+            self.entries = mem.u32(self.table + 116).unwrap_or(self.entries);
+            self.seg_table = mem.u64(self.table + 120).unwrap_or(self.seg_table);
             if ix >= self.entries {
                 return None;
             }
+        }
+        let read = || {
             let page = mem.u64(self.seg_table + 8 * (ix as u64 >> 10))?;
             let atom = mem.u64(page + 8 * (ix as u64 & 1023))?;
             if mem.u32(atom + 16)? != ix {
@@ -157,8 +166,8 @@ impl Names {
         if self.words.contains_key(&word) {
             return;
         }
-        let at = self.header_of(mem, word).map(|(at, name)| {
-            self.functions.entry(at).or_insert(name);
+        let at = self.header_of(mem, word).map(|(at, name, mfa)| {
+            self.functions.entry(at).or_insert((name, mfa));
             at
         });
         self.words.insert(word, at);
@@ -166,7 +175,7 @@ impl Names {
 
     /// The nearest header before `word` (at least a header's length
     /// before it), and its function's name.
-    fn header_of(&mut self, mem: &Mem, word: u64) -> Option<(u64, String)> {
+    fn header_of(&mut self, mem: &Mem, word: u64) -> Option<(u64, String, [u64; 3])> {
         if word & 7 != 0 || word <= PAGE + HEADER {
             return None;
         }
@@ -183,15 +192,22 @@ impl Names {
             ws.extend_from_slice(&above);
             for i in (0..here).rev() {
                 let at = start + 8 * i as u64;
-                if at + HEADER > word || ws[i] != self.func_info || ws.len() < i + 5 {
+                if ws[i] != self.func_info {
                     continue;
                 }
-                let (Some(m), Some(f), arity) = (atom_index(ws[i + 2]), atom_index(ws[i + 3]), ws[i + 4]) else { continue };
+                // The nearest header: the word is its function's, or (in
+                // the header itself, or a header that does not read
+                // whole) no function's known. Never one further back,
+                // whose code ends before this header.
+                if at + HEADER > word || ws.len() < i + 5 {
+                    return None;
+                }
+                let (m, f, arity) = (atom_index(ws[i + 2])?, atom_index(ws[i + 3])?, ws[i + 4]);
                 if arity > 255 {
-                    continue;
+                    return None;
                 }
-                let (Some(m), Some(f)) = (self.atom(mem, m), self.atom(mem, f)) else { continue };
-                return Some((at, format!("{m}:{f}/{arity}")));
+                let (m, f) = (self.atom(mem, m)?, self.atom(mem, f)?);
+                return Some((at, format!("{m}:{f}/{arity}"), [ws[i + 2], ws[i + 3], arity]));
             }
             if start <= floor {
                 return None;
@@ -204,7 +220,28 @@ impl Names {
 
     /// The name of the function whose code holds `word`, once seen.
     pub fn name(&self, word: u64) -> Option<&str> {
-        self.words.get(&word).copied().flatten().and_then(|at| self.functions.get(&at)).map(String::as_str)
+        self.words.get(&word).copied().flatten().and_then(|at| self.functions.get(&at)).map(|(name, _)| name.as_str())
+    }
+
+    /// Reads each function's header again (at the capture's end): one
+    /// that no longer holds what it held (the module purged, its memory
+    /// given to other code) leaves its words unnamed, since which code
+    /// they were is no longer known. Headers that cannot be read (the
+    /// node gone) are kept.
+    pub fn recheck(&mut self, mem: &Mem) {
+        let func_info = self.func_info;
+        let gone: Vec<u64> = self
+            .functions
+            .iter()
+            .filter(|(&at, (_, mfa))| {
+                let read: Option<Vec<u64>> = [0, 2, 3, 4].iter().map(|i| mem.u64(at + 8 * i)).collect();
+                read.is_some_and(|w| w[0] != func_info || w[1..] != mfa[..])
+            })
+            .map(|(&at, _)| at)
+            .collect();
+        for at in gone {
+            self.functions.remove(&at);
+        }
     }
 
     pub fn functions(&self) -> usize {
@@ -226,13 +263,14 @@ mod tests {
     /// a page's end).
     #[test]
     fn a_word_is_named_by_the_nearest_header_before_it() {
-        let texts: [&[u8]; 5] = [b"false", b"true", b"busy", b"spin", b"inner"];
+        let texts: [&[u8]; 6] = [b"false", b"true", b"busy", b"spin", b"inner", b"later"];
         // Atom: index at 16, length at 24, name at 32.
         let atoms: Vec<[u64; 5]> = texts.iter().enumerate().map(|(i, t)| [0, 0, i as u64, t.len() as u64, t.as_ptr() as u64]).collect();
         let page: Vec<u64> = atoms.iter().map(|a| a.as_ptr() as u64).collect();
         let seg_table = [page.as_ptr() as u64];
         let mut table = [0u64; 16];
-        table[14] = (texts.len() as u64) << 32;
+        // One atom not yet made.
+        table[14] = (texts.len() as u64 - 1) << 32;
         table[15] = seg_table.as_ptr() as u64;
         let (main, func_info) = ((0x10_0000, 0x20_0000), 0x12_3457);
         let mut ops = vec![0u64; 200];
@@ -251,16 +289,32 @@ mod tests {
         // One that crosses a page's end, 2 words before it.
         let across = (800..1400).find(|i| (base + 8 * *i as u64) % 4096 == 4096 - 16).unwrap();
         header(&mut code, across, 4, 3);
-        // Not a header: the instruction, then no atoms.
+        // The instruction, then no atoms: a header that does not read
+        // whole, after which no word is named (never by a function
+        // further back, whose code ended before it).
         code[700..705].copy_from_slice(&[func_info, 0, 0x3f, 0x3f, 1]);
         let word = |i: usize| base + 8 * i as u64;
         // No header before it: first, before the reads below leave copies
         // of the headers in freed memory under `code`.
-        let named = [(50, None), (605, Some("busy:spin/2")), (620, Some("busy:spin/2")), (across, Some("busy:spin/2")), (604, Some("busy:inner/1"))];
+        let named = [(50, None), (605, Some("busy:spin/2")), (620, Some("busy:spin/2")), (604, None), (710, None)];
         for (at, want) in named.into_iter().chain([(150, Some("busy:inner/1")), (across + 5, Some("busy:inner/3")), (across + 300, Some("busy:inner/3"))]) {
             names.see(&mem, word(at));
             assert_eq!(names.name(word(at)), want, "word {at}");
         }
+        // A function named by an atom made after the table was read.
+        header(&mut code, across + 400, 5, 0);
+        assert_eq!((names.see(&mem, word(across + 420)), names.name(word(across + 420))), ((), None), "an atom the table does not hold");
+        // SAFETY: a write to this test's own array, which the reads
+        // through /proc/PID/mem see.
+        unsafe { std::ptr::write_volatile(&mut table[14], (texts.len() as u64) << 32) };
+        names.see(&mem, word(across + 421));
+        assert_eq!(names.name(word(across + 421)), Some("busy:later/0"));
+        // A header that changed since (its module purged, other code
+        // there): its words are no longer named.
+        // SAFETY: as above.
+        unsafe { std::ptr::write_volatile(&mut code[603], atom(4)) };
+        names.recheck(&mem);
+        assert_eq!((names.name(word(620)), names.name(word(150))), (None, Some("busy:inner/1")));
         // Unaligned: never code.
         names.see(&mem, word(620) + 4);
         assert_eq!(names.name(word(620) + 4), None);

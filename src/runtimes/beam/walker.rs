@@ -196,6 +196,11 @@ impl Runtime for Beam {
         for r in stacks.iter() {
             self.fresh(r.pid, &r.user);
         }
+        for p in self.procs.values_mut() {
+            if let Ok(names) = &mut p.names {
+                names.recheck(&p.mem);
+            }
+        }
         // Each process's span once, not once a stack.
         let spans: HashMap<u32, (u64, u64)> = self.procs.iter().filter_map(|(&pid, p)| Some((pid, p.map.span()?))).collect();
         let mut labellers: HashMap<u32, Labeller> = self.procs.iter().map(|(&pid, p)| (pid, Labeller::new(&p.node.otp))).collect();
