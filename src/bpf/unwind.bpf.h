@@ -356,9 +356,8 @@ static __always_inline bool user_regs(struct walk *w, const bool by_hand)
 		w->sp = BPF_CORE_READ(regs, sp);
 		w->bp = BPF_CORE_READ(regs, bp);
 		w->r13 = BPF_CORE_READ(regs, r13);
-		w->rbx = BPF_CORE_READ(regs, bx);
-		w->r12 = BPF_CORE_READ(regs, r12);
-		w->r15 = BPF_CORE_READ(regs, r15);
+		/* Not rbx, r12 and r15: the BEAM's interpreter is read by the
+		 * bpf_loop walker only (beam_interp), which never reads by hand. */
 		w->fork_child = fork_child(BPF_CORE_READ(regs, ax), BPF_CORE_READ(regs, orig_ax));
 	} else {
 		/* BTF pointers, read directly: a helper call per field costs
