@@ -27,7 +27,7 @@ fn a_fork_and_thread_storm_costs_nothing_of_the_work_after_it() {
         .args(["storm", "9000", "70000"]));
     assert_ok(&out);
     let report = std::fs::read_to_string(dir.join("report.txt")).unwrap();
-    assert!(report.contains("\nlost: none\n"), "{report}");
+    assert_nothing_lost_by_fgbpf(&report);
     // The kernel's account of the late child's CPU time, which it prints.
     let said = String::from_utf8_lossy(&out.stdout);
     let cpu: f64 = said

@@ -245,6 +245,19 @@ pub fn assert_ok(out: &Output) {
     );
 }
 
+/// Asserts that a capture's account of its losses (the summary on stderr,
+/// or report.txt) lists none of fgbpf's own: every `lost` line is `lost:
+/// none` or the waits whose switch-in the kernel reported neither through
+/// `sched_switch` nor as an arrival in the scheduler's record (measured on
+/// this machine's kernel with perf and bpftrace: docs/how-it-works.md),
+/// which no size or option of fgbpf's can keep. There must be such a line.
+pub fn assert_nothing_lost_by_fgbpf(text: &str) {
+    let lines: Vec<&str> = text.lines().map(|l| l.trim_start_matches("fgbpf: ")).filter(|l| l.starts_with("lost")).collect();
+    assert!(!lines.is_empty(), "no account of losses in:\n{text}");
+    let ours: Vec<&&str> = lines.iter().filter(|l| **l != "lost: none" && !l.contains("off-CPU waits whose end sched_switch did not report")).collect();
+    assert!(ours.is_empty(), "lost {ours:?} in:\n{text}");
+}
+
 /// Parses a folded file into (frames, weight) pairs, checking every line.
 pub fn read_folded(path: &Path) -> Vec<(Vec<String>, u64)> {
     let text =

@@ -100,18 +100,24 @@ pub struct Names {
 }
 
 impl Names {
-    /// Reads, from the live process, what naming needs; `Err` says why it
-    /// cannot be read.
-    pub fn open(mem: &Mem, l: &Layout) -> Result<Names, String> {
+    /// Reads, from the live process, what naming needs: `Ok(None)` while
+    /// its emulator has not started (its opcode table `beam_ops` unset, or
+    /// the trap export not yet filled in), `Err` why it cannot be read.
+    pub fn open(mem: &Mem, l: &Layout) -> Result<Option<Names>, String> {
+        let table = mem.u64(l.ops).ok_or("its `beam_ops` could not be read")?;
         // The trap export's header: [i_func_info's number, 0, erlang,
         // name, arity] somewhere in its first words.
         let words: Vec<u64> = (0..12).map_while(|i| mem.u64(l.trap + 8 * i)).collect();
         let number = words
             .windows(5)
             .find(|w| w[0] < 4096 && w[1] == 0 && atom_index(w[2]).is_some() && atom_index(w[3]).is_some() && w[4] < 256)
-            .map(|w| w[0])
-            .ok_or("no `i_func_info` header in its bif_return_trap_export")?;
-        let table = mem.u64(l.ops).filter(|&t| t != 0).ok_or("its `beam_ops` is not set (the emulator has not started)")?;
+            .map(|w| w[0]);
+        let (Some(number), true) = (number, table != 0) else {
+            if words.len() < 5 {
+                return Err("its `bif_return_trap_export` could not be read".into());
+            }
+            return Ok(None);
+        };
         let func_info = mem.u64(table + 8 * number).ok_or("its `beam_ops` could not be read")?;
         if !(l.main.0..l.main.1).contains(&func_info) {
             return Err(format!("its `i_func_info` ({number}) is at {func_info:#x}, outside process_main"));
@@ -125,7 +131,7 @@ impl Names {
         if known != (Some("false".into()), Some("true".into())) {
             return Err(format!("its atom table's first atoms read {known:?}, not false and true"));
         }
-        Ok(names)
+        Ok(Some(names))
     }
 
     /// Atom `ix`'s text: `seg_table[ix / 1024][ix % 1024]`, an `Atom`
@@ -279,7 +285,7 @@ mod tests {
         let trap = [0, 0, 0, 0xffff_ffff, 174, 0, atom(1), atom(0), 2, 0, 0, 0];
         let l = Layout { main, normal_exit: 0, ops: ops_ptr.as_ptr() as u64, atoms: table.as_ptr() as u64, trap: trap.as_ptr() as u64 };
         let mem = Mem::open(std::process::id()).unwrap();
-        let mut names = Names::open(&mem, &l).unwrap();
+        let mut names = Names::open(&mem, &l).unwrap().unwrap();
 
         let mut code = vec![0x3bu64; 4096];
         let base = code.as_ptr() as u64;

@@ -26,8 +26,9 @@ struct Process {
     node: Node,
     mem: Mem,
     map: CodeMap,
-    /// An interpreter's names, or why they cannot be read (yet: a node
-    /// found while it starts is read again at the next tick).
+    /// An interpreter's names, or that its emulator has not started (read
+    /// again at each tick until it has; one that cannot be read is moved
+    /// to `unsupported`).
     names: Result<Names, String>,
     /// What the walker was last given (`beam_procs`).
     given: Option<(u64, u64, u64)>,
@@ -121,10 +122,17 @@ impl Beam {
             }
             Emulator::Interp(l) => {
                 if p.names.is_err() {
-                    p.names = Names::open(&p.mem, l);
-                }
-                if p.names.is_err() {
-                    return true;
+                    match Names::open(&p.mem, l) {
+                        Ok(Some(names)) => p.names = Ok(names),
+                        // Read again at the next tick.
+                        Ok(None) => return true,
+                        Err(why) => {
+                            let _ = procs.delete(&pid.to_ne_bytes());
+                            self.unsupported.insert(pid, format!("Erlang/OTP 23's interpreter: {why}"));
+                            self.procs.remove(&pid);
+                            return false;
+                        }
+                    }
                 }
                 let (lo, hi) = l.main;
                 types::fg_beam_proc { lo, hi, normal_exit: l.normal_exit, interp: 1, heap_at: interp::HEAP_AT, hend_at: interp::HEND_AT, ..Default::default() }
