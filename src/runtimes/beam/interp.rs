@@ -329,6 +329,25 @@ mod tests {
         assert_eq!(code_of(word(620)), None);
     }
 
+    /// A node found while its emulator starts is read again; one that
+    /// cannot be read is refused at once.
+    #[test]
+    fn only_an_emulator_not_started_is_read_again() {
+        let (main, func_info) = ((0x10_0000, 0x20_0000), 0x12_3457);
+        let mut ops = vec![0u64; 200];
+        ops[174] = func_info;
+        let (set, unset) = ([ops.as_ptr() as u64], [0u64]);
+        let (header, zeros) = ([0, 0, 0, 0xffff_ffff, 174, 0, atom(1), atom(0), 2, 0, 0, 0], [0u64; 12]);
+        let mem = Mem::open(std::process::id()).unwrap();
+        let open = |ops: u64, trap: u64, main| Names::open(&mem, &Layout { main, normal_exit: 0, ops, atoms: 0, trap }).map(|n| n.is_some());
+        let here = |a: &[u64]| a.as_ptr() as u64;
+        assert_eq!(open(here(&unset), here(&header), main), Ok(false), "beam_ops not set");
+        assert_eq!(open(here(&set), here(&zeros), main), Ok(false), "the trap export not filled in");
+        assert!(open(here(&set), here(&header), (0, 0x1000)).is_err_and(|e| e.contains("outside process_main")));
+        assert!(open(16, here(&header), main).is_err_and(|e| e.contains("`beam_ops` could not be read")));
+        assert!(open(here(&set), 16, main).is_err_and(|e| e.contains("could not be read")));
+    }
+
     #[test]
     fn atoms_are_told_by_their_tag() {
         assert_eq!(atom_index(atom(7514)), Some(7514));
