@@ -26,10 +26,10 @@ struct Process {
     node: Node,
     mem: Mem,
     map: CodeMap,
-    /// An interpreter's names, or that its emulator has not started (read
-    /// again at each tick until it has; one that cannot be read is moved
-    /// to `unsupported`).
-    names: Result<Names, String>,
+    /// An interpreter's names; `None` while its emulator has not started
+    /// (read again at each tick until it has; one that cannot be read is
+    /// moved to `unsupported`).
+    names: Option<Names>,
     /// What the walker was last given (`beam_procs`).
     given: Option<(u64, u64, u64)>,
 }
@@ -91,7 +91,7 @@ pub(crate) fn start(s: &Settings) -> Option<Box<dyn Runtime>> {
 impl Beam {
     /// An FG_BEAM_WORD of `pid`'s, named by its interpreter's code.
     fn name_word(&self, pid: u32, word: u64) -> Named {
-        let name = self.procs.get(&pid).and_then(|p| p.names.as_ref().ok()).zip(interp::code_of(word)).and_then(|(n, code)| n.name(code));
+        let name = self.procs.get(&pid).and_then(|p| p.names.as_ref()).zip(interp::code_of(word)).and_then(|(n, code)| n.name(code));
         match name {
             Some(name) => Named::known(vec![(name.to_string(), FrameKind::Evaluated)]),
             None => Named::unknown(
@@ -105,37 +105,36 @@ impl Beam {
         }
     }
 
-    /// Reads what the JIT registered since the last read, and gives the
-    /// walker the span of its code. False when the process cannot be read.
+    /// Reads what the JIT registered since the last read, or an
+    /// interpreter's names until they read, and gives the walker the span
+    /// of its code. False when the process cannot be read.
     fn read<M: MapCore>(&mut self, pid: u32, procs: &M) -> bool {
         let Some(p) = self.procs.get_mut(&pid) else { return false };
+        // Ok(None): not ready yet, read again at the next tick.
         let value = match &p.node.emulator {
-            Emulator::Jit { descriptor } => {
-                if let Err(why) = p.map.update(&p.mem, *descriptor) {
-                    let _ = procs.delete(&pid.to_ne_bytes());
-                    self.unsupported.insert(pid, why);
-                    self.procs.remove(&pid);
-                    return false;
-                }
-                let (Some((lo, hi)), Some((frame_pointers, normal_exit))) = (p.map.span(), p.map.emulator) else { return true };
-                types::fg_beam_proc { lo, hi, normal_exit, frame_pointers: frame_pointers as u32, ..Default::default() }
-            }
+            Emulator::Jit { descriptor } => p.map.update(&p.mem, *descriptor).map(|()| {
+                let (Some((lo, hi)), Some((frame_pointers, normal_exit))) = (p.map.span(), p.map.emulator) else { return None };
+                Some(types::fg_beam_proc { lo, hi, normal_exit, frame_pointers: frame_pointers as u32, ..Default::default() })
+            }),
             Emulator::Interp(l) => {
-                if p.names.is_err() {
-                    match Names::open(&p.mem, l) {
-                        Ok(Some(names)) => p.names = Ok(names),
-                        // Read again at the next tick.
-                        Ok(None) => return true,
-                        Err(why) => {
-                            let _ = procs.delete(&pid.to_ne_bytes());
-                            self.unsupported.insert(pid, format!("Erlang/OTP 23's interpreter: {why}"));
-                            self.procs.remove(&pid);
-                            return false;
-                        }
-                    }
-                }
-                let (lo, hi) = l.main;
-                types::fg_beam_proc { lo, hi, normal_exit: l.normal_exit, interp: 1, heap_at: interp::HEAP_AT, hend_at: interp::HEND_AT, ..Default::default() }
+                let opened = match p.names {
+                    Some(_) => Ok(()),
+                    None => Names::open(&p.mem, l).map(|names| p.names = names),
+                };
+                opened.map_err(|why| format!("Erlang/OTP 23's interpreter: {why}")).map(|()| {
+                    let (lo, hi) = l.main;
+                    p.names.is_some().then_some(types::fg_beam_proc { lo, hi, normal_exit: l.normal_exit, interp: 1, heap_at: interp::HEAP_AT, hend_at: interp::HEND_AT, ..Default::default() })
+                })
+            }
+        };
+        let value = match value {
+            Ok(Some(value)) => value,
+            Ok(None) => return true,
+            Err(why) => {
+                let _ = procs.delete(&pid.to_ne_bytes());
+                self.unsupported.insert(pid, why);
+                self.procs.remove(&pid);
+                return false;
             }
         };
         let (lo, hi, normal_exit) = (value.lo, value.hi, value.normal_exit);
@@ -163,8 +162,7 @@ impl Runtime for Beam {
         match super::find(&file, m.path, m.start, m.offset) {
             Ok(Some(node)) => match Mem::open(pid) {
                 Ok(mem) => {
-                    let names = Err("its emulator had not started".to_string());
-                    self.procs.insert(pid, Process { node, mem, map: CodeMap::default(), names, given: None });
+                    self.procs.insert(pid, Process { node, mem, map: CodeMap::default(), names: None, given: None });
                     if self.read(pid, &skel.maps.beam_procs) {
                         beam_added(skel);
                     }
@@ -191,7 +189,7 @@ impl Runtime for Beam {
     /// An interpreter's stack: its words named while the node lives.
     fn fresh(&mut self, pid: u32, user: &[u64]) {
         let Some(p) = self.procs.get_mut(&pid) else { return };
-        let (Emulator::Interp(_), Ok(names)) = (&p.node.emulator, &mut p.names) else { return };
+        let (Emulator::Interp(_), Some(names)) = (&p.node.emulator, &mut p.names) else { return };
         for code in user.iter().filter_map(|&w| interp::code_of(w)) {
             names.see(&p.mem, code);
         }
@@ -205,7 +203,7 @@ impl Runtime for Beam {
             self.fresh(r.pid, &r.user);
         }
         for p in self.procs.values_mut() {
-            if let Ok(names) = &mut p.names {
+            if let Some(names) = &mut p.names {
                 names.recheck(&p.mem);
             }
         }
@@ -247,9 +245,9 @@ impl Runtime for Beam {
                     found.code_maps.push((pid, PerfMap::from_entries(p.map.pieces(!self.no_lines))));
                     None
                 }
-                (Emulator::Interp(_), Ok(names)) => Some(Interpreted { functions: names.functions(), unnamed, in_c: in_c.get(&pid).copied().unwrap_or(0) }),
-                (Emulator::Interp(_), Err(why)) => {
-                    self.unsupported.insert(pid, format!("Erlang/OTP 23's interpreter: {why}"));
+                (Emulator::Interp(_), Some(names)) => Some(Interpreted { functions: names.functions(), unnamed, in_c: in_c.get(&pid).copied().unwrap_or(0) }),
+                (Emulator::Interp(_), None) => {
+                    self.unsupported.insert(pid, "Erlang/OTP 23's interpreter: its emulator had not started".to_string());
                     continue;
                 }
             };
